@@ -1,0 +1,60 @@
+package core
+
+import "time"
+
+// Usage sources reported in LLMResponse.UsageSource.
+const (
+	UsageMeasured  = "measured"
+	UsageEstimated = "estimated"
+)
+
+// Call is one governed call as it travels through the onion. The client
+// builds it once; middleware may read it and fill its bookkeeping fields but
+// never changes Messages or Params.
+type Call struct {
+	// ID is the call_id of the telemetry row and LLMResponse.CallID.
+	ID string
+	// Scope is the logical role (upper case), e.g. "LLM".
+	Scope string
+	// Messages is the conversation to send.
+	Messages []Message
+	// Params holds extra request fields passed through (temperature, max_tokens, tools…).
+	Params map[string]any
+	// Stream asks the upstream to stream (SSE); enables the watchdog.
+	Stream bool
+	// SessionID and ParentCallID link telemetry rows of one task.
+	SessionID, ParentCallID string
+	// CacheSalt and CacheNamespace refine the cache key; empty namespace means
+	// the scope's configured namespace.
+	CacheSalt, CacheNamespace string
+	// Start is when the client accepted the call.
+	Start time.Time
+}
+
+// LLMResponse is the result of one governed chat call.
+type LLMResponse struct {
+	// Content is the answer text; Thinking the reasoning text of thinking models.
+	Content, Thinking string
+	// Model, Provider and SourceName say which source answered.
+	Model, Provider, SourceName string
+	// PromptTokens and CompletionTokens are the usage of the answering attempt.
+	PromptTokens, CompletionTokens int
+	// Latency is the wall time of the whole call.
+	Latency time.Duration
+	// TTFT and MaxInterToken are zero when not streamed or a cache hit.
+	TTFT, MaxInterToken time.Duration
+	// CacheHit is true when the answer came from the response cache.
+	CacheHit bool
+	// CallID is the telemetry primary key of this call.
+	CallID string
+	// Cost is nil without a price for the model; 0 on a cache hit.
+	Cost *float64
+	// UsageSource is "measured" or "estimated".
+	UsageSource string
+	// StructuredData is set with structured output.
+	StructuredData any
+	// FinishReason is the upstream's finish_reason ("stop", "length", …).
+	FinishReason string
+	// Attempts lists the source names tried, in order.
+	Attempts []string
+}

@@ -1,0 +1,281 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Reason is the controlled vocabulary for why a source or a scope failed.
+type Reason string
+
+// Reason values.
+const (
+	ReasonNetworkError   Reason = "network_error"
+	ReasonTimeout        Reason = "timeout"
+	ReasonRateLimited    Reason = "rate_limited"
+	ReasonSourceDead     Reason = "source_dead"
+	ReasonCircuitOpen    Reason = "circuit_open"
+	ReasonRetryExhausted Reason = "retry_exhausted"
+	ReasonStalled        Reason = "stalled"
+)
+
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrGateway matches every error the library makes.
+	ErrGateway = errors.New("polygateway")
+	// ErrCircuitOpen matches a GatewayUnavailableError whose sources were all
+	// refused by their breakers.
+	ErrCircuitOpen = errors.New("polygateway: circuit open")
+	// ErrAllSourcesExhausted matches a GatewayUnavailableError for any other
+	// reason: retry budget spent, stalled, every source dead or rate limited.
+	ErrAllSourcesExhausted = errors.New("polygateway: all sources exhausted")
+)
+
+// TransientError is a failure worth retrying elsewhere: timeout, 5xx, network
+// error, cut/stalled/malformed stream, 429.
+type TransientError struct {
+	Source     string
+	Reason     Reason
+	StatusCode int
+	// Code is the provider's error code, when it sent one.
+	Code    string
+	Message string
+	// RetryAfter is the upstream's hint (Retry-After, retry-after-ms); 0 if none.
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *TransientError) Error() string {
+	return formatErr("transient error", e.Source, string(e.Reason), e.StatusCode, e.Code, e.Message, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *TransientError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrGateway.
+func (e *TransientError) Is(target error) bool { return target == ErrGateway }
+
+// IsRateLimit reports whether the failure is a 429 pushback.
+func (e *TransientError) IsRateLimit() bool { return e.Reason == ReasonRateLimited }
+
+// SourceDeadError means the source's account is unusable (401, 403, 402,
+// insufficient quota): its breaker opens at once.
+type SourceDeadError struct {
+	Source     string
+	StatusCode int
+	Code       string
+	Message    string
+	Err        error
+}
+
+func (e *SourceDeadError) Error() string {
+	return formatErr("source dead", e.Source, "", e.StatusCode, e.Code, e.Message, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *SourceDeadError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrGateway.
+func (e *SourceDeadError) Is(target error) bool { return target == ErrGateway }
+
+// RequestRejectedError means the request itself is wrong (400 and other 4xx,
+// context length, content filter, local validation): no retry, no switch.
+type RequestRejectedError struct {
+	Source     string
+	StatusCode int
+	// Code is the provider's error code (e.g. "context_length_exceeded").
+	Code    string
+	Message string
+	Err     error
+}
+
+func (e *RequestRejectedError) Error() string {
+	return formatErr("request rejected", e.Source, "", e.StatusCode, e.Code, e.Message, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *RequestRejectedError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrGateway.
+func (e *RequestRejectedError) Is(target error) bool { return target == ErrGateway }
+
+// ResultInvalidError means the call worked but the result failed its checks.
+// It never counts against the breaker.
+type ResultInvalidError struct {
+	Source string
+	// Raw is the last raw text that failed.
+	Raw     string
+	Message string
+	Err     error
+}
+
+func (e *ResultInvalidError) Error() string {
+	return formatErr("result invalid", e.Source, "", 0, "", e.Message, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ResultInvalidError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrGateway.
+func (e *ResultInvalidError) Is(target error) bool { return target == ErrGateway }
+
+// GatewayUnavailableError means the scope has no usable source right now.
+type GatewayUnavailableError struct {
+	Scope  string
+	Reason Reason
+	// RetryAfter is the earliest time worth retrying (0 = now), read from the breaker.
+	RetryAfter time.Duration
+	// PerSource holds the last reason each source failed with.
+	PerSource map[string]Reason
+	// Err is the last attempt's error, if any.
+	Err error
+}
+
+func (e *GatewayUnavailableError) Error() string {
+	var b strings.Builder
+	b.WriteString("polygateway: scope ")
+	b.WriteString(e.Scope)
+	b.WriteString(" unavailable (")
+	b.WriteString(string(e.Reason))
+	b.WriteString(")")
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, ", retry after %s", e.RetryAfter)
+	}
+	if len(e.PerSource) > 0 {
+		b.WriteString(", sources:")
+		for _, name := range slices.Sorted(maps.Keys(e.PerSource)) {
+			b.WriteString(" ")
+			b.WriteString(name)
+			b.WriteString("=")
+			b.WriteString(string(e.PerSource[name]))
+		}
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the last attempt's error.
+func (e *GatewayUnavailableError) Unwrap() error { return e.Err }
+
+// Is matches ErrGateway, and ErrCircuitOpen (Reason circuit_open) or
+// ErrAllSourcesExhausted (every other reason).
+func (e *GatewayUnavailableError) Is(target error) bool {
+	switch target {
+	case ErrGateway:
+		return true
+	case ErrCircuitOpen:
+		return e.Reason == ReasonCircuitOpen
+	case ErrAllSourcesExhausted:
+		return e.Reason != ReasonCircuitOpen
+	}
+	return false
+}
+
+// GovernanceBackendError means the limiter or breaker backend failed. The
+// call is refused rather than sent upstream unprotected.
+type GovernanceBackendError struct {
+	// Backend is "limiter" or "breaker".
+	Backend string
+	// Op is the operation that failed (e.g. "acquire").
+	Op  string
+	Err error
+}
+
+func (e *GovernanceBackendError) Error() string {
+	msg := "polygateway: " + e.Backend + " backend " + e.Op + " failed"
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the backend's error.
+func (e *GovernanceBackendError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrGateway.
+func (e *GovernanceBackendError) Is(target error) bool { return target == ErrGateway }
+
+// CanceledError wraps the caller's context error when a call is cancelled or
+// its deadline passes: errors.Is(err, context.Canceled) (or DeadlineExceeded)
+// and errors.Is(err, ErrGateway) both hold.
+type CanceledError struct {
+	Err error
+}
+
+func (e *CanceledError) Error() string { return "polygateway: call cancelled: " + e.Err.Error() }
+
+// Unwrap returns the context error.
+func (e *CanceledError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrGateway.
+func (e *CanceledError) Is(target error) bool { return target == ErrGateway }
+
+// ErrorClass returns the class name used as the telemetry error prefix
+// ("TransientError", "SourceDeadError", …), or "Error" for foreign errors.
+func ErrorClass(err error) string {
+	var (
+		t  *TransientError
+		d  *SourceDeadError
+		r  *RequestRejectedError
+		iv *ResultInvalidError
+		u  *GatewayUnavailableError
+		g  *GovernanceBackendError
+		c  *CanceledError
+	)
+	switch {
+	case errors.As(err, &u):
+		return "GatewayUnavailableError"
+	case errors.As(err, &g):
+		return "GovernanceBackendError"
+	case errors.As(err, &c):
+		return "CanceledError"
+	case errors.As(err, &t):
+		return "TransientError"
+	case errors.As(err, &d):
+		return "SourceDeadError"
+	case errors.As(err, &r):
+		return "RequestRejectedError"
+	case errors.As(err, &iv):
+		return "ResultInvalidError"
+	}
+	return "Error"
+}
+
+func formatErr(kind, source, reason string, status int, code, msg string, cause error) string {
+	var b strings.Builder
+	b.WriteString("polygateway: ")
+	b.WriteString(kind)
+	if source != "" {
+		b.WriteString(" from ")
+		b.WriteString(source)
+	}
+	if reason != "" {
+		b.WriteString(" (")
+		b.WriteString(reason)
+		b.WriteString(")")
+	}
+	if status != 0 {
+		fmt.Fprintf(&b, ": http %d", status)
+	}
+	if code != "" {
+		b.WriteString(" [")
+		b.WriteString(code)
+		b.WriteString("]")
+	}
+	if msg != "" {
+		b.WriteString(": ")
+		b.WriteString(msg)
+	}
+	if cause != nil && msg == "" {
+		b.WriteString(": ")
+		b.WriteString(cause.Error())
+	}
+	return b.String()
+}

@@ -1,0 +1,63 @@
+package core
+
+import "encoding/base64"
+
+// Message roles used by the OpenAI chat format.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Content part types.
+const (
+	PartText     = "text"
+	PartImageURL = "image_url"
+)
+
+// ContentPart is one element of a multimodal message content array.
+// Type is PartText or PartImageURL; Text or ImageURL carries the value.
+type ContentPart struct {
+	Type     string
+	Text     string
+	ImageURL string
+	// Detail is the optional image detail hint ("low", "high", "auto").
+	Detail string
+}
+
+// Message is one chat message in OpenAI shape. When Parts is non-empty it is
+// sent as a content array and Content is ignored.
+type Message struct {
+	Role       string
+	Content    string
+	Parts      []ContentPart
+	Name       string
+	ToolCallID string
+}
+
+// System returns a system message.
+func System(text string) Message { return Message{Role: RoleSystem, Content: text} }
+
+// User returns a user message.
+func User(text string) Message { return Message{Role: RoleUser, Content: text} }
+
+// Assistant returns an assistant message.
+func Assistant(text string) Message { return Message{Role: RoleAssistant, Content: text} }
+
+// UserParts returns a user message with a multimodal content array.
+func UserParts(parts ...ContentPart) Message {
+	return Message{Role: RoleUser, Parts: append([]ContentPart(nil), parts...)}
+}
+
+// TextPart returns a text content part.
+func TextPart(text string) ContentPart { return ContentPart{Type: PartText, Text: text} }
+
+// ImageURLPart returns an image content part referring to url (http(s) or data: URL).
+func ImageURLPart(url string) ContentPart { return ContentPart{Type: PartImageURL, ImageURL: url} }
+
+// ImageBytesPart returns an image content part whose bytes travel inline as a
+// data: URL with the given MIME type.
+func ImageBytesPart(mime string, data []byte) ContentPart {
+	return ContentPart{Type: PartImageURL, ImageURL: "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(data)}
+}

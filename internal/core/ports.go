@@ -1,0 +1,255 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Clock tells the time. Implementations must be safe for concurrent use.
+// Backends and state machines read time only through it so tests can run
+// cooldowns and windows without sleeping.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Gate names one of the six rate-limit gates.
+type Gate uint8
+
+// The six gates, {concurrency, RPM, TPM} × {source, global}.
+const (
+	GateNone Gate = iota
+	GateSourceConcurrency
+	GateSourceRPM
+	GateSourceTPM
+	GateGlobalConcurrency
+	GateGlobalRPM
+	GateGlobalTPM
+)
+
+var gateNames = [...]string{"none", "source_concurrency", "source_rpm", "source_tpm", "global_concurrency", "global_rpm", "global_tpm"}
+
+// String returns the gate's name.
+func (g Gate) String() string {
+	if int(g) < len(gateNames) {
+		return gateNames[g]
+	}
+	return "unknown"
+}
+
+// PermitRequest asks the Limiter for one call's permits on one source.
+type PermitRequest struct {
+	Scope, Source string
+	// SourceLimits and GlobalLimits are the gates to check; zero fields are off.
+	SourceLimits, GlobalLimits Limits
+	// Tokens is pre-deducted from both TPM gates (EST_TOKENS).
+	Tokens int
+	// LeaseTTL bounds how long a concurrency slot lives without release.
+	LeaseTTL time.Duration
+}
+
+// Permit is what a granted acquire holds. It is a value: release it exactly once.
+type Permit struct {
+	Scope, Source string
+	// Lease identifies the permit's concurrency slots and TPM entries.
+	Lease uint64
+	// Tokens is the amount pre-deducted.
+	Tokens int
+	// AcquiredAt is the limiter's time of the acquire; settlement lands in its window.
+	AcquiredAt time.Time
+}
+
+// Grant is the answer to TryAcquire. When OK is false nothing was counted,
+// Gate names the first refusing gate and RetryAfter estimates when it frees
+// (0 = unknown; poll).
+type Grant struct {
+	OK         bool
+	Permit     Permit
+	Gate       Gate
+	RetryAfter time.Duration
+}
+
+// SettleKind says how a released permit's pre-deducted tokens are settled.
+type SettleKind uint8
+
+// Settlement kinds.
+const (
+	// SettleActual settles TPM to Settlement.Tokens (the measured usage).
+	SettleActual SettleKind = iota
+	// SettleEstimate keeps the pre-deducted estimate (transient failure).
+	SettleEstimate
+	// SettleRefund returns all tokens and the RPM count is kept (4xx, source dead).
+	SettleRefund
+)
+
+// Settlement is passed to Release.
+type Settlement struct {
+	Kind   SettleKind
+	Tokens int
+}
+
+// LimiterUsage is a read-only view of one source's or the scope's gates.
+type LimiterUsage struct {
+	InFlight int
+	Requests int // in the current RPM window
+	Tokens   int // in the current TPM window
+}
+
+// Limiter is the rate-limit port: six gates, all-or-nothing.
+//
+// Contract: TryAcquire never blocks waiting for quota; it checks every
+// enabled gate and either takes all of them (OK) or none (refusal). One
+// TryAcquire must be implementable as one atomic backend round trip. Release
+// frees the concurrency slots and settles TPM into the window of the acquire;
+// releasing an expired or unknown permit is a no-op. Usage reads state for
+// diagnostics. All methods are safe for concurrent use. An error means the
+// backend failed; callers turn it into GovernanceBackendError.
+type Limiter interface {
+	TryAcquire(ctx context.Context, req PermitRequest) (Grant, error)
+	Release(ctx context.Context, p Permit, s Settlement) error
+	// Usage reports the source's gates; source "" reports the global gates.
+	Usage(ctx context.Context, scope, source string) (LimiterUsage, error)
+}
+
+// BreakerState is the state of one source's circuit.
+type BreakerState uint8
+
+// Breaker states.
+const (
+	StateClosed BreakerState = iota
+	StateOpen
+	StateHalfOpen
+)
+
+// String returns "closed", "open" or "half_open".
+func (s BreakerState) String() string {
+	switch s {
+	case StateOpen:
+		return "open"
+	case StateHalfOpen:
+		return "half_open"
+	}
+	return "closed"
+}
+
+// Admission is the breaker's answer to Allow.
+type Admission struct {
+	// Allowed is true when the call may go upstream.
+	Allowed bool
+	// Probe is true when this call holds the single half-open probe.
+	Probe bool
+	// Epoch is the circuit's epoch at admission; Record fences on it.
+	Epoch uint64
+	// State is the state seen at admission.
+	State BreakerState
+	// RetryAfter is, when refused, how long until a probe may be admitted.
+	RetryAfter time.Duration
+}
+
+// Outcome is what an admitted attempt reports to the breaker.
+type Outcome uint8
+
+// Outcomes.
+const (
+	// OutcomeSuccess: the service answered (any HTTP response that proves it alive,
+	// including a business failure or an invalid result).
+	OutcomeSuccess Outcome = iota
+	// OutcomeFailure: 5xx, network error, cut or malformed stream.
+	OutcomeFailure
+	// OutcomeTimeout: a timeout; weighted by TimeoutWeight.
+	OutcomeTimeout
+	// OutcomeRateLimited: 429 pushback; not a failure, never in the window.
+	OutcomeRateLimited
+	// OutcomeDead: the source is dead; opens at once.
+	OutcomeDead
+	// OutcomeAbandoned: the attempt was cancelled or rejected as a bad request;
+	// a held probe is returned with no verdict.
+	OutcomeAbandoned
+)
+
+// BreakerSnapshot is a read-only view of one circuit.
+type BreakerSnapshot struct {
+	State               BreakerState
+	Epoch               uint64
+	ConsecutiveFailures float64
+	// Opens counts how many times the circuit opened.
+	Opens int
+	// RetryAfter is how long until a probe may be admitted (0 when closed).
+	RetryAfter time.Duration
+	// ProbeHeld is true while a half-open probe is out.
+	ProbeHeld bool
+}
+
+// Breaker is the circuit breaker port, keyed by (scope, source).
+//
+// Contract: Allow admits when closed; when open past its cooldown it admits
+// exactly one caller as the probe (Probe=true) holding a lease of
+// cfg.ProbeTTL; all others are refused with RetryAfter. Record applies an
+// outcome only if adm.Epoch is still the circuit's epoch (otherwise it
+// returns applied=false). Reset closes the circuit and clears its history.
+// All methods are safe for concurrent use; an error means the backend failed.
+type Breaker interface {
+	Allow(ctx context.Context, scope, source string, cfg BreakerConfig) (Admission, error)
+	Record(ctx context.Context, scope, source string, adm Admission, o Outcome, cfg BreakerConfig) (applied bool, err error)
+	Snapshot(ctx context.Context, scope, source string, cfg BreakerConfig) (BreakerSnapshot, error)
+	Reset(ctx context.Context, scope, source string) error
+}
+
+// Cache is the response cache port.
+//
+// Contract: Get returns (nil, false, nil) on a miss, including for expired
+// entries. Set stores value for ttl. Implementations copy what they keep and
+// are safe for concurrent use. An error means the backend failed; callers
+// degrade to a miss.
+type Cache interface {
+	Get(ctx context.Context, key string) ([]byte, bool, error)
+	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
+}
+
+// TelemetryRecord is one row of llm_calls.
+type TelemetryRecord struct {
+	CallID           string
+	ParentCallID     string
+	SessionID        string
+	Model            string
+	Provider         string
+	SourceName       string
+	Messages         string // JSON; multimodal parts as digests
+	Response         string
+	Thinking         string
+	PromptTokens     int
+	CompletionTokens int
+	UsageSource      string
+	LatencyMS        float64
+	TTFTMS           *float64
+	MaxInterTokenMS  *float64
+	CacheHit         bool
+	Error            string // "ClassName: message", empty on success
+	Cost             *float64
+	// Scope and CreatedAt are the added columns.
+	Scope     string
+	CreatedAt time.Time
+}
+
+// TelemetrySink is the telemetry port.
+//
+// Contract: Write never blocks the call for I/O (sinks that write to a
+// database queue and batch); it returns an error only for a row it could not
+// accept. Close flushes what is queued and releases resources; it is
+// idempotent. Safe for concurrent use.
+type TelemetrySink interface {
+	Write(ctx context.Context, rec TelemetryRecord) error
+	Close(ctx context.Context) error
+}
+
+// Upstream performs exactly one attempt of a call against one source and
+// classifies any failure into the four error classes. It is the transport
+// port the governor calls. Safe for concurrent use.
+type Upstream interface {
+	Do(ctx context.Context, src *SourceConfig, call *Call) (*LLMResponse, error)
+}

@@ -1,0 +1,160 @@
+package core
+
+import "time"
+
+// Selector names accepted by {SCOPE}__SELECTOR.
+const (
+	SelectorHealthAware   = "health_aware"
+	SelectorRoundRobin    = "round_robin"
+	SelectorLeastInflight = "least_inflight"
+	SelectorCostAware     = "cost_aware"
+)
+
+// MISSING_DONE policies.
+const (
+	MissingDoneRetry   = "retry"
+	MissingDoneSalvage = "salvage"
+)
+
+// QUOTA_FULL policies.
+const (
+	QuotaFullWait     = "wait"
+	QuotaFullFailFast = "fail_fast"
+)
+
+// Limits are the three gates of one level (a source or the whole scope).
+// Zero disables a gate.
+type Limits struct {
+	MaxConcurrency int
+	RPM            int
+	TPM            int
+}
+
+// SourceConfig is the complete configuration of one upstream source, from
+// the keys {SCOPE}__{PROVIDER}__{N}__{FIELD}.
+type SourceConfig struct {
+	// Name is "{provider}_{n}" in lower case; it names the source everywhere.
+	Name string
+	// Provider is the lower-case provider name; it selects the ProviderProfile.
+	Provider string
+	// Index is N.
+	Index int
+	// BaseURL is the OpenAI-style base including its version path.
+	BaseURL string
+	// APIKey is the bearer key; "none" sends no Authorization header.
+	APIKey string
+	// Model is the upstream model name.
+	Model string
+	// Timeout is the wall-clock cap of one attempt.
+	Timeout time.Duration
+	// Limits are the per-source gates.
+	Limits Limits
+	// EstTokens is pre-deducted from TPM per call.
+	EstTokens int
+	// TTFTTimeout and InterTokenTimeout arm the stream watchdog (both zero = off).
+	TTFTTimeout, InterTokenTimeout time.Duration
+	// EnableThinking is nil when the thinking switch is not injected.
+	EnableThinking *bool
+	// MissingDone is MissingDoneRetry (default) or MissingDoneSalvage.
+	MissingDone string
+	// TrustEnv false makes the source ignore HTTP(S)_PROXY. Default true.
+	TrustEnv bool
+	// Priority is the tier: lower is tried first. Default 0.
+	Priority int
+	// Weight is the share within a tier. Default 1.
+	Weight float64
+	// Region is an optional region label for region preference.
+	Region string
+	// ExtraBody is merged into every request body sent to this source.
+	ExtraBody map[string]any
+}
+
+// RetrySettings bound the per-call retry budget.
+type RetrySettings struct {
+	// MaxAttempts includes the first attempt. Default 3.
+	MaxAttempts int
+	// BackoffBase is the first backoff. Default 1s.
+	BackoffBase time.Duration
+	// BackoffMax caps every backoff. Default 30s.
+	BackoffMax time.Duration
+}
+
+// BreakerConfig is the circuit breaker configuration of a scope. The same
+// values are passed to every Breaker call so that a shared backend needs no
+// configuration of its own.
+type BreakerConfig struct {
+	// FailThreshold is the configured consecutive-failure threshold. Default 5.
+	// The effective threshold of a source is max(FailThreshold, 2×its MAX_CONCURRENCY);
+	// callers pass the effective value.
+	FailThreshold int
+	// Cooldown is the first open period. Default 30s.
+	Cooldown time.Duration
+	// MaxCooldown caps the doubling cooldown. Default 300s.
+	MaxCooldown time.Duration
+	// ProbeTTL is the lease of the half-open probe. Default: the largest source timeout.
+	ProbeTTL time.Duration
+	// MinCalls is the number of window samples before the rate channel acts. Default 20.
+	MinCalls int
+	// FailRate opens the breaker when the window's failure rate reaches it. Default 0.5.
+	FailRate float64
+	// Window is the failure-rate window length. Default 60s.
+	Window time.Duration
+	// HalfOpenSuccesses is the number of probe successes needed to close. Default 1.
+	HalfOpenSuccesses int
+	// TimeoutWeight is the fraction of a failure a timeout counts as. Default 1.
+	TimeoutWeight float64
+}
+
+// BackpressureSettings tune waiting for quota and 429 pushback.
+type BackpressureSettings struct {
+	// StallWindow: a call that has waited this long with no progress anywhere
+	// in the scope gives up with Reason stalled. Default max(60s, largest TTFT timeout).
+	StallWindow time.Duration
+	// PollInterval is how often a waiting call re-tries the limiter. Default 0.25s.
+	PollInterval time.Duration
+}
+
+// GatewaySettings is the parsed and validated configuration of one scope.
+// LoadSettings produces it; FromSettings assembles a client from it.
+type GatewaySettings struct {
+	// Scope is the upper-case scope name.
+	Scope string
+	// Sources in the order of (provider, N) as configured.
+	Sources []SourceConfig
+	// Global are the scope-wide gates.
+	Global Limits
+	// Selector is one of the Selector* names. Default health_aware.
+	Selector string
+	// PreferredRegion puts same-region sources first when set.
+	PreferredRegion string
+	// Retry is the per-call retry budget.
+	Retry RetrySettings
+	// Breaker is the circuit breaker configuration.
+	Breaker BreakerConfig
+	// Backpressure tunes waiting.
+	Backpressure BackpressureSettings
+	// QuotaFull is QuotaFullWait (default) or QuotaFullFailFast.
+	QuotaFull string
+	// LimiterBackend and BreakerBackend are "memory" or "redis".
+	LimiterBackend, BreakerBackend string
+	// CacheBackend is "none", "memory" or "redis".
+	CacheBackend string
+	// CacheNamespace and CacheTTL are required when the cache is on.
+	CacheNamespace string
+	CacheTTL       time.Duration
+	// TelemetryBackend is "none", "sqlite" or "postgres".
+	TelemetryBackend    string
+	TelemetrySQLitePath string
+	TelemetryPGDSN      string
+	// PricingPath is the optional pricing JSON file.
+	PricingPath string
+	// StructuredMaxRetries bounds structured-output re-asks. Default 2.
+	StructuredMaxRetries int
+	// LeaseTTL is the lease of a concurrency permit. Default 1500s.
+	LeaseTTL time.Duration
+	// RedisURL is shared by the redis backends.
+	RedisURL string
+	// Extra holds the scope's other keys verbatim (e.g. EMBED__BATCH_SIZE),
+	// keyed by the part after "{SCOPE}__", for sibling clients to read.
+	Extra map[string]string
+}
