@@ -57,4 +57,15 @@ type LLMResponse struct {
 	FinishReason string
 	// Attempts lists the source names tried, in order.
 	Attempts []string
+	// ToolCalls are the tool calls the model asked for, assembled from deltas.
+	ToolCalls []ToolCall
+}
+
+// ToolCall is one function call requested by the model.
+type ToolCall struct {
+	Index     int
+	ID        string
+	Type      string
+	Name      string
+	Arguments string
 }
