@@ -1,0 +1,21 @@
+GO ?= go
+
+.PHONY: test bench lint demo chaos
+
+# The test command of the README and of CI.
+test:
+	$(GO) test -race ./...
+
+# Benchmarks: each governed arm beside a raw net/http arm in the same run.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./bench/
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -run TestDependencyRule .
+	@if command -v golangci-lint >/dev/null 2>&1; then golangci-lint run ./...; else echo "golangci-lint not installed: skipped"; fi
+
+# The offline demo: failover, breaker, cache and telemetry against built-in fakes.
+demo:
+	$(GO) run ./examples/quickstart

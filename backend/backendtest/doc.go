@@ -1,0 +1,24 @@
+// Package backendtest is the conformance suite of the governance ports:
+// core.Limiter, core.Breaker and core.Cache.
+//
+// Every backend runs the same suite from its own tests, so the in-process
+// backend (backend/memory) and a shared one (Redis) are held to one set of
+// semantics:
+//
+//	func TestLimiter(t *testing.T) {
+//		backendtest.RunLimiterSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Limiter {
+//			return memory.NewLimiter(memory.WithClock(clk))
+//		})
+//	}
+//
+// Time only moves through the FakeClock handed to the constructor; the suite
+// never sleeps, so a backend must read time only through that clock (a
+// shared backend uses a test-only time source that reads it). Each subtest
+// uses scope, source and key names derived from its own t.Name(), so one
+// shared backend instance can serve every subtest without cleanup.
+//
+// The suites pin the exact semantics documented on each Run function; where
+// the port contract leaves a choice open (the breaker's suppression rule,
+// the fencing of a timed-out probe holder, the sliding-window boundary), the
+// suite's choice is the one every backend must make.
+package backendtest

@@ -1,0 +1,69 @@
+package polygateway_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const modulePath = "github.com/polygateway/polygateway"
+
+// goList returns the packages matched by pattern with their imports (or,
+// with deps, their whole dependency closure).
+func goList(t *testing.T, deps bool, pattern string) map[string][]string {
+	t.Helper()
+	args := []string{"list", "-f", "{{.ImportPath}}:{{join .Imports \",\"}}"}
+	if deps {
+		args = []string{"list", "-deps", "-f", "{{.ImportPath}}:"}
+	}
+	out, err := exec.Command("go", append(args, pattern)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", pattern, err, out)
+	}
+	pkgs := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, imports, _ := strings.Cut(line, ":")
+		if imports == "" {
+			pkgs[name] = nil
+			continue
+		}
+		pkgs[name] = strings.Split(imports, ",")
+	}
+	return pkgs
+}
+
+// TestDependencyRule enforces the layering of the architecture: the kernel
+// imports the standard library only; middleware, transport, backends and
+// telemetry sinks never import the root package; the root never links an
+// opt-in adapter or its driver.
+func TestDependencyRule(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	pkgs := goList(t, false, modulePath+"/...")
+	for pkg, imports := range pkgs {
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, modulePath), "/")
+		for _, imp := range imports {
+			switch {
+			case rel == "internal/core" && strings.Contains(strings.SplitN(imp, "/", 2)[0], "."):
+				t.Errorf("%s imports %s: the kernel may import the standard library only", pkg, imp)
+			case imp == modulePath && (strings.HasPrefix(rel, "middleware") || strings.HasPrefix(rel, "transport") ||
+				strings.HasPrefix(rel, "backend") || strings.HasPrefix(rel, "telemetry") || strings.HasPrefix(rel, "internal")):
+				t.Errorf("%s imports the root package: only the root, embed, ocr, proxy, cmd and examples may", pkg)
+			}
+		}
+	}
+	optIn := []string{
+		modulePath + "/backend/redisstore", modulePath + "/telemetry/sqlitesink", modulePath + "/telemetry/pgsink",
+		"github.com/redis/go-redis/v9", "modernc.org/sqlite", "github.com/jackc/pgx/v5",
+	}
+	closure := goList(t, true, modulePath)
+	for _, banned := range optIn {
+		for dep := range closure {
+			if dep == banned || strings.HasPrefix(dep, banned+"/") {
+				t.Errorf("the root package links %s: opt-in adapters must stay opt-in", dep)
+			}
+		}
+	}
+}

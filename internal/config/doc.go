@@ -1,0 +1,64 @@
+// Package config parses and validates the configuration of one PolyGateway
+// scope from a flat key/value map, producing a core.GatewaySettings.
+//
+// ReadEnv builds the map (a .env file overlaid by the process environment);
+// Load parses it without any I/O. Keys lists every known key: the same table
+// drives the parser, so documentation generated from it cannot drift.
+//
+// # Keys
+//
+// Four families, all documented row by row in Keys:
+//
+//   - source keys {SCOPE}__{PROVIDER}__{N}__{FIELD}: N is an integer >= 1
+//     without leading zeros, PROVIDER upper-case [A-Z0-9_] without "__"; the
+//     source is named lower(PROVIDER)_N and sources are ordered by
+//     (provider, N). An unknown FIELD is an error (typos are caught).
+//   - scope keys {SCOPE}__{GROUP}__{FIELD} (GROUP = GLOBAL, RETRY, BREAKER,
+//     BACKPRESSURE; an unknown FIELD is an error) and {SCOPE}__SELECTOR,
+//     {SCOPE}__PREFERRED_REGION, {SCOPE}__QUOTA_FULL. Any other single-part
+//     key {SCOPE}__NAME goes, trimmed, into GatewaySettings.Extra["NAME"].
+//   - flat shortcuts LLM_MAX_RETRIES, LLM_RETRY_BASE_DELAY, ... : fallbacks
+//     for every scope; the scope's own key wins.
+//   - assembly keys PGW_* and REDIS_URL, shared by every scope.
+//
+// Keys that start with another scope's prefix, and keys unknown to the table
+// that do not start with "{SCOPE}__", are ignored.
+//
+// # Values
+//
+// Values are trimmed of surrounding whitespace. Seconds (every …_S key and
+// the flat delay, cooldown and timeout keys) are plain non-negative decimals
+// ("0.5"): no exponent, no hex, no NaN or Inf, never empty.
+// Integers are base-10. Booleans are true/false/1/0, case-insensitive.
+// Enumerations are case-insensitive and stored in their lower-case spelling.
+// A key present with an empty value is an error for typed keys (remove the
+// key to get the default) and "missing" for required ones; an empty free
+// string (REGION, PREFERRED_REGION, PGW_PRICING_PATH) means unset.
+// Flat and PGW_* values are validated whenever present, even if a scope key
+// overrides them or the feature they configure is off. REDIS_URL is the
+// exception: it is validated only when a redis backend is selected.
+//
+// # Errors
+//
+// Load returns a single *Error (never an errors.Join): the first problem in
+// this order, each step in table order:
+//
+//  1. the scope argument;
+//  2. the shape of every {SCOPE}__ key, in sorted key order (malformed key,
+//     unknown FIELD, bad PROVIDER or N);
+//  3. at least one source;
+//  4. assembly keys (PGW_*, then REDIS_URL);
+//  5. flat shortcuts;
+//  6. scope keys (GLOBAL, SELECTOR, PREFERRED_REGION, QUOTA_FULL, RETRY,
+//     BREAKER, BACKPRESSURE), with the relations inside a group;
+//  7. sources in (provider, N) order, fields in table order, with their
+//     relations (EST_TOKENS vs TPM, the watchdog pair, TIMEOUT_S vs
+//     PGW_LEASE_TTL_S);
+//  8. relations between the scope and its sources (PROBE_TTL_S,
+//     STALL_WINDOW_S, POLL_INTERVAL_S).
+//
+// An *Error names the exact key, or for a relation between two keys the one
+// that was explicitly set (the constrained one when both were). A value
+// inherited from a flat shortcut is blamed on the flat key. API keys, URLs,
+// DSNs and EXTRA_BODY are never echoed.
+package config

@@ -1,0 +1,674 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// Defaults of optional keys (see Keys for the documentation).
+const (
+	defaultMaxAttempts          = 3
+	defaultBackoffBase          = 1 * time.Second
+	defaultBackoffMax           = 30 * time.Second
+	defaultFailThreshold        = 5
+	defaultCooldown             = 30 * time.Second
+	defaultMaxCooldown          = 300 * time.Second
+	defaultMinCalls             = 20
+	defaultFailRate             = 0.5
+	defaultWindow               = 60 * time.Second
+	defaultHalfOpenSuccesses    = 1
+	defaultTimeoutWeight        = 1.0
+	defaultStallWindowFloor     = 60 * time.Second
+	defaultPollInterval         = 250 * time.Millisecond
+	defaultStructuredMaxRetries = 2
+	defaultLeaseTTL             = 1500 * time.Second
+	defaultWeight               = 1.0
+)
+
+// scopeRE is the accepted scope name (after upper-casing): a letter, then
+// letters, digits and single underscores, not ending with an underscore.
+var scopeRE = regexp.MustCompile(`^[A-Z](?:[A-Z0-9]|_[A-Z0-9])*$`)
+
+// providerRE is the accepted PROVIDER part of a source key.
+var providerRE = regexp.MustCompile(`^[A-Z0-9](?:[A-Z0-9]|_[A-Z0-9])*$`)
+
+// nRE is the accepted N part of a source key: a canonical positive integer.
+var nRE = regexp.MustCompile(`^[1-9][0-9]*$`)
+
+// Load parses and validates the configuration of one scope from env, a flat
+// key/value map (see ReadEnv). It does no I/O.
+//
+// scope is upper-cased and must then match [A-Z][A-Z0-9_]* without "__" and
+// without a trailing "_". Keys of other scopes are ignored; flat (LLM_*) and
+// assembly (PGW_*, REDIS_URL) keys are shared by every scope.
+//
+// On failure it returns a *Error for the first problem found; see the package
+// documentation for the order.
+func Load(scope string, env map[string]string) (core.GatewaySettings, error) {
+	l := &loader{env: env, used: map[string]bool{}}
+	if err := l.load(scope); err != nil {
+		return core.GatewaySettings{}, err
+	}
+	return l.s, nil
+}
+
+// optDur is an optional duration together with the key it came from
+// (key == "" means absent: the default applies).
+type optDur struct {
+	d   time.Duration
+	key string
+}
+
+func (o optDur) set() bool { return o.key != "" }
+
+// or returns o when set, else fallback.
+func (o optDur) or(fallback optDur) optDur {
+	if o.set() {
+		return o
+	}
+	return fallback
+}
+
+// optInt is an optional integer together with the key it came from.
+type optInt struct {
+	n   int
+	key string
+}
+
+type sourceID struct {
+	provider string // as written (upper case)
+	n        int
+}
+
+type loader struct {
+	env    map[string]string
+	scope  string
+	prefix string // scope + "__"
+	used   map[string]bool
+	s      core.GatewaySettings
+
+	// Key classification.
+	recognised []string // scope keys the table knows, sorted
+	sources    []sourceID
+
+	// Flat shortcut values.
+	flatMaxRetries optInt
+	flatBaseDelay  optDur
+	flatMaxDelay   optDur
+	flatThreshold  optInt
+	flatCooldown   optDur
+	flatTimeout    optDur
+	flatTTFT       optDur
+	flatInter      optDur
+
+	// Scope values whose checks need the sources.
+	probeTTL     optDur
+	stallWindow  optDur
+	pollInterval optDur
+}
+
+// get returns the trimmed entry of key, or the zero entry when absent.
+func (l *loader) get(key string) entry {
+	v, ok := l.env[key]
+	if !ok {
+		return entry{}
+	}
+	l.used[key] = true
+	return entry{key: key, val: strings.TrimSpace(v)}
+}
+
+func (l *loader) load(scope string) *Error {
+	up := strings.ToUpper(scope)
+	if !scopeRE.MatchString(up) {
+		return errf("scope", fmt.Sprintf("invalid scope name %s; expected [A-Z][A-Z0-9_]* without \"__\" and not ending in \"_\" (e.g. LLM, EMBED, OCR_FAST)", show(scope)))
+	}
+	l.scope, l.prefix = up, up+"__"
+	l.s = core.GatewaySettings{Scope: up, Extra: map[string]string{}}
+
+	steps := []func() *Error{
+		l.classify,
+		l.requireSources,
+		l.assembly,
+		l.flat,
+		l.scopeValues,
+		l.parseSources,
+		l.crossChecks,
+		l.allHandled,
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// classify checks the shape of every {SCOPE}__ key, in sorted key order,
+// collects Extra and the set of sources.
+func (l *loader) classify() *Error {
+	keys := make([]string, 0, len(l.env))
+	for k := range l.env {
+		if strings.HasPrefix(k, l.prefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	seen := map[sourceID]bool{}
+	for _, k := range keys {
+		parts := strings.Split(k[len(l.prefix):], "__")
+		if slices.Contains(parts, "") {
+			return errf(k, "malformed key: empty part (check the double underscores); "+l.shapes())
+		}
+		switch len(parts) {
+		case 1:
+			name := parts[0]
+			if fields, isGroup := known.groups[name]; isGroup {
+				return errf(k, fmt.Sprintf("incomplete key: expected %s%s__{FIELD} with FIELD one of %s", l.prefix, name, strings.Join(fields, ", ")))
+			}
+			if slices.Contains(known.singles, name) {
+				l.recognised = append(l.recognised, k)
+				continue
+			}
+			l.s.Extra[name] = l.get(k).val
+		case 2:
+			group, field := parts[0], parts[1]
+			fields, isGroup := known.groups[group]
+			if !isGroup {
+				return errf(k, fmt.Sprintf("malformed key: %s is not one of the groups %s (a source key needs {PROVIDER}__{N}__{FIELD}); %s",
+					show(group), strings.Join(known.groupOrder, ", "), l.shapes()))
+			}
+			if !slices.Contains(fields, field) {
+				return errf(k, unknownField(field, fields, "under "+l.prefix+group))
+			}
+			l.recognised = append(l.recognised, k)
+		case 3:
+			provider, n, field := parts[0], parts[1], parts[2]
+			if !providerRE.MatchString(provider) {
+				return errf(k, fmt.Sprintf("invalid provider %s: expected upper-case letters, digits and single underscores ([A-Z0-9_], no \"__\", not starting or ending with \"_\")", show(provider)))
+			}
+			if !nRE.MatchString(n) {
+				return errf(k, fmt.Sprintf("invalid source number %s: expected an integer >= 1 without leading zeros (%s%s__1__%s)", show(n), l.prefix, provider, field))
+			}
+			if !slices.Contains(known.source, field) {
+				return errf(k, unknownField(field, known.source, "of a source"))
+			}
+			num, err := strconv.Atoi(n)
+			if err != nil {
+				return errf(k, fmt.Sprintf("invalid source number %s: out of range", show(n)))
+			}
+			if id := (sourceID{provider, num}); !seen[id] {
+				seen[id] = true
+				l.sources = append(l.sources, id)
+			}
+			l.recognised = append(l.recognised, k)
+		default:
+			return errf(k, "malformed key: too many parts; "+l.shapes())
+		}
+	}
+	slices.SortFunc(l.sources, func(a, b sourceID) int {
+		return cmp.Or(cmp.Compare(strings.ToLower(a.provider), strings.ToLower(b.provider)), cmp.Compare(a.n, b.n))
+	})
+	return nil
+}
+
+func (l *loader) shapes() string {
+	p := l.prefix
+	return fmt.Sprintf("expected %s{PROVIDER}__{N}__{FIELD}, %s{GROUP}__{FIELD} (GROUP one of %s) or %s{NAME}",
+		p, p, strings.Join(known.groupOrder, ", "), p)
+}
+
+// unknownField words an unknown-FIELD error, suggesting the closest known one.
+func unknownField(field string, fields []string, where string) string {
+	msg := fmt.Sprintf("unknown field %s %s", show(field), where)
+	best, bestD := "", math.MaxInt
+	for _, f := range fields {
+		if d := editDistance(field, f); d < bestD {
+			best, bestD = f, d
+		}
+	}
+	if bestD <= max(2, len(field)/4) {
+		msg += fmt.Sprintf(" (did you mean %s?)", best)
+	}
+	return msg + "; known fields: " + strings.Join(fields, ", ")
+}
+
+// editDistance is the Levenshtein distance of two ASCII-ish strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func (l *loader) requireSources() *Error {
+	if len(l.sources) > 0 {
+		return nil
+	}
+	p := l.prefix
+	return errf(p+"{PROVIDER}__1__BASE_URL", fmt.Sprintf(
+		"no sources in scope %s: set %s{PROVIDER}__1__BASE_URL, __API_KEY, __MODEL and __TIMEOUT_S (e.g. %sQWEN__1__BASE_URL)",
+		l.scope, p, p))
+}
+
+// required returns the entry of a required key, or a "missing" error.
+func (l *loader) required(key, form, why string) (entry, *Error) {
+	e := l.get(key)
+	if !e.present() || e.val == "" {
+		what := "missing"
+		if e.present() {
+			what = "empty value"
+		}
+		return entry{}, errf(key, fmt.Sprintf("%s: required%s; expected %s", what, why, form))
+	}
+	return e, nil
+}
+
+// optSeconds parses key when present.
+func (l *loader) optSeconds(key string, positive bool) (optDur, *Error) {
+	e := l.get(key)
+	if !e.present() {
+		return optDur{}, nil
+	}
+	d, err := parseSeconds(e, positive)
+	if err != nil {
+		return optDur{}, err
+	}
+	return optDur{d: d, key: key}, nil
+}
+
+// optInt parses key when present.
+func (l *loader) optInt(key string, min int) (optInt, *Error) {
+	e := l.get(key)
+	if !e.present() {
+		return optInt{}, nil
+	}
+	n, err := parseInt(e, min)
+	if err != nil {
+		return optInt{}, err
+	}
+	return optInt{n: n, key: key}, nil
+}
+
+// intOr parses key when present, else returns def.
+func (l *loader) intOr(key string, min, def int) (int, *Error) {
+	o, err := l.optInt(key, min)
+	if err != nil || o.key == "" {
+		return def, err
+	}
+	return o.n, nil
+}
+
+// enumOr parses the enumerated key when present, else returns def.
+func (l *loader) enumOr(key, pattern, def string) (string, *Error) {
+	e := l.get(key)
+	if !e.present() {
+		return def, nil
+	}
+	return parseEnum(e, pattern)
+}
+
+func (l *loader) assembly() *Error {
+	s := &l.s
+	var err *Error
+	for _, b := range []struct {
+		key string
+		dst *string
+	}{{"PGW_LIMITER_BACKEND", &s.LimiterBackend}, {"PGW_BREAKER_BACKEND", &s.BreakerBackend}, {"PGW_CACHE_BACKEND", &s.CacheBackend}} {
+		if *b.dst, err = l.requiredEnum(b.key); err != nil {
+			return err
+		}
+		if b.key != "PGW_CACHE_BACKEND" {
+			continue
+		}
+		// The cache's companions follow it in table order.
+		on := s.CacheBackend != "none"
+		why := " because PGW_CACHE_BACKEND=" + s.CacheBackend
+		if on {
+			e, err := l.required("PGW_CACHE_NAMESPACE", "a non-empty namespace", why)
+			if err != nil {
+				return err
+			}
+			s.CacheNamespace = e.val
+			ttl, err := l.required("PGW_CACHE_TTL_S", formSecPos, why)
+			if err != nil {
+				return err
+			}
+			if s.CacheTTL, err = parseSeconds(ttl, true); err != nil {
+				return err
+			}
+		} else {
+			s.CacheNamespace = l.get("PGW_CACHE_NAMESPACE").val
+			ttl, err := l.optSeconds("PGW_CACHE_TTL_S", true)
+			if err != nil {
+				return err
+			}
+			s.CacheTTL = ttl.d
+		}
+	}
+
+	if s.TelemetryBackend, err = l.requiredEnum("PGW_TELEMETRY_BACKEND"); err != nil {
+		return err
+	}
+	why := " because PGW_TELEMETRY_BACKEND=" + s.TelemetryBackend
+	if s.TelemetryBackend == "sqlite" {
+		e, err := l.required("PGW_TELEMETRY_SQLITE_PATH", "a file path", why)
+		if err != nil {
+			return err
+		}
+		s.TelemetrySQLitePath = e.val
+	} else {
+		s.TelemetrySQLitePath = l.get("PGW_TELEMETRY_SQLITE_PATH").val
+	}
+	if s.TelemetryBackend == "postgres" {
+		e, err := l.required("PGW_TELEMETRY_PG_DSN", "a Postgres DSN", why)
+		if err != nil {
+			return err
+		}
+		s.TelemetryPGDSN = e.val
+	} else {
+		s.TelemetryPGDSN = l.get("PGW_TELEMETRY_PG_DSN").val
+	}
+
+	s.PricingPath = l.get("PGW_PRICING_PATH").val
+	if s.StructuredMaxRetries, err = l.intOr("PGW_STRUCTURED_MAX_RETRIES", 0, defaultStructuredMaxRetries); err != nil {
+		return err
+	}
+	lease, err := l.optSeconds("PGW_LEASE_TTL_S", true)
+	if err != nil {
+		return err
+	}
+	s.LeaseTTL = defaultLeaseTTL
+	if lease.set() {
+		s.LeaseTTL = lease.d
+	}
+
+	// REDIS_URL is validated only when a redis backend uses it: the name is
+	// generic enough that other software in the same environment may set it.
+	var users []string
+	for _, b := range []struct{ key, val string }{
+		{"PGW_LIMITER_BACKEND", s.LimiterBackend}, {"PGW_BREAKER_BACKEND", s.BreakerBackend}, {"PGW_CACHE_BACKEND", s.CacheBackend},
+	} {
+		if b.val == "redis" {
+			users = append(users, b.key+"=redis")
+		}
+	}
+	if len(users) == 0 {
+		s.RedisURL = l.get("REDIS_URL").val
+		return nil
+	}
+	e, err := l.required("REDIS_URL", "a redis://, rediss:// or unix:// URL", " because "+strings.Join(users, " and "))
+	if err != nil {
+		return err
+	}
+	if err := checkRedisURL(e); err != nil {
+		return err
+	}
+	s.RedisURL = e.val
+	return nil
+}
+
+func (l *loader) requiredEnum(key string) (string, *Error) {
+	e, err := l.required(key, "one of "+strings.Join(doc(key).Values, ", "), "")
+	if err != nil {
+		return "", err
+	}
+	return parseEnum(e, key)
+}
+
+func (l *loader) flat() *Error {
+	var err *Error
+	if l.flatMaxRetries, err = l.optInt("LLM_MAX_RETRIES", 1); err != nil {
+		return err
+	}
+	if l.flatBaseDelay, err = l.optSeconds("LLM_RETRY_BASE_DELAY", false); err != nil {
+		return err
+	}
+	if l.flatMaxDelay, err = l.optSeconds("LLM_RETRY_MAX_DELAY", false); err != nil {
+		return err
+	}
+	if l.flatThreshold, err = l.optInt("LLM_CIRCUIT_BREAKER_THRESHOLD", 1); err != nil {
+		return err
+	}
+	if l.flatCooldown, err = l.optSeconds("LLM_CIRCUIT_BREAKER_COOLDOWN", true); err != nil {
+		return err
+	}
+	if l.flatTimeout, err = l.optSeconds("LLM_TIMEOUT", true); err != nil {
+		return err
+	}
+	if l.flatTTFT, err = l.optSeconds("LLM_TTFT_TIMEOUT", true); err != nil {
+		return err
+	}
+	if l.flatInter, err = l.optSeconds("LLM_INTER_TOKEN_TIMEOUT", true); err != nil {
+		return err
+	}
+	return nil
+}
+
+// orDefault returns o's duration or def.
+func orDefault(o optDur, def time.Duration) time.Duration {
+	if o.set() {
+		return o.d
+	}
+	return def
+}
+
+// notBelow checks hi >= lo for two durations of which either may be a
+// default (key ""). The error names hi's key when hi was set, else lo's.
+func notBelow(lo, hi optDur, loDef, hiDef time.Duration, loName, hiName string) *Error {
+	lov, hiv := orDefault(lo, loDef), orDefault(hi, hiDef)
+	if hiv >= lov {
+		return nil
+	}
+	if hi.set() {
+		src := "the default"
+		if lo.set() {
+			src = lo.key
+		}
+		return errf(hi.key, fmt.Sprintf("%s must be >= %s (%s from %s)", secs(hiv), loName, secs(lov), src))
+	}
+	return errf(lo.key, fmt.Sprintf("%s exceeds the default %s (%s); lower it or set %s", secs(lov), hiName, secs(hiv), hiName))
+}
+
+func (l *loader) scopeValues() *Error {
+	s, p := &l.s, l.prefix
+	var err *Error
+
+	// GLOBAL
+	if s.Global.MaxConcurrency, err = l.intOr(p+"GLOBAL__MAX_CONCURRENCY", 0, 0); err != nil {
+		return err
+	}
+	if s.Global.RPM, err = l.intOr(p+"GLOBAL__RPM", 0, 0); err != nil {
+		return err
+	}
+	if s.Global.TPM, err = l.intOr(p+"GLOBAL__TPM", 0, 0); err != nil {
+		return err
+	}
+
+	// Singles.
+	if s.Selector, err = l.enumOr(p+"SELECTOR", scopeP+"SELECTOR", core.SelectorHealthAware); err != nil {
+		return err
+	}
+	s.PreferredRegion = l.get(p + "PREFERRED_REGION").val
+	if s.QuotaFull, err = l.enumOr(p+"QUOTA_FULL", scopeP+"QUOTA_FULL", core.QuotaFullWait); err != nil {
+		return err
+	}
+
+	// RETRY
+	attempts, err := l.optInt(p+"RETRY__MAX_ATTEMPTS", 1)
+	if err != nil {
+		return err
+	}
+	s.Retry.MaxAttempts = defaultMaxAttempts
+	if attempts.key != "" {
+		s.Retry.MaxAttempts = attempts.n
+	} else if l.flatMaxRetries.key != "" {
+		s.Retry.MaxAttempts = l.flatMaxRetries.n
+	}
+	base, err := l.optSeconds(p+"RETRY__BACKOFF_BASE_S", false)
+	if err != nil {
+		return err
+	}
+	maxB, err := l.optSeconds(p+"RETRY__BACKOFF_MAX_S", false)
+	if err != nil {
+		return err
+	}
+	base, maxB = base.or(l.flatBaseDelay), maxB.or(l.flatMaxDelay)
+	if err := notBelow(base, maxB, defaultBackoffBase, defaultBackoffMax, "the backoff base", p+"RETRY__BACKOFF_MAX_S"); err != nil {
+		return err
+	}
+	s.Retry.BackoffBase = orDefault(base, defaultBackoffBase)
+	s.Retry.BackoffMax = orDefault(maxB, defaultBackoffMax)
+
+	// BREAKER
+	b := &s.Breaker
+	threshold, err := l.optInt(p+"BREAKER__FAIL_THRESHOLD", 1)
+	if err != nil {
+		return err
+	}
+	b.FailThreshold = defaultFailThreshold
+	if threshold.key != "" {
+		b.FailThreshold = threshold.n
+	} else if l.flatThreshold.key != "" {
+		b.FailThreshold = l.flatThreshold.n
+	}
+	cooldown, err := l.optSeconds(p+"BREAKER__COOLDOWN_S", true)
+	if err != nil {
+		return err
+	}
+	cooldown = cooldown.or(l.flatCooldown)
+	b.Cooldown = orDefault(cooldown, defaultCooldown)
+	if l.probeTTL, err = l.optSeconds(p+"BREAKER__PROBE_TTL_S", true); err != nil {
+		return err
+	}
+	if b.MinCalls, err = l.intOr(p+"BREAKER__MIN_CALLS", 1, defaultMinCalls); err != nil {
+		return err
+	}
+	b.FailRate = defaultFailRate
+	if e := l.get(p + "BREAKER__FAIL_RATE"); e.present() {
+		if b.FailRate, err = parseRange(e, 0, true, 1, false); err != nil {
+			return err
+		}
+	}
+	window, err := l.optSeconds(p+"BREAKER__WINDOW_S", true)
+	if err != nil {
+		return err
+	}
+	b.Window = orDefault(window, defaultWindow)
+	maxCool, err := l.optSeconds(p+"BREAKER__MAX_COOLDOWN_S", true)
+	if err != nil {
+		return err
+	}
+	if err := notBelow(cooldown, maxCool, defaultCooldown, defaultMaxCooldown, "the cooldown", p+"BREAKER__MAX_COOLDOWN_S"); err != nil {
+		return err
+	}
+	b.MaxCooldown = orDefault(maxCool, defaultMaxCooldown)
+	if b.HalfOpenSuccesses, err = l.intOr(p+"BREAKER__HALF_OPEN_SUCCESSES", 1, defaultHalfOpenSuccesses); err != nil {
+		return err
+	}
+	b.TimeoutWeight = defaultTimeoutWeight
+	if e := l.get(p + "BREAKER__TIMEOUT_WEIGHT"); e.present() {
+		if b.TimeoutWeight, err = parseRange(e, 0, false, 1, false); err != nil {
+			return err
+		}
+	}
+
+	// BACKPRESSURE (relations to the sources are checked in crossChecks).
+	if l.stallWindow, err = l.optSeconds(p+"BACKPRESSURE__STALL_WINDOW_S", true); err != nil {
+		return err
+	}
+	if l.pollInterval, err = l.optSeconds(p+"BACKPRESSURE__POLL_INTERVAL_S", true); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (l *loader) parseSources() *Error {
+	l.s.Sources = make([]core.SourceConfig, 0, len(l.sources))
+	for _, id := range l.sources {
+		sc, err := l.source(id)
+		if err != nil {
+			return err
+		}
+		l.s.Sources = append(l.s.Sources, sc)
+	}
+	return nil
+}
+
+func (l *loader) crossChecks() *Error {
+	s, p := &l.s, l.prefix
+	var maxTimeout, maxTTFT time.Duration
+	var timeoutOf, ttftOf string
+	for _, sc := range s.Sources {
+		if sc.Timeout > maxTimeout {
+			maxTimeout, timeoutOf = sc.Timeout, sc.Name
+		}
+		if sc.TTFTTimeout > maxTTFT {
+			maxTTFT, ttftOf = sc.TTFTTimeout, sc.Name
+		}
+	}
+
+	s.Breaker.ProbeTTL = maxTimeout
+	if l.probeTTL.set() {
+		if l.probeTTL.d < maxTimeout {
+			return errf(l.probeTTL.key, fmt.Sprintf("%s must be >= the largest source TIMEOUT_S (%s, source %s): a probe's lease must outlive its attempt",
+				secs(l.probeTTL.d), secs(maxTimeout), timeoutOf))
+		}
+		s.Breaker.ProbeTTL = l.probeTTL.d
+	}
+
+	s.Backpressure.StallWindow = max(defaultStallWindowFloor, maxTTFT)
+	if l.stallWindow.set() {
+		if l.stallWindow.d < maxTTFT {
+			return errf(l.stallWindow.key, fmt.Sprintf("%s must be >= the largest source TTFT_TIMEOUT_S (%s, source %s)",
+				secs(l.stallWindow.d), secs(maxTTFT), ttftOf))
+		}
+		s.Backpressure.StallWindow = l.stallWindow.d
+	}
+
+	s.Backpressure.PollInterval = orDefault(l.pollInterval, defaultPollInterval)
+	if s.Backpressure.PollInterval >= s.Backpressure.StallWindow {
+		if l.pollInterval.set() {
+			return errf(l.pollInterval.key, fmt.Sprintf("%s must be < the stall window (%s)", secs(s.Backpressure.PollInterval), secs(s.Backpressure.StallWindow)))
+		}
+		return errf(l.stallWindow.key, fmt.Sprintf("%s must be > the default %sBACKPRESSURE__POLL_INTERVAL_S (%s)",
+			secs(s.Backpressure.StallWindow), p, secs(s.Backpressure.PollInterval)))
+	}
+	return nil
+}
+
+// allHandled guards the table/parser link: every key the table lets through
+// must have been read by the parser. Failing it is a bug in this package.
+func (l *loader) allHandled() *Error {
+	for _, k := range l.recognised {
+		if !l.used[k] {
+			return errf(k, "internal error: key is in the key table but was not parsed")
+		}
+	}
+	for _, k := range known.flat {
+		if _, ok := l.env[k]; ok && !l.used[k] {
+			return errf(k, "internal error: key is in the key table but was not parsed")
+		}
+	}
+	return nil
+}

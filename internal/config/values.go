@@ -1,0 +1,180 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// entry is one key found in the map, its value trimmed of surrounding
+// whitespace. The zero entry means "absent".
+type entry struct {
+	key, val string
+}
+
+func (e entry) present() bool { return e.key != "" }
+
+// decimalRE is the only accepted number syntax for seconds and decimals:
+// plain base-10 with an optional sign and fraction. No exponents, no hex,
+// no underscores, no inf/nan.
+var decimalRE = regexp.MustCompile(`^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$`)
+
+// maxSeconds is the largest number of seconds a time.Duration holds.
+const maxSeconds = float64(math.MaxInt64) / float64(time.Second)
+
+// show quotes a value for an error message, shortening long ones. Callers
+// never pass values that may be secret.
+func show(v string) string {
+	const limit = 40
+	if r := []rune(v); len(r) > limit {
+		v = string(r[:limit]) + "..."
+	}
+	return strconv.Quote(v)
+}
+
+// secs formats a duration as seconds, e.g. "0.5s".
+func secs(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+}
+
+func emptyErr(e entry, form string) *Error {
+	return errf(e.key, "empty value; expected "+form+" (remove the key to use the default)")
+}
+
+func invalidErr(e entry, form string) *Error {
+	return errf(e.key, fmt.Sprintf("invalid value %s; expected %s", show(e.val), form))
+}
+
+// parseDecimal parses a plain decimal number.
+func parseDecimal(e entry, form string) (float64, *Error) {
+	if e.val == "" {
+		return 0, emptyErr(e, form)
+	}
+	if !decimalRE.MatchString(e.val) {
+		return 0, invalidErr(e, form)
+	}
+	f, err := strconv.ParseFloat(e.val, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, errf(e.key, fmt.Sprintf("invalid value %s: out of range; expected %s", show(e.val), form))
+	}
+	return f, nil
+}
+
+// parseSeconds parses a non-negative number of seconds; with positive it
+// must also be greater than zero.
+func parseSeconds(e entry, positive bool) (time.Duration, *Error) {
+	form := formSecNonNeg
+	if positive {
+		form = formSecPos
+	}
+	f, perr := parseDecimal(e, form)
+	if perr != nil {
+		return 0, perr
+	}
+	switch {
+	case f < 0:
+		return 0, errf(e.key, fmt.Sprintf("invalid value %s: must not be negative; expected %s", show(e.val), form))
+	case positive && f == 0:
+		return 0, errf(e.key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", show(e.val), form))
+	case f > maxSeconds:
+		return 0, errf(e.key, fmt.Sprintf("invalid value %s: too large (at most %.0f seconds)", show(e.val), math.Floor(maxSeconds)))
+	}
+	d := time.Duration(math.Round(f * float64(time.Second)))
+	if positive && d <= 0 {
+		return 0, errf(e.key, fmt.Sprintf("invalid value %s: rounds to zero (the resolution is 1ns); expected %s", show(e.val), form))
+	}
+	return d, nil
+}
+
+// parseInt parses a base-10 integer that must be at least min.
+func parseInt(e entry, min int) (int, *Error) {
+	form := "integer"
+	switch min {
+	case 0:
+		form = formIntNonNeg
+	case 1:
+		form = formIntPos
+	case math.MinInt:
+	default:
+		form = fmt.Sprintf("integer >= %d", min)
+	}
+	if e.val == "" {
+		return 0, emptyErr(e, form)
+	}
+	n, err := strconv.ParseInt(e.val, 10, 0)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return 0, errf(e.key, fmt.Sprintf("invalid value %s: out of range; expected %s", show(e.val), form))
+		}
+		return 0, errf(e.key, fmt.Sprintf("invalid value %s; expected a base-10 %s", show(e.val), form))
+	}
+	if int(n) < min {
+		what := fmt.Sprintf("must be at least %d", min)
+		if min == 0 {
+			what = "must not be negative"
+		}
+		return 0, errf(e.key, fmt.Sprintf("invalid value %s: %s; expected %s", show(e.val), what, form))
+	}
+	return int(n), nil
+}
+
+// parseRange parses a decimal within [lo, hi], each end open or closed.
+func parseRange(e entry, lo float64, loOpen bool, hi float64, hiOpen bool) (float64, *Error) {
+	loSign, hiSign := "<=", "<="
+	if loOpen {
+		loSign = "<"
+	}
+	if hiOpen {
+		hiSign = "<"
+	}
+	form := fmt.Sprintf("a decimal %s %s x %s %s", strconv.FormatFloat(lo, 'f', -1, 64), loSign, hiSign, strconv.FormatFloat(hi, 'f', -1, 64))
+	if math.IsInf(hi, 1) {
+		form = fmt.Sprintf("a decimal %s %s", map[bool]string{true: ">", false: ">="}[loOpen], strconv.FormatFloat(lo, 'f', -1, 64))
+	}
+	f, perr := parseDecimal(e, form)
+	if perr != nil {
+		return 0, perr
+	}
+	if f < lo || (loOpen && f == lo) || f > hi || (hiOpen && f == hi) {
+		return 0, errf(e.key, fmt.Sprintf("invalid value %s: out of range; expected %s", show(e.val), form))
+	}
+	return f, nil
+}
+
+// parseBool accepts true/false/1/0, case-insensitively.
+func parseBool(e entry) (bool, *Error) {
+	if e.val == "" {
+		return false, emptyErr(e, formBool)
+	}
+	switch strings.ToLower(e.val) {
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, invalidErr(e, formBool)
+}
+
+// parseEnum accepts one of the key's table Values, case-insensitively, and
+// returns it in its canonical (lower-case) spelling.
+func parseEnum(e entry, pattern string) (string, *Error) {
+	values := doc(pattern).Values
+	form := "one of " + strings.Join(values, ", ")
+	if e.val == "" {
+		return "", emptyErr(e, form)
+	}
+	for _, v := range values {
+		if strings.EqualFold(e.val, v) {
+			return v, nil
+		}
+	}
+	return "", invalidErr(e, form)
+}
+
+// Bounds used by callers of parseInt and parseRange.
+const minInt = math.MinInt
+
+var posInf = math.Inf(1)

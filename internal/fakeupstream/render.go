@@ -1,0 +1,186 @@
+package fakeupstream
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+)
+
+// maxRendered bounds the per-server cache of rendered answers; beyond it
+// answers are rendered per request and not kept.
+const maxRendered = 256
+
+// renderKey identifies one rendered answer.
+type renderKey struct {
+	model         string
+	tokens        int
+	thinking      string
+	thinkingField string
+}
+
+// rendered holds every byte sequence needed to answer one renderKey, built
+// once. The slices are shared between requests and never mutated.
+type rendered struct {
+	full          []byte   // non-streaming body with usage
+	fullNoUsage   []byte   // non-streaming body without usage
+	fullLen       string   // len(full) in decimal
+	fullNoUseLen  string   // len(fullNoUsage) in decimal
+	thinkingChunk []byte   // stream: reasoning delta, nil without thinking
+	chunks        [][]byte // stream: one event per content token
+	finish        []byte   // stream: empty delta with finish_reason "stop"
+	usage         []byte   // stream: separate usage chunk with "choices": []
+}
+
+// Fixed stream events.
+var (
+	eventDone      = []byte("data: [DONE]\n\n")
+	eventKeepAlive = []byte(": keep-alive\n\n")
+	eventMalformed = []byte(`data: {"choices":[{"delta":{"content":"x"` + "\n\n")
+	eventError     = []byte(`data: {"error":{"object":"error","message":"The model server encountered an internal error while generating. Please retry.","type":"InternalServerError","param":null,"code":500}}` + "\n\n")
+	bodyErrorEvent = []byte(`{"error":{"object":"error","message":"The model server encountered an internal error while generating. Please retry.","type":"InternalServerError","param":null,"code":500}}`)
+	bodyMalformed  = []byte(`{"id":"chatcmpl-fakeupstream","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"x`)
+	lenErrorEvent  = strconv.Itoa(len(bodyErrorEvent))
+	lenMalformed   = strconv.Itoa(len(bodyMalformed))
+	hdrJSON        = []string{"application/json"}
+	hdrEventStream = []string{"text/event-stream; charset=utf-8"}
+	hdrNoCache     = []string{"no-cache"}
+	hdrPlainText   = []string{"text/plain; charset=utf-8"}
+	hdrNoSniff     = []string{"nosniff"}
+)
+
+// renderCache is a bounded, concurrency-safe map of rendered answers.
+type renderCache struct {
+	mu      sync.RWMutex
+	m       map[renderKey]*rendered
+	created int64
+}
+
+func (c *renderCache) get(k renderKey) *rendered {
+	c.mu.RLock()
+	r := c.m[k]
+	c.mu.RUnlock()
+	if r != nil {
+		return r
+	}
+	r = render(k, c.created)
+	c.mu.Lock()
+	if old := c.m[k]; old != nil {
+		r = old
+	} else if len(c.m) < maxRendered {
+		c.m[k] = r
+	}
+	c.mu.Unlock()
+	return r
+}
+
+// quote returns s as a JSON string literal.
+func quote(s string) []byte {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}
+
+// render builds every byte sequence of one answer.
+func render(k renderKey, created int64) *rendered {
+	n := k.tokens
+	model := quote(k.model)
+	field := k.thinkingField
+	if field == "" {
+		field = "reasoning_content"
+	}
+	createdS := strconv.FormatInt(created, 10)
+
+	// Common prefixes.
+	chunkHead := make([]byte, 0, 128)
+	chunkHead = append(chunkHead, `data: {"id":"chatcmpl-fakeupstream","object":"chat.completion.chunk","created":`...)
+	chunkHead = append(chunkHead, createdS...)
+	chunkHead = append(chunkHead, `,"model":`...)
+	chunkHead = append(chunkHead, model...)
+	chunkHead = append(chunkHead, `,"choices":[`...)
+
+	usage := make([]byte, 0, 96)
+	usage = append(usage, `"usage":{"prompt_tokens":`...)
+	usage = strconv.AppendInt(usage, PromptTokens, 10)
+	usage = append(usage, `,"completion_tokens":`...)
+	usage = strconv.AppendInt(usage, int64(n), 10)
+	usage = append(usage, `,"total_tokens":`...)
+	usage = strconv.AppendInt(usage, int64(n+PromptTokens), 10)
+	usage = append(usage, '}')
+
+	r := &rendered{chunks: make([][]byte, n)}
+
+	// Content as one string, and the stream chunks, in one backing array.
+	var content []byte
+	perChunk := len(chunkHead) + 96
+	buf := make([]byte, 0, n*perChunk+len(k.thinking)+2*len(chunkHead)+256)
+	var tok []byte
+	for i := range n {
+		tok = tok[:0]
+		if i > 0 {
+			tok = append(tok, ' ')
+		}
+		tok = append(tok, "tok"...)
+		tok = strconv.AppendInt(tok, int64(i), 10)
+		content = append(content, tok...)
+
+		start := len(buf)
+		buf = append(buf, chunkHead...)
+		buf = append(buf, `{"index":0,"delta":{`...)
+		if i == 0 && k.thinking == "" {
+			buf = append(buf, `"role":"assistant",`...)
+		}
+		buf = append(buf, `"content":"`...)
+		buf = append(buf, tok...) // tokens need no escaping
+		buf = append(buf, `"},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+		r.chunks[i] = buf[start:len(buf):len(buf)]
+	}
+	if k.thinking != "" {
+		start := len(buf)
+		buf = append(buf, chunkHead...)
+		buf = append(buf, `{"index":0,"delta":{"role":"assistant","content":null,`...)
+		buf = append(buf, quote(field)...)
+		buf = append(buf, ':')
+		buf = append(buf, quote(k.thinking)...)
+		buf = append(buf, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+		r.thinkingChunk = buf[start:len(buf):len(buf)]
+	}
+	start := len(buf)
+	buf = append(buf, chunkHead...)
+	buf = append(buf, `{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}`+"\n\n"...)
+	r.finish = buf[start:len(buf):len(buf)]
+
+	start = len(buf)
+	buf = append(buf, chunkHead...)
+	buf = append(buf, "],"...)
+	buf = append(buf, usage...)
+	buf = append(buf, "}\n\n"...)
+	r.usage = buf[start:len(buf):len(buf)]
+
+	// Non-streaming bodies.
+	body := make([]byte, 0, len(content)+len(k.thinking)+len(usage)+256)
+	body = append(body, `{"id":"chatcmpl-fakeupstream","object":"chat.completion","created":`...)
+	body = append(body, createdS...)
+	body = append(body, `,"model":`...)
+	body = append(body, model...)
+	body = append(body, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
+	body = append(body, content...)
+	body = append(body, '"')
+	if k.thinking != "" {
+		body = append(body, ',')
+		body = append(body, quote(field)...)
+		body = append(body, ':')
+		body = append(body, quote(k.thinking)...)
+	}
+	body = append(body, `},"logprobs":null,"finish_reason":"stop"}]`...)
+	noUsage := len(body)
+	body = append(body, ',')
+	body = append(body, usage...)
+	body = append(body, '}')
+	r.full = body
+
+	r.fullNoUsage = make([]byte, 0, noUsage+1)
+	r.fullNoUsage = append(r.fullNoUsage, body[:noUsage]...)
+	r.fullNoUsage = append(r.fullNoUsage, '}')
+	r.fullLen = strconv.Itoa(len(r.full))
+	r.fullNoUseLen = strconv.Itoa(len(r.fullNoUsage))
+	return r
+}

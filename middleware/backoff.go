@@ -1,0 +1,24 @@
+package middleware
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// backoff returns the n-th (1-based) exponential backoff: base·2^(n-1),
+// capped at max, with equal jitter (half fixed, half uniform random), so
+// waits stay spread out but never collapse to zero.
+func backoff(base, max time.Duration, n int) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	if max > 0 && d > max {
+		d = max
+	}
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(half)+1))
+}

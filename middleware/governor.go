@@ -1,0 +1,509 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// GovernorConfig configures the governor. The zero value of every optional
+// field is valid.
+type GovernorConfig struct {
+	// Settings is the scope's configuration (required: at least one source).
+	Settings core.GatewaySettings
+	// Upstream performs attempts (required).
+	Upstream core.Upstream
+	// Limiter and Breaker are the governance backends (required).
+	Limiter core.Limiter
+	Breaker core.Breaker
+	// Pricing prices answers (Cost) and ranks sources for cost_aware. Optional.
+	Pricing core.PricingTable
+	// Clock defaults to the wall clock.
+	Clock core.Clock
+	// Logger defaults to a discarding logger.
+	Logger *slog.Logger
+}
+
+// Governor is the innermost layer: per call it runs the retry loop across
+// sources, re-selecting a source and passing the breaker and the limiter on
+// every attempt. It is safe for concurrent use.
+type Governor struct {
+	settings core.GatewaySettings
+	sources  []*sourceState
+	up       core.Upstream
+	limiter  core.Limiter
+	breaker  core.Breaker
+	pricing  core.PricingTable
+	clock    core.Clock
+	log      *slog.Logger
+
+	// lastProgress is the unix-nano time of the last successful attempt in
+	// the scope (the stall rule reads it).
+	lastProgress atomic.Int64
+	// rrMu guards the smooth weighted round robin weights.
+	rrMu sync.Mutex
+	// warned records backend release/record failures already logged.
+	warned atomic.Bool
+}
+
+// NewGovernor builds a governor. It copies cfg.
+func NewGovernor(cfg GovernorConfig) (*Governor, error) {
+	if len(cfg.Settings.Sources) == 0 {
+		return nil, errors.New("polygateway: governor: no sources")
+	}
+	if cfg.Upstream == nil || cfg.Limiter == nil || cfg.Breaker == nil {
+		return nil, errors.New("polygateway: governor: upstream, limiter and breaker are required")
+	}
+	g := &Governor{
+		settings: cfg.Settings,
+		up:       cfg.Upstream,
+		limiter:  cfg.Limiter,
+		breaker:  cfg.Breaker,
+		pricing:  cfg.Pricing,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+	}
+	if g.clock == nil {
+		g.clock = core.SystemClock{}
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.settings.Retry.MaxAttempts < 1 {
+		g.settings.Retry.MaxAttempts = 1
+	}
+	if g.settings.Backpressure.PollInterval <= 0 {
+		g.settings.Backpressure.PollInterval = 250 * time.Millisecond
+	}
+	g.settings.Sources = append([]core.SourceConfig(nil), cfg.Settings.Sources...)
+	for _, sc := range g.settings.Sources {
+		if sc.Weight <= 0 {
+			sc.Weight = 1
+		}
+		g.sources = append(g.sources, newSourceState(sc, g.settings.Breaker, g.pricing))
+	}
+	g.lastProgress.Store(g.clock.Now().UnixNano())
+	return g, nil
+}
+
+// callState is the bookkeeping of one call's retry loop.
+type callState struct {
+	tried, excluded sourceSet
+	attempts        []string
+	perSource       map[string]core.Reason
+	spent           int // attempts that consumed the retry budget
+	waited          time.Duration
+	lastErr         error
+	// quotaRefused is set when the limiter refused a source in this round.
+	quotaRefused bool
+	// retryAfter is the earliest breaker RetryAfter seen in this round.
+	retryAfter time.Duration
+}
+
+func (st *callState) fail(source string, r core.Reason) {
+	if st.perSource == nil {
+		st.perSource = make(map[string]core.Reason, 4)
+	}
+	st.perSource[source] = r
+}
+
+// Handle runs one governed call.
+func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
+	var st callState
+	n := len(g.sources)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, &core.CanceledError{Err: err}
+		}
+		now := g.clock.Now()
+		i := g.choose(now, &st.tried, &st.excluded)
+		if i < 0 {
+			wait, err := g.nothingEligible(ctx, now, &st)
+			if err != nil {
+				return nil, err
+			}
+			if err := g.sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+			st.waited += wait
+			st.excluded.clear()
+			st.quotaRefused, st.retryAfter = false, 0
+			continue
+		}
+		s := g.sources[i]
+		if st.tried.has(i, n) {
+			// Retrying a source this call already used: back off first.
+			d := backoff(g.settings.Retry.BackoffBase, g.settings.Retry.BackoffMax, st.spent)
+			if dl, ok := ctx.Deadline(); ok && now.Add(d).After(dl) {
+				return nil, g.unavailable(&st, core.ReasonTimeout)
+			}
+			if err := g.sleep(ctx, d); err != nil {
+				return nil, err
+			}
+		}
+		resp, err, admitted := g.tryAttempt(ctx, call, i, &st)
+		if !admitted {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		st.excluded.clear()
+		st.quotaRefused, st.retryAfter = false, 0
+		if err == nil {
+			resp.Attempts = st.attempts
+			return resp, nil
+		}
+		if done, ferr := g.afterFailure(ctx, s, err, &st); done {
+			return nil, ferr
+		}
+	}
+}
+
+// tryAttempt passes the breaker, AIMD and the limiter for source i and, if
+// all admit, performs the attempt. admitted=false means the source was
+// refused (it is excluded for this round) or a backend failed (err != nil).
+func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *callState) (resp *core.LLMResponse, err error, admitted bool) {
+	s := g.sources[i]
+	n := len(g.sources)
+	name := s.cfg.Name
+	adm, err := g.breaker.Allow(ctx, g.settings.Scope, name, s.breaker)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &core.CanceledError{Err: ctx.Err()}, false
+		}
+		return nil, &core.GovernanceBackendError{Backend: "breaker", Op: "allow", Err: err}, false
+	}
+	now := g.clock.Now()
+	if !adm.Allowed {
+		st.excluded.add(i, n)
+		st.fail(name, core.ReasonCircuitOpen)
+		if st.retryAfter == 0 || adm.RetryAfter < st.retryAfter {
+			st.retryAfter = adm.RetryAfter
+		}
+		s.setMemo(now, now.Add(max(adm.RetryAfter, time.Millisecond)), memoCircuitOpen)
+		return nil, nil, false
+	}
+	if float64(s.inflight.Load()) >= s.aimdLimit() {
+		g.abandon(ctx, s, adm)
+		st.excluded.add(i, n)
+		st.fail(name, core.ReasonRateLimited)
+		return nil, nil, false
+	}
+	grant, err := g.limiter.TryAcquire(ctx, core.PermitRequest{
+		Scope:        g.settings.Scope,
+		Source:       name,
+		SourceLimits: s.cfg.Limits,
+		GlobalLimits: g.settings.Global,
+		Tokens:       s.cfg.EstTokens,
+		LeaseTTL:     g.settings.LeaseTTL,
+	})
+	if err != nil {
+		g.abandon(ctx, s, adm)
+		if ctx.Err() != nil {
+			return nil, &core.CanceledError{Err: ctx.Err()}, false
+		}
+		return nil, &core.GovernanceBackendError{Backend: "limiter", Op: "acquire", Err: err}, false
+	}
+	if !grant.OK {
+		g.abandon(ctx, s, adm)
+		st.excluded.add(i, n)
+		st.quotaRefused = true
+		st.fail(name, core.ReasonRateLimited)
+		wait := grant.RetryAfter
+		if wait <= 0 || wait > g.settings.Backpressure.PollInterval {
+			wait = g.settings.Backpressure.PollInterval
+		}
+		s.setMemo(now, now.Add(wait), memoRateLimited)
+		return nil, nil, false
+	}
+	st.tried.add(i, n)
+	st.attempts = append(st.attempts, name)
+	resp, err = g.attempt(ctx, call, s, adm, grant.Permit)
+	return resp, err, true
+}
+
+// attempt performs one upstream attempt holding the breaker admission and
+// the limiter permit, and settles both whatever happens.
+func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState, adm core.Admission, permit core.Permit) (*core.LLMResponse, error) {
+	s.inflight.Add(1)
+	resp, err := g.up.Do(ctx, &s.cfg, call)
+	s.inflight.Add(-1)
+
+	outcome, settle, verdict := core.OutcomeSuccess, core.Settlement{Kind: core.SettleActual}, verdictGood
+	switch {
+	case err == nil:
+		settle.Tokens = resp.PromptTokens + resp.CompletionTokens
+	case ctx.Err() != nil:
+		outcome, settle.Kind, verdict = core.OutcomeAbandoned, core.SettleEstimate, verdictNone
+		err = &core.CanceledError{Err: ctx.Err()}
+	default:
+		outcome, settle.Kind, verdict = classifyOutcome(err)
+	}
+	bg := context.WithoutCancel(ctx)
+	if rerr := g.limiter.Release(bg, permit, settle); rerr != nil {
+		g.warnOnce("limiter release failed", rerr)
+	}
+	if _, rerr := g.breaker.Record(bg, g.settings.Scope, s.cfg.Name, adm, outcome, s.breaker); rerr != nil {
+		g.warnOnce("breaker record failed", rerr)
+	}
+	now := g.clock.Now()
+	switch verdict {
+	case verdictGood:
+		s.observe(now, true)
+	case verdictBad:
+		s.observe(now, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.aimdSuccess()
+	s.clearMemo()
+	g.lastProgress.Store(now.UnixNano())
+	if resp.Provider == "" {
+		resp.Provider = s.cfg.Provider
+	}
+	if resp.SourceName == "" {
+		resp.SourceName = s.cfg.Name
+	}
+	if resp.Model == "" {
+		resp.Model = s.cfg.Model
+	}
+	if resp.Cost == nil && g.pricing != nil {
+		resp.Cost = g.pricing.Cost(s.cfg.Model, resp.PromptTokens, resp.CompletionTokens)
+	}
+	return resp, nil
+}
+
+type verdict uint8
+
+const (
+	verdictNone verdict = iota
+	verdictGood
+	verdictBad
+)
+
+// classifyOutcome maps an attempt error to the breaker outcome, the TPM
+// settlement and the health verdict.
+func classifyOutcome(err error) (core.Outcome, core.SettleKind, verdict) {
+	var (
+		te *core.TransientError
+		de *core.SourceDeadError
+		re *core.RequestRejectedError
+		ie *core.ResultInvalidError
+	)
+	switch {
+	case errors.As(err, &te):
+		switch te.Reason {
+		case core.ReasonRateLimited:
+			return core.OutcomeRateLimited, core.SettleRefund, verdictBad
+		case core.ReasonTimeout, core.ReasonStalled:
+			return core.OutcomeTimeout, core.SettleEstimate, verdictBad
+		}
+		return core.OutcomeFailure, core.SettleEstimate, verdictBad
+	case errors.As(err, &de):
+		return core.OutcomeDead, core.SettleRefund, verdictBad
+	case errors.As(err, &re):
+		// The service answered: alive for the breaker, not the source's fault.
+		return core.OutcomeSuccess, core.SettleRefund, verdictNone
+	case errors.As(err, &ie):
+		// A bad result is not a bad service.
+		return core.OutcomeSuccess, core.SettleEstimate, verdictNone
+	}
+	return core.OutcomeFailure, core.SettleEstimate, verdictBad
+}
+
+// afterFailure updates the memo and the call's budget after a failed
+// attempt. done=true ends the call with err.
+func (g *Governor) afterFailure(ctx context.Context, s *sourceState, err error, st *callState) (bool, error) {
+	var (
+		ce *core.CanceledError
+		te *core.TransientError
+		de *core.SourceDeadError
+	)
+	now := g.clock.Now()
+	name := s.cfg.Name
+	switch {
+	case errors.As(err, &ce):
+		return true, err
+	case errors.As(err, &te) && te.Reason == core.ReasonRateLimited:
+		// 429 pushback: no budget, no breaker failure; wait max(Retry-After,
+		// backoff) on this source and prefer another.
+		n := s.aimdPushback()
+		wait := max(te.RetryAfter, backoff(g.settings.Retry.BackoffBase, g.settings.Retry.BackoffMax, n))
+		s.setMemo(now, now.Add(wait), memoRateLimited)
+		st.fail(name, core.ReasonRateLimited)
+		st.lastErr = err
+		return false, nil
+	case errors.As(err, &te):
+		st.spent++
+		st.lastErr = err
+		if te.Reason == core.ReasonTimeout || te.Reason == core.ReasonStalled {
+			st.fail(name, core.ReasonTimeout)
+			s.setMemo(now, now.Add(g.settings.Breaker.Cooldown), memoTimeout)
+		} else {
+			st.fail(name, core.ReasonNetworkError)
+			s.setMemo(now, now.Add(backoff(g.settings.Retry.BackoffBase, g.settings.Retry.BackoffMax, 1)), memoFailed)
+		}
+	case errors.As(err, &de):
+		st.spent++
+		st.lastErr = err
+		st.fail(name, core.ReasonSourceDead)
+		s.setMemo(now, now.Add(g.settings.Breaker.Cooldown), memoCircuitOpen)
+	default:
+		// RequestRejected, ResultInvalid and foreign errors end the call as they are.
+		var re *core.RequestRejectedError
+		var ie *core.ResultInvalidError
+		if errors.As(err, &re) || errors.As(err, &ie) {
+			return true, err
+		}
+		st.spent++
+		st.lastErr = err
+		st.fail(name, core.ReasonNetworkError)
+		s.setMemo(now, now.Add(backoff(g.settings.Retry.BackoffBase, g.settings.Retry.BackoffMax, 1)), memoFailed)
+	}
+	if st.spent >= g.settings.Retry.MaxAttempts {
+		if g.settings.Retry.MaxAttempts == 1 {
+			return true, err
+		}
+		return true, g.unavailable(st, core.ReasonRetryExhausted)
+	}
+	return false, nil
+}
+
+// nothingEligible decides what to do when no source can be tried right now:
+// give up (circuit open, fail_fast, stalled, deadline) or wait until the
+// earliest hard memo expires.
+func (g *Governor) nothingEligible(ctx context.Context, now time.Time, st *callState) (time.Duration, error) {
+	var earliest time.Time
+	allCircuit := true
+	for _, s := range g.sources {
+		kind, until := s.memo(now)
+		if kind == memoNone {
+			// Excluded for this round only (AIMD refusal or refused this round).
+			allCircuit = false
+			until = now.Add(g.settings.Backpressure.PollInterval)
+		} else if kind != memoCircuitOpen {
+			allCircuit = false
+		}
+		if earliest.IsZero() || until.Before(earliest) {
+			earliest = until
+		}
+	}
+	if allCircuit {
+		e := g.unavailable(st, core.ReasonCircuitOpen)
+		e.RetryAfter = earliest.Sub(now)
+		return 0, e
+	}
+	if st.quotaRefused && g.settings.QuotaFull == core.QuotaFullFailFast {
+		e := g.unavailable(st, core.ReasonRateLimited)
+		e.RetryAfter = earliest.Sub(now)
+		return 0, e
+	}
+	wait := earliest.Sub(now)
+	if wait <= 0 {
+		wait = time.Millisecond
+	}
+	if wait > g.settings.Backpressure.PollInterval && st.quotaRefused {
+		wait = g.settings.Backpressure.PollInterval
+	}
+	if sw := g.settings.Backpressure.StallWindow; sw > 0 && st.waited+wait > sw {
+		last := time.Unix(0, g.lastProgress.Load())
+		if now.Sub(last) >= sw {
+			e := g.unavailable(st, core.ReasonStalled)
+			e.RetryAfter = wait
+			return 0, e
+		}
+	}
+	if dl, ok := ctx.Deadline(); ok && now.Add(wait).After(dl) {
+		e := g.unavailable(st, core.ReasonRateLimited)
+		e.RetryAfter = wait
+		return 0, e
+	}
+	return wait, nil
+}
+
+// unavailable builds the scope-level error from the call's history.
+func (g *Governor) unavailable(st *callState, r core.Reason) *core.GatewayUnavailableError {
+	e := &core.GatewayUnavailableError{Scope: g.settings.Scope, Reason: r, PerSource: st.perSource, Err: st.lastErr}
+	if r == core.ReasonCircuitOpen {
+		e.RetryAfter = st.retryAfter
+	}
+	return e
+}
+
+// abandon returns a breaker admission without a verdict (a held probe is
+// given back).
+func (g *Governor) abandon(ctx context.Context, s *sourceState, adm core.Admission) {
+	if !adm.Probe {
+		return
+	}
+	if _, err := g.breaker.Record(context.WithoutCancel(ctx), g.settings.Scope, s.cfg.Name, adm, core.OutcomeAbandoned, s.breaker); err != nil {
+		g.warnOnce("breaker probe release failed", err)
+	}
+}
+
+// sleep waits d or until ctx ends.
+func (g *Governor) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return &core.CanceledError{Err: ctx.Err()}
+	case <-t.C:
+		return nil
+	}
+}
+
+func (g *Governor) warnOnce(msg string, err error) {
+	if g.warned.CompareAndSwap(false, true) {
+		g.log.Warn("polygateway: "+msg, "scope", g.settings.Scope, "err", err)
+	}
+}
+
+// Sources reports the state of every source. Backend read failures are
+// reported in SourceStatus.Err.
+func (g *Governor) Sources(ctx context.Context) []core.SourceStatus {
+	out := make([]core.SourceStatus, 0, len(g.sources))
+	now := g.clock.Now()
+	for _, s := range g.sources {
+		st := core.SourceStatus{
+			Name: s.cfg.Name, Provider: s.cfg.Provider, Model: s.cfg.Model, BaseURL: s.cfg.BaseURL,
+			Priority: s.cfg.Priority, Weight: s.cfg.Weight, Region: s.cfg.Region,
+			InFlight: int(s.inflight.Load()), Health: s.health(now), AdaptiveLimit: s.aimdLimit(),
+			Limits: s.cfg.Limits,
+		}
+		snap, err := g.breaker.Snapshot(ctx, g.settings.Scope, s.cfg.Name, s.breaker)
+		st.Breaker = snap
+		usage, uerr := g.limiter.Usage(ctx, g.settings.Scope, s.cfg.Name)
+		st.Usage = usage
+		st.Err = errors.Join(err, uerr)
+		out = append(out, st)
+	}
+	return out
+}
+
+// Reset closes the breaker of source (the operators' emergency key) and
+// clears its local memo and health history.
+func (g *Governor) Reset(ctx context.Context, source string) error {
+	for _, s := range g.sources {
+		if s.cfg.Name == source {
+			if err := g.breaker.Reset(ctx, g.settings.Scope, source); err != nil {
+				return &core.GovernanceBackendError{Backend: "breaker", Op: "reset", Err: err}
+			}
+			s.mu.Lock()
+			s.memoKind, s.memoUntil, s.score, s.scoreAt = memoNone, time.Time{}, 1, time.Time{}
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	return errors.New("polygateway: governor: unknown source " + source)
+}

@@ -1,0 +1,172 @@
+package middleware
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// Health model constants. The EWMA success score lives in [0, 1]; a source
+// below healthyScore is "weak" and picked only when no healthy source is
+// available. An idle weak source recovers toward 1 with time constant
+// recoveryTau, computed lazily on read.
+const (
+	ewmaAlpha    = 0.2
+	healthyScore = 0.5
+	recoveryTau  = 30 * time.Second
+)
+
+// AIMD constants: per-source adaptive concurrency starts at aimdStart, grows
+// by 1/limit per success, halves on 429, and is capped at
+// max(aimdCap, MAX_CONCURRENCY). A library constant, not a setting.
+const (
+	aimdStart = 8.0
+	aimdCap   = 64.0
+	aimdFloor = 1.0
+)
+
+// memo kinds: why a source is in the local cooldown memo.
+type memoKind uint8
+
+const (
+	memoNone memoKind = iota
+	// memoFailed: the source just failed; soft (used when nothing else is eligible).
+	memoFailed
+	// memoTimeout: the source just timed out or stalled; soft.
+	memoTimeout
+	// memoRateLimited: 429 pushback, limiter or AIMD refusal; hard until expiry.
+	memoRateLimited
+	// memoCircuitOpen: the breaker refused; hard until expiry.
+	memoCircuitOpen
+)
+
+func (k memoKind) hard() bool { return k == memoRateLimited || k == memoCircuitOpen }
+
+// sourceState is the governor's process-local view of one source. Its fields
+// are safe for concurrent use.
+type sourceState struct {
+	cfg     core.SourceConfig
+	breaker core.BreakerConfig // with the effective threshold
+	// price is the blended price per token used by cost_aware (NaN = unpriced).
+	price float64
+
+	inflight atomic.Int64
+
+	mu         sync.Mutex
+	score      float64
+	scoreAt    time.Time
+	aimd       float64
+	aimdCap    float64
+	memoUntil  time.Time
+	memoKind   memoKind
+	pushbacks  int
+	swrrWeight float64 // smooth weighted round robin current weight
+}
+
+func newSourceState(cfg core.SourceConfig, br core.BreakerConfig, pricing core.PricingTable) *sourceState {
+	s := &sourceState{cfg: cfg, breaker: br, score: 1, aimd: aimdStart, price: math.NaN()}
+	s.aimdCap = math.Max(aimdCap, float64(cfg.Limits.MaxConcurrency))
+	if th := cfg.Limits.MaxConcurrency * 2; th > s.breaker.FailThreshold {
+		s.breaker.FailThreshold = th
+	}
+	if p, ok := pricing.Price(cfg.Model); ok {
+		s.price = p.InputPer1M + p.OutputPer1M
+	}
+	return s
+}
+
+// healthLocked returns the score with idle recovery applied. Caller holds mu.
+func (s *sourceState) healthLocked(now time.Time) float64 {
+	if s.score >= 1 || s.scoreAt.IsZero() {
+		return s.score
+	}
+	idle := now.Sub(s.scoreAt)
+	if idle <= 0 {
+		return s.score
+	}
+	return 1 - (1-s.score)*math.Exp(-float64(idle)/float64(recoveryTau))
+}
+
+// health returns the current EWMA success score.
+func (s *sourceState) health(now time.Time) float64 {
+	s.mu.Lock()
+	h := s.healthLocked(now)
+	s.mu.Unlock()
+	return h
+}
+
+// observe feeds one attempt's verdict into the health score.
+func (s *sourceState) observe(now time.Time, good bool) {
+	s.mu.Lock()
+	h := s.healthLocked(now)
+	if good {
+		h = h*(1-ewmaAlpha) + ewmaAlpha
+	} else {
+		h *= 1 - ewmaAlpha
+	}
+	s.score, s.scoreAt = h, now
+	s.mu.Unlock()
+}
+
+// aimdSuccess grows the adaptive limit by 1/limit.
+func (s *sourceState) aimdSuccess() {
+	s.mu.Lock()
+	s.aimd = math.Min(s.aimdCap, s.aimd+1/s.aimd)
+	s.pushbacks = 0
+	s.mu.Unlock()
+}
+
+// aimdPushback halves the adaptive limit and returns how many 429s in a row
+// the source has sent.
+func (s *sourceState) aimdPushback() int {
+	s.mu.Lock()
+	s.aimd = math.Max(aimdFloor, s.aimd/2)
+	s.pushbacks++
+	n := s.pushbacks
+	s.mu.Unlock()
+	return n
+}
+
+// aimdLimit returns the current adaptive concurrency limit.
+func (s *sourceState) aimdLimit() float64 {
+	s.mu.Lock()
+	l := s.aimd
+	s.mu.Unlock()
+	return l
+}
+
+// setMemo puts the source in the local cooldown memo until until. An active
+// hard memo is only ever extended, never replaced by a soft one.
+func (s *sourceState) setMemo(now, until time.Time, kind memoKind) {
+	s.mu.Lock()
+	activeHard := s.memoKind.hard() && now.Before(s.memoUntil)
+	switch {
+	case activeHard && !kind.hard():
+	case activeHard && !until.After(s.memoUntil):
+	default:
+		s.memoUntil, s.memoKind = until, kind
+	}
+	s.mu.Unlock()
+}
+
+// clearMemo removes a soft memo after a success.
+func (s *sourceState) clearMemo() {
+	s.mu.Lock()
+	if !s.memoKind.hard() {
+		s.memoKind, s.memoUntil = memoNone, time.Time{}
+	}
+	s.mu.Unlock()
+}
+
+// memo returns the active memo at now.
+func (s *sourceState) memo(now time.Time) (memoKind, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.memoKind == memoNone || !now.Before(s.memoUntil) {
+		return memoNone, time.Time{}
+	}
+	return s.memoKind, s.memoUntil
+}

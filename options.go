@@ -1,0 +1,119 @@
+package polygateway
+
+import (
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+)
+
+// Option configures assembly (FromEnv, FromSettings).
+type Option func(*options)
+
+type options struct {
+	env        map[string]string
+	envSet     bool
+	dotenv     string
+	dotenvSet  bool
+	limiter    Limiter
+	breaker    Breaker
+	cache      Cache
+	telemetry  TelemetrySink
+	profiles   map[string]ProviderProfile
+	pricing    PricingTable
+	httpClient *http.Client
+	logger     *slog.Logger
+	middleware []Middleware
+	clock      Clock
+}
+
+// WithEnv makes FromEnv read keys from env only: no process environment and
+// no .env file. The map is copied.
+func WithEnv(env map[string]string) Option {
+	return func(o *options) { o.env, o.envSet = maps.Clone(env), true }
+}
+
+// WithDotEnv names the .env file FromEnv reads (default ".env" in the working
+// directory, if present). A named file that does not exist is an error.
+func WithDotEnv(path string) Option {
+	return func(o *options) { o.dotenv, o.dotenvSet = path, true }
+}
+
+// WithLimiter uses l instead of the configured limiter backend. Give two
+// clients the same instance to share limits. The caller keeps ownership:
+// Close does not close it.
+func WithLimiter(l Limiter) Option { return func(o *options) { o.limiter = l } }
+
+// WithBreaker uses b instead of the configured breaker backend (shared state
+// across clients when given the same instance). Close does not close it.
+func WithBreaker(b Breaker) Option { return func(o *options) { o.breaker = b } }
+
+// WithCache uses c as the cache backend; the cache layer is on even when
+// PGW_CACHE_BACKEND is none (PGW_CACHE_NAMESPACE and PGW_CACHE_TTL_S are then
+// still required). Close does not close it.
+func WithCache(c Cache) Option { return func(o *options) { o.cache = c } }
+
+// WithTelemetry uses s as the telemetry sink instead of the configured one.
+// Close does not close it.
+func WithTelemetry(s TelemetrySink) Option { return func(o *options) { o.telemetry = s } }
+
+// WithProfiles adds or replaces provider profiles by name (lower case) on
+// top of DefaultProfiles.
+func WithProfiles(p map[string]ProviderProfile) Option {
+	return func(o *options) { o.profiles = maps.Clone(p) }
+}
+
+// WithPricing sets the pricing table used for Cost (instead of PGW_PRICING_PATH).
+func WithPricing(p PricingTable) Option { return func(o *options) { o.pricing = maps.Clone(p) } }
+
+// WithHTTPClient makes the transport use c for every source (TRUST_ENV is
+// then the client's business).
+func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
+
+// WithLogger sets the logger; the library logs only through it (default:
+// discard).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMiddleware adds layers outside the built-in onion (cache → telemetry →
+// governor); the first listed is the outermost.
+func WithMiddleware(mw ...Middleware) Option {
+	return func(o *options) { o.middleware = append(o.middleware, slices.Clone(mw)...) }
+}
+
+// WithClock sets the clock used by the memory backends and the governor's
+// bookkeeping (default: the wall clock). Intended for tests.
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// CallOption configures one call.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	sessionID, parentCallID   string
+	cacheSalt, cacheNamespace string
+	stream                    bool
+	params                    map[string]any
+}
+
+// WithSessionID links the call's telemetry row to a session.
+func WithSessionID(id string) CallOption { return func(o *callOptions) { o.sessionID = id } }
+
+// WithParentCallID links the call's telemetry row to a parent call.
+func WithParentCallID(id string) CallOption { return func(o *callOptions) { o.parentCallID = id } }
+
+// WithCacheSalt adds a salt to the cache key: a new salt forces a fresh answer.
+func WithCacheSalt(salt string) CallOption { return func(o *callOptions) { o.cacheSalt = salt } }
+
+// WithCacheNamespace overrides the cache namespace for this call (per tenant).
+func WithCacheNamespace(ns string) CallOption {
+	return func(o *callOptions) { o.cacheNamespace = ns }
+}
+
+// WithStream chooses whether the upstream streams (default true, which
+// enables the stream watchdog).
+func WithStream(stream bool) CallOption { return func(o *callOptions) { o.stream = stream } }
+
+// WithParams passes extra request fields through (temperature, max_tokens,
+// tools…). They are part of the cache key. The map is copied (shallowly).
+func WithParams(p map[string]any) CallOption {
+	return func(o *callOptions) { o.params = maps.Clone(p) }
+}

@@ -1,0 +1,63 @@
+package polygateway
+
+import "github.com/polygateway/polygateway/internal/core"
+
+// Limiter is the rate-limit port: six gates ({concurrency, RPM, TPM} ×
+// {source, global}), all-or-nothing. See the method contracts in the
+// internal kernel; backend/memory and backend/redisstore implement it.
+type Limiter = core.Limiter
+
+// Breaker is the circuit-breaker port, keyed by (scope, source).
+type Breaker = core.Breaker
+
+// Cache is the response-cache port.
+type Cache = core.Cache
+
+// TelemetrySink is the telemetry port: one TelemetryRecord per call.
+type TelemetrySink = core.TelemetrySink
+
+// TelemetryRecord is one row of the llm_calls table.
+type TelemetryRecord = core.TelemetryRecord
+
+// Clock tells the time; backends read time only through it.
+type Clock = core.Clock
+
+// Handler serves one governed call; Middleware wraps it (first listed = outermost).
+type (
+	Handler    = core.Handler
+	Middleware = core.Middleware
+	Call       = core.Call
+)
+
+// Port value types.
+type (
+	Limits               = core.Limits
+	PermitRequest        = core.PermitRequest
+	Permit               = core.Permit
+	Grant                = core.Grant
+	Gate                 = core.Gate
+	Settlement           = core.Settlement
+	SettleKind           = core.SettleKind
+	LimiterUsage         = core.LimiterUsage
+	BreakerConfig        = core.BreakerConfig
+	BreakerState         = core.BreakerState
+	BreakerSnapshot      = core.BreakerSnapshot
+	Admission            = core.Admission
+	Outcome              = core.Outcome
+	SourceStatus         = core.SourceStatus
+	ProviderProfile      = core.ProviderProfile
+	ThinkingSwitch       = core.ThinkingSwitch
+	PricingTable         = core.PricingTable
+	ModelPrice           = core.ModelPrice
+	SourceConfig         = core.SourceConfig
+	GatewaySettings      = core.GatewaySettings
+	RetrySettings        = core.RetrySettings
+	BackpressureSettings = core.BackpressureSettings
+)
+
+// Breaker states.
+const (
+	StateClosed   = core.StateClosed
+	StateOpen     = core.StateOpen
+	StateHalfOpen = core.StateHalfOpen
+)
