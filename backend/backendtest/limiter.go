@@ -38,6 +38,7 @@ const suiteLeaseTTL = 10 * time.Minute
 //     granted changes nothing, TPM included.
 //   - Global gates count every source of the same scope and nothing of other
 //     scopes; Usage(scope, "") reports them.
+//   - The clock never moves backwards within a subtest.
 //   - Usage is pinned only for levels whose gates are on: InFlight where the
 //     level's MaxConcurrency is set, Requests and Tokens where its RPM and TPM
 //     are set. What a backend reports for gates that are off is its own choice.
@@ -303,10 +304,10 @@ func limiterRPMNoBoundaryBurst(h *limiterHarness) {
 
 	// Three attempts every 500 ms for five minutes: no 60-second span may hold
 	// more than rpm grants, and every minute is used to the full.
-	h.clk.Set(t0)
+	t1 := h.clk.Now()
 	var grants []time.Time
 	for step := range 600 {
-		h.clk.Set(t0.Add(time.Duration(step) * 500 * time.Millisecond))
+		h.clk.Set(t1.Add(time.Duration(step) * 500 * time.Millisecond))
 		for range 3 {
 			if g := h.try(h.req("steady", lim, core.Limits{}, 0)); g.OK {
 				grants = append(grants, h.clk.Now())
@@ -324,7 +325,7 @@ func limiterRPMNoBoundaryBurst(h *limiterHarness) {
 			}
 		}
 		if n > rpm {
-			h.t.Fatalf("%d grants in the 60 s ending %v, want at most %d", n, g.Sub(t0), rpm)
+			h.t.Fatalf("%d grants in the 60 s ending %v, want at most %d", n, g.Sub(t1), rpm)
 		}
 	}
 }

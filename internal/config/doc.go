@@ -16,7 +16,9 @@
 //   - scope keys {SCOPE}__{GROUP}__{FIELD} (GROUP = GLOBAL, RETRY, BREAKER,
 //     BACKPRESSURE; an unknown FIELD is an error) and {SCOPE}__SELECTOR,
 //     {SCOPE}__PREFERRED_REGION, {SCOPE}__QUOTA_FULL. Any other single-part
-//     key {SCOPE}__NAME goes, trimmed, into GatewaySettings.Extra["NAME"].
+//     key {SCOPE}__NAME goes, trimmed, into GatewaySettings.Extra["NAME"]
+//     (always non-nil) for sibling clients, unless NAME is a known source or
+//     group FIELD given without its source or group: that is an error.
 //   - flat shortcuts LLM_MAX_RETRIES, LLM_RETRY_BASE_DELAY, ... : fallbacks
 //     for every scope; the scope's own key wins.
 //   - assembly keys PGW_* and REDIS_URL, shared by every scope.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/polygateway/polygateway/internal/core"
 	"maps"
 	"testing"
 )
@@ -42,3 +43,6 @@ func mustLoad(t *testing.T, scope string, env map[string]string) Settings {
 	}
 	return s
 }
+
+// Settings shortens the test code.
+type Settings = core.GatewaySettings

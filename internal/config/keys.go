@@ -75,13 +75,13 @@ var keyTable = []KeyDoc{
 	{Pattern: sourceP + "TPM", Default: "0 (off)", Form: formIntNonNeg,
 		Meaning: "Per-source tokens per minute; when > 0, EST_TOKENS is required.", Example: "100000"},
 	{Pattern: sourceP + "EST_TOKENS", Required: "if TPM > 0 or {SCOPE}__GLOBAL__TPM > 0", Default: "0",
-		Form: "integer >= 1, <= TPM and <= {SCOPE}__GLOBAL__TPM when those are on",
+		Form:    "integer >= 1, <= TPM and <= {SCOPE}__GLOBAL__TPM when those are on",
 		Meaning: "Tokens pre-deducted from TPM per call, settled to the actual usage.", Example: "2000"},
 	{Pattern: sourceP + "TTFT_TIMEOUT_S", Required: "together with INTER_TOKEN_TIMEOUT_S", Default: "LLM_TTFT_TIMEOUT, else off",
-		Form: formSecPos + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S < TIMEOUT_S",
+		Form:    formSecPos + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S < TIMEOUT_S",
 		Meaning: "Stream watchdog: longest wait for the first token.", Example: "30"},
 	{Pattern: sourceP + "INTER_TOKEN_TIMEOUT_S", Required: "together with TTFT_TIMEOUT_S", Default: "LLM_INTER_TOKEN_TIMEOUT, else off",
-		Form: formSecPos + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S",
+		Form:    formSecPos + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S",
 		Meaning: "Stream watchdog: longest gap between two tokens.", Example: "10"},
 	{Pattern: sourceP + "ENABLE_THINKING", Default: "absent = not injected", Form: formBool,
 		Meaning: "Inject the provider's thinking switch on (true) or off (false).", Example: "false"},
@@ -143,7 +143,7 @@ var keyTable = []KeyDoc{
 	{Pattern: scopeP + "BACKPRESSURE__POLL_INTERVAL_S", Default: "0.25", Form: formSecPos + ", < STALL_WINDOW_S",
 		Meaning: "How often a waiting call re-tries the limiter.", Example: "0.25"},
 	{Pattern: extraP, Form: "any string",
-		Meaning: "Any other single-part scope key (e.g. EMBED__BATCH_SIZE) is kept verbatim (trimmed) in GatewaySettings.Extra[NAME] for sibling clients.",
+		Meaning: "Any other single-part scope key (e.g. EMBED__BATCH_SIZE) is kept verbatim (trimmed) in GatewaySettings.Extra[NAME] for sibling clients; a source or group FIELD name here is an error.",
 		Example: "64"},
 
 	// Flat shortcuts: fallbacks for every scope; scope keys win.
@@ -257,9 +257,4 @@ func doc(pattern string) KeyDoc {
 		panic("config: no key table row for " + pattern)
 	}
 	return d
-}
-
-// isFlat reports whether key is one of the table's flat keys.
-func isFlat(key string) bool {
-	return slices.Contains(known.flat, key)
 }

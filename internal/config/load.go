@@ -177,6 +177,10 @@ func (l *loader) classify() *Error {
 				l.recognised = append(l.recognised, k)
 				continue
 			}
+			if where := l.fieldHomes(name); where != nil {
+				// A known FIELD without its group or source: a typo, not Extra.
+				return errf(k, "incomplete key: "+name+" is a field of "+strings.Join(where, " or ")+", not a scope key")
+			}
 			l.s.Extra[name] = l.get(k).val
 		case 2:
 			group, field := parts[0], parts[1]
@@ -219,6 +223,20 @@ func (l *loader) classify() *Error {
 	return nil
 }
 
+// fieldHomes lists the key patterns in which name is a known FIELD, or nil.
+func (l *loader) fieldHomes(name string) []string {
+	var homes []string
+	for _, g := range known.groupOrder {
+		if slices.Contains(known.groups[g], name) {
+			homes = append(homes, l.prefix+g+"__"+name)
+		}
+	}
+	if slices.Contains(known.source, name) {
+		homes = append(homes, l.prefix+"{PROVIDER}__{N}__"+name)
+	}
+	return homes
+}
+
 func (l *loader) shapes() string {
 	p := l.prefix
 	return fmt.Sprintf("expected %s{PROVIDER}__{N}__{FIELD}, %s{GROUP}__{FIELD} (GROUP one of %s) or %s{NAME}",
@@ -234,7 +252,7 @@ func unknownField(field string, fields []string, where string) string {
 			best, bestD = f, d
 		}
 	}
-	if bestD <= max(2, len(field)/4) {
+	if bestD <= 2 && 2*bestD < len(best) {
 		msg += fmt.Sprintf(" (did you mean %s?)", best)
 	}
 	return msg + "; known fields: " + strings.Join(fields, ", ")
@@ -331,42 +349,62 @@ func (l *loader) enumOr(key, pattern, def string) (string, *Error) {
 func (l *loader) assembly() *Error {
 	s := &l.s
 	var err *Error
-	for _, b := range []struct {
-		key string
-		dst *string
-	}{{"PGW_LIMITER_BACKEND", &s.LimiterBackend}, {"PGW_BREAKER_BACKEND", &s.BreakerBackend}, {"PGW_CACHE_BACKEND", &s.CacheBackend}} {
-		if *b.dst, err = l.requiredEnum(b.key); err != nil {
-			return err
-		}
-		if b.key != "PGW_CACHE_BACKEND" {
-			continue
-		}
-		// The cache's companions follow it in table order.
-		on := s.CacheBackend != "none"
-		why := " because PGW_CACHE_BACKEND=" + s.CacheBackend
-		if on {
-			e, err := l.required("PGW_CACHE_NAMESPACE", "a non-empty namespace", why)
-			if err != nil {
-				return err
-			}
-			s.CacheNamespace = e.val
-			ttl, err := l.required("PGW_CACHE_TTL_S", formSecPos, why)
-			if err != nil {
-				return err
-			}
-			if s.CacheTTL, err = parseSeconds(ttl, true); err != nil {
-				return err
-			}
-		} else {
-			s.CacheNamespace = l.get("PGW_CACHE_NAMESPACE").val
-			ttl, err := l.optSeconds("PGW_CACHE_TTL_S", true)
-			if err != nil {
-				return err
-			}
-			s.CacheTTL = ttl.d
-		}
+	if s.LimiterBackend, err = l.requiredEnum("PGW_LIMITER_BACKEND"); err != nil {
+		return err
 	}
+	if s.BreakerBackend, err = l.requiredEnum("PGW_BREAKER_BACKEND"); err != nil {
+		return err
+	}
+	if err := l.cache(); err != nil {
+		return err
+	}
+	if err := l.telemetry(); err != nil {
+		return err
+	}
+	s.PricingPath = l.get("PGW_PRICING_PATH").val
+	if s.StructuredMaxRetries, err = l.intOr("PGW_STRUCTURED_MAX_RETRIES", 0, defaultStructuredMaxRetries); err != nil {
+		return err
+	}
+	lease, err := l.optSeconds("PGW_LEASE_TTL_S", true)
+	if err != nil {
+		return err
+	}
+	s.LeaseTTL = orDefault(lease, defaultLeaseTTL)
+	return l.redis()
+}
 
+// cache parses PGW_CACHE_BACKEND and its companions.
+func (l *loader) cache() *Error {
+	s := &l.s
+	var err *Error
+	if s.CacheBackend, err = l.requiredEnum("PGW_CACHE_BACKEND"); err != nil {
+		return err
+	}
+	if s.CacheBackend == "none" {
+		// Stored when present; the TTL is still checked (it is ours).
+		s.CacheNamespace = l.get("PGW_CACHE_NAMESPACE").val
+		ttl, err := l.optSeconds("PGW_CACHE_TTL_S", true)
+		s.CacheTTL = ttl.d
+		return err
+	}
+	why := " because PGW_CACHE_BACKEND=" + s.CacheBackend
+	ns, err := l.required("PGW_CACHE_NAMESPACE", "a non-empty namespace", why)
+	if err != nil {
+		return err
+	}
+	s.CacheNamespace = ns.val
+	ttl, err := l.required("PGW_CACHE_TTL_S", formSecPos, why)
+	if err != nil {
+		return err
+	}
+	s.CacheTTL, err = parseSeconds(ttl, true)
+	return err
+}
+
+// telemetry parses PGW_TELEMETRY_BACKEND and its companions.
+func (l *loader) telemetry() *Error {
+	s := &l.s
+	var err *Error
 	if s.TelemetryBackend, err = l.requiredEnum("PGW_TELEMETRY_BACKEND"); err != nil {
 		return err
 	}
@@ -389,20 +427,12 @@ func (l *loader) assembly() *Error {
 	} else {
 		s.TelemetryPGDSN = l.get("PGW_TELEMETRY_PG_DSN").val
 	}
+	return nil
+}
 
-	s.PricingPath = l.get("PGW_PRICING_PATH").val
-	if s.StructuredMaxRetries, err = l.intOr("PGW_STRUCTURED_MAX_RETRIES", 0, defaultStructuredMaxRetries); err != nil {
-		return err
-	}
-	lease, err := l.optSeconds("PGW_LEASE_TTL_S", true)
-	if err != nil {
-		return err
-	}
-	s.LeaseTTL = defaultLeaseTTL
-	if lease.set() {
-		s.LeaseTTL = lease.d
-	}
-
+// redis parses REDIS_URL.
+func (l *loader) redis() *Error {
+	s := &l.s
 	// REDIS_URL is validated only when a redis backend uses it: the name is
 	// generic enough that other software in the same environment may set it.
 	var users []string

@@ -30,7 +30,7 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 	var err *Error
 
 	// BASE_URL
-	e, err := l.required(pre+"BASE_URL", doc(sourceP+"BASE_URL").Form, "")
+	e, err := l.required(pre+"BASE_URL", baseURLForm, "")
 	if err != nil {
 		return sc, err
 	}
@@ -66,12 +66,12 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 		return sc, errf(pre+"TIMEOUT_S", "missing: required unless the flat LLM_TIMEOUT is set; expected "+formSecPos)
 	}
 	if timeout.d > l.s.LeaseTTL {
-		leaseSrc := "the default"
-		if _, ok := l.env["PGW_LEASE_TTL_S"]; ok {
-			leaseSrc = "PGW_LEASE_TTL_S"
+		lease := secs(l.s.LeaseTTL)
+		if _, ok := l.env["PGW_LEASE_TTL_S"]; !ok {
+			lease += ", the default"
 		}
-		return sc, errf(timeout.key, fmt.Sprintf("%s (source %s) exceeds the permit lease PGW_LEASE_TTL_S (%s, %s); lower the timeout or raise PGW_LEASE_TTL_S",
-			secs(timeout.d), sc.Name, secs(l.s.LeaseTTL), leaseSrc))
+		return sc, errf(timeout.key, fmt.Sprintf("%s (source %s) exceeds the permit lease PGW_LEASE_TTL_S (%s); lower the timeout or raise PGW_LEASE_TTL_S",
+			secs(timeout.d), sc.Name, lease))
 	}
 	sc.Timeout = timeout.d
 
@@ -183,10 +183,12 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 	return sc, nil
 }
 
+const baseURLForm = "an absolute http:// or https:// URL such as https://host/v1"
+
 // checkBaseURL validates an absolute http(s) URL and trims trailing slashes.
 // The value is never echoed: it may carry credentials.
 func checkBaseURL(e entry) (string, *Error) {
-	const form = "an absolute http:// or https:// URL such as https://host/v1"
+	const form = baseURLForm
 	u, err := url.Parse(e.val)
 	if err != nil {
 		return "", errf(e.key, "invalid URL ("+urlProblem(err)+"; value not shown); expected "+form)

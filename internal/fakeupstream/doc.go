@@ -25,6 +25,10 @@
 //
 // The zero Behavior is OK() with defaults.
 //
+// Requests whose body is not valid JSON get a 400 OpenAI parse-error envelope
+// and methods other than POST a 405, before any option is consulted; other
+// paths under URL() get a 404 unless mounted with WithHandler.
+//
 // # Observability
 //
 // Requests, Arrivals, Hits, InFlight, MaxInFlight, Bodies and LastBody report

@@ -173,7 +173,9 @@ func (s *Server) Started() time.Time { return s.start }
 
 // Close unblocks every request still being held (Hang, delays, stalls),
 // drops all client connections and shuts the server down. It returns once
-// every handler has finished and is safe to call more than once.
+// every handler has finished and is safe to call more than once. Do not
+// call it from a WithFunc function or a WithHandler handler: it waits for
+// them.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		close(s.done)

@@ -1,0 +1,19 @@
+// Package memory holds the in-process backends of the governance ports:
+// Limiter (core.Limiter), Breaker (core.Breaker) and Cache (core.Cache).
+//
+// State lives in the process's memory, so limits and circuits are per
+// process: several worker processes each get their own quota. Use the Redis
+// backends when processes must share.
+//
+// All three read time only through a core.Clock (WithClock; the wall clock
+// by default) and compute their state lazily from it when called: there are
+// no tickers and no background goroutines, and nothing needs closing.
+// Windows, cooldowns and leases advance with the clock alone.
+//
+// The Limiter and the Breaker are allocation-free in steady state: once a
+// scope, source or circuit has been seen and its buffers have grown to the
+// traffic, TryAcquire, Release, Allow and Record allocate nothing. The
+// Limiter locks per scope (the global gates make a scope the unit of
+// atomicity); the Breaker locks per circuit. Looking a scope or circuit up
+// takes no lock at all.
+package memory

@@ -1,0 +1,325 @@
+package memory
+
+import (
+	"context"
+	"maps"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// rateWindow is the length of the sliding RPM and TPM windows, in nanoseconds.
+const rateWindow = int64(60 * time.Second)
+
+// never is the expiry of something that does not expire.
+const never = int64(math.MaxInt64)
+
+// Limiter is the in-process core.Limiter: the six gates of every scope in
+// this process's memory.
+//
+// Semantics:
+//
+//   - Gates are checked in the order of the core.Gate constants; the first
+//     that refuses is named in the Grant and nothing is counted anywhere.
+//     Only gates with a positive limit are checked.
+//   - RPM and TPM are exact sliding 60-second logs: a grant at t counts while
+//     now < t+60s. A level (a source, or the scope's global gates) keeps a log
+//     entry (time, lease, tokens) per grant while its RPM or TPM gate is on,
+//     and none while both are off; Usage reports Requests and Tokens only
+//     from those entries. With RPM on, a log holds at most RPM entries.
+//   - RetryAfter is exact for RPM and TPM refusals: the time until enough of
+//     the oldest entries leave the window for the request to fit. It is 0 for
+//     concurrency refusals (a slot frees on Release, which cannot be
+//     foreseen) and for a request whose Tokens alone exceed the TPM: such a
+//     request never fits and is always refused.
+//   - Every permit holds a concurrency slot on its source and on its scope
+//     (InFlight counts them whether or not a concurrency gate is on). A slot
+//     lives until Release or until PermitRequest.LeaseTTL has passed since
+//     the acquire, whichever is first; a non-positive LeaseTTL means the slot
+//     lives until Release.
+//   - Release settles TPM in place, in the log entry of the acquire (found by
+//     lease): SettleActual sets its amount to Settlement.Tokens, SettleRefund
+//     to zero, SettleEstimate (and any unknown kind) keeps the estimate. The
+//     RPM count is never returned. Releasing a permit whose lease expired, a
+//     permit already released, or one never granted is a no-op.
+//
+// Time never runs backwards within a scope: a clock reading older than one
+// the scope has already acted at counts as that later time.
+//
+// A Limiter is safe for concurrent use. Each scope has its own lock; the
+// lookup of scopes and sources is lock-free. Scopes and sources are kept for
+// the Limiter's lifetime, so their names should come from configuration.
+// Create one with NewLimiter; the zero value is not usable.
+type Limiter struct {
+	clock  core.Clock
+	base   time.Time // times are kept as nanoseconds since base
+	leases atomic.Uint64
+
+	mu      sync.Mutex // serialises adding scopes and sources
+	scopes  atomic.Pointer[map[string]*limScope]
+	sources atomic.Pointer[map[sourceKey]*limSource]
+}
+
+var _ core.Limiter = (*Limiter)(nil)
+
+// sourceKey identifies one source of one scope.
+type sourceKey struct{ scope, source string }
+
+// limScope is one scope: its lock and its global gates.
+type limScope struct {
+	mu     sync.Mutex
+	global level
+	// last is the latest time the scope has acted at. Clock readings are
+	// taken before the lock, so a goroutine may bring an older one; time
+	// never runs backwards inside a scope, which keeps every log in time
+	// order.
+	last int64
+}
+
+// monotonic returns now, or the scope's latest time if that is later.
+func (sc *limScope) monotonic(now int64) int64 {
+	if now < sc.last {
+		return sc.last
+	}
+	sc.last = now
+	return now
+}
+
+// limSource is one source's gates and the scope they are locked with.
+type limSource struct {
+	scope *limScope
+	level level
+}
+
+// NewLimiter returns an empty Limiter. Only WithClock applies.
+func NewLimiter(opts ...Option) *Limiter {
+	o := buildOptions(opts)
+	l := &Limiter{clock: o.clock, base: o.clock.Now()}
+	l.scopes.Store(&map[string]*limScope{})
+	l.sources.Store(&map[sourceKey]*limSource{})
+	return l
+}
+
+// TryAcquire checks every enabled gate of req's source and scope and takes
+// them all, or refuses and takes none. It never blocks on quota and never
+// fails; ctx is not used.
+func (l *Limiter) TryAcquire(_ context.Context, req core.PermitRequest) (core.Grant, error) {
+	src := l.source(req.Scope, req.Source)
+	sc := src.scope
+	tokens := int64(max(req.Tokens, 0))
+
+	nowT := l.clock.Now() // read outside the lock: a clock read can be slow
+	sc.mu.Lock()
+	now := sc.monotonic(l.since(nowT))
+	src.level.purge(now)
+	sc.global.purge(now)
+	gate, retry := src.level.check(req.SourceLimits, tokens, now, gatesOf(false))
+	if gate == core.GateNone {
+		gate, retry = sc.global.check(req.GlobalLimits, tokens, now, gatesOf(true))
+	}
+	if gate != core.GateNone {
+		sc.mu.Unlock()
+		return core.Grant{Gate: gate, RetryAfter: retry}, nil
+	}
+	lease := l.leases.Add(1)
+	expires := addSat(now, req.LeaseTTL)
+	src.level.take(req.SourceLimits, lease, expires, now, tokens)
+	sc.global.take(req.GlobalLimits, lease, expires, now, tokens)
+	sc.mu.Unlock()
+
+	return core.Grant{OK: true, Permit: core.Permit{
+		Scope: req.Scope, Source: req.Source,
+		Lease: lease, Tokens: int(tokens), AcquiredAt: nowT,
+	}}, nil
+}
+
+// Release frees p's concurrency slots and settles its TPM entries as s
+// says, in the window of the acquire. It is a no-op for a permit that
+// expired, was already released or was never granted. It never fails; ctx
+// is not used.
+func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) error {
+	src := l.lookupSource(p.Scope, p.Source)
+	if src == nil || p.Lease == 0 {
+		return nil
+	}
+	sc := src.scope
+	nowT := l.clock.Now()
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	now := sc.monotonic(l.since(nowT))
+	src.level.purge(now)
+	sc.global.purge(now)
+	if !src.level.removeSlot(p.Lease) {
+		return nil
+	}
+	sc.global.removeSlot(p.Lease)
+	var amount int64
+	switch s.Kind {
+	case core.SettleActual:
+		amount = int64(max(s.Tokens, 0))
+	case core.SettleRefund:
+		amount = 0
+	default:
+		return nil
+	}
+	src.level.log.settle(p.Lease, amount)
+	sc.global.log.settle(p.Lease, amount)
+	return nil
+}
+
+// Usage reports the source's gates, or the scope's global gates when source
+// is "". An unknown scope or source reports zero. It never fails.
+func (l *Limiter) Usage(_ context.Context, scope, source string) (core.LimiterUsage, error) {
+	var (
+		sc *limScope
+		lv *level
+	)
+	if source == "" {
+		if sc = (*l.scopes.Load())[scope]; sc == nil {
+			return core.LimiterUsage{}, nil
+		}
+		lv = &sc.global
+	} else {
+		src := l.lookupSource(scope, source)
+		if src == nil {
+			return core.LimiterUsage{}, nil
+		}
+		sc, lv = src.scope, &src.level
+	}
+	nowT := l.clock.Now()
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	lv.purge(sc.monotonic(l.since(nowT)))
+	return core.LimiterUsage{InFlight: len(lv.slots), Requests: lv.log.n, Tokens: int(lv.log.tokens)}, nil
+}
+
+// since converts a clock reading into nanoseconds since the Limiter's base.
+func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.base)) }
+
+func (l *Limiter) lookupSource(scope, source string) *limSource {
+	return (*l.sources.Load())[sourceKey{scope, source}]
+}
+
+// source returns the source's state, adding it (and its scope) on first use.
+func (l *Limiter) source(scope, source string) *limSource {
+	if s := l.lookupSource(scope, source); s != nil {
+		return s
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := sourceKey{scope, source}
+	old := *l.sources.Load()
+	if s := old[key]; s != nil {
+		return s
+	}
+	sc := (*l.scopes.Load())[scope]
+	if sc == nil {
+		sc = &limScope{}
+		scopes := maps.Clone(*l.scopes.Load())
+		scopes[scope] = sc
+		l.scopes.Store(&scopes)
+	}
+	s := &limSource{scope: sc}
+	sources := make(map[sourceKey]*limSource, len(old)+1)
+	maps.Copy(sources, old)
+	sources[key] = s
+	l.sources.Store(&sources)
+	return s
+}
+
+// levelGates names the three gates of one level.
+type levelGates struct{ concurrency, rpm, tpm core.Gate }
+
+// gatesOf returns the gates of the global level, or of a source level.
+func gatesOf(global bool) levelGates {
+	if global {
+		return levelGates{core.GateGlobalConcurrency, core.GateGlobalRPM, core.GateGlobalTPM}
+	}
+	return levelGates{core.GateSourceConcurrency, core.GateSourceRPM, core.GateSourceTPM}
+}
+
+// level is the state of one level of gates: a source or a scope's global.
+type level struct {
+	// slots are the live concurrency slots, unordered.
+	slots []slot
+	// nextExpiry is a lower bound of the earliest slot expiry; purge scans
+	// the slots only once it has passed.
+	nextExpiry int64
+	// log holds one entry per grant in the last 60 s while RPM or TPM is on.
+	log ring
+}
+
+// slot is one permit's concurrency slot.
+type slot struct {
+	lease   uint64
+	expires int64
+}
+
+// purge drops expired slots and log entries that left the window.
+func (lv *level) purge(now int64) {
+	if now >= lv.nextExpiry {
+		next := never
+		s := lv.slots
+		for i := 0; i < len(s); {
+			if s[i].expires <= now {
+				s[i] = s[len(s)-1]
+				s = s[:len(s)-1]
+				continue
+			}
+			next = min(next, s[i].expires)
+			i++
+		}
+		lv.slots, lv.nextExpiry = s, next
+	}
+	lv.log.expire(now - rateWindow)
+}
+
+// check returns the first of the level's gates that refuses a request of
+// tokens, and the time until it would let the request through (0 unknown).
+func (lv *level) check(lim core.Limits, tokens, now int64, g levelGates) (core.Gate, time.Duration) {
+	if lim.MaxConcurrency > 0 && len(lv.slots) >= lim.MaxConcurrency {
+		return g.concurrency, 0
+	}
+	if lim.RPM > 0 && lv.log.n >= lim.RPM {
+		// The request fits once n-RPM+1 of the oldest entries have left.
+		oldest := lv.log.at(lv.log.n - lim.RPM)
+		return g.rpm, time.Duration(oldest.at + rateWindow - now)
+	}
+	if limit := int64(lim.TPM); limit > 0 && lv.log.tokens+tokens > limit {
+		return g.tpm, lv.log.tpmRetry(limit, tokens, now)
+	}
+	return core.GateNone, 0
+}
+
+// take counts one granted permit.
+func (lv *level) take(lim core.Limits, lease uint64, expires, now, tokens int64) {
+	lv.slots = append(lv.slots, slot{lease: lease, expires: expires})
+	lv.nextExpiry = min(lv.nextExpiry, expires)
+	if lim.RPM > 0 || lim.TPM > 0 {
+		lv.log.push(entry{at: now, lease: lease, amount: tokens})
+	}
+}
+
+// removeSlot frees the slot of lease and reports whether it was there.
+func (lv *level) removeSlot(lease uint64) bool {
+	s := lv.slots
+	for i := range s {
+		if s[i].lease == lease {
+			s[i] = s[len(s)-1]
+			lv.slots = s[:len(s)-1]
+			return true
+		}
+	}
+	return false
+}
+
+// addSat returns now+d, or never when d is not positive or the sum overflows.
+func addSat(now int64, d time.Duration) int64 {
+	if d <= 0 || now > never-int64(d) {
+		return never
+	}
+	return now + int64(d)
+}
