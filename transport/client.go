@@ -1,0 +1,398 @@
+package transport
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultMaxBodyBytes        = 32 << 20
+	DefaultMaxErrorBodyBytes   = 64 << 10
+	DefaultMaxStreamBytes      = 256 << 20
+	DefaultMaxIdleConnsPerHost = 128
+	DefaultIdleConnTimeout     = 90 * time.Second
+	DefaultUserAgent           = "polygateway-go"
+)
+
+// Config configures a Client. The zero value is valid; every zero field
+// takes the default named in its comment.
+type Config struct {
+	// HTTPClient, when set, sends every request; its transport then decides
+	// about proxies and SourceConfig.TrustEnv has no effect. Nil (default):
+	// the Client builds two pooled transports, one honouring
+	// HTTP_PROXY/HTTPS_PROXY/NO_PROXY (TrustEnv=true) and one ignoring them
+	// (TrustEnv=false). Its Timeout should be 0: attempts are bounded by
+	// SourceConfig.Timeout through the context.
+	HTTPClient *http.Client
+	// Profiles are the provider dialects keyed by provider name (keys are
+	// matched case-insensitively). Nil: DefaultProfiles(). Providers
+	// without an entry use the "openai" entry, else the built-in OpenAI
+	// profile.
+	Profiles map[string]core.ProviderProfile
+	// Logger receives debug records of failed attempts. Nil: discard.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a non-streaming response body. Default 32 MiB.
+	MaxBodyBytes int64
+	// MaxErrorBodyBytes bounds the part of an error response body read for
+	// classification. Default 64 KiB.
+	MaxErrorBodyBytes int64
+	// MaxEventBytes bounds one SSE event (and one line). Default 8 MiB.
+	MaxEventBytes int
+	// MaxStreamBytes bounds the bytes read from one streaming response.
+	// Default 256 MiB.
+	MaxStreamBytes int64
+	// MaxRetryAfter caps every server retry hint. Default 10 minutes.
+	MaxRetryAfter time.Duration
+	// MaxIdleConnsPerHost of the built transports: enough idle connections
+	// to serve 64 concurrent calls to one host without redialling.
+	// Default 128.
+	MaxIdleConnsPerHost int
+	// IdleConnTimeout of the built transports. Default 90s.
+	IdleConnTimeout time.Duration
+	// UserAgent is sent with every request. Default "polygateway-go".
+	UserAgent string
+}
+
+// Client sends chat completions to OpenAI-compatible endpoints, one
+// attempt per Do, and classifies every failure into the error classes of
+// package core. It is safe for concurrent use.
+type Client struct {
+	cfg      Config
+	profiles map[string]core.ProviderProfile
+	log      *slog.Logger
+
+	httpEnv, httpDirect *http.Client
+	own                 []*http.Transport
+
+	// Shared, never modified header values.
+	hdrJSON, hdrSSE, hdrUA []string
+
+	states sync.Pool // *attemptState
+	bodies sync.Pool // *reqBody
+
+	mu        sync.RWMutex
+	endpoints map[endpointKey]*endpoint
+
+	closed atomic.Bool
+}
+
+var _ core.Upstream = (*Client)(nil)
+
+type endpointKey struct{ base, key string }
+
+// endpoint caches the request URL and Authorization header of a source.
+type endpoint struct {
+	url  string
+	auth []string // nil: no Authorization header
+}
+
+// maxEndpoints bounds the endpoint cache.
+const maxEndpoints = 1024
+
+// New returns a Client for cfg. The config is copied; the caller's maps
+// are never modified.
+func New(cfg Config) *Client {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxErrorBodyBytes <= 0 {
+		cfg.MaxErrorBodyBytes = DefaultMaxErrorBodyBytes
+	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if cfg.MaxStreamBytes <= 0 {
+		cfg.MaxStreamBytes = DefaultMaxStreamBytes
+	}
+	if cfg.MaxRetryAfter <= 0 {
+		cfg.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if cfg.MaxIdleConnsPerHost <= 0 {
+		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	if cfg.IdleConnTimeout <= 0 {
+		cfg.IdleConnTimeout = DefaultIdleConnTimeout
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = DefaultUserAgent
+	}
+	c := &Client{
+		hdrJSON:   []string{"application/json"},
+		hdrSSE:    []string{"text/event-stream"},
+		hdrUA:     []string{cfg.UserAgent},
+		endpoints: make(map[endpointKey]*endpoint),
+	}
+	if cfg.Profiles == nil {
+		c.profiles = DefaultProfiles()
+	} else {
+		c.profiles = make(map[string]core.ProviderProfile, len(cfg.Profiles))
+		for k, p := range cfg.Profiles {
+			c.profiles[strings.ToLower(k)] = cloneProfile(p)
+		}
+	}
+	cfg.Profiles = nil
+	c.log = cfg.Logger
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HTTPClient != nil {
+		c.httpEnv, c.httpDirect = cfg.HTTPClient, cfg.HTTPClient
+	} else {
+		env := newHTTPTransport(&cfg, true)
+		direct := newHTTPTransport(&cfg, false)
+		c.own = []*http.Transport{env, direct}
+		c.httpEnv = &http.Client{Transport: env}
+		c.httpDirect = &http.Client{Transport: direct}
+	}
+	c.cfg = cfg
+	c.states.New = func() any { return new(attemptState) }
+	c.bodies.New = func() any { return &reqBody{b: make([]byte, 0, 4096)} }
+	return c
+}
+
+func newHTTPTransport(cfg *Config, trustEnv bool) *http.Transport {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          max(256, 2*cfg.MaxIdleConnsPerHost),
+		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:       cfg.IdleConnTimeout,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	if trustEnv {
+		t.Proxy = http.ProxyFromEnvironment
+	}
+	return t
+}
+
+// Close closes idle connections. It is idempotent; the Client stays usable
+// (new connections are dialled on demand).
+func (c *Client) Close() error {
+	c.closed.Store(true)
+	for _, t := range c.own {
+		t.CloseIdleConnections()
+	}
+	if c.cfg.HTTPClient != nil {
+		c.cfg.HTTPClient.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Profile returns the profile the Client uses for provider name.
+func (c *Client) Profile(name string) core.ProviderProfile {
+	return ProfileFor(c.profiles, name)
+}
+
+func (c *Client) httpFor(src *core.SourceConfig) *http.Client {
+	if src.TrustEnv {
+		return c.httpEnv
+	}
+	return c.httpDirect
+}
+
+// endpointFor returns the cached URL and Authorization header of src.
+func (c *Client) endpointFor(src *core.SourceConfig) *endpoint {
+	k := endpointKey{base: src.BaseURL, key: src.APIKey}
+	c.mu.RLock()
+	e := c.endpoints[k]
+	c.mu.RUnlock()
+	if e != nil {
+		return e
+	}
+	e = &endpoint{url: strings.TrimRight(strings.TrimSpace(src.BaseURL), "/") + "/chat/completions"}
+	if key := strings.TrimSpace(src.APIKey); key != "" && !strings.EqualFold(key, "none") {
+		e.auth = []string{"Bearer " + key}
+	}
+	c.mu.Lock()
+	if len(c.endpoints) >= maxEndpoints {
+		clear(c.endpoints)
+	}
+	c.endpoints[k] = e
+	c.mu.Unlock()
+	return e
+}
+
+// Do performs one attempt of call against src: it sends the chat
+// completions request (streaming when call.Stream), assembles the answer
+// and classifies any failure:
+//
+//   - *core.TransientError, *core.SourceDeadError, *core.RequestRejectedError
+//     as ClassifyResponse and the stream rules describe;
+//   - when ctx ends, a *core.CanceledError wrapping ctx.Err() (so
+//     errors.Is(err, ctx.Err()) holds); the attempt's own limits
+//     (src.Timeout, the stream watchdog) are TransientErrors instead.
+//
+// See the package documentation for the stream rules.
+func (c *Client) Do(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
+	if src == nil || call == nil {
+		return nil, &core.RequestRejectedError{Message: "nil source or call"}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &core.CanceledError{Err: err}
+	}
+	prof := ProfileFor(c.profiles, src.Provider)
+	start := time.Now()
+
+	st := c.states.Get().(*attemptState)
+	resp, err := c.attempt(ctx, src, call, &prof, st, start)
+	st.clear()
+	if !st.oversized() {
+		c.states.Put(st)
+	}
+	if err != nil && c.log.Enabled(ctx, slog.LevelDebug) {
+		c.log.DebugContext(ctx, "polygateway: upstream attempt failed",
+			slog.String("source", src.Name), slog.String("class", core.ErrorClass(err)), slog.String("error", err.Error()))
+	}
+	return resp, err
+}
+
+func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile, st *attemptState, start time.Time) (*core.LLMResponse, error) {
+	actx := ctx
+	watch := call.Stream && (src.TTFTTimeout > 0 || src.InterTokenTimeout > 0)
+	if watch {
+		var cancel context.CancelCauseFunc
+		actx, cancel = context.WithCancelCause(actx)
+		defer cancel(nil)
+		st.wd.begin(start, src.TTFTTimeout, src.InterTokenTimeout, cancel)
+		defer st.wd.stop()
+	} else {
+		st.wd.begin(start, 0, 0, nil)
+	}
+	if src.Timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeoutCause(actx, src.Timeout, errAttemptTimeout)
+		defer cancel()
+	}
+
+	rb := c.bodies.Get().(*reqBody)
+	rb.off = 0
+	rb.closed.Store(false)
+	var err error
+	rb.b, err = encodeRequest(rb.b[:0], src, call, prof)
+	if err != nil {
+		c.putBody(rb)
+		return nil, errMaker{src: src, msg: err.Error(), err: err}.rejected("invalid_request")
+	}
+	ep := c.endpointFor(src)
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, ep.url, rb)
+	if err != nil {
+		c.putBody(rb)
+		return nil, errMaker{src: src, msg: "invalid base url: " + err.Error(), err: err}.dead()
+	}
+	defer c.releaseBody(rb)
+	req.ContentLength = int64(len(rb.b))
+	req.Header["Content-Type"] = c.hdrJSON
+	if call.Stream {
+		req.Header["Accept"] = c.hdrSSE
+	} else {
+		req.Header["Accept"] = c.hdrJSON
+	}
+	req.Header["User-Agent"] = c.hdrUA
+	if ep.auth != nil {
+		req.Header["Authorization"] = ep.auth
+	}
+
+	resp, err := c.httpFor(src).Do(req)
+	if err != nil {
+		return nil, c.ioFailure(ctx, actx, src, 0, err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		st.body, err = readBody(resp.Body, st.body, c.cfg.MaxErrorBodyBytes, -1)
+		if err != nil && err != errBodyTooLarge && actx.Err() != nil {
+			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
+		}
+		return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, parseEnvelope(st.body), c.cfg.MaxRetryAfter, time.Now())
+	}
+	if isEventStream(resp.Header.Get("Content-Type"), call.Stream) {
+		return c.readStream(ctx, actx, src, call, prof, resp, st, start)
+	}
+	return c.readJSON(ctx, actx, src, call, prof, resp, st, start)
+}
+
+// isEventStream decides how to read a 2xx body: by its Content-Type, or by
+// what was asked when the server sent none.
+func isEventStream(ct string, asked bool) bool {
+	if ct == "" {
+		return asked
+	}
+	ct = strings.TrimSpace(ct)
+	return len(ct) >= 17 && strings.EqualFold(ct[:17], "text/event-stream")
+}
+
+func (c *Client) putBody(rb *reqBody) {
+	if cap(rb.b) <= maxPooledBytes {
+		c.bodies.Put(rb)
+	}
+}
+
+// releaseBody returns rb to its pool once the HTTP transport has closed it;
+// a body still referenced by the transport is left to the garbage collector.
+func (c *Client) releaseBody(rb *reqBody) {
+	if rb.closed.Load() {
+		c.putBody(rb)
+	}
+}
+
+// ioFailure translates an I/O error of the attempt: the attempt's own
+// limits become TransientErrors, the caller's cancellation a CanceledError,
+// anything else is classified as a network failure.
+func (c *Client) ioFailure(ctx, actx context.Context, src *core.SourceConfig, status int, err error) error {
+	if actx.Err() != nil {
+		m := errMaker{src: src, status: status, err: err}
+		switch context.Cause(actx) {
+		case errTTFTTimeout:
+			m.msg = "no first token within " + src.TTFTTimeout.String()
+			return m.transient(core.ReasonTimeout, 0)
+		case errStalled:
+			m.msg = "stream stalled: no token for " + src.InterTokenTimeout.String()
+			return m.transient(core.ReasonStalled, 0)
+		case errAttemptTimeout:
+			m.msg = "attempt exceeded its timeout of " + src.Timeout.String()
+			return m.transient(core.ReasonTimeout, 0)
+		}
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return &core.CanceledError{Err: cerr}
+	}
+	return classifyNetError(src, status, err)
+}
+
+// result builds the response of a successful attempt from the assembler.
+func (c *Client) result(src *core.SourceConfig, call *core.Call, st *attemptState, start time.Time, streamed bool) *core.LLMResponse {
+	r := &core.LLMResponse{
+		Provider:   src.Provider,
+		SourceName: src.Name,
+		Model:      st.asm.model,
+	}
+	if r.Model == "" {
+		r.Model = src.Model
+	}
+	st.asm.fill(r)
+	if st.asm.usageOK {
+		r.PromptTokens, r.CompletionTokens = st.asm.usage.tokens()
+		r.UsageSource = core.UsageMeasured
+	} else {
+		r.PromptTokens = EstimatePromptTokens(call.Messages)
+		r.CompletionTokens = estimateCompletion(r)
+		r.UsageSource = core.UsageEstimated
+	}
+	if streamed {
+		r.TTFT = st.wd.firstAt
+		r.MaxInterToken = st.wd.maxGap
+	}
+	r.Latency = time.Since(start)
+	return r
+}

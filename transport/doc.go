@@ -1,0 +1,66 @@
+// Package transport speaks the OpenAI-compatible chat completions protocol
+// over HTTP, streaming (SSE) and not, and classifies every failure into the
+// error classes of the kernel. Client implements core.Upstream: one Do is
+// exactly one attempt against one source; retries, source selection,
+// limits and breakers live in the governor above it.
+//
+// # Requests
+//
+// Do POSTs src.BaseURL + "/chat/completions" with "Authorization: Bearer
+// <key>" (none when the key is empty or "none"). The body holds model,
+// messages (content strings, or content arrays of text and image_url parts),
+// stream and, when streaming, stream_options.include_usage; then
+// call.Params, the profile's thinking switch when src.EnableThinking is
+// set, and src.ExtraBody, later layers replacing earlier ones per top-level
+// key. model, messages and stream are never overridden. The body is
+// encoded by hand into a pooled buffer, without reflection for the common
+// field types.
+//
+// # Answers
+//
+// Non-streaming bodies are bounded (Config.MaxBodyBytes) and decoded
+// without trusting their shape: choices may be missing, empty or null
+// (that is a TransientError, not an empty answer); an "error" object or a
+// MiniMax base_resp.status_code ≠ 0 inside a 200 is an error. A server that
+// answers a streaming request with JSON, or a non-streaming one with SSE, is
+// read by its Content-Type.
+//
+// Streams are read with SSEReader (any line ending, split reads, multi-line
+// data, comments, events up to Config.MaxEventBytes). Each event is checked
+// for an error first; content, thinking and tool-call deltas are applied;
+// usage is the last complete usage object (separate chunk, finish chunk,
+// choices[0].usage, or every chunk), counted once. "[DONE]" ends the
+// stream; an end after a finish_reason is complete; an end with neither is
+// a TransientError unless src.MissingDone is "salvage", which returns what
+// arrived (at least one token) with an empty FinishReason. A malformed
+// event is a TransientError. Thinking text comes from reasoning_content,
+// reasoning or reasoning_details[].text (the profile's ThinkingFields give
+// the preference; all are accepted, one per chunk), and from <think>…</think>
+// blocks in the content, which are moved out of Content into Thinking:
+// anywhere for profiles listing think tags, only a leading block otherwise.
+// An OpenAI refusal delta is treated as content.
+//
+// # Watchdog
+//
+// With src.TTFTTimeout > 0 a stream that yields no token (content, thinking
+// or tool-call delta; not comments, role-only chunks or usage) within it
+// fails with TransientError{Reason: timeout}; after the first token a gap
+// longer than src.InterTokenTimeout fails with Reason stalled. The whole
+// attempt is capped by src.Timeout (Reason timeout). One timer per attempt
+// cancels the attempt's context with a cause; no goroutine per token.
+// LLMResponse.TTFT and MaxInterToken report the measured values.
+//
+// # Errors
+//
+// Failures are classified by ClassifyResponse (HTTP status, provider code,
+// type and message in any known envelope, retry hints from RetryAfter) and
+// by the kind of I/O error. When the caller's context ends, Do returns a
+// *core.CanceledError wrapping ctx.Err(), which is none of the four
+// classes. API keys are redacted from every error text.
+//
+// # Usage
+//
+// Measured usage sets UsageSource "measured". Without it, tokens are
+// estimated with EstimatePromptTokens and EstimateTokens and UsageSource is
+// "estimated".
+package transport

@@ -1,0 +1,118 @@
+package transport
+
+import (
+	"errors"
+	"io"
+	"sync/atomic"
+)
+
+// Buffers larger than this are not kept in the pools (a huge multimodal
+// request or answer should not pin memory forever).
+const maxPooledBytes = 4 << 20
+
+// attemptState is the reusable scratch state of one attempt: decoder,
+// assembler, SSE reader and buffers. Pooled per Client.
+type attemptState struct {
+	lex   lexer
+	chunk chunk
+	asm   assembler
+	sse   SSEReader
+	capr  capReader
+	wd    watchdog
+	body  []byte
+}
+
+// oversized reports whether the state grew too large to keep.
+func (s *attemptState) oversized() bool {
+	return cap(s.body) > maxPooledBytes || cap(s.asm.content) > maxPooledBytes ||
+		cap(s.asm.thinking) > maxPooledBytes || cap(s.sse.buf) > maxPooledBytes ||
+		cap(s.sse.data) > maxPooledBytes || cap(s.asm.filter.work) > maxPooledBytes
+}
+
+// clear drops references to the finished attempt.
+func (s *attemptState) clear() {
+	s.lex.data = nil
+	s.sse.r = nil
+	s.capr.r = nil
+	s.wd = watchdog{}
+}
+
+// reqBody is a pooled request body. The HTTP transport closes it when it
+// no longer reads it (possibly after Do returned); only then may the
+// buffer be reused.
+type reqBody struct {
+	b      []byte
+	off    int
+	closed atomic.Bool
+}
+
+// Read implements io.Reader.
+func (r *reqBody) Read(p []byte) (int, error) {
+	if r.off >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// Close records that the transport is done with the body.
+func (r *reqBody) Close() error {
+	r.closed.Store(true)
+	return nil
+}
+
+// errStreamTooLarge is returned when a stream exceeds Config.MaxStreamBytes.
+var errStreamTooLarge = errors.New("stream exceeds the configured size limit")
+
+// capReader bounds the bytes read from a streaming body.
+type capReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		return 0, errStreamTooLarge
+	}
+	if int64(len(p)) > c.n {
+		p = p[:c.n]
+	}
+	n, err := c.r.Read(p)
+	c.n -= int64(n)
+	return n, err
+}
+
+// errBodyTooLarge is returned when a response body exceeds its bound.
+var errBodyTooLarge = errors.New("response body exceeds the configured size limit")
+
+// readBody reads r to the end into buf (reused), failing with
+// errBodyTooLarge past limit bytes. hint is the Content-Length, if known.
+func readBody(r io.Reader, buf []byte, limit, hint int64) ([]byte, error) {
+	buf = buf[:0]
+	if hint > 0 && hint <= limit && int64(cap(buf)) < hint+1 {
+		buf = make([]byte, 0, hint+1)
+	}
+	if cap(buf) < 512 {
+		buf = make([]byte, 0, 4096)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return buf, errBodyTooLarge
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return buf, errBodyTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}

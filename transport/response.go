@@ -1,0 +1,66 @@
+package transport
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// readJSON reads a non-streaming (application/json) answer.
+//
+// The body is bounded by Config.MaxBodyBytes. A body that is not a JSON
+// object is a TransientError (a proxy's HTML page, a cut body); a body
+// with a top-level "error" or a MiniMax base_resp.status_code ≠ 0 is
+// classified like an error response although the status was 2xx; a body
+// without a usable choice (no choices, or none with index 0) is a
+// TransientError — never an empty success.
+func (c *Client) readJSON(ctx, actx context.Context, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile, resp *http.Response, st *attemptState, start time.Time) (*core.LLMResponse, error) {
+	var err error
+	st.body, err = readBody(resp.Body, st.body, c.cfg.MaxBodyBytes, resp.ContentLength)
+	if err == errBodyTooLarge {
+		return nil, errMaker{src: src, status: resp.StatusCode, msg: "response body larger than " + formatBytes(c.cfg.MaxBodyBytes), err: err}.
+			transient(core.ReasonNetworkError, 0)
+	}
+	if err != nil {
+		return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
+	}
+	body := st.body
+	if !parseChunk(&st.lex, &st.chunk, body) {
+		env := parseEnvelope(body)
+		if env.json {
+			// Valid JSON that is not an object of ours: treat as an error body.
+			return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now())
+		}
+		msg := "malformed response body"
+		if env.message != "" {
+			msg += ": " + env.message
+		}
+		return nil, errMaker{src: src, status: resp.StatusCode, msg: msg}.transient(core.ReasonNetworkError, 0)
+	}
+	if st.chunk.isError || st.chunk.baseCode != 0 {
+		return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, parseEnvelope(body), c.cfg.MaxRetryAfter, time.Now())
+	}
+	if !st.chunk.picked {
+		return nil, errMaker{src: src, status: resp.StatusCode, msg: "response has no choices"}.transient(core.ReasonNetworkError, 0)
+	}
+	st.asm.reset(prof, true, src.Model)
+	if st.asm.apply(&st.lex, &st.chunk) && call.Stream {
+		// A stream was asked for but the server answered in one piece.
+		st.wd.token()
+	}
+	st.asm.end()
+	return c.result(src, call, st, start, false), nil
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}

@@ -1,0 +1,102 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// readStream reads an SSE answer. The rules (DIALECTS.md):
+//
+//   - every event is checked for a top-level "error" (or "type":"error",
+//     "object":"error", MiniMax base_resp, "event: error") before anything
+//     else: such an event fails the attempt even when [DONE] follows;
+//   - a malformed JSON event is a TransientError, never a partial success
+//     (except an unterminated last line, which counts as a cut stream);
+//   - "data: [DONE]" ends the stream;
+//   - the stream ending without [DONE] after a finish_reason is complete;
+//   - with neither, src.MissingDone decides: "salvage" returns what was
+//     received (at least one token) as a success with an empty
+//     FinishReason; anything else ("retry", the default) is a
+//     TransientError (cut stream).
+//
+// Usage is the last complete usage object seen anywhere (see assembler).
+func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile, resp *http.Response, st *attemptState, start time.Time) (*core.LLMResponse, error) {
+	st.capr = capReader{r: resp.Body, n: c.cfg.MaxStreamBytes}
+	st.sse.Reset(&st.capr, c.cfg.MaxEventBytes)
+	st.asm.reset(prof, false, src.Model)
+	mk := errMaker{src: src, status: resp.StatusCode}
+	done, cut := false, false
+	for !done && !cut {
+		ev, err := st.sse.Next()
+		switch {
+		case err == nil:
+		case err == io.EOF:
+			cut = true
+			continue
+		case errors.Is(err, io.ErrUnexpectedEOF) && actx.Err() == nil:
+			// The body ended abruptly (e.g. a chunked stream closed early).
+			cut = true
+			continue
+		case errors.Is(err, ErrEventTooLarge):
+			mk.msg = "sse event larger than " + formatBytes(int64(c.cfg.MaxEventBytes))
+			return nil, mk.transient(core.ReasonNetworkError, 0)
+		case errors.Is(err, errStreamTooLarge):
+			mk.msg = "stream larger than " + formatBytes(c.cfg.MaxStreamBytes)
+			return nil, mk.transient(core.ReasonNetworkError, 0)
+		default:
+			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if ev.Event == "error" {
+			return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, parseEnvelope(data), c.cfg.MaxRetryAfter, time.Now())
+		}
+		if len(data) == 0 {
+			continue
+		}
+		if string(data) == "[DONE]" {
+			done = true
+			continue
+		}
+		if !parseChunk(&st.lex, &st.chunk, data) {
+			if ev.Unterminated {
+				cut = true
+				continue
+			}
+			mk.msg = "malformed stream event: " + snippet(data)
+			return nil, mk.transient(core.ReasonNetworkError, 0)
+		}
+		if st.chunk.isError || st.chunk.baseCode != 0 {
+			return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, parseEnvelope(data), c.cfg.MaxRetryAfter, time.Now())
+		}
+		if st.asm.apply(&st.lex, &st.chunk) {
+			st.wd.token()
+		}
+	}
+	st.asm.end()
+	if !done && st.asm.finish == "" {
+		if actx.Err() != nil {
+			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, actx.Err())
+		}
+		if src.MissingDone != core.MissingDoneSalvage || !st.asm.gotToken {
+			mk.msg = "stream ended without [DONE] or finish_reason after " + strconv.Itoa(st.wd.tokens) + " token events"
+			return nil, mk.transient(core.ReasonNetworkError, 0)
+		}
+	}
+	return c.result(src, call, st, start, true), nil
+}
+
+// snippet returns the start of a bad event for an error message.
+func snippet(b []byte) string {
+	const n = 120
+	if len(b) > n {
+		return string(bytes.ToValidUTF8(b[:n], nil)) + "…"
+	}
+	return string(bytes.ToValidUTF8(b, nil))
+}
