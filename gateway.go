@@ -77,7 +77,7 @@ func collect(opts []Option) *options {
 	return o
 }
 
-func assemble(s GatewaySettings, o *options) (c *GatewayClient, err error) {
+func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 	s.Sources = append([]SourceConfig(nil), s.Sources...)
 	s.Extra = maps.Clone(s.Extra)
 	logger := o.logger
@@ -89,11 +89,14 @@ func assemble(s GatewaySettings, o *options) (c *GatewayClient, err error) {
 		clock = core.SystemClock{}
 	}
 	asm := registry.NewAssembly(s, logger)
-	c = &GatewayClient{settings: s, log: logger, closed: make(chan struct{})}
+	c := &GatewayClient{settings: s, log: logger, closed: make(chan struct{})}
 	defer func() {
 		if err != nil {
-			for _, cl := range c.closers {
-				_ = cl.Close()
+			if c.ownSink && c.sink != nil {
+				_ = c.sink.Close(context.Background())
+			}
+			if c.transport != nil {
+				c.transport.Close()
 			}
 			for _, cl := range asm.Closers() {
 				_ = cl.Close()
@@ -145,7 +148,6 @@ func assemble(s GatewaySettings, o *options) (c *GatewayClient, err error) {
 	profiles := transport.DefaultProfiles()
 	maps.Copy(profiles, o.profiles)
 	c.transport = transport.New(transport.Config{HTTPClient: o.httpClient, Profiles: profiles, Logger: logger})
-	c.closers = append(c.closers, asm.Closers()...)
 
 	c.governor, err = middleware.NewGovernor(middleware.GovernorConfig{
 		Settings: s, Upstream: c.transport, Limiter: limiter, Breaker: breaker,
@@ -154,6 +156,12 @@ func assemble(s GatewaySettings, o *options) (c *GatewayClient, err error) {
 	if err != nil {
 		return nil, err
 	}
+	c.closers = asm.Closers()
+	var sinkArg core.TelemetrySink
+	if sink != nil {
+		sinkArg = sink
+	}
+	recorder := middleware.NewRecorder(middleware.TelemetryConfig{Sink: sinkArg, Scope: s.Scope, Clock: clock, Logger: logger})
 	layers := append([]Middleware(nil), o.middleware...)
 	if cache != nil {
 		models := make([]string, len(s.Sources))
@@ -162,14 +170,10 @@ func assemble(s GatewaySettings, o *options) (c *GatewayClient, err error) {
 		}
 		layers = append(layers, middleware.Cache(middleware.CacheConfig{
 			Cache: cache, Namespace: s.CacheNamespace, TTL: s.CacheTTL, Scope: s.Scope, Models: models,
-			Clock: clock, Logger: logger,
+			Clock: clock, Logger: logger, Recorder: recorder,
 		}))
 	}
-	var sinkArg core.TelemetrySink
-	if sink != nil {
-		sinkArg = sink
-	}
-	layers = append(layers, middleware.Telemetry(middleware.TelemetryConfig{Sink: sinkArg, Scope: s.Scope, Clock: clock, Logger: logger}))
+	layers = append(layers, recorder.Middleware())
 	c.handler = core.Chain(c.governor.Handle, layers...)
 	return c, nil
 }

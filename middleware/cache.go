@@ -33,6 +33,9 @@ type CacheConfig struct {
 	// Clock defaults to the wall clock; Logger to a discarding logger.
 	Clock  core.Clock
 	Logger *slog.Logger
+	// Recorder, when set, records cache hits (the telemetry layer sits inside
+	// the cache layer and never sees them).
+	Recorder *Recorder
 }
 
 // cacheEntry is the stored form of an answer.
@@ -81,12 +84,14 @@ func Cache(cfg CacheConfig) core.Middleware {
 				var e cacheEntry
 				if json.Unmarshal(raw, &e) == nil && e.V == cacheFormat {
 					zero := 0.0
-					return &core.LLMResponse{
+					resp := &core.LLMResponse{
 						Content: e.Content, Thinking: e.Thinking, Model: e.Model, Provider: e.Provider,
 						SourceName: e.SourceName, FinishReason: e.FinishReason, ToolCalls: e.ToolCalls,
 						CacheHit: true, CallID: call.ID, Cost: &zero, UsageSource: core.UsageMeasured,
 						Latency: cfg.Clock.Now().Sub(start),
-					}, nil
+					}
+					cfg.Recorder.Record(ctx, call, start, resp.Latency, resp, nil)
+					return resp, nil
 				}
 			}
 			resp, err := next(ctx, call)

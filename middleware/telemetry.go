@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -21,67 +22,87 @@ type TelemetryConfig struct {
 	Logger *slog.Logger
 }
 
-// Telemetry returns the telemetry layer: exactly one record per call —
-// success, failure or cache hit — and none for a cancelled call. It also
-// stamps the response's Latency over everything inside it. A sink that
-// refuses a record is logged once; the call is never affected.
-func Telemetry(cfg TelemetryConfig) core.Middleware {
+// Recorder writes telemetry rows. Telemetry wraps it as the onion layer;
+// the cache layer, which sits outside it, hands it its hits so that they are
+// recorded too. Safe for concurrent use.
+type Recorder struct {
+	cfg    TelemetryConfig
+	warned atomic.Bool
+}
+
+// NewRecorder returns a recorder for cfg.
+func NewRecorder(cfg TelemetryConfig) *Recorder {
 	if cfg.Clock == nil {
 		cfg.Clock = core.SystemClock{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	var warned atomic.Bool
+	return &Recorder{cfg: cfg}
+}
+
+// Record writes the row of one finished call: exactly one per call, none for
+// a cancelled call, nothing when the sink is nil. A sink that refuses a row
+// is logged once; the call is never affected.
+func (r *Recorder) Record(ctx context.Context, call *core.Call, start time.Time, latency time.Duration, resp *core.LLMResponse, err error) {
+	if r == nil || r.cfg.Sink == nil {
+		return
+	}
+	var ce *core.CanceledError
+	if errors.As(err, &ce) || (err != nil && ctx.Err() != nil) {
+		return
+	}
+	rec := core.TelemetryRecord{
+		CallID:       call.ID,
+		ParentCallID: call.ParentCallID,
+		SessionID:    call.SessionID,
+		Messages:     MessagesJSON(call.Messages),
+		LatencyMS:    float64(latency) / 1e6,
+		Scope:        r.cfg.Scope,
+		CreatedAt:    start,
+	}
+	if resp != nil {
+		rec.Model, rec.Provider, rec.SourceName = resp.Model, resp.Provider, resp.SourceName
+		rec.Response, rec.Thinking = resp.Content, resp.Thinking
+		rec.PromptTokens, rec.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
+		rec.UsageSource, rec.CacheHit, rec.Cost = resp.UsageSource, resp.CacheHit, resp.Cost
+		if resp.TTFT > 0 {
+			v := float64(resp.TTFT) / 1e6
+			rec.TTFTMS = &v
+		}
+		if resp.MaxInterToken > 0 {
+			v := float64(resp.MaxInterToken) / 1e6
+			rec.MaxInterTokenMS = &v
+		}
+	}
+	if err != nil {
+		rec.Error = core.ErrorClass(err) + ": " + err.Error()
+		rec.SourceName = sourceOf(err)
+	}
+	if werr := r.cfg.Sink.Write(ctx, rec); werr != nil && r.warned.CompareAndSwap(false, true) {
+		r.cfg.Logger.Warn("polygateway: telemetry sink refused a record", "err", werr)
+	}
+}
+
+// Middleware returns the telemetry layer: it stamps the response's Latency
+// over everything inside it and records one row per call.
+func (r *Recorder) Middleware() core.Middleware {
 	return func(next core.Handler) core.Handler {
 		return func(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
-			start := cfg.Clock.Now()
+			start := r.cfg.Clock.Now()
 			resp, err := next(ctx, call)
-			latency := cfg.Clock.Now().Sub(start)
-			if resp != nil && !resp.CacheHit {
+			latency := r.cfg.Clock.Now().Sub(start)
+			if resp != nil {
 				resp.Latency = latency
 			}
-			if cfg.Sink == nil {
-				return resp, err
-			}
-			var ce *core.CanceledError
-			if errors.As(err, &ce) || (err != nil && ctx.Err() != nil) {
-				return resp, err
-			}
-			rec := core.TelemetryRecord{
-				CallID:       call.ID,
-				ParentCallID: call.ParentCallID,
-				SessionID:    call.SessionID,
-				Messages:     MessagesJSON(call.Messages),
-				LatencyMS:    float64(latency) / 1e6,
-				Scope:        cfg.Scope,
-				CreatedAt:    start,
-			}
-			if resp != nil {
-				rec.Model, rec.Provider, rec.SourceName = resp.Model, resp.Provider, resp.SourceName
-				rec.Response, rec.Thinking = resp.Content, resp.Thinking
-				rec.PromptTokens, rec.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
-				rec.UsageSource, rec.CacheHit, rec.Cost = resp.UsageSource, resp.CacheHit, resp.Cost
-				if resp.TTFT > 0 {
-					v := float64(resp.TTFT) / 1e6
-					rec.TTFTMS = &v
-				}
-				if resp.MaxInterToken > 0 {
-					v := float64(resp.MaxInterToken) / 1e6
-					rec.MaxInterTokenMS = &v
-				}
-			}
-			if err != nil {
-				rec.Error = core.ErrorClass(err) + ": " + err.Error()
-				rec.SourceName = sourceOf(err)
-			}
-			if werr := cfg.Sink.Write(ctx, rec); werr != nil && warned.CompareAndSwap(false, true) {
-				cfg.Logger.Warn("polygateway: telemetry sink refused a record", "err", werr)
-			}
+			r.Record(ctx, call, start, latency, resp, err)
 			return resp, err
 		}
 	}
 }
+
+// Telemetry returns the telemetry layer for cfg (NewRecorder(cfg).Middleware()).
+func Telemetry(cfg TelemetryConfig) core.Middleware { return NewRecorder(cfg).Middleware() }
 
 // sourceOf returns the source named by a classified error, if any.
 func sourceOf(err error) string {
