@@ -385,9 +385,10 @@ func (g *Governor) nothingEligible(ctx context.Context, now time.Time, st *callS
 	for _, s := range g.sources {
 		kind, until := s.memo(now)
 		if kind == memoNone {
-			// Excluded for this round only (AIMD refusal or refused this round).
+			// Excluded for this round only: the AIMD limit was full. Slots
+			// free as attempts finish, so look again soon.
 			allCircuit = false
-			until = now.Add(g.settings.Backpressure.PollInterval)
+			until = now.Add(aimdPoll)
 		} else if kind != memoCircuitOpen {
 			allCircuit = false
 		}

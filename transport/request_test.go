@@ -1,0 +1,268 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+func boolPtr(b bool) *bool { return &b }
+
+func TestRequestShape(t *testing.T) {
+	t.Parallel()
+	cp := &capture{}
+	srv := newServer(t, cp.wrap(jsonResp(200, `{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}`)))
+	c := newClient(t, Config{})
+	call := &core.Call{
+		Messages: []core.Message{
+			core.System("be brief"),
+			{Role: core.RoleUser, Content: "hi \"there\"\n\u2028<tag>", Name: "alice"},
+			core.UserParts(core.TextPart("what is this?"), core.ImageURLPart("https://x/y.png"), core.ImageBytesPart("image/png", []byte{1, 2, 3})),
+			{Role: core.RoleTool, Content: "42", ToolCallID: "call_1"},
+		},
+		Params: map[string]any{
+			"temperature":     0.2,
+			"max_tokens":      128,
+			"model":           "evil",
+			"messages":        "evil",
+			"stream":          true,
+			"tools":           []any{map[string]any{"type": "function", "function": map[string]any{"name": "f"}}},
+			"top_p":           float32(0.5),
+			"stop":            []string{"END"},
+			"seed":            json.Number("7"),
+			"response_format": json.RawMessage(`{"type":"json_object"}`),
+		},
+	}
+	src := source(srv, "openai")
+	if _, err := c.Do(context.Background(), src, call); err != nil {
+		t.Fatal(err)
+	}
+	m := cp.lastBody(t)
+	if m["model"] != "test-model" || m["stream"] != false {
+		t.Fatalf("model/stream overridden: %v %v", m["model"], m["stream"])
+	}
+	if _, ok := m["stream_options"]; ok {
+		t.Fatal("stream_options sent without streaming")
+	}
+	msgs := m["messages"].([]any)
+	if len(msgs) != 4 {
+		t.Fatalf("messages = %v", msgs)
+	}
+	want1 := map[string]any{"role": "user", "content": "hi \"there\"\n\u2028<tag>", "name": "alice"}
+	if !reflect.DeepEqual(msgs[1], want1) {
+		t.Fatalf("message 1 = %#v", msgs[1])
+	}
+	parts := msgs[2].(map[string]any)["content"].([]any)
+	if len(parts) != 3 || parts[0].(map[string]any)["text"] != "what is this?" ||
+		parts[1].(map[string]any)["image_url"].(map[string]any)["url"] != "https://x/y.png" ||
+		parts[2].(map[string]any)["image_url"].(map[string]any)["url"] != "data:image/png;base64,AQID" {
+		t.Fatalf("parts = %#v", parts)
+	}
+	if msgs[3].(map[string]any)["tool_call_id"] != "call_1" {
+		t.Fatalf("tool message = %#v", msgs[3])
+	}
+	if m["temperature"] != json.Number("0.2") || m["max_tokens"] != json.Number("128") || m["top_p"] != json.Number("0.5") || m["seed"] != json.Number("7") {
+		t.Fatalf("params = %v %v %v %v", m["temperature"], m["max_tokens"], m["top_p"], m["seed"])
+	}
+	if !reflect.DeepEqual(m["response_format"], map[string]any{"type": "json_object"}) {
+		t.Fatalf("response_format = %#v", m["response_format"])
+	}
+	if len(m["tools"].([]any)) != 1 || !reflect.DeepEqual(m["stop"], []any{"END"}) {
+		t.Fatalf("tools/stop = %#v %#v", m["tools"], m["stop"])
+	}
+	h := cp.headers[0]
+	if h.Get("Authorization") != "Bearer "+testKey || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("headers = %v", h)
+	}
+	if cp.paths[0] != "/v1/chat/completions" {
+		t.Fatalf("path = %q", cp.paths[0])
+	}
+}
+
+func TestRequestStreamOptionsAndAuth(t *testing.T) {
+	t.Parallel()
+	cp := &capture{}
+	srv := newServer(t, cp.wrap(sse(openAIStream...)))
+	c := newClient(t, Config{})
+	for _, key := range []string{"none", "NONE", ""} {
+		src := source(srv, "openai")
+		src.APIKey = key
+		src.BaseURL += "/" // trailing slash tolerated
+		if _, err := c.Do(context.Background(), src, chatCall(true)); err != nil {
+			t.Fatal(err)
+		}
+		m := cp.lastBody(t)
+		if m["stream"] != true || !reflect.DeepEqual(m["stream_options"], map[string]any{"include_usage": true}) {
+			t.Fatalf("stream fields = %v %v", m["stream"], m["stream_options"])
+		}
+		cp.mu.Lock()
+		h := cp.headers[len(cp.headers)-1]
+		p := cp.paths[len(cp.paths)-1]
+		cp.mu.Unlock()
+		if _, ok := h["Authorization"]; ok {
+			t.Fatalf("key %q: Authorization sent", key)
+		}
+		if h.Get("Accept") != "text/event-stream" || p != "/v1/chat/completions" {
+			t.Fatalf("accept/path = %q %q", h.Get("Accept"), p)
+		}
+	}
+	// Caller's stream_options replace ours.
+	call := chatCall(true)
+	call.Params = map[string]any{"stream_options": map[string]any{"include_usage": true, "continuous_usage_stats": true}}
+	if _, err := c.Do(context.Background(), source(srv, "vllm"), call); err != nil {
+		t.Fatal(err)
+	}
+	if so := cp.lastBody(t)["stream_options"].(map[string]any); so["continuous_usage_stats"] != true {
+		t.Fatalf("stream_options = %v", so)
+	}
+}
+
+func TestRequestThinkingDialects(t *testing.T) {
+	t.Parallel()
+	cp := &capture{}
+	srv := newServer(t, cp.wrap(jsonResp(200, `{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}`)))
+	c := newClient(t, Config{})
+	tests := []struct {
+		provider string
+		on       *bool
+		key      string
+		want     any // nil: key absent
+	}{
+		{"qwen", boolPtr(true), "enable_thinking", true},
+		{"dashscope", boolPtr(false), "enable_thinking", false},
+		{"deepseek", boolPtr(true), "thinking", map[string]any{"type": "enabled"}},
+		{"zhipu", boolPtr(false), "thinking", map[string]any{"type": "disabled"}},
+		{"kimi", boolPtr(true), "thinking", map[string]any{"type": "enabled"}},
+		{"minimax", boolPtr(true), "thinking", map[string]any{"type": "adaptive"}},
+		{"minimax", boolPtr(false), "thinking", map[string]any{"type": "disabled"}},
+		{"vllm", boolPtr(true), "chat_template_kwargs", map[string]any{"enable_thinking": true}},
+		{"vllm", boolPtr(false), "chat_template_kwargs", map[string]any{"enable_thinking": false}},
+		{"openai", boolPtr(true), "reasoning_effort", "medium"},
+		{"ollama", boolPtr(false), "reasoning_effort", "none"},
+		{"azure", boolPtr(true), "reasoning_effort", nil},
+		{"qwen", nil, "enable_thinking", nil},
+		{"unknown-provider", boolPtr(true), "reasoning_effort", "medium"},
+	}
+	for _, tt := range tests {
+		src := source(srv, tt.provider)
+		src.EnableThinking = tt.on
+		if _, err := c.Do(context.Background(), src, chatCall(false)); err != nil {
+			t.Fatal(err)
+		}
+		m := cp.lastBody(t)
+		got, ok := m[tt.key]
+		if tt.want == nil {
+			if ok {
+				t.Errorf("%s: %s = %v, want absent", tt.provider, tt.key, got)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s on=%v: %s = %#v, want %#v", tt.provider, *tt.on, tt.key, got, tt.want)
+		}
+	}
+}
+
+func TestRequestMergeLayers(t *testing.T) {
+	t.Parallel()
+	cp := &capture{}
+	srv := newServer(t, cp.wrap(jsonResp(200, `{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}`)))
+	c := newClient(t, Config{})
+
+	// Thinking on: a Params value for the switch key is kept (more specific).
+	src := source(srv, "deepseek")
+	src.EnableThinking = boolPtr(true)
+	call := chatCall(false)
+	call.Params = map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 512}, "temperature": 1}
+	if _, err := c.Do(context.Background(), src, call); err != nil {
+		t.Fatal(err)
+	}
+	m := cp.lastBody(t)
+	if th := m["thinking"].(map[string]any); th["budget_tokens"] != json.Number("512") {
+		t.Fatalf("thinking = %v", th)
+	}
+
+	// Thinking off: the switch replaces the Params value.
+	src.EnableThinking = boolPtr(false)
+	if _, err := c.Do(context.Background(), src, call); err != nil {
+		t.Fatal(err)
+	}
+	if th := cp.lastBody(t)["thinking"]; !reflect.DeepEqual(th, map[string]any{"type": "disabled"}) {
+		t.Fatalf("thinking = %v", th)
+	}
+
+	// ExtraBody wins over Params and the switch, but never over model/messages/stream.
+	src.ExtraBody = map[string]any{"thinking": map[string]any{"type": "custom"}, "temperature": 0, "model": "evil", "stream": true, "messages": nil, "x_extra": "y"}
+	if _, err := c.Do(context.Background(), src, call); err != nil {
+		t.Fatal(err)
+	}
+	m = cp.lastBody(t)
+	if !reflect.DeepEqual(m["thinking"], map[string]any{"type": "custom"}) || m["temperature"] != json.Number("0") || m["x_extra"] != "y" {
+		t.Fatalf("extra body not applied: %v", m)
+	}
+	if m["model"] != "test-model" || m["stream"] != false || len(m["messages"].([]any)) != 1 {
+		t.Fatalf("protected keys overridden: %v", m)
+	}
+	// No key appears twice.
+	cp.mu.Lock()
+	raw := string(cp.bodies[len(cp.bodies)-1])
+	cp.mu.Unlock()
+	for _, k := range []string{`"thinking"`, `"temperature"`, `"model"`, `"stream"`} {
+		if n := strings.Count(raw, k); n != 1 {
+			t.Fatalf("%s appears %d times in %s", k, n, raw)
+		}
+	}
+	// The caller's maps are untouched.
+	if len(call.Params) != 2 || len(src.ExtraBody) != 6 {
+		t.Fatal("caller maps modified")
+	}
+}
+
+func TestRequestEncodeErrors(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, jsonResp(200, `{"choices":[{"message":{"content":"ok"}}]}`))
+	c := newClient(t, Config{})
+	for _, v := range []any{math.NaN(), math.Inf(1), json.RawMessage(`{bad`), make(chan int), json.Number("1x")} {
+		call := chatCall(false)
+		call.Params = map[string]any{"bad": v}
+		_, err := c.Do(context.Background(), source(srv, "openai"), call)
+		asRejected(t, err)
+	}
+}
+
+func TestEncodeRequestMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	strs := []string{"", "plain", "q\"b\\s/", "\x00\x01\x1f\x7f", "é中文🙂", "\u2028\u2029", "bad\xffutf8\xc3", "<>&", "\t\r\n"}
+	for _, s := range strs {
+		got := appendJSONString(nil, s)
+		var back string
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatalf("%q encoded as invalid JSON %s: %v", s, got, err)
+		}
+		want, _ := json.Marshal(s)
+		var wantBack string
+		json.Unmarshal(want, &wantBack)
+		if back != wantBack {
+			t.Fatalf("%q round-trips to %q, encoding/json gives %q", s, back, wantBack)
+		}
+	}
+	for _, f := range []float64{0, 1, -1.5, 1e-7, 1e21, 123456789.125, 5e-324, math.MaxFloat64} {
+		got, err := appendJSONFloat(nil, f, 64)
+		want, _ := json.Marshal(f)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("float %v: %s, want %s", f, got, want)
+		}
+	}
+	for _, f := range []float32{0.1, 1e-7, 3.4e38} {
+		got, _ := appendJSONFloat(nil, float64(f), 32)
+		want, _ := json.Marshal(f)
+		if string(got) != string(want) {
+			t.Fatalf("float32 %v: %s, want %s", f, got, want)
+		}
+	}
+}
