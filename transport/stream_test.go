@@ -1,0 +1,226 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+func contentChunk(s string) string {
+	return data(`{"choices":[{"index":0,"delta":{"content":"` + s + `"},"finish_reason":null}]}`)
+}
+
+func TestStreamCompleteness(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	finishWithContent := data(`{"choices":[{"index":0,"delta":{"content":" end"},"finish_reason":"stop"}]}`)
+	tests := []struct {
+		name        string
+		frames      []string
+		missingDone string
+		wantErr     bool
+		content     string
+		finish      string
+	}{
+		{"done", []string{contentChunk("a"), data("[DONE]")}, "", false, "a", ""},
+		{"finish shares chunk with last content, no DONE", []string{contentChunk("a"), finishWithContent}, "", false, "a end", "stop"},
+		{"finish then EOF, usage later missing", []string{contentChunk("a"), data(`{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`)}, "", false, "a", "length"},
+		{"neither: retry (default)", []string{contentChunk("a"), contentChunk("b")}, "", true, "", ""},
+		{"neither: retry explicit", []string{contentChunk("a")}, core.MissingDoneRetry, true, "", ""},
+		{"neither: salvage", []string{contentChunk("a"), contentChunk("b")}, core.MissingDoneSalvage, false, "ab", ""},
+		{"salvage needs a token", []string{": ping\n\n"}, core.MissingDoneSalvage, true, "", ""},
+		{"empty stream", nil, "", true, "", ""},
+		{"cut inside the last event", []string{contentChunk("a"), `data: {"choices":[{"index":0,"delta":{"cont`}, "", true, "", ""},
+		{"cut inside the last event: salvage", []string{contentChunk("a"), `data: {"choices":[{"index":0,"delta":{"cont`}, core.MissingDoneSalvage, false, "a", ""},
+		{"malformed event", []string{contentChunk("a"), data(`{"choices":[{"index":0,"delta":{"content":"b"}}]`), data("[DONE]")}, core.MissingDoneSalvage, true, "", ""},
+		{"malformed event not json", []string{contentChunk("a"), data(`hello`), data("[DONE]")}, "", true, "", ""},
+		{"blank data lines ignored", []string{data(""), "data:\n\n", contentChunk("x"), data("[DONE]")}, "", false, "x", ""},
+		{"DONE without trailing blank line", []string{contentChunk("x"), "data: [DONE]"}, "", false, "x", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newServer(t, sse(tt.frames...))
+			src := source(srv, "openai")
+			src.MissingDone = tt.missingDone
+			r, err := c.Do(context.Background(), src, chatCall(true))
+			if tt.wantErr {
+				if r != nil {
+					t.Fatalf("truncated success %+v", r)
+				}
+				if e := asTransient(t, err); e.Source != "openai_1" || e.StatusCode != 200 {
+					t.Fatalf("%+v", e)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Content != tt.content || r.FinishReason != tt.finish {
+				t.Fatalf("content/finish = %q/%q, want %q/%q", r.Content, r.FinishReason, tt.content, tt.finish)
+			}
+			if r.UsageSource != core.UsageEstimated || r.PromptTokens == 0 || r.CompletionTokens == 0 {
+				t.Fatalf("usage = %d/%d %q", r.PromptTokens, r.CompletionTokens, r.UsageSource)
+			}
+		})
+	}
+}
+
+func TestStreamUsageCountedOnce(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	// Usage on the finish chunk and again on a separate chunk: the last
+	// complete one wins, nothing is added up; incomplete ones are ignored.
+	srv := newServer(t, sse(
+		data(`{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`),
+		data(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`),
+		data(`{"choices":[],"usage":{"prompt_tokens":5,"total_tokens":9}}`),
+		data(`{"choices":[],"usage":{"completion_tokens":100}}`),
+		data(`{"choices":[],"usage":null}`),
+		data(`[DONE]`),
+	))
+	r, err := c.Do(context.Background(), source(srv, "openai"), chatCall(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PromptTokens != 5 || r.CompletionTokens != 4 || r.UsageSource != core.UsageMeasured {
+		t.Fatalf("usage = %d/%d %s", r.PromptTokens, r.CompletionTokens, r.UsageSource)
+	}
+}
+
+func TestStreamThinkTagsSplitEverywhere(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	full := "<think>I ponder</think>\n\nThe answer <b>is</b> 42."
+	// Split the content at every position into two deltas.
+	for i := 0; i <= len(full); i++ {
+		a, b := full[:i], full[i:]
+		srv := newServer(t, sse(
+			data(`{"choices":[{"index":0,"delta":{"content":`+jsonStr(a)+`}}]}`),
+			data(`{"choices":[{"index":0,"delta":{"content":`+jsonStr(b)+`},"finish_reason":"stop"}]}`),
+		))
+		r, err := c.Do(context.Background(), source(srv, "minimax"), chatCall(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Content != "The answer <b>is</b> 42." || r.Thinking != "I ponder" {
+			t.Fatalf("split at %d: content=%q thinking=%q", i, r.Content, r.Thinking)
+		}
+		srv.Close()
+	}
+}
+
+func jsonStr(s string) string { return string(appendJSONString(nil, s)) }
+
+func TestStreamUnclosedThink(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	srv := newServer(t, sse(
+		contentChunk("<think>still thinking</thi"),
+		data(`{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`),
+	))
+	r, err := c.Do(context.Background(), source(srv, "vllm"), chatCall(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Content != "" || r.Thinking != "still thinking</thi" || r.FinishReason != "length" {
+		t.Fatalf("content=%q thinking=%q", r.Content, r.Thinking)
+	}
+}
+
+func TestStreamDuplicateReasoningFields(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	// Some servers send the same text in reasoning and reasoning_content.
+	srv := newServer(t, sse(
+		data(`{"choices":[{"index":0,"delta":{"reasoning":"abc","reasoning_content":"abc"}}]}`),
+		data(`{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}`),
+	))
+	r, err := c.Do(context.Background(), source(srv, "vllm"), chatCall(true))
+	if err != nil || r.Thinking != "abc" {
+		t.Fatalf("%v thinking=%q", err, r.Thinking)
+	}
+}
+
+func TestStreamCutConnection(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	// The server writes part of a chunked stream and then drops the TCP
+	// connection: a cut, never a success.
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io := contentChunk("partial")
+		w.Write([]byte(io))
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	for _, policy := range []string{"", core.MissingDoneSalvage} {
+		src := source(srv, "openai")
+		src.MissingDone = policy
+		r, err := c.Do(context.Background(), src, chatCall(true))
+		if policy == "" {
+			if r != nil {
+				t.Fatalf("cut stream returned success %+v", r)
+			}
+			asTransient(t, err)
+			continue
+		}
+		if err != nil || r.Content != "partial" || r.FinishReason != "" {
+			t.Fatalf("salvage: %v %+v", err, r)
+		}
+	}
+}
+
+func TestConnectionResetBeforeHeaders(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// Read a little of the request, then reset the connection.
+			buf := make([]byte, 64)
+			conn.Read(buf)
+			if tc, ok := conn.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
+			conn.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	src := &core.SourceConfig{Name: "x_1", Provider: "openai", BaseURL: "http://" + ln.Addr().String() + "/v1", APIKey: testKey, Model: "m"}
+	for _, stream := range []bool{false, true} {
+		_, err := c.Do(context.Background(), src, chatCall(stream))
+		e := asTransient(t, err)
+		if e.Reason != core.ReasonNetworkError || e.Source != "x_1" || e.StatusCode != 0 {
+			t.Fatalf("%+v", e)
+		}
+		if strings.Contains(err.Error(), testKey) {
+			t.Fatal("key leaked")
+		}
+	}
+	// Nothing listening at all.
+	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln2.Addr().String()
+	ln2.Close()
+	src.BaseURL = "http://" + addr + "/v1"
+	_, err = c.Do(context.Background(), src, chatCall(false))
+	if e := asTransient(t, err); e.Reason != core.ReasonNetworkError {
+		t.Fatalf("%+v", e)
+	}
+}
