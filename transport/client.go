@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -76,8 +78,9 @@ type Client struct {
 	// Shared, never modified header values.
 	hdrJSON, hdrSSE, hdrUA []string
 
-	states sync.Pool // *attemptState
-	bodies sync.Pool // *reqBody
+	states    sync.Pool // *attemptState
+	bodies    sync.Pool // *reqBody
+	watchdogs sync.Pool // *watchdog
 
 	mu        sync.RWMutex
 	endpoints map[endpointKey]*endpoint
@@ -94,6 +97,9 @@ type endpoint struct {
 	url  string
 	auth []string // nil: no Authorization header
 }
+
+// smallBodyBytes is the largest request body sent from a private copy.
+const smallBodyBytes = 64 << 10
 
 // maxEndpoints bounds the endpoint cache.
 const maxEndpoints = 1024
@@ -156,6 +162,7 @@ func New(cfg Config) *Client {
 	c.cfg = cfg
 	c.states.New = func() any { return new(attemptState) }
 	c.bodies.New = func() any { return &reqBody{b: make([]byte, 0, 4096)} }
+	c.watchdogs.New = func() any { return newWatchdog() }
 	return c
 }
 
@@ -192,6 +199,21 @@ func (c *Client) Close() error {
 // Profile returns the profile the Client uses for provider name.
 func (c *Client) Profile(name string) core.ProviderProfile {
 	return ProfileFor(c.profiles, name)
+}
+
+// send performs the exchange. The Client's own transports are called
+// directly (chat completions never follow redirects nor use cookies, and
+// http.Client's per-request bookkeeping is measurable on the hot path); a
+// caller-supplied http.Client is used as a client, honouring its settings.
+func (c *Client) send(src *core.SourceConfig, req *http.Request) (*http.Response, error) {
+	if c.cfg.HTTPClient != nil {
+		return c.cfg.HTTPClient.Do(req)
+	}
+	t := c.own[1]
+	if src.TrustEnv {
+		t = c.own[0]
+	}
+	return t.RoundTrip(req)
 }
 
 func (c *Client) httpFor(src *core.SourceConfig) *http.Client {
@@ -259,21 +281,24 @@ func (c *Client) Do(ctx context.Context, src *core.SourceConfig, call *core.Call
 
 func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile, st *attemptState, start time.Time) (*core.LLMResponse, error) {
 	actx := ctx
+	var wd *watchdog
 	watch := call.Stream && (src.TTFTTimeout > 0 || src.InterTokenTimeout > 0)
-	if watch {
+	if watch || src.Timeout > 0 {
 		var cancel context.CancelCauseFunc
-		actx, cancel = context.WithCancelCause(actx)
+		actx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
-		st.wd.begin(start, src.TTFTTimeout, src.InterTokenTimeout, cancel)
-		defer st.wd.stop()
-	} else {
-		st.wd.begin(start, 0, 0, nil)
+		var ttft, inter time.Duration
+		if watch {
+			ttft, inter = src.TTFTTimeout, src.InterTokenTimeout
+		}
+		wd = c.watchdogs.Get().(*watchdog)
+		wd.arm(start, src.Timeout, ttft, inter, cancel)
+		defer func() {
+			wd.disarm()
+			c.watchdogs.Put(wd)
+		}()
 	}
-	if src.Timeout > 0 {
-		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeoutCause(actx, src.Timeout, errAttemptTimeout)
-		defer cancel()
-	}
+	st.clock.reset(start, wd)
 
 	rb := c.bodies.Get().(*reqBody)
 	rb.off = 0
@@ -285,25 +310,34 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 		return nil, errMaker{src: src, msg: err.Error(), err: err}.rejected("invalid_request")
 	}
 	ep := c.endpointFor(src)
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, ep.url, rb)
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, ep.url, nil)
 	if err != nil {
 		c.putBody(rb)
 		return nil, errMaker{src: src, msg: "invalid base url: " + err.Error(), err: err}.dead()
 	}
-	defer c.releaseBody(rb)
 	req.ContentLength = int64(len(rb.b))
+	if len(rb.b) <= smallBodyBytes {
+		// A private copy in a *bytes.Reader: net/http recognises it as an
+		// in-memory body and sends headers and body in one write, and the
+		// pooled buffer is free again at once.
+		req.Body = io.NopCloser(bytes.NewReader(bytes.Clone(rb.b)))
+		c.putBody(rb)
+	} else {
+		// Large bodies (images) are sent from the pooled buffer, which is
+		// reused only after the transport has closed it.
+		req.Body = rb
+		defer c.releaseBody(rb)
+	}
 	req.Header["Content-Type"] = c.hdrJSON
 	if call.Stream {
 		req.Header["Accept"] = c.hdrSSE
-	} else {
-		req.Header["Accept"] = c.hdrJSON
 	}
 	req.Header["User-Agent"] = c.hdrUA
 	if ep.auth != nil {
 		req.Header["Authorization"] = ep.auth
 	}
 
-	resp, err := c.httpFor(src).Do(req)
+	resp, err := c.send(src, req)
 	if err != nil {
 		return nil, c.ioFailure(ctx, actx, src, 0, err)
 	}
@@ -390,8 +424,8 @@ func (c *Client) result(src *core.SourceConfig, call *core.Call, st *attemptStat
 		r.UsageSource = core.UsageEstimated
 	}
 	if streamed {
-		r.TTFT = st.wd.firstAt
-		r.MaxInterToken = st.wd.maxGap
+		r.TTFT = st.clock.firstAt
+		r.MaxInterToken = st.clock.maxGap
 	}
 	r.Latency = time.Since(start)
 	return r

@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"bytes"
+	"encoding/binary"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -145,7 +147,10 @@ func (l *lexer) key() []byte {
 	return l.scratch
 }
 
-// str reads a JSON string; the next value must be a string.
+// str reads a JSON string; the next value must be a string. The closing
+// quote and escapes are found with bytes.IndexByte; the plain runs between
+// them are checked eight bytes at a time for control characters (invalid)
+// and bytes ≥ 0x80 (noted for UTF-8 validation on decode).
 func (l *lexer) str() span {
 	if l.peek() != '"' {
 		l.fail()
@@ -154,45 +159,81 @@ func (l *lexer) str() span {
 	d := l.data
 	i := l.pos + 1
 	s := span{start: i}
-	for i < len(d) {
-		c := d[i]
-		switch {
-		case c == '"':
-			s.end = i
-			s.set = true
-			l.pos = i + 1
-			return s
-		case c == '\\':
-			s.esc = true
-			if i+1 >= len(d) {
-				l.fail()
-				return span{}
-			}
-			switch d[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(d) || !isHex4(d[i+2:i+6]) {
-					l.fail()
-					return span{}
-				}
-				i += 6
-			default:
-				l.fail()
-				return span{}
-			}
-		case c < 0x20:
+	for {
+		q := bytes.IndexByte(d[i:], '"')
+		if q < 0 {
 			l.fail()
 			return span{}
-		case c >= 0x80:
-			s.hi = true
-			i++
+		}
+		seg := d[i : i+q]
+		bs := bytes.IndexByte(seg, '\\')
+		if bs < 0 {
+			ctl, hi := scanPlain(seg)
+			if ctl {
+				l.fail()
+				return span{}
+			}
+			s.hi = s.hi || hi
+			s.end = i + q
+			s.set = true
+			l.pos = i + q + 1
+			return s
+		}
+		ctl, hi := scanPlain(seg[:bs])
+		if ctl {
+			l.fail()
+			return span{}
+		}
+		s.hi = s.hi || hi
+		s.esc = true
+		j := i + bs
+		if j+1 >= len(d) {
+			l.fail()
+			return span{}
+		}
+		switch d[j+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i = j + 2
+		case 'u':
+			if j+6 > len(d) || !isHex4(d[j+2:j+6]) {
+				l.fail()
+				return span{}
+			}
+			i = j + 6
 		default:
-			i++
+			l.fail()
+			return span{}
 		}
 	}
-	l.fail()
-	return span{}
+}
+
+// scanPlain reports whether b holds a control character (< 0x20) and
+// whether it holds a byte ≥ 0x80.
+func scanPlain(b []byte) (ctl, hi bool) {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		if x&highs != 0 {
+			hi = true
+		}
+		// Some byte < 0x20 (exact for thresholds ≤ 0x80).
+		if (x-ones*0x20)&^x&highs != 0 {
+			return true, hi
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c < 0x20 {
+			return true, hi
+		}
+		if c >= 0x80 {
+			hi = true
+		}
+	}
+	return false, hi
 }
 
 func isHex4(b []byte) bool {

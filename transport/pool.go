@@ -18,7 +18,7 @@ type attemptState struct {
 	asm   assembler
 	sse   SSEReader
 	capr  capReader
-	wd    watchdog
+	clock tokenClock
 	body  []byte
 }
 
@@ -34,7 +34,7 @@ func (s *attemptState) clear() {
 	s.lex.data = nil
 	s.sse.r = nil
 	s.capr.r = nil
-	s.wd = watchdog{}
+	s.clock.wd = nil
 }
 
 // reqBody is a pooled request body. The HTTP transport closes it when it

@@ -49,7 +49,7 @@ func (c *Client) readJSON(ctx, actx context.Context, src *core.SourceConfig, cal
 	st.asm.reset(prof, true, src.Model)
 	if st.asm.apply(&st.lex, &st.chunk) && call.Stream {
 		// A stream was asked for but the server answered in one piece.
-		st.wd.token()
+		st.clock.token()
 	}
 	st.asm.end()
 	return c.result(src, call, st, start, false), nil

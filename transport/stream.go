@@ -76,7 +76,7 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 			return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, parseEnvelope(data), c.cfg.MaxRetryAfter, time.Now())
 		}
 		if st.asm.apply(&st.lex, &st.chunk) {
-			st.wd.token()
+			st.clock.token()
 		}
 	}
 	st.asm.end()
@@ -85,7 +85,7 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, actx.Err())
 		}
 		if src.MissingDone != core.MissingDoneSalvage || !st.asm.gotToken {
-			mk.msg = "stream ended without [DONE] or finish_reason after " + strconv.Itoa(st.wd.tokens) + " token events"
+			mk.msg = "stream ended without [DONE] or finish_reason after " + strconv.Itoa(st.clock.tokens) + " token events"
 			return nil, mk.transient(core.ReasonNetworkError, 0)
 		}
 	}
