@@ -1,0 +1,987 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+func TestNewGovernorRejectsIncompleteConfig(t *testing.T) {
+	t.Parallel()
+	up, lim, br := newScriptedUpstream(), memory.NewLimiter(), memory.NewBreaker()
+	tests := []struct {
+		name string
+		cfg  GovernorConfig
+	}{
+		{"no sources", GovernorConfig{Settings: testSettings(), Upstream: up, Limiter: lim, Breaker: br}},
+		{"no upstream", GovernorConfig{Settings: testSettings(src("a", 0)), Limiter: lim, Breaker: br}},
+		{"no limiter", GovernorConfig{Settings: testSettings(src("a", 0)), Upstream: up, Breaker: br}},
+		{"no breaker", GovernorConfig{Settings: testSettings(src("a", 0)), Upstream: up, Limiter: lim}},
+	}
+	for _, tc := range tests {
+		if g, err := NewGovernor(tc.cfg); err == nil || g != nil {
+			t.Errorf("%s: NewGovernor = (%v, %v), want an error", tc.name, g, err)
+		}
+	}
+}
+
+func TestGovernorFillsTheAnswerFromTheAnsweringSource(t *testing.T) {
+	t.Parallel()
+	pricing := core.PricingTable{"model-a": {InputPer1M: 1, OutputPer1M: 2}}
+	f := newFixture(t, testSettings(src("a", 0)), withPricing(pricing))
+	resp, err := f.g.Handle(context.Background(), newCall())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.SourceName != "a" || resp.Provider != "prov" || resp.Model != "model-a" {
+		t.Errorf("answer names (%q, %q, %q), want (a, prov, model-a)", resp.SourceName, resp.Provider, resp.Model)
+	}
+	if !slices.Equal(resp.Attempts, []string{"a"}) {
+		t.Errorf("Attempts = %v, want [a]", resp.Attempts)
+	}
+	if resp.Cost == nil || math.Abs(*resp.Cost-(10*1+5*2)/1e6) > 1e-15 {
+		t.Errorf("Cost = %v, want 2e-5", resp.Cost)
+	}
+	if u := f.usage(t, "a"); u.InFlight != 0 {
+		t.Errorf("limiter in-flight = %d after the call", u.InFlight)
+	}
+}
+
+func TestGovernorKeepsWhatTheUpstreamReported(t *testing.T) {
+	t.Parallel()
+	pricing := core.PricingTable{"model-a": {InputPer1M: 1, OutputPer1M: 2}}
+	cost := 0.5
+	f := newFixture(t, testSettings(src("a", 0)), withPricing(pricing))
+	f.up.script("a", step{resp: &core.LLMResponse{Content: "x", Model: "served-model", Provider: "p2", SourceName: "alias", Cost: &cost}})
+	resp, err := f.g.Handle(context.Background(), newCall())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Model != "served-model" || resp.Provider != "p2" || resp.SourceName != "alias" || resp.Cost == nil || *resp.Cost != 0.5 {
+		t.Errorf("answer overwritten: %+v", resp)
+	}
+}
+
+func TestGovernorLeavesCostNilWithoutAPrice(t *testing.T) {
+	t.Parallel()
+	for _, pricing := range []core.PricingTable{nil, {"other": {InputPer1M: 1}}} {
+		f := newFixture(t, testSettings(src("a", 0)), withPricing(pricing))
+		resp, err := f.g.Handle(context.Background(), newCall())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Cost != nil {
+			t.Errorf("Cost = %v with pricing %v, want nil", *resp.Cost, pricing)
+		}
+	}
+}
+
+func TestGovernorFailsOverAndListsAttemptsInOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0), src("b", 1), src("c", 2)))
+	f.up.script("a", failStep(transientErr("a")))
+	f.up.script("b", failStep(timeoutErr("b")))
+	resp, err := f.g.Handle(context.Background(), newCall())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a", "b", "c"}
+	if !slices.Equal(resp.Attempts, want) || !slices.Equal(f.up.callLog(), want) {
+		t.Errorf("Attempts = %v, upstream calls = %v, want %v", resp.Attempts, f.up.callLog(), want)
+	}
+	if resp.SourceName != "c" {
+		t.Errorf("SourceName = %q, want c", resp.SourceName)
+	}
+}
+
+func TestGovernorRetriesTheSameSourceWhenItIsTheOnlyOne(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0)))
+	f.up.script("a", failStep(transientErr("a")), failStep(stalledErr("a")), okStep())
+	resp, err := f.g.Handle(context.Background(), newCall())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.Attempts, []string{"a", "a", "a"}) {
+		t.Errorf("Attempts = %v, want [a a a]", resp.Attempts)
+	}
+}
+
+func TestGovernorSpentRetryBudgetReturnsRetryExhausted(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		errOf  func(string) error
+		reason core.Reason
+	}{
+		{"network errors", transientErr, core.ReasonNetworkError},
+		{"timeouts", timeoutErr, core.ReasonTimeout},
+		{"stalls", stalledErr, core.ReasonTimeout},
+		{"dead sources", deadErr, core.ReasonSourceDead},
+		{"foreign errors", func(s string) error { return errors.New("unclassified failure on " + s) }, core.ReasonNetworkError},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			set := testSettings(src("a", 0), src("b", 1), src("c", 2))
+			set.Retry.MaxAttempts = 2
+			f := newFixture(t, set)
+			lastErr := tc.errOf("b")
+			f.up.script("a", failStep(tc.errOf("a")))
+			f.up.script("b", failStep(lastErr))
+			_, err := f.g.Handle(context.Background(), newCall())
+			ue := asUnavailable(t, err)
+			if ue.Reason != core.ReasonRetryExhausted || ue.Scope != testScope {
+				t.Errorf("Reason, Scope = %q, %q; want retry_exhausted, %s", ue.Reason, ue.Scope, testScope)
+			}
+			if !errors.Is(err, core.ErrAllSourcesExhausted) || errors.Is(err, core.ErrCircuitOpen) || !errors.Is(err, core.ErrGateway) {
+				t.Errorf("sentinels wrong for %v", err)
+			}
+			if ue.Err != lastErr || !errors.Is(err, lastErr) {
+				t.Errorf("wrapped error = %v, want the last attempt's %v", ue.Err, lastErr)
+			}
+			wantPer := map[string]core.Reason{"a": tc.reason, "b": tc.reason}
+			if !maps.Equal(ue.PerSource, wantPer) {
+				t.Errorf("PerSource = %v, want %v", ue.PerSource, wantPer)
+			}
+			if calls := f.up.callLog(); !slices.Equal(calls, []string{"a", "b"}) {
+				t.Errorf("upstream calls = %v, want [a b]: MAX_ATTEMPTS includes the first", calls)
+			}
+		})
+	}
+}
+
+func TestGovernorSingleAttemptReturnsTheRawClassifiedError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		maxAttempts int
+		err         error
+	}{
+		{"transient", 1, transientErr("a")},
+		{"timeout", 1, timeoutErr("a")},
+		{"source dead", 1, deadErr("a")},
+		{"zero max attempts means one", 0, transientErr("a")},
+		{"negative max attempts means one", -3, transientErr("a")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			set := testSettings(src("a", 0), src("b", 1))
+			set.Retry.MaxAttempts = tc.maxAttempts
+			f := newFixture(t, set)
+			f.up.script("a", failStep(tc.err))
+			_, err := f.g.Handle(context.Background(), newCall())
+			if err != tc.err {
+				t.Errorf("err = %v (%T), want the upstream's error itself", err, err)
+			}
+			if calls := f.up.callLog(); len(calls) != 1 {
+				t.Errorf("upstream calls = %v, want exactly one", calls)
+			}
+		})
+	}
+}
+
+func TestGovernorReturnsRejectedAndInvalidAtOnceWithoutChargingTheBreaker(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		errOf func(string) error
+	}{
+		{"request rejected", rejectedErr},
+		{"result invalid", invalidErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			set := testSettings(src("a", 0), src("b", 1))
+			set.Breaker.FailThreshold = 1
+			set.Breaker.MinCalls, set.Breaker.FailRate, set.Breaker.Window = 2, 0.5, time.Minute
+			f := newFixture(t, set)
+			want := tc.errOf("a")
+			f.up.script("a", failStep(want))
+			for i := range 25 {
+				_, err := f.g.Handle(context.Background(), newCall())
+				if err != want {
+					t.Fatalf("call %d: err = %v, want the upstream's error unchanged", i, err)
+				}
+			}
+			if calls := f.up.callLog(); len(calls) != 25 || slices.Contains(calls, "b") {
+				t.Errorf("upstream calls = %v, want 25 calls to a and no switch", calls)
+			}
+			snap := f.snapshot(t, "a")
+			if snap.State != core.StateClosed || snap.ConsecutiveFailures != 0 || snap.Opens != 0 {
+				t.Errorf("breaker = %+v, want closed with 0 consecutive failures", snap)
+			}
+			st := f.status(t, "a")
+			if st.Health != 1 {
+				t.Errorf("health = %v, want 1: a bad result is not a bad service", st.Health)
+			}
+			if st.Usage.InFlight != 0 || st.InFlight != 0 {
+				t.Errorf("in flight after the calls: limiter %d, source %d", st.Usage.InFlight, st.InFlight)
+			}
+		})
+	}
+}
+
+func TestGovernorRateLimitDoesNotConsumeBudgetNorCountForTheBreaker(t *testing.T) {
+	t.Parallel()
+	set := testSettings(src("a", 0))
+	set.Retry.MaxAttempts = 1
+	set.Breaker.FailThreshold = 1
+	f := newFixture(t, set)
+	f.up.script("a",
+		failStep(rateLimitedErr("a", 0)), failStep(rateLimitedErr("a", 0)), failStep(rateLimitedErr("a", 0)), okStep())
+	resp, err := f.g.Handle(context.Background(), newCall())
+	if err != nil {
+		t.Fatalf("three 429s used up a budget of one attempt: %v", err)
+	}
+	if !slices.Equal(resp.Attempts, []string{"a", "a", "a", "a"}) {
+		t.Errorf("Attempts = %v", resp.Attempts)
+	}
+	if snap := f.snapshot(t, "a"); snap.State != core.StateClosed || snap.ConsecutiveFailures != 0 {
+		t.Errorf("breaker = %+v, want closed with 0 consecutive failures", snap)
+	}
+	// AIMD: 8 → 4 → 2 → 1, then +1/1 on the success.
+	if got := f.status(t, "a").AdaptiveLimit; got != 2 {
+		t.Errorf("adaptive limit = %v, want 2", got)
+	}
+}
+
+func TestGovernorRateLimitPrefersAnotherSource(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
+	f.up.script("a", failStep(rateLimitedErr("a", time.Hour)))
+	start := time.Now()
+	resp, err := f.g.Handle(context.Background(), newCall())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.Attempts, []string{"a", "b"}) {
+		t.Errorf("Attempts = %v, want [a b]", resp.Attempts)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("failover after a 429 took %v", d)
+	}
+	// The pushed-back source stays out of the next call too.
+	resp, err = f.g.Handle(context.Background(), newCall())
+	if err != nil || !slices.Equal(resp.Attempts, []string{"b"}) {
+		t.Errorf("next call = (%v, %v), want Attempts [b]", resp, err)
+	}
+}
+
+// Design §4: a 429 waits max(Retry-After, backoff) before the source is
+// tried again, not Retry-After plus another backoff.
+func TestGovernorPushbackWaitIsTheMaxOfRetryAfterAndBackoffNotTheirSum(t *testing.T) {
+	set := testSettings(src("a", 0))
+	set.Retry.BackoffBase, set.Retry.BackoffMax = 400*time.Millisecond, 400*time.Millisecond
+	f := newFixture(t, set)
+	f.up.script("a", failStep(rateLimitedErr("a", 300*time.Millisecond)), okStep())
+	start := time.Now()
+	if _, err := f.g.Handle(context.Background(), newCall()); err != nil {
+		t.Fatal(err)
+	}
+	// max(300ms, backoff ∈ [200ms, 400ms]) ≤ 400ms; a second backoff on top
+	// would make it at least 500ms.
+	if d := time.Since(start); d >= 480*time.Millisecond {
+		t.Errorf("retry after a 429 with Retry-After 300ms and backoff ≤ 400ms took %v; want ≤ ~400ms", d)
+	}
+}
+
+func TestGovernorSourceDeadOpensItsBreakerAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
+	f.up.script("a", failStep(deadErr("a")))
+	resp, err := f.g.Handle(context.Background(), newCall())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.Attempts, []string{"a", "b"}) {
+		t.Errorf("Attempts = %v, want [a b]", resp.Attempts)
+	}
+	snap := f.snapshot(t, "a")
+	if snap.State != core.StateOpen || snap.Opens != 1 {
+		t.Errorf("breaker of a = %+v, want open after one SourceDead (threshold %d)", snap, f.set.Breaker.FailThreshold)
+	}
+	resp, err = f.g.Handle(context.Background(), newCall())
+	if err != nil || !slices.Equal(resp.Attempts, []string{"b"}) {
+		t.Errorf("next call = (%v, %v), want only b", resp, err)
+	}
+	if calls := f.up.callLog(); !slices.Equal(calls, []string{"a", "b", "b"}) {
+		t.Errorf("upstream calls = %v", calls)
+	}
+}
+
+func TestGovernorConsecutiveFailuresOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	set := testSettings(src("a", 0))
+	set.Retry.MaxAttempts = 1
+	set.Breaker.FailThreshold = 3
+	f := newFixture(t, set)
+	f.up.script("a", failStep(transientErr("a")))
+	for range 3 {
+		if _, err := f.g.Handle(context.Background(), newCall()); err == nil {
+			t.Fatal("scripted failure succeeded")
+		}
+	}
+	if snap := f.snapshot(t, "a"); snap.State != core.StateOpen {
+		t.Fatalf("breaker = %+v, want open after 3 failures", snap)
+	}
+	_, err := f.g.Handle(context.Background(), newCall())
+	if !errors.Is(err, core.ErrCircuitOpen) {
+		t.Errorf("err = %v, want circuit open", err)
+	}
+	if n := len(f.up.callLog()); n != 3 {
+		t.Errorf("upstream called %d times, want 3", n)
+	}
+}
+
+func TestGovernorAllBreakersOpenReturnsCircuitOpenWithoutCallingUpstream(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
+	f.openBreaker(t, "a")
+	f.brClock.Advance(5 * time.Second)
+	f.openBreaker(t, "b")
+	f.brClock.Advance(10 * time.Second)
+	// a has 15s of cooldown left, b 20s.
+	_, err := f.g.Handle(context.Background(), newCall())
+	ue := asUnavailable(t, err)
+	if ue.Reason != core.ReasonCircuitOpen || !errors.Is(err, core.ErrCircuitOpen) || errors.Is(err, core.ErrAllSourcesExhausted) {
+		t.Errorf("err = %v, want circuit_open matching ErrCircuitOpen only", err)
+	}
+	if ue.RetryAfter <= 14*time.Second || ue.RetryAfter > 15*time.Second {
+		t.Errorf("RetryAfter = %v, want ≈ 15s (the shortest remaining cooldown)", ue.RetryAfter)
+	}
+	if want := map[string]core.Reason{"a": core.ReasonCircuitOpen, "b": core.ReasonCircuitOpen}; !maps.Equal(ue.PerSource, want) {
+		t.Errorf("PerSource = %v, want %v", ue.PerSource, want)
+	}
+	if calls := f.up.callLog(); len(calls) != 0 {
+		t.Errorf("upstream called %v with every breaker open", calls)
+	}
+}
+
+func TestGovernorQuotaFullFailFastReturnsRateLimitedAtOnce(t *testing.T) {
+	t.Parallel()
+	limits := core.Limits{MaxConcurrency: 1}
+	a := src("a", 0)
+	a.Limits = limits
+	set := testSettings(a)
+	set.QuotaFull = core.QuotaFullFailFast
+	set.Backpressure.PollInterval = time.Second
+	f := newFixture(t, set)
+	held := f.holdSlot(t, "a", limits)
+	start := time.Now()
+	_, err := f.g.Handle(context.Background(), newCall())
+	ue := asUnavailable(t, err)
+	if ue.Reason != core.ReasonRateLimited || !errors.Is(err, core.ErrAllSourcesExhausted) {
+		t.Errorf("err = %v, want rate_limited", err)
+	}
+	if ue.PerSource["a"] != core.ReasonRateLimited {
+		t.Errorf("PerSource = %v", ue.PerSource)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("fail_fast took %v (poll interval 1s)", d)
+	}
+	if calls := f.up.callLog(); len(calls) != 0 {
+		t.Errorf("upstream called %v with the quota full", calls)
+	}
+	if err := f.lim.Release(context.Background(), held, core.Settlement{Kind: core.SettleRefund}); err != nil {
+		t.Fatal(err)
+	}
+	if u := f.usage(t, "a"); u.InFlight != 0 {
+		t.Errorf("a refused acquire left %d in flight", u.InFlight)
+	}
+}
+
+func TestGovernorQuotaRefusalFailsOverToAnotherSource(t *testing.T) {
+	t.Parallel()
+	limits := core.Limits{MaxConcurrency: 1}
+	a := src("a", 0)
+	a.Limits = limits
+	set := testSettings(a, src("b", 1))
+	set.QuotaFull = core.QuotaFullFailFast
+	f := newFixture(t, set)
+	f.holdSlot(t, "a", limits)
+	resp, err := f.g.Handle(context.Background(), newCall())
+	if err != nil || !slices.Equal(resp.Attempts, []string{"b"}) {
+		t.Errorf("= (%v, %v), want an answer from b", resp, err)
+	}
+}
+
+func TestGovernorQuotaWaitStallsAfterTheStallWindow(t *testing.T) {
+	limits := core.Limits{MaxConcurrency: 1}
+	a := src("a", 0)
+	a.Limits = limits
+	set := testSettings(a)
+	set.QuotaFull = core.QuotaFullWait
+	set.Backpressure.StallWindow = 150 * time.Millisecond
+	set.Backpressure.PollInterval = 10 * time.Millisecond
+	f := newFixture(t, set)
+	f.holdSlot(t, "a", limits)
+	start := time.Now()
+	_, err := f.g.Handle(context.Background(), newCall())
+	elapsed := time.Since(start)
+	ue := asUnavailable(t, err)
+	if ue.Reason != core.ReasonStalled || !errors.Is(err, core.ErrAllSourcesExhausted) {
+		t.Errorf("err = %v, want stalled", err)
+	}
+	if elapsed < 100*time.Millisecond || elapsed > 2*time.Second {
+		t.Errorf("stalled after %v, want about the 150ms stall window", elapsed)
+	}
+	if calls := f.up.callLog(); len(calls) != 0 {
+		t.Errorf("upstream called %v", calls)
+	}
+}
+
+func TestGovernorQuotaWaitResumesWhenQuotaFrees(t *testing.T) {
+	limits := core.Limits{MaxConcurrency: 1}
+	a := src("a", 0)
+	a.Limits = limits
+	set := testSettings(a)
+	set.Backpressure.PollInterval = 5 * time.Millisecond
+	f := newFixture(t, set)
+	held := f.holdSlot(t, "a", limits)
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(60 * time.Millisecond)
+		_ = f.lim.Release(context.Background(), held, core.Settlement{Kind: core.SettleRefund})
+	}()
+	start := time.Now()
+	resp, err := f.g.Handle(context.Background(), newCall())
+	<-released
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Errorf("answered after %v, before the quota freed", d)
+	}
+	if !slices.Equal(resp.Attempts, []string{"a"}) {
+		t.Errorf("Attempts = %v", resp.Attempts)
+	}
+}
+
+func TestGovernorBackendFailureNeverCallsUpstream(t *testing.T) {
+	t.Parallel()
+	backendErr := errors.New("redis: connection refused")
+	tests := []struct {
+		name        string
+		limiter     core.Limiter
+		breaker     core.Breaker
+		wantBackend string
+		wantOp      string
+	}{
+		{"limiter acquire fails", failingLimiter{backendErr}, memory.NewBreaker(), "limiter", "acquire"},
+		{"breaker allow fails", memory.NewLimiter(), failingBreaker{backendErr}, "breaker", "allow"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up := newScriptedUpstream()
+			g, err := NewGovernor(GovernorConfig{
+				Settings: testSettings(src("a", 0), src("b", 1)), Upstream: up, Limiter: tc.limiter, Breaker: tc.breaker,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = g.Handle(context.Background(), newCall())
+			var ge *core.GovernanceBackendError
+			if !errors.As(err, &ge) {
+				t.Fatalf("err = %v (%T), want GovernanceBackendError", err, err)
+			}
+			if ge.Backend != tc.wantBackend || ge.Op != tc.wantOp || !errors.Is(err, backendErr) || !errors.Is(err, core.ErrGateway) {
+				t.Errorf("err = %+v", ge)
+			}
+			if calls := up.callLog(); len(calls) != 0 {
+				t.Errorf("upstream called %v unprotected", calls)
+			}
+		})
+	}
+}
+
+func TestGovernorLimiterFailureGivesBackAHeldProbe(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0)))
+	f.openBreaker(t, "a")
+	f.brClock.Advance(time.Minute)
+	g, err := NewGovernor(GovernorConfig{
+		Settings: f.set, Upstream: f.up, Limiter: failingLimiter{errors.New("down")}, Breaker: f.br,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ge *core.GovernanceBackendError
+	if _, err := g.Handle(context.Background(), newCall()); !errors.As(err, &ge) {
+		t.Fatalf("err = %v, want GovernanceBackendError", err)
+	}
+	if snap := f.snapshot(t, "a"); snap.State != core.StateHalfOpen || snap.ProbeHeld {
+		t.Errorf("breaker = %+v, want half-open with the probe given back", snap)
+	}
+}
+
+func TestGovernorCancelledBeforeStartingCallsNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0)))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.g.Handle(ctx, newCall())
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, core.ErrGateway) {
+		t.Errorf("err = %v, want context.Canceled and ErrGateway", err)
+	}
+	if calls := f.up.callLog(); len(calls) != 0 {
+		t.Errorf("upstream called %v", calls)
+	}
+}
+
+func TestGovernorCancellationDuringAnAttemptReturnsPromptlyAndFreesEverything(t *testing.T) {
+	t.Parallel()
+	for _, probe := range []bool{false, true} {
+		name := "closed circuit"
+		if probe {
+			name = "half-open probe"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			a := src("a", 0)
+			a.Limits = core.Limits{MaxConcurrency: 4}
+			f := newFixture(t, testSettings(a, src("b", 1)))
+			if probe {
+				f.openBreaker(t, "a")
+				f.brClock.Advance(time.Minute)
+			}
+			f.up.script("a", hangStep())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := f.g.Handle(ctx, newCall())
+				done <- err
+			}()
+			waitStarted(t, f.up)
+			st := f.status(t, "a")
+			if st.InFlight != 1 || st.Usage.InFlight != 1 {
+				t.Errorf("during the attempt: source in-flight %d, limiter in-flight %d, want 1 and 1", st.InFlight, st.Usage.InFlight)
+			}
+			if probe && !st.Breaker.ProbeHeld {
+				t.Errorf("during the probe attempt the breaker shows no probe held: %+v", st.Breaker)
+			}
+			cancelled := time.Now()
+			cancel()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(2 * time.Second):
+				t.Fatal("Handle did not return after cancellation")
+			}
+			if d := time.Since(cancelled); d > 500*time.Millisecond {
+				t.Errorf("returned %v after cancellation", d)
+			}
+			if !errors.Is(err, context.Canceled) || !errors.Is(err, core.ErrGateway) {
+				t.Errorf("err = %v, want context.Canceled", err)
+			}
+			st = f.status(t, "a")
+			if st.InFlight != 0 || st.Usage.InFlight != 0 || st.Breaker.ProbeHeld {
+				t.Errorf("after cancellation: source in-flight %d, limiter in-flight %d, probe held %v",
+					st.InFlight, st.Usage.InFlight, st.Breaker.ProbeHeld)
+			}
+			if probe && st.Breaker.State != core.StateHalfOpen {
+				t.Errorf("a cancelled probe gave a verdict: %+v", st.Breaker)
+			}
+			if !probe && (st.Breaker.State != core.StateClosed || st.Breaker.ConsecutiveFailures != 0) {
+				t.Errorf("a cancelled attempt counted for the breaker: %+v", st.Breaker)
+			}
+			if calls := f.up.callLog(); !slices.Equal(calls, []string{"a"}) {
+				t.Errorf("upstream calls = %v: a cancelled call must not be retried", calls)
+			}
+		})
+	}
+}
+
+func TestGovernorDeadlineDuringAnAttemptMatchesDeadlineExceeded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0)))
+	f.up.script("a", hangStep())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := f.g.Handle(ctx, newCall())
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, core.ErrGateway) {
+		t.Errorf("err = %v, want DeadlineExceeded", err)
+	}
+	if u := f.usage(t, "a"); u.InFlight != 0 {
+		t.Errorf("limiter in-flight %d", u.InFlight)
+	}
+}
+
+func TestGovernorCancellationDuringBackoffReturnsPromptly(t *testing.T) {
+	t.Parallel()
+	set := testSettings(src("a", 0))
+	set.Retry.BackoffBase, set.Retry.BackoffMax = 10*time.Second, 10*time.Second
+	f := newFixture(t, set)
+	f.up.script("a", failStep(transientErr("a")), okStep())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.g.Handle(ctx, newCall())
+		done <- err
+	}()
+	waitStarted(t, f.up)
+	time.Sleep(30 * time.Millisecond) // into the 5–10s backoff
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Handle did not return after cancellation during backoff")
+	}
+	if calls := f.up.callLog(); len(calls) != 1 {
+		t.Errorf("upstream calls = %v, want 1", calls)
+	}
+	if st := f.status(t, "a"); st.InFlight != 0 || st.Usage.InFlight != 0 {
+		t.Errorf("in flight after cancellation: %+v", st)
+	}
+}
+
+func TestGovernorCancellationDuringAQuotaWaitReturnsPromptly(t *testing.T) {
+	t.Parallel()
+	limits := core.Limits{MaxConcurrency: 1}
+	a := src("a", 0)
+	a.Limits = limits
+	set := testSettings(a)
+	set.Backpressure.StallWindow = time.Minute
+	set.Backpressure.PollInterval = 20 * time.Millisecond
+	f := newFixture(t, set)
+	held := f.holdSlot(t, "a", limits)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.g.Handle(ctx, newCall())
+		done <- err
+	}()
+	time.Sleep(80 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Handle did not return after cancellation during a quota wait")
+	}
+	if u := f.usage(t, "a"); u.InFlight != 1 {
+		t.Errorf("limiter in-flight = %d, want only the slot held by the test", u.InFlight)
+	}
+	_ = f.lim.Release(context.Background(), held, core.Settlement{Kind: core.SettleRefund})
+	if u := f.usage(t, "a"); u.InFlight != 0 {
+		t.Errorf("limiter in-flight = %d after releasing the held slot", u.InFlight)
+	}
+	if snap := f.snapshot(t, "a"); snap.ProbeHeld {
+		t.Errorf("probe held: %+v", snap)
+	}
+	if calls := f.up.callLog(); len(calls) != 0 {
+		t.Errorf("upstream calls = %v", calls)
+	}
+}
+
+func TestGovernorGivesBackAHalfOpenProbeThatIsNotUsed(t *testing.T) {
+	t.Parallel()
+	t.Run("refused by the limiter", func(t *testing.T) {
+		t.Parallel()
+		limits := core.Limits{MaxConcurrency: 1}
+		a := src("a", 0)
+		a.Limits = limits
+		set := testSettings(a)
+		set.QuotaFull = core.QuotaFullFailFast
+		f := newFixture(t, set)
+		f.openBreaker(t, "a")
+		f.brClock.Advance(time.Minute)
+		f.holdSlot(t, "a", limits)
+		_, err := f.g.Handle(context.Background(), newCall())
+		if ue := asUnavailable(t, err); ue.Reason != core.ReasonRateLimited {
+			t.Fatalf("err = %v, want rate_limited", err)
+		}
+		if snap := f.snapshot(t, "a"); snap.State != core.StateHalfOpen || snap.ProbeHeld {
+			t.Errorf("breaker = %+v, want half-open with the probe free", snap)
+		}
+		adm, err := f.br.Allow(context.Background(), testScope, "a", f.set.Breaker)
+		if err != nil || !adm.Allowed || !adm.Probe {
+			t.Errorf("next caller's Allow = %+v, %v; want the probe", adm, err)
+		}
+	})
+	t.Run("adaptive limit full", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, testSettings(src("a", 0)))
+		f.openBreaker(t, "a")
+		f.brClock.Advance(time.Minute)
+		s := f.g.sourceNamed("a")
+		s.inflight.Store(int64(s.aimdLimit()))
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+		defer cancel()
+		if _, err := f.g.Handle(ctx, newCall()); err == nil {
+			t.Fatal("call succeeded with the adaptive limit full")
+		}
+		s.inflight.Store(0)
+		if snap := f.snapshot(t, "a"); snap.ProbeHeld {
+			t.Errorf("breaker = %+v, want the probe given back", snap)
+		}
+		if calls := f.up.callLog(); len(calls) != 0 {
+			t.Errorf("upstream calls = %v", calls)
+		}
+	})
+}
+
+func TestGovernorProbeSuccessClosesTheBreaker(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0)))
+	f.openBreaker(t, "a")
+	f.brClock.Advance(time.Minute)
+	resp, err := f.g.Handle(context.Background(), newCall())
+	if err != nil || !slices.Equal(resp.Attempts, []string{"a"}) {
+		t.Fatalf("= (%v, %v)", resp, err)
+	}
+	if snap := f.snapshot(t, "a"); snap.State != core.StateClosed {
+		t.Errorf("breaker = %+v, want closed after a probe success", snap)
+	}
+}
+
+func TestGovernorDeadlineShorterThanTheNextBackoffReturnsBeforeTheDeadline(t *testing.T) {
+	t.Parallel()
+	set := testSettings(src("a", 0))
+	set.Retry.BackoffBase, set.Retry.BackoffMax = 5*time.Second, 5*time.Second
+	f := newFixture(t, set)
+	last := transientErr("a")
+	f.up.script("a", failStep(last), okStep())
+	const budget = 400 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	start := time.Now()
+	_, err := f.g.Handle(ctx, newCall())
+	if d := time.Since(start); d >= budget {
+		t.Errorf("returned after %v, not before the %v deadline", d, budget)
+	}
+	if err == nil || !errors.Is(err, core.ErrGateway) {
+		t.Fatalf("err = %v, want a gateway error", err)
+	}
+	if !errors.Is(err, last) {
+		t.Errorf("err = %v, want it to wrap the last attempt's error", err)
+	}
+	if calls := f.up.callLog(); len(calls) != 1 {
+		t.Errorf("upstream calls = %v, want 1", calls)
+	}
+}
+
+func TestGovernorSourcesReportsBreakerHealthAndLimits(t *testing.T) {
+	t.Parallel()
+	a := weighted("a", 0, 0)
+	a.Limits = core.Limits{MaxConcurrency: 100, RPM: 60, TPM: 1000}
+	a.EstTokens = 10
+	a.Region = "eu"
+	b := weighted("b", 1, 2.5)
+	f := newFixture(t, testSettings(a, b))
+	f.up.script("a", failStep(deadErr("a")))
+	if _, err := f.g.Handle(context.Background(), newCall()); err != nil {
+		t.Fatal(err)
+	}
+	all := f.g.Sources(context.Background())
+	if len(all) != 2 || all[0].Name != "a" || all[1].Name != "b" {
+		t.Fatalf("Sources = %+v, want a then b", all)
+	}
+	sa, sb := all[0], all[1]
+	if sa.Breaker.State != core.StateOpen || sa.Breaker.Opens != 1 || sa.Breaker.RetryAfter != 30*time.Second {
+		t.Errorf("a breaker = %+v, want open for 30s", sa.Breaker)
+	}
+	if sb.Breaker.State != core.StateClosed {
+		t.Errorf("b breaker = %+v, want closed", sb.Breaker)
+	}
+	if math.Abs(sa.Health-0.8) > 1e-3 || sb.Health != 1 {
+		t.Errorf("health a=%v b=%v, want 0.8 and 1", sa.Health, sb.Health)
+	}
+	if sa.Limits != a.Limits || sb.Limits != (core.Limits{}) {
+		t.Errorf("limits a=%+v b=%+v", sa.Limits, sb.Limits)
+	}
+	if sa.AdaptiveLimit != 8 || math.Abs(sb.AdaptiveLimit-8.125) > 1e-12 {
+		t.Errorf("adaptive limits a=%v b=%v, want 8 and 8.125", sa.AdaptiveLimit, sb.AdaptiveLimit)
+	}
+	if sa.Usage.Requests != 1 || sa.Usage.Tokens != 0 || sa.Usage.InFlight != 0 {
+		t.Errorf("a usage = %+v, want 1 request, tokens refunded, none in flight", sa.Usage)
+	}
+	if sa.Provider != "prov" || sa.Model != "model-a" || sa.BaseURL != a.BaseURL || sa.Region != "eu" || sa.Priority != 0 {
+		t.Errorf("a identity = %+v", sa)
+	}
+	if sa.Weight != 1 || sb.Weight != 2.5 || sb.Priority != 1 {
+		t.Errorf("weights a=%v b=%v, want a zero weight to default to 1", sa.Weight, sb.Weight)
+	}
+	if sa.Err != nil || sb.Err != nil {
+		t.Errorf("errors: %v, %v", sa.Err, sb.Err)
+	}
+}
+
+func TestGovernorSourcesReportsBackendReadFailures(t *testing.T) {
+	t.Parallel()
+	limErr, brErr := errors.New("limiter down"), errors.New("breaker down")
+	g, err := NewGovernor(GovernorConfig{
+		Settings: testSettings(src("a", 0)), Upstream: newScriptedUpstream(),
+		Limiter: failingLimiter{limErr}, Breaker: failingBreaker{brErr},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := g.Sources(context.Background())
+	if len(st) != 1 || !errors.Is(st[0].Err, limErr) || !errors.Is(st[0].Err, brErr) {
+		t.Errorf("Sources = %+v, want both backend errors", st)
+	}
+}
+
+func TestGovernorResetClosesTheBreakerAndClearsTheMemo(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
+	f.up.script("a", failStep(deadErr("a")), okStep())
+	if _, err := f.g.Handle(context.Background(), newCall()); err != nil {
+		t.Fatal(err)
+	}
+	if snap := f.snapshot(t, "a"); snap.State != core.StateOpen {
+		t.Fatalf("breaker = %+v, want open", snap)
+	}
+	if err := f.g.Reset(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if snap := f.snapshot(t, "a"); snap.State != core.StateClosed {
+		t.Errorf("breaker after Reset = %+v, want closed", snap)
+	}
+	if h := f.status(t, "a").Health; h != 1 {
+		t.Errorf("health after Reset = %v, want 1", h)
+	}
+	resp, err := f.g.Handle(context.Background(), newCall())
+	if err != nil || !slices.Equal(resp.Attempts, []string{"a"}) {
+		t.Errorf("call after Reset = (%v, %v), want the preferred source a straight away", resp, err)
+	}
+}
+
+func TestGovernorResetErrors(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testSettings(src("a", 0)))
+	if err := f.g.Reset(context.Background(), "nope"); err == nil {
+		t.Error("Reset of an unknown source succeeded")
+	}
+	backendErr := errors.New("down")
+	g, err := NewGovernor(GovernorConfig{
+		Settings: testSettings(src("a", 0)), Upstream: newScriptedUpstream(),
+		Limiter: memory.NewLimiter(), Breaker: failingBreaker{backendErr},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ge *core.GovernanceBackendError
+	if err := g.Reset(context.Background(), "a"); !errors.As(err, &ge) || ge.Op != "reset" || !errors.Is(err, backendErr) {
+		t.Errorf("Reset = %v, want a GovernanceBackendError", err)
+	}
+}
+
+func TestGovernorWarnsOnceWhenSettlingFails(t *testing.T) {
+	t.Parallel()
+	h := &countingHandler{}
+	set := testSettings(src("a", 0))
+	lim := &releaseFailingLimiter{Limiter: memory.NewLimiter()}
+	g, err := NewGovernor(GovernorConfig{
+		Settings: set, Upstream: newScriptedUpstream(), Limiter: lim, Breaker: memory.NewBreaker(),
+		Logger: slog.New(h),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := g.Handle(context.Background(), newCall()); err != nil {
+			t.Fatalf("a failing release broke the call: %v", err)
+		}
+	}
+	if n := h.count(); n != 1 {
+		t.Errorf("logged %d warnings, want 1", n)
+	}
+}
+
+type releaseFailingLimiter struct{ core.Limiter }
+
+func (l *releaseFailingLimiter) Release(context.Context, core.Permit, core.Settlement) error {
+	return errors.New("release failed")
+}
+
+// After a storm of concurrent calls with every outcome, cancellations and
+// opening circuits, nothing is left in flight and no probe is held.
+func TestGovernorStormLeavesNothingInFlight(t *testing.T) {
+	t.Parallel()
+	names := []string{"a", "b", "c"}
+	var srcs []core.SourceConfig
+	for i, n := range names {
+		s := src(n, i%2)
+		s.Limits = core.Limits{MaxConcurrency: 3}
+		srcs = append(srcs, s)
+	}
+	set := testSettings(srcs...)
+	set.Global = core.Limits{MaxConcurrency: 6}
+	set.Breaker = core.BreakerConfig{FailThreshold: 3, Cooldown: 15 * time.Millisecond, MaxCooldown: 50 * time.Millisecond, ProbeTTL: time.Second}
+	set.Backpressure = core.BackpressureSettings{StallWindow: 300 * time.Millisecond, PollInterval: 2 * time.Millisecond}
+	up := upstreamFunc(func(ctx context.Context, src *core.SourceConfig, _ *core.Call) (*core.LLMResponse, error) {
+		d := time.Duration(rand.IntN(3)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+		switch rand.IntN(8) {
+		case 0:
+			return nil, transientErr(src.Name)
+		case 1:
+			return nil, rateLimitedErr(src.Name, time.Millisecond)
+		case 2:
+			return nil, deadErr(src.Name)
+		case 3:
+			return nil, invalidErr(src.Name)
+		case 4:
+			return nil, timeoutErr(src.Name)
+		}
+		return &core.LLMResponse{Content: "ok", FinishReason: "stop"}, nil
+	})
+	lim, br := memory.NewLimiter(), memory.NewBreaker()
+	g, err := NewGovernor(GovernorConfig{Settings: set, Upstream: up, Limiter: lim, Breaker: br})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+(w+i)%40)*time.Millisecond)
+				resp, err := g.Handle(ctx, newCall())
+				cancel()
+				if err == nil && resp == nil {
+					t.Error("nil response without error")
+				}
+				if err != nil && !errors.Is(err, core.ErrGateway) {
+					t.Errorf("error outside the taxonomy: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, st := range g.Sources(context.Background()) {
+		if st.InFlight != 0 || st.Usage.InFlight != 0 || st.Breaker.ProbeHeld {
+			t.Errorf("%s after the storm: source in-flight %d, limiter in-flight %d, probe held %v",
+				st.Name, st.InFlight, st.Usage.InFlight, st.Breaker.ProbeHeld)
+		}
+	}
+	if u, _ := lim.Usage(context.Background(), testScope, ""); u.InFlight != 0 {
+		t.Errorf("global in-flight %d after the storm", u.InFlight)
+	}
+}

@@ -1,0 +1,473 @@
+package middleware
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// selectorGov builds a governor for choose tests.
+func selectorGov(t *testing.T, selector string, opts []func(*GovernorConfig), sources ...core.SourceConfig) *Governor {
+	t.Helper()
+	set := testSettings(sources...)
+	set.Selector = selector
+	return newFixture(t, set, opts...).g
+}
+
+// picks runs choose n times with fresh call state and counts the names picked.
+func picks(g *Governor, now time.Time, n int, tried, excluded sourceSet) map[string]int {
+	counts := map[string]int{}
+	for range n {
+		tr, ex := tried, excluded
+		i := g.choose(now, &tr, &ex)
+		if i < 0 {
+			counts[""]++
+			continue
+		}
+		counts[g.sources[i].cfg.Name]++
+	}
+	return counts
+}
+
+func setOf(g *Governor, names ...string) sourceSet {
+	var s sourceSet
+	for _, name := range names {
+		for i, src := range g.sources {
+			if src.cfg.Name == name {
+				s.add(i, len(g.sources))
+			}
+		}
+	}
+	return s
+}
+
+// makeWeak drives a source's health below healthyScore at now.
+func makeWeak(s *sourceState, now time.Time) {
+	for range 5 {
+		s.observe(now, false)
+	}
+}
+
+func onlyPicked(t *testing.T, counts map[string]int, want string) {
+	t.Helper()
+	for name, n := range counts {
+		if name != want && n > 0 {
+			t.Errorf("picked %q %d times; want only %q (counts %v)", name, n, want, counts)
+		}
+	}
+	if counts[want] == 0 {
+		t.Errorf("never picked %q (counts %v)", want, counts)
+	}
+}
+
+func TestChoosePrefersTheLowestPriorityTier(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, selector := range []string{core.SelectorHealthAware, core.SelectorRoundRobin, core.SelectorLeastInflight, core.SelectorCostAware} {
+		t.Run(selector, func(t *testing.T) {
+			t.Parallel()
+			g := selectorGov(t, selector, nil, src("backup", 1), src("main1", 0), src("last", 2), src("main2", 0))
+			counts := picks(g, now, 400, sourceSet{}, sourceSet{})
+			if counts["backup"]+counts["last"]+counts[""] > 0 {
+				t.Errorf("a fallback tier was picked while tier 0 was eligible: %v", counts)
+			}
+			if counts["main1"] == 0 || counts["main2"] == 0 {
+				t.Errorf("tier 0 not shared: %v", counts)
+			}
+		})
+	}
+}
+
+func TestChooseFallsBackATierOnlyWhenTheBestTierHasNoEligibleSource(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	tests := []struct {
+		name     string
+		prepare  func(g *Governor) (tried, excluded sourceSet)
+		wantOnly string
+	}{
+		{"tier 0 excluded this round", func(g *Governor) (sourceSet, sourceSet) {
+			return sourceSet{}, setOf(g, "main")
+		}, "backup"},
+		{"tier 0 in a hard memo", func(g *Governor) (sourceSet, sourceSet) {
+			g.sourceNamed("main").setMemo(now, now.Add(time.Minute), memoCircuitOpen)
+			return sourceSet{}, sourceSet{}
+		}, "backup"},
+		{"tier 0 and 1 unavailable", func(g *Governor) (sourceSet, sourceSet) {
+			g.sourceNamed("main").setMemo(now, now.Add(time.Minute), memoRateLimited)
+			return sourceSet{}, setOf(g, "backup")
+		}, "last"},
+		{"tier 0 in an expired hard memo", func(g *Governor) (sourceSet, sourceSet) {
+			g.sourceNamed("main").setMemo(now.Add(-time.Minute), now, memoCircuitOpen)
+			return sourceSet{}, sourceSet{}
+		}, "main"},
+		{"tier 0 weak is still preferred over a healthy fallback tier", func(g *Governor) (sourceSet, sourceSet) {
+			makeWeak(g.sourceNamed("main"), now)
+			return sourceSet{}, sourceSet{}
+		}, "main"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := selectorGov(t, core.SelectorHealthAware, nil, src("main", 0), src("backup", 1), src("last", 2))
+			tried, excluded := tc.prepare(g)
+			onlyPicked(t, picks(g, now, 100, tried, excluded), tc.wantOnly)
+		})
+	}
+}
+
+func TestChooseReturnsNoneWhenEverySourceIsExcludedOrHardMemoed(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	g := selectorGov(t, core.SelectorHealthAware, nil, src("a", 0), src("b", 1))
+	g.sourceNamed("a").setMemo(now, now.Add(time.Minute), memoRateLimited)
+	excluded := setOf(g, "b")
+	if i := g.choose(now, &sourceSet{}, &excluded); i != -1 {
+		t.Errorf("choose = %d, want -1", i)
+	}
+}
+
+func TestChoosePrefersTheRegionOverTheTier(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	region := func(c core.SourceConfig, r string) core.SourceConfig { c.Region = r; return c }
+	tests := []struct {
+		name      string
+		preferred string
+		excluded  []string
+		wantOnly  string
+	}{
+		{"preferred region in a worse tier beats another region's best tier", "eu", nil, "eu_backup"},
+		{"best tier inside the preferred region", "us", nil, "us_main"},
+		{"other region only when the preferred region has no eligible source", "eu", []string{"eu_backup"}, "us_main"},
+		{"no preference means tiers only", "", nil, "us_main"},
+		{"unknown preferred region means tiers only", "ap", nil, "us_main"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			set := testSettings(region(src("us_main", 0), "us"), region(src("eu_backup", 1), "eu"), region(src("us_backup", 2), "us"))
+			set.PreferredRegion = tc.preferred
+			g := newFixture(t, set).g
+			onlyPicked(t, picks(g, now, 100, sourceSet{}, setOf(g, tc.excluded...)), tc.wantOnly)
+		})
+	}
+}
+
+func TestSmoothWeightedRoundRobinIsExactlyProportionalOverEveryCycle(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	g := selectorGov(t, core.SelectorRoundRobin, nil, weighted("w1", 0, 1), weighted("w2", 0, 2), weighted("w3", 0, 3))
+	total := map[string]int{}
+	for cycle := range 100 {
+		counts := picks(g, now, 6, sourceSet{}, sourceSet{})
+		if counts["w1"] != 1 || counts["w2"] != 2 || counts["w3"] != 3 {
+			t.Fatalf("cycle %d picked %v, want w1:1 w2:2 w3:3", cycle, counts)
+		}
+		for k, v := range counts {
+			total[k] += v
+		}
+	}
+	if total["w1"] != 100 || total["w2"] != 200 || total["w3"] != 300 {
+		t.Errorf("600 picks = %v, want 100/200/300", total)
+	}
+}
+
+func TestSmoothWeightedRoundRobinInterleaves(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	g := selectorGov(t, core.SelectorRoundRobin, nil, weighted("a", 0, 1), weighted("b", 0, 1))
+	prev := ""
+	for i := range 50 {
+		var tried, excluded sourceSet
+		name := g.sources[g.choose(now, &tried, &excluded)].cfg.Name
+		if name == prev {
+			t.Fatalf("pick %d repeated %q: equal weights must alternate", i, name)
+		}
+		prev = name
+	}
+}
+
+func TestLeastInflightPicksTheLeastLoadedPerWeight(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	tests := []struct {
+		name     string
+		weights  []float64
+		inflight []int64
+		wantOnly string
+	}{
+		{"fewest in flight", []float64{1, 1, 1}, []int64{3, 1, 2}, "s1"},
+		{"load is per unit of weight", []float64{1, 4, 1}, []int64{2, 4, 3}, "s1"},
+		{"idle source wins", []float64{5, 5, 1}, []int64{1, 1, 0}, "s2"},
+		{"heavier weight breaks an absolute tie", []float64{1, 2, 1}, []int64{2, 2, 2}, "s1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var srcs []core.SourceConfig
+			for i, w := range tc.weights {
+				srcs = append(srcs, weighted(fmt.Sprintf("s%d", i), 0, w))
+			}
+			g := selectorGov(t, core.SelectorLeastInflight, nil, srcs...)
+			for i, n := range tc.inflight {
+				g.sources[i].inflight.Store(n)
+			}
+			onlyPicked(t, picks(g, now, 100, sourceSet{}, sourceSet{}), tc.wantOnly)
+		})
+	}
+}
+
+func TestLeastInflightBreaksTiesAtRandom(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	g := selectorGov(t, core.SelectorLeastInflight, nil, src("a", 0), src("b", 0), src("c", 0))
+	counts := picks(g, now, 3000, sourceSet{}, sourceSet{})
+	for _, name := range []string{"a", "b", "c"} {
+		if counts[name] < 700 {
+			t.Errorf("tie broken unevenly: %v", counts)
+		}
+	}
+}
+
+func TestHealthAwareAvoidsWeakSourcesWhileAHealthyOneIsInTheGroup(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	g := selectorGov(t, core.SelectorHealthAware, nil, src("weak", 0), src("ok1", 0), src("ok2", 0))
+	makeWeak(g.sourceNamed("weak"), now)
+	counts := picks(g, now, 2000, sourceSet{}, sourceSet{})
+	if counts["weak"] > 0 {
+		t.Errorf("weak source picked %d times while healthy ones were available: %v", counts["weak"], counts)
+	}
+	if counts["ok1"] == 0 || counts["ok2"] == 0 {
+		t.Errorf("healthy sources not shared: %v", counts)
+	}
+}
+
+func TestHealthAwarePicksAWeakSourceWhenNothingHealthierIsAvailable(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	t.Run("alone", func(t *testing.T) {
+		t.Parallel()
+		g := selectorGov(t, core.SelectorHealthAware, nil, src("weak", 0))
+		makeWeak(g.sourceNamed("weak"), now)
+		onlyPicked(t, picks(g, now, 10, sourceSet{}, sourceSet{}), "weak")
+	})
+	t.Run("healthy one excluded", func(t *testing.T) {
+		t.Parallel()
+		g := selectorGov(t, core.SelectorHealthAware, nil, src("weak", 0), src("ok", 0))
+		makeWeak(g.sourceNamed("weak"), now)
+		onlyPicked(t, picks(g, now, 50, sourceSet{}, setOf(g, "ok")), "weak")
+	})
+	t.Run("all weak", func(t *testing.T) {
+		t.Parallel()
+		g := selectorGov(t, core.SelectorHealthAware, nil, src("w1", 0), src("w2", 0))
+		makeWeak(g.sourceNamed("w1"), now)
+		makeWeak(g.sourceNamed("w2"), now)
+		counts := picks(g, now, 500, sourceSet{}, sourceSet{})
+		if counts["w1"] == 0 || counts["w2"] == 0 || counts[""] > 0 {
+			t.Errorf("weak sources not used when all are weak: %v", counts)
+		}
+	})
+	t.Run("weak source is readmitted after idle recovery", func(t *testing.T) {
+		t.Parallel()
+		g := selectorGov(t, core.SelectorHealthAware, nil, src("weak", 0), src("busy", 0))
+		makeWeak(g.sourceNamed("weak"), now)
+		g.sourceNamed("busy").inflight.Store(1)
+		// Weak: avoided even though the healthy source is busy.
+		onlyPicked(t, picks(g, now, 200, sourceSet{}, sourceSet{}), "busy")
+		// Recovered (health ≈ 0.995 after 5τ): now it wins against the busy one.
+		onlyPicked(t, picks(g, now.Add(5*recoveryTau), 200, sourceSet{}, sourceSet{}), "weak")
+	})
+}
+
+func TestP2CShareIsRoughlyProportionalToWeight(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	tests := []struct {
+		name    string
+		weights []float64
+	}{
+		{"1:3", []float64{1, 3}},
+		{"1:2:5", []float64{1, 2, 5}},
+		{"equal", []float64{1, 1, 1, 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var srcs []core.SourceConfig
+			sum := 0.0
+			for i, w := range tc.weights {
+				srcs = append(srcs, weighted(fmt.Sprintf("s%d", i), 0, w))
+				sum += w
+			}
+			g := selectorGov(t, core.SelectorHealthAware, nil, srcs...)
+			const n = 20000
+			counts := picks(g, now, n, sourceSet{}, sourceSet{})
+			for i, w := range tc.weights {
+				got := float64(counts[fmt.Sprintf("s%d", i)]) / n
+				if want := w / sum; math.Abs(got-want) > 0.03 {
+					t.Errorf("s%d share = %.3f, want %.3f ± 0.03 (counts %v)", i, got, want, counts)
+				}
+			}
+		})
+	}
+}
+
+func TestP2CPrefersTheLessLoadedOfTwoEquallyHealthySources(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	g := selectorGov(t, core.SelectorHealthAware, nil, src("busy", 0), src("idle", 0))
+	g.sourceNamed("busy").inflight.Store(5)
+	onlyPicked(t, picks(g, now, 200, sourceSet{}, sourceSet{}), "idle")
+}
+
+func TestCostAwarePicksTheCheapestPricedHealthySource(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	pricing := core.PricingTable{
+		"model-dear":  {InputPer1M: 10, OutputPer1M: 30},
+		"model-cheap": {InputPer1M: 0.5, OutputPer1M: 1.5},
+		"model-mid":   {InputPer1M: 1, OutputPer1M: 3},
+	}
+	build := func(t *testing.T) *Governor {
+		return selectorGov(t, core.SelectorCostAware, []func(*GovernorConfig){withPricing(pricing)},
+			src("dear", 0), src("unpriced", 0), src("cheap", 0), src("mid", 0))
+	}
+	t.Run("cheapest", func(t *testing.T) {
+		t.Parallel()
+		onlyPicked(t, picks(build(t), now, 200, sourceSet{}, sourceSet{}), "cheap")
+	})
+	t.Run("cheapest weak is skipped", func(t *testing.T) {
+		t.Parallel()
+		g := build(t)
+		makeWeak(g.sourceNamed("cheap"), now)
+		onlyPicked(t, picks(g, now, 200, sourceSet{}, sourceSet{}), "mid")
+	})
+	t.Run("unpriced last", func(t *testing.T) {
+		t.Parallel()
+		g := build(t)
+		onlyPicked(t, picks(g, now, 200, sourceSet{}, setOf(g, "cheap", "mid")), "dear")
+		onlyPicked(t, picks(g, now, 200, sourceSet{}, setOf(g, "cheap", "mid", "dear")), "unpriced")
+	})
+	t.Run("nothing priced falls back to p2c", func(t *testing.T) {
+		t.Parallel()
+		g := selectorGov(t, core.SelectorCostAware, []func(*GovernorConfig){withPricing(pricing)}, src("x", 0), src("y", 0))
+		counts := picks(g, now, 1000, sourceSet{}, sourceSet{})
+		if counts["x"] < 300 || counts["y"] < 300 {
+			t.Errorf("unpriced sources not shared: %v", counts)
+		}
+	})
+}
+
+func TestChooseTakesSoftMemoSourcesOnlyWhenNothingFreshIsEligible(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, kind := range []memoKind{memoFailed, memoTimeout} {
+		t.Run(fmt.Sprint(kind), func(t *testing.T) {
+			t.Parallel()
+			g := selectorGov(t, core.SelectorHealthAware, nil, src("memo", 0), src("fresh", 0), src("backup", 1))
+			g.sourceNamed("memo").setMemo(now, now.Add(time.Minute), kind)
+			onlyPicked(t, picks(g, now, 100, sourceSet{}, sourceSet{}), "fresh")
+			// A fresh source in a worse tier still beats a soft memo.
+			onlyPicked(t, picks(g, now, 100, sourceSet{}, setOf(g, "fresh")), "backup")
+			// Alone, a soft memo source is used.
+			onlyPicked(t, picks(g, now, 100, sourceSet{}, setOf(g, "fresh", "backup")), "memo")
+		})
+	}
+}
+
+func TestChooseNeverTakesHardMemoSources(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, kind := range []memoKind{memoRateLimited, memoCircuitOpen} {
+		g := selectorGov(t, core.SelectorHealthAware, nil, src("hard", 0), src("soft", 1))
+		g.sourceNamed("hard").setMemo(now, now.Add(time.Minute), kind)
+		g.sourceNamed("soft").setMemo(now, now.Add(time.Minute), memoFailed)
+		onlyPicked(t, picks(g, now, 100, sourceSet{}, sourceSet{}), "soft")
+		excluded := setOf(g, "soft")
+		if i := g.choose(now, &sourceSet{}, &excluded); i != -1 {
+			t.Errorf("kind %d: choose = %d, want -1 with only a hard memo source left", kind, i)
+		}
+	}
+}
+
+func TestChooseTriesSourcesUsedInThisCallAfterFreshOnes(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	g := selectorGov(t, core.SelectorHealthAware, nil, src("a", 0), src("b", 0), src("c", 1))
+	onlyPicked(t, picks(g, now, 100, setOf(g, "a"), sourceSet{}), "b")
+	onlyPicked(t, picks(g, now, 100, setOf(g, "a", "b"), sourceSet{}), "c")
+	counts := picks(g, now, 400, setOf(g, "a", "b", "c"), sourceSet{})
+	if counts["a"] == 0 || counts["b"] == 0 || counts["c"] > 0 {
+		t.Errorf("with all tried, tier 0 should be shared again: %v", counts)
+	}
+	// A tried source beats a soft memo source.
+	g.sourceNamed("b").setMemo(now, now.Add(time.Minute), memoFailed)
+	onlyPicked(t, picks(g, now, 100, setOf(g, "a", "c"), sourceSet{}), "a")
+}
+
+func TestChooseDoesNotAllocate(t *testing.T) {
+	now := time.Now()
+	pricing := core.PricingTable{"model-b": {InputPer1M: 1, OutputPer1M: 1}, "model-c": {InputPer1M: 2, OutputPer1M: 2}}
+	for _, selector := range []string{core.SelectorHealthAware, core.SelectorRoundRobin, core.SelectorLeastInflight, core.SelectorCostAware} {
+		t.Run(selector, func(t *testing.T) {
+			g := selectorGov(t, selector, []func(*GovernorConfig){withPricing(pricing)},
+				weighted("a", 0, 1), weighted("b", 0, 2), weighted("c", 0, 3), weighted("d", 1, 1))
+			makeWeak(g.sourceNamed("a"), now)
+			var tried, excluded sourceSet
+			tried.add(3, 4)
+			allocs := testing.AllocsPerRun(500, func() {
+				if g.choose(now, &tried, &excluded) < 0 {
+					panic("nothing chosen")
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("choose allocates %v times per run, want 0", allocs)
+			}
+		})
+	}
+}
+
+func TestSourceSetBeyondTheInlineCapacity(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	var s sourceSet
+	for _, i := range []int{0, 63, 64, 127, 128, 199} {
+		s.add(i, n)
+	}
+	for i := range n {
+		want := i == 0 || i == 63 || i == 64 || i == 127 || i == 128 || i == 199
+		if s.has(i, n) != want {
+			t.Errorf("has(%d) = %v, want %v", i, s.has(i, n), want)
+		}
+	}
+	s.clear()
+	for i := range n {
+		if s.has(i, n) {
+			t.Fatalf("has(%d) after clear", i)
+		}
+	}
+}
+
+// With more sources than the inline buffer holds, every source of the best
+// group must still be a candidate.
+func TestChooseConsidersEverySourceBeyondInlineCapacity(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	const n = maxInline + 2
+	var srcs []core.SourceConfig
+	for i := range n {
+		srcs = append(srcs, src(fmt.Sprintf("s%03d", i), 0))
+	}
+	g := selectorGov(t, core.SelectorRoundRobin, nil, srcs...)
+	counts := picks(g, now, 4*n, sourceSet{}, sourceSet{})
+	for i := range n {
+		if name := fmt.Sprintf("s%03d", i); counts[name] == 0 {
+			t.Errorf("source %s (index %d of %d) was never picked by round robin over %d picks", name, i, n, 4*n)
+		}
+	}
+}

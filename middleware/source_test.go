@@ -1,0 +1,239 @@
+package middleware
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/polygateway/polygateway/backend/backendtest"
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+func TestEWMAHealthFollowsVerdicts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		verdicts []bool
+		want     float64
+	}{
+		{"fresh source is healthy", nil, 1},
+		{"success keeps a healthy source at 1", []bool{true, true}, 1},
+		{"one failure", []bool{false}, 0.8},
+		{"two failures", []bool{false, false}, 0.64},
+		{"three failures are weak-ish", []bool{false, false, false}, 0.512},
+		{"four failures fall below healthy", []bool{false, false, false, false}, 0.4096},
+		{"failure then success", []bool{false, true}, 0.84},
+		{"three failures then success", []bool{false, false, false, true}, 0.6096},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
+			for _, good := range tc.verdicts {
+				s.observe(testEpoch, good)
+			}
+			if got := s.health(testEpoch); math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("health = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIdleWeakSourceRecoversTowardOne(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		idle time.Duration
+		want float64
+	}{
+		{0, 0.512},
+		{-time.Second, 0.512}, // a clock running backwards never changes the score
+		{recoveryTau, 1 - 0.488*math.Exp(-1)},
+		{2 * recoveryTau, 1 - 0.488*math.Exp(-2)},
+		{10 * time.Minute, 1 - 0.488*math.Exp(-20)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.idle.String(), func(t *testing.T) {
+			t.Parallel()
+			clk := backendtest.NewFakeClock(testEpoch)
+			set := testSettings(src("a", 0))
+			set.Retry.MaxAttempts = 1
+			f := newFixture(t, set, withClock(clk))
+			f.up.script("a", failStep(transientErr("a")))
+			for range 3 {
+				if _, err := f.g.Handle(context.Background(), newCall()); err == nil {
+					t.Fatal("a scripted failure succeeded")
+				}
+			}
+			if got := f.status(t, "a").Health; math.Abs(got-0.512) > 1e-12 {
+				t.Fatalf("health after three failures = %v, want 0.512", got)
+			}
+			clk.Advance(tc.idle)
+			if got := f.status(t, "a").Health; math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("health after %v idle = %v, want %v", tc.idle, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRecoveredHealthIsTheBaseOfTheNextObservation(t *testing.T) {
+	t.Parallel()
+	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
+	s.observe(testEpoch, false) // 0.8
+	later := testEpoch.Add(recoveryTau)
+	s.observe(later, false)
+	want := (1 - 0.2*math.Exp(-1)) * 0.8
+	if got := s.health(later); math.Abs(got-want) > 1e-12 {
+		t.Errorf("health = %v, want %v", got, want)
+	}
+	if got := s.health(later.Add(time.Hour)); got < 0.999 || got > 1 {
+		t.Errorf("health an hour later = %v, want close to 1", got)
+	}
+}
+
+func TestAIMDAdaptiveLimit(t *testing.T) {
+	t.Parallel()
+	type op int
+	const (
+		success op = iota
+		pushback
+	)
+	repeat := func(o op, n int) []op {
+		out := make([]op, n)
+		for i := range out {
+			out[i] = o
+		}
+		return out
+	}
+	tests := []struct {
+		name           string
+		maxConcurrency int
+		ops            []op
+		want           float64
+	}{
+		{"starts at 8", 0, nil, 8},
+		{"one success adds 1/limit", 0, []op{success}, 8.125},
+		{"two successes", 0, []op{success, success}, 8.125 + 1/8.125},
+		{"429 halves", 0, []op{pushback}, 4},
+		{"429 twice", 0, []op{pushback, pushback}, 2},
+		{"floor is 1", 0, repeat(pushback, 10), 1},
+		{"success after the floor", 0, append(repeat(pushback, 10), success), 2},
+		{"cap is 64 without MAX_CONCURRENCY", 0, repeat(success, 10000), 64},
+		{"cap is 64 with a small MAX_CONCURRENCY", 10, repeat(success, 10000), 64},
+		{"cap is MAX_CONCURRENCY above 64", 100, repeat(success, 20000), 100},
+		{"halving from the cap", 0, append(repeat(success, 10000), pushback), 32},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := src("a", 0)
+			cfg.Limits.MaxConcurrency = tc.maxConcurrency
+			s := newSourceState(cfg, core.BreakerConfig{}, nil)
+			for _, o := range tc.ops {
+				if o == success {
+					s.aimdSuccess()
+				} else {
+					s.aimdPushback()
+				}
+			}
+			if got := s.aimdLimit(); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("limit = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAIMDPushbackCountsConsecutive429sUntilASuccess(t *testing.T) {
+	t.Parallel()
+	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
+	for want := 1; want <= 3; want++ {
+		if got := s.aimdPushback(); got != want {
+			t.Fatalf("pushback #%d returned %d", want, got)
+		}
+	}
+	s.aimdSuccess()
+	if got := s.aimdPushback(); got != 1 {
+		t.Errorf("pushback after a success returned %d, want 1", got)
+	}
+}
+
+func TestEffectiveBreakerThresholdIsTwiceTheSourceConcurrency(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		configured, maxConcurrency, want int
+	}{
+		{5, 0, 5},
+		{5, 2, 5},
+		{5, 3, 6},
+		{5, 10, 20},
+		{0, 1, 2},
+	}
+	for _, tc := range tests {
+		cfg := src("a", 0)
+		cfg.Limits.MaxConcurrency = tc.maxConcurrency
+		s := newSourceState(cfg, core.BreakerConfig{FailThreshold: tc.configured}, nil)
+		if s.breaker.FailThreshold != tc.want {
+			t.Errorf("threshold(configured %d, concurrency %d) = %d, want %d",
+				tc.configured, tc.maxConcurrency, s.breaker.FailThreshold, tc.want)
+		}
+	}
+}
+
+func TestCooldownMemo(t *testing.T) {
+	t.Parallel()
+	t0 := testEpoch
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	type set struct {
+		at, until time.Duration
+		kind      memoKind
+	}
+	tests := []struct {
+		name      string
+		sets      []set
+		clear     bool
+		readAt    time.Duration
+		wantKind  memoKind
+		wantUntil time.Duration
+	}{
+		{"no memo", nil, false, 0, memoNone, 0},
+		{"soft memo while it lasts", []set{{0, 10, memoFailed}}, false, 5, memoFailed, 10},
+		{"memo ends at its expiry", []set{{0, 10, memoFailed}}, false, 10, memoNone, 0},
+		{"hard memo is not replaced by a soft one", []set{{0, 10, memoCircuitOpen}, {1, 20, memoTimeout}}, false, 5, memoCircuitOpen, 10},
+		{"hard memo is extended by a later hard one", []set{{0, 10, memoRateLimited}, {1, 20, memoCircuitOpen}}, false, 15, memoCircuitOpen, 20},
+		{"hard memo is not shortened", []set{{0, 10, memoCircuitOpen}, {1, 5, memoRateLimited}}, false, 7, memoCircuitOpen, 10},
+		{"expired hard memo is replaced by a soft one", []set{{0, 10, memoCircuitOpen}, {11, 20, memoFailed}}, false, 15, memoFailed, 20},
+		{"soft memo is replaced by a hard one", []set{{0, 20, memoTimeout}, {1, 10, memoRateLimited}}, false, 5, memoRateLimited, 10},
+		{"success clears a soft memo", []set{{0, 10, memoTimeout}}, true, 5, memoNone, 0},
+		{"success keeps a hard memo", []set{{0, 10, memoRateLimited}}, true, 5, memoRateLimited, 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
+			for _, st := range tc.sets {
+				s.setMemo(at(st.at*time.Second), at(st.until*time.Second), st.kind)
+			}
+			if tc.clear {
+				s.clearMemo()
+			}
+			kind, until := s.memo(at(tc.readAt * time.Second))
+			if kind != tc.wantKind {
+				t.Errorf("memo kind = %d, want %d", kind, tc.wantKind)
+			}
+			if tc.wantKind != memoNone && !until.Equal(at(tc.wantUntil*time.Second)) {
+				t.Errorf("memo until = %v, want %v", until, at(tc.wantUntil*time.Second))
+			}
+		})
+	}
+}
+
+func TestMemoHardness(t *testing.T) {
+	t.Parallel()
+	for kind, hard := range map[memoKind]bool{
+		memoNone: false, memoFailed: false, memoTimeout: false, memoRateLimited: true, memoCircuitOpen: true,
+	} {
+		if kind.hard() != hard {
+			t.Errorf("memoKind(%d).hard() = %v, want %v", kind, kind.hard(), hard)
+		}
+	}
+}
