@@ -6,14 +6,14 @@ import (
 )
 
 // backoff returns the n-th (1-based) exponential backoff: base·2^(n-1),
-// capped at max, with equal jitter (half fixed, half uniform random), so
+// capped at max (max <= 0: no cap), with equal jitter (half fixed, half uniform random), so
 // waits stay spread out but never collapse to zero.
 func backoff(base, max time.Duration, n int) time.Duration {
 	if base <= 0 {
 		return 0
 	}
 	d := base
-	for i := 1; i < n && d < max; i++ {
+	for i := 1; i < n && i < 32 && (max <= 0 || d < max); i++ {
 		d *= 2
 	}
 	if max > 0 && d > max {

@@ -73,7 +73,10 @@ func Cache(cfg CacheConfig) core.Middleware {
 	return func(next core.Handler) core.Handler {
 		return func(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
 			start := cfg.Clock.Now()
-			key := cacheKey(prefix, cfg.Namespace, call)
+			key, cacheable := cacheKey(prefix, cfg.Namespace, call)
+			if !cacheable {
+				return next(ctx, call)
+			}
 			raw, ok, err := cfg.Cache.Get(ctx, key)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -95,7 +98,7 @@ func Cache(cfg CacheConfig) core.Middleware {
 				}
 			}
 			resp, err := next(ctx, call)
-			if err != nil || resp.FinishReason == "" {
+			if err != nil || resp == nil || resp.FinishReason == "" {
 				return resp, err
 			}
 			val, merr := json.Marshal(cacheEntry{
@@ -114,8 +117,10 @@ func Cache(cfg CacheConfig) core.Middleware {
 }
 
 // cacheKey = prefix (scope + models) + namespace + salt + digest of the
-// messages and of every generation-affecting parameter.
-func cacheKey(prefix, namespace string, call *core.Call) string {
+// messages and of every generation-affecting parameter. Parameters that
+// cannot be encoded make the call uncacheable (ok=false) rather than share a
+// key with other calls.
+func cacheKey(prefix, namespace string, call *core.Call) (key string, ok bool) {
 	ns := call.CacheNamespace
 	if ns == "" {
 		ns = namespace
@@ -126,10 +131,12 @@ func cacheKey(prefix, namespace string, call *core.Call) string {
 	writeField(h, call.CacheSalt)
 	hashMessages(h, call.Messages)
 	if len(call.Params) > 0 {
-		if b, err := json.Marshal(call.Params); err == nil {
-			writeField(h, string(b))
+		b, err := json.Marshal(call.Params)
+		if err != nil {
+			return "", false
 		}
+		writeField(h, string(b))
 	}
 	var sum [sha256.Size]byte
-	return "pgw:" + ns + ":" + hex.EncodeToString(h.Sum(sum[:0]))
+	return "pgw:" + ns + ":" + hex.EncodeToString(h.Sum(sum[:0])), true
 }

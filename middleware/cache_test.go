@@ -150,19 +150,19 @@ func TestCacheKeyDistinguishesEveryGenerationInput(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for name, v := range variants {
-		key := cacheKey(v.prefix, v.ns, v.call)
+		key := keyOf(v.prefix, v.ns, v.call)
 		if other, dup := seen[key]; dup {
 			t.Errorf("%q and %q share the key %s", name, other, key)
 		}
 		seen[key] = name
-		if again := cacheKey(v.prefix, v.ns, v.call); again != key {
+		if again := keyOf(v.prefix, v.ns, v.call); again != key {
 			t.Errorf("%q: key not deterministic", name)
 		}
 	}
-	if k := cacheKey(prefix, ns, base()); !strings.HasPrefix(k, "pgw:ns1:") {
+	if k := keyOf(prefix, ns, base()); !strings.HasPrefix(k, "pgw:ns1:") {
 		t.Errorf("key %q does not start with its namespace", k)
 	}
-	if k := variants["call namespace"]; !strings.HasPrefix(cacheKey(k.prefix, k.ns, k.call), "pgw:tenant-b:") {
+	if k := variants["call namespace"]; !strings.HasPrefix(keyOf(k.prefix, k.ns, k.call), "pgw:tenant-b:") {
 		t.Error("a call's namespace does not override the configured one")
 	}
 }
@@ -183,9 +183,9 @@ func TestCacheKeyIsTheSameForTheSameInputs(t *testing.T) {
 			Params:   params, SessionID: "s", ParentCallID: "p", Stream: order%2 == 0,
 		}
 	}
-	want := cacheKey("p", "ns", mk(0))
+	want := keyOf("p", "ns", mk(0))
 	for order := 1; order < 3; order++ {
-		if got := cacheKey("p", "ns", mk(order)); got != want {
+		if got := keyOf("p", "ns", mk(order)); got != want {
 			t.Errorf("key changed with param order / call id / stream: %s vs %s", got, want)
 		}
 	}
@@ -397,5 +397,22 @@ func TestCacheHitsAreRecorded(t *testing.T) {
 	if !hit.CacheHit || hit.CallID != "c2" || hit.SessionID != "sess" || hit.PromptTokens != 0 ||
 		hit.Cost == nil || *hit.Cost != 0 || hit.Response != "the answer" || hit.Error != "" || hit.Scope != testScope {
 		t.Errorf("hit record = %+v", hit)
+	}
+}
+
+// keyOf returns the cache key of a call that must be cacheable.
+func keyOf(prefix, ns string, call *core.Call) string {
+	k, ok := cacheKey(prefix, ns, call)
+	if !ok {
+		panic("call unexpectedly uncacheable")
+	}
+	return k
+}
+
+func TestCallsWithUnencodableParamsBypassTheCache(t *testing.T) {
+	t.Parallel()
+	call := &core.Call{Messages: []core.Message{core.User("x")}, Params: map[string]any{"f": func() {}}}
+	if _, ok := cacheKey("p", "ns", call); ok {
+		t.Fatal("a call whose params cannot be encoded got a cache key")
 	}
 }

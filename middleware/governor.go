@@ -98,7 +98,10 @@ type callState struct {
 	perSource       map[string]core.Reason
 	spent           int // attempts that consumed the retry budget
 	waited          time.Duration
-	lastErr         error
+	// sinceAttempt is how long the call has waited since its last attempt;
+	// that wait counts toward the next backoff.
+	sinceAttempt time.Duration
+	lastErr      error
 	// quotaRefused is set when the limiter refused a source in this round.
 	quotaRefused bool
 	// retryAfter is the earliest breaker RetryAfter seen in this round.
@@ -131,6 +134,7 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 				return nil, err
 			}
 			st.waited += wait
+			st.sinceAttempt += wait
 			st.excluded.clear()
 			st.quotaRefused, st.retryAfter = false, 0
 			continue
@@ -138,8 +142,8 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 		s := g.sources[i]
 		if st.tried.has(i, n) {
 			// Retrying a source this call already used: back off first.
-			d := backoff(g.settings.Retry.BackoffBase, g.settings.Retry.BackoffMax, st.spent)
-			if dl, ok := ctx.Deadline(); ok && now.Add(d).After(dl) {
+			d := backoff(g.settings.Retry.BackoffBase, g.settings.Retry.BackoffMax, st.spent) - st.sinceAttempt
+			if dl, ok := ctx.Deadline(); ok && d > 0 && d > time.Until(dl) {
 				return nil, g.unavailable(&st, core.ReasonTimeout)
 			}
 			if err := g.sleep(ctx, d); err != nil {
@@ -153,6 +157,7 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 			}
 			continue
 		}
+		st.sinceAttempt = 0
 		st.excluded.clear()
 		st.quotaRefused, st.retryAfter = false, 0
 		if err == nil {
@@ -234,6 +239,9 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 	s.inflight.Add(1)
 	resp, err := g.up.Do(ctx, &s.cfg, call)
 	s.inflight.Add(-1)
+	if err == nil && resp == nil {
+		err = &core.TransientError{Source: s.cfg.Name, Reason: core.ReasonNetworkError, Message: "upstream returned no response"}
+	}
 
 	outcome, settle, verdict := core.OutcomeSuccess, core.Settlement{Kind: core.SettleActual}, verdictGood
 	switch {
@@ -421,7 +429,7 @@ func (g *Governor) nothingEligible(ctx context.Context, now time.Time, st *callS
 			return 0, e
 		}
 	}
-	if dl, ok := ctx.Deadline(); ok && now.Add(wait).After(dl) {
+	if dl, ok := ctx.Deadline(); ok && wait > time.Until(dl) {
 		e := g.unavailable(st, core.ReasonRateLimited)
 		e.RetryAfter = wait
 		return 0, e

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -764,11 +765,12 @@ func TestGovernorDeadlineShorterThanTheNextBackoffReturnsBeforeTheDeadline(t *te
 	last := transientErr("a")
 	f.up.script("a", failStep(last), okStep())
 	const budget = 400 * time.Millisecond
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	start := time.Now()
 	_, err := f.g.Handle(ctx, newCall())
-	if d := time.Since(start); d >= budget {
+	// The backoff cannot fit, so the call returns at once, well before the deadline.
+	if d := time.Since(start); d >= budget/2 {
 		t.Errorf("returned after %v, not before the %v deadline", d, budget)
 	}
 	if err == nil || !errors.Is(err, core.ErrGateway) {
@@ -983,5 +985,65 @@ func TestGovernorStormLeavesNothingInFlight(t *testing.T) {
 	}
 	if u, _ := lim.Usage(context.Background(), testScope, ""); u.InFlight != 0 {
 		t.Errorf("global in-flight %d after the storm", u.InFlight)
+	}
+}
+
+// The caller's deadline is wall-clock time; an injected Clock (used for
+// health and memo bookkeeping) must not change how it is honoured.
+func TestGovernorHonoursTheDeadlineWithAnInjectedClock(t *testing.T) {
+	t.Parallel()
+	set := testSettings(src("a", 0))
+	set.Retry.BackoffBase, set.Retry.BackoffMax = 5*time.Second, 5*time.Second
+	f := newFixture(t, set, withClock(backendtest.NewFakeClock(testEpoch)))
+	f.up.script("a", failStep(transientErr("a")), okStep())
+	const budget = 400 * time.Millisecond
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	_, err := f.g.Handle(ctx, newCall())
+	// The backoff cannot fit, so the call returns at once, well before the deadline.
+	if d := time.Since(start); d >= budget/2 {
+		t.Errorf("returned after %v (err %v), not before the %v deadline: the 2.5–5s backoff cannot fit", d, err, budget)
+	}
+}
+
+// Design §4: a waiting call gives up only when its wait exceeds the stall
+// window and no progress happened anywhere in the scope.
+func TestGovernorStallsOnlyWithoutProgressAnywhereInTheScope(t *testing.T) {
+	t.Parallel()
+	const window = 100 * time.Millisecond
+	tests := []struct {
+		name        string
+		waited      time.Duration
+		progressAgo time.Duration
+		wantStalled bool
+	}{
+		{"long wait, no recent progress", time.Second, time.Second, true},
+		{"long wait, progress elsewhere just now", time.Second, 10 * time.Millisecond, false},
+		{"short wait, no recent progress", 10 * time.Millisecond, time.Second, false},
+		{"progress exactly one window ago", time.Second, window, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			set := testSettings(src("a", 0))
+			set.Backpressure.StallWindow = window
+			set.Backpressure.PollInterval = 5 * time.Millisecond
+			g := newFixture(t, set).g
+			now := time.Now()
+			g.sourceNamed("a").setMemo(now, now.Add(5*time.Millisecond), memoRateLimited)
+			g.lastProgress.Store(now.Add(-tc.progressAgo).UnixNano())
+			st := callState{waited: tc.waited, quotaRefused: true}
+			wait, err := g.nothingEligible(context.Background(), now, &st)
+			if tc.wantStalled {
+				if ue := asUnavailable(t, err); ue.Reason != core.ReasonStalled {
+					t.Errorf("err = %v, want stalled", err)
+				}
+				return
+			}
+			if err != nil || wait <= 0 || wait > 5*time.Millisecond {
+				t.Errorf("= (%v, %v), want to wait up to the poll interval", wait, err)
+			}
+		})
 	}
 }

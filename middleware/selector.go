@@ -8,6 +8,10 @@ import (
 	"github.com/polygateway/polygateway/internal/core"
 )
 
+// p2cTie is the relative score difference below which two P2C candidates
+// are considered equal.
+const p2cTie = 0.05
+
 // maxInline is the number of sources a call tracks without allocating.
 const maxInline = 128
 
@@ -54,7 +58,10 @@ func (g *Governor) choose(now time.Time, tried, excluded *sourceSet) int {
 	n := len(g.sources)
 	var buf [maxInline]*sourceState
 	var idx [maxInline]int
-	cands := buf[:0]
+	cands, idxs := buf[:0], idx[:0]
+	if n > maxInline {
+		cands, idxs = make([]*sourceState, 0, n), make([]int, 0, n)
+	}
 	bestLevel, bestGroup := levelNone, math.MaxInt
 	for i, s := range g.sources {
 		if excluded.has(i, n) {
@@ -75,17 +82,15 @@ func (g *Governor) choose(now time.Time, tried, excluded *sourceSet) int {
 		}
 		if level < bestLevel || group < bestGroup {
 			bestLevel, bestGroup = level, group
-			cands = cands[:0]
+			cands, idxs = cands[:0], idxs[:0]
 		}
-		if len(cands) < maxInline {
-			idx[len(cands)] = i
-			cands = append(cands, s)
-		}
+		idxs = append(idxs, i)
+		cands = append(cands, s)
 	}
 	if len(cands) == 0 {
 		return -1
 	}
-	return idx[g.selectAmong(now, cands)]
+	return idxs[g.selectAmong(now, cands)]
 }
 
 // group orders sources: same region first when a region is preferred, then
@@ -112,7 +117,12 @@ func (g *Governor) selectAmong(now time.Time, cands []*sourceState) int {
 	// health_aware and cost_aware are health-gated: weak sources only when
 	// no healthy source is in the group.
 	var hbuf [maxInline]float64
-	health := hbuf[:len(cands)]
+	var health []float64
+	if len(cands) <= maxInline {
+		health = hbuf[:len(cands)]
+	} else {
+		health = make([]float64, len(cands))
+	}
 	healthy := 0
 	for i, s := range cands {
 		health[i] = s.health(now)
@@ -140,7 +150,10 @@ func p2c(cands []*sourceState, health []float64, onlyHealthy bool) int {
 	}
 	sa := health[a] / float64(1+cands[a].inflight.Load())
 	sb := health[b] / float64(1+cands[b].inflight.Load())
-	if sb > sa {
+	// Scores within p2cTie of each other are a tie: the weighted first draw
+	// stands, so a source that recovered to nearly full health is not
+	// starved by one at exactly 1.
+	if sb > sa*(1+p2cTie) {
 		return b
 	}
 	return a

@@ -72,8 +72,9 @@ type Client struct {
 	profiles map[string]core.ProviderProfile
 	log      *slog.Logger
 
-	httpEnv, httpDirect *http.Client
-	own                 []*http.Transport
+	// own holds the built transports: [0] honours proxy settings from the
+	// environment, [1] does not. Empty with Config.HTTPClient.
+	own []*http.Transport
 
 	// Shared, never modified header values.
 	hdrJSON, hdrSSE, hdrUA []string
@@ -150,14 +151,8 @@ func New(cfg Config) *Client {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.HTTPClient != nil {
-		c.httpEnv, c.httpDirect = cfg.HTTPClient, cfg.HTTPClient
-	} else {
-		env := newHTTPTransport(&cfg, true)
-		direct := newHTTPTransport(&cfg, false)
-		c.own = []*http.Transport{env, direct}
-		c.httpEnv = &http.Client{Transport: env}
-		c.httpDirect = &http.Client{Transport: direct}
+	if cfg.HTTPClient == nil {
+		c.own = []*http.Transport{newHTTPTransport(&cfg, true), newHTTPTransport(&cfg, false)}
 	}
 	c.cfg = cfg
 	c.states.New = func() any { return new(attemptState) }
@@ -209,18 +204,15 @@ func (c *Client) send(src *core.SourceConfig, req *http.Request) (*http.Response
 	if c.cfg.HTTPClient != nil {
 		return c.cfg.HTTPClient.Do(req)
 	}
-	t := c.own[1]
-	if src.TrustEnv {
-		t = c.own[0]
-	}
-	return t.RoundTrip(req)
+	return c.transportFor(src).RoundTrip(req)
 }
 
-func (c *Client) httpFor(src *core.SourceConfig) *http.Client {
+// transportFor picks the built transport honouring src.TrustEnv.
+func (c *Client) transportFor(src *core.SourceConfig) *http.Transport {
 	if src.TrustEnv {
-		return c.httpEnv
+		return c.own[0]
 	}
-	return c.httpDirect
+	return c.own[1]
 }
 
 // endpointFor returns the cached URL and Authorization header of src.

@@ -133,19 +133,32 @@ func TestConfigDefaultsAndCopies(t *testing.T) {
 	if c.own[0].MaxIdleConnsPerHost < 64 {
 		t.Fatal("idle pool too small for 64 concurrent calls")
 	}
-	if c.httpFor(&core.SourceConfig{TrustEnv: true}) != c.httpEnv || c.httpFor(&core.SourceConfig{TrustEnv: false}) != c.httpDirect {
+	if c.transportFor(&core.SourceConfig{TrustEnv: true}) != c.own[0] || c.transportFor(&core.SourceConfig{TrustEnv: false}) != c.own[1] {
 		t.Fatal("TrustEnv not honoured")
 	}
 	if c.Close() != nil || c.Close() != nil {
 		t.Fatal("Close not idempotent")
 	}
 	// A caller's http.Client is used for every source.
-	hc := &http.Client{}
+	var used atomic.Int64
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		used.Add(1)
+		return http.DefaultTransport.RoundTrip(r)
+	})}
 	c2 := New(Config{HTTPClient: hc})
 	defer c2.Close()
-	if c2.httpFor(&core.SourceConfig{TrustEnv: true}) != hc || c2.httpFor(&core.SourceConfig{}) != hc || len(c2.own) != 0 {
+	srv := newServer(t, jsonResp(200, `{"choices":[{"message":{"content":"ok"}}]}`))
+	for _, trust := range []bool{true, false} {
+		src := source(srv, "openai")
+		src.TrustEnv = trust
+		if _, err := c2.Do(context.Background(), src, chatCall(false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if used.Load() != 2 || len(c2.own) != 0 {
 		t.Fatal("HTTPClient not used")
 	}
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }
 
 func TestDefaultProfilesFresh(t *testing.T) {
@@ -267,3 +280,7 @@ func TestUsageEstimatedWhenAbsent(t *testing.T) {
 		t.Fatalf("latency = %v", r.Latency)
 	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
