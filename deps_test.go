@@ -36,8 +36,10 @@ func goList(t *testing.T, deps bool, pattern string) map[string][]string {
 // imports the standard library only; middleware, transport, backends and
 // telemetry sinks never import the root package; the root never links an
 // opt-in adapter or its driver.
+//
+// It is deliberately not parallel: go list is CPU-heavy, and the timing
+// tests of this package run after it.
 func TestDependencyRule(t *testing.T) {
-	t.Parallel()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the go command is not on PATH")
 	}
