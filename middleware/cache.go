@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
@@ -15,7 +16,7 @@ import (
 )
 
 // cacheFormat tags stored values; a value with another tag reads as a miss.
-const cacheFormat = 1
+const cacheFormat = 0xC1
 
 // CacheConfig configures the cache layer.
 type CacheConfig struct {
@@ -40,14 +41,59 @@ type CacheConfig struct {
 
 // cacheEntry is the stored form of an answer.
 type cacheEntry struct {
-	V            int             `json:"v"`
-	Content      string          `json:"content"`
-	Thinking     string          `json:"thinking,omitempty"`
-	Model        string          `json:"model"`
-	Provider     string          `json:"provider"`
-	SourceName   string          `json:"source_name"`
-	FinishReason string          `json:"finish_reason,omitempty"`
-	ToolCalls    []core.ToolCall `json:"tool_calls,omitempty"`
+	Content, Thinking, Model, Provider, SourceName, FinishReason string
+	ToolCalls                                                    []core.ToolCall
+}
+
+// encode renders e as: the format tag, then each string field as a uvarint
+// length and its bytes, then the tool calls as JSON (empty when none).
+func (e *cacheEntry) encode() ([]byte, error) {
+	var tools []byte
+	if len(e.ToolCalls) > 0 {
+		var err error
+		if tools, err = json.Marshal(e.ToolCalls); err != nil {
+			return nil, err
+		}
+	}
+	fields := [...]string{e.Content, e.Thinking, e.Model, e.Provider, e.SourceName, e.FinishReason, string(tools)}
+	size := 1
+	for _, f := range fields {
+		size += binary.MaxVarintLen64 + len(f)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, cacheFormat)
+	for _, f := range fields {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	return b, nil
+}
+
+// decode parses what encode wrote; anything else (a corrupt or foreign
+// value) is reported as not ok and read as a miss.
+func (e *cacheEntry) decode(b []byte) bool {
+	if len(b) == 0 || b[0] != cacheFormat {
+		return false
+	}
+	b = b[1:]
+	var fields [7]string
+	for i := range fields {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return false
+		}
+		fields[i] = string(b[k : k+int(n)])
+		b = b[k+int(n):]
+	}
+	if len(b) != 0 {
+		return false
+	}
+	e.Content, e.Thinking, e.Model, e.Provider, e.SourceName, e.FinishReason = fields[0], fields[1], fields[2], fields[3], fields[4], fields[5]
+	e.ToolCalls = nil
+	if fields[6] != "" && json.Unmarshal([]byte(fields[6]), &e.ToolCalls) != nil {
+		return false
+	}
+	return true
 }
 
 // Cache returns the cache layer: outermost, a hit skips everything inside
@@ -85,7 +131,7 @@ func Cache(cfg CacheConfig) core.Middleware {
 				warn("get", err)
 			} else if ok {
 				var e cacheEntry
-				if json.Unmarshal(raw, &e) == nil && e.V == cacheFormat {
+				if e.decode(raw) {
 					zero := 0.0
 					resp := &core.LLMResponse{
 						Content: e.Content, Thinking: e.Thinking, Model: e.Model, Provider: e.Provider,
@@ -101,11 +147,12 @@ func Cache(cfg CacheConfig) core.Middleware {
 			if err != nil || resp == nil || resp.FinishReason == "" {
 				return resp, err
 			}
-			val, merr := json.Marshal(cacheEntry{
-				V: cacheFormat, Content: resp.Content, Thinking: resp.Thinking, Model: resp.Model,
+			entry := cacheEntry{
+				Content: resp.Content, Thinking: resp.Thinking, Model: resp.Model,
 				Provider: resp.Provider, SourceName: resp.SourceName, FinishReason: resp.FinishReason,
 				ToolCalls: resp.ToolCalls,
-			})
+			}
+			val, merr := entry.encode()
 			if merr == nil {
 				if serr := cfg.Cache.Set(context.WithoutCancel(ctx), key, val, cfg.TTL); serr != nil {
 					warn("set", serr)

@@ -416,3 +416,26 @@ func TestCallsWithUnencodableParamsBypassTheCache(t *testing.T) {
 		t.Fatal("a call whose params cannot be encoded got a cache key")
 	}
 }
+
+func TestCacheEntryRoundTripsAndRejectsTruncatedValues(t *testing.T) {
+	t.Parallel()
+	in := cacheEntry{Content: "answer ✓", Thinking: "hmm", Model: "m", Provider: "p", SourceName: "p_1", FinishReason: "tool_calls",
+		ToolCalls: []core.ToolCall{{Index: 0, ID: "c1", Type: "function", Name: "f", Arguments: `{"a":1}`}}}
+	b, err := in.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out cacheEntry
+	if !out.decode(b) || out.Content != in.Content || out.FinishReason != in.FinishReason || len(out.ToolCalls) != 1 || out.ToolCalls[0] != in.ToolCalls[0] {
+		t.Fatalf("round trip: %+v", out)
+	}
+	for cut := 0; cut < len(b); cut++ {
+		var e cacheEntry
+		if e.decode(b[:cut]) {
+			t.Fatalf("a value truncated to %d of %d bytes decoded", cut, len(b))
+		}
+	}
+	if (&cacheEntry{}).decode(append(b, 'x')) {
+		t.Fatal("a value with trailing bytes decoded")
+	}
+}

@@ -241,10 +241,7 @@ func (m errMaker) clean() (name, code, msg string, err error) {
 		name = m.src.Name
 		key = m.src.APIKey
 	}
-	code = boundMessage(RedactKey(m.code, key))
-	if len(code) > 128 {
-		code = code[:128]
-	}
+	code = cutUTF8(strings.TrimSpace(RedactKey(m.code, key)), 128)
 	return name, code, boundMessage(RedactKey(m.msg, key)), redactErr(m.err, key)
 }
 

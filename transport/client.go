@@ -95,8 +95,20 @@ type endpointKey struct{ base, key string }
 
 // endpoint caches the request URL and Authorization header of a source.
 type endpoint struct {
-	url  string
-	auth []string // nil: no Authorization header
+	url    string
+	auth   []string // nil: no Authorization header
+	apiKey []string // the key alone, for Azure's api-key header
+}
+
+// endpointURL appends /chat/completions to the path of base, keeping a
+// query string (Azure's ?api-version=…) at the end.
+func endpointURL(base string) string {
+	base = strings.TrimSpace(base)
+	query := ""
+	if i := strings.IndexByte(base, '?'); i >= 0 {
+		base, query = base[:i], base[i:]
+	}
+	return strings.TrimRight(base, "/") + "/chat/completions" + query
 }
 
 // smallBodyBytes is the largest request body sent from a private copy.
@@ -224,9 +236,10 @@ func (c *Client) endpointFor(src *core.SourceConfig) *endpoint {
 	if e != nil {
 		return e
 	}
-	e = &endpoint{url: strings.TrimRight(strings.TrimSpace(src.BaseURL), "/") + "/chat/completions"}
+	e = &endpoint{url: endpointURL(src.BaseURL)}
 	if key := strings.TrimSpace(src.APIKey); key != "" && !strings.EqualFold(key, "none") {
 		e.auth = []string{"Bearer " + key}
+		e.apiKey = []string{key}
 	}
 	c.mu.Lock()
 	if len(c.endpoints) >= maxEndpoints {
@@ -327,6 +340,11 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 	req.Header["User-Agent"] = c.hdrUA
 	if ep.auth != nil {
 		req.Header["Authorization"] = ep.auth
+		if prof.Name == "azure" || strings.EqualFold(src.Provider, "azure") {
+			// Azure deployments authenticate API keys by api-key; its v1
+			// API also accepts the bearer form.
+			req.Header["Api-Key"] = ep.apiKey
+		}
 	}
 
 	resp, err := c.send(src, req)

@@ -228,9 +228,16 @@ func boundMessage(s string) string {
 	if len(s) <= maxMessageBytes {
 		return s
 	}
-	cut := maxMessageBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	return cutUTF8(s, maxMessageBytes) + "…"
+}
+
+// cutUTF8 returns at most n bytes of s, not splitting a rune.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s[:cut] + "…"
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

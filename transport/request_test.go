@@ -266,3 +266,34 @@ func TestEncodeRequestMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestEndpointURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://api.openai.com/v1":   "https://api.openai.com/v1/chat/completions",
+		"https://api.openai.com/v1/ ": "https://api.openai.com/v1/chat/completions",
+		"https://x.openai.azure.com/openai/deployments/gpt4o?api-version=2024-10-21": "https://x.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21",
+	} {
+		if got := endpointURL(in); got != want {
+			t.Errorf("endpointURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestAzureAPIKeyHeader(t *testing.T) {
+	t.Parallel()
+	cp := &capture{}
+	srv := newServer(t, cp.wrap(jsonResp(200, `{"choices":[{"message":{"content":"ok"}}]}`)))
+	c := newClient(t, Config{})
+	src := source(srv, "azure")
+	src.BaseURL += "?api-version=2024-10-21"
+	if _, err := c.Do(context.Background(), src, chatCall(false)); err != nil {
+		t.Fatal(err)
+	}
+	if h := cp.headers[0]; h.Get("Api-Key") != testKey || h.Get("Authorization") != "Bearer "+testKey {
+		t.Fatalf("headers = %v", h)
+	}
+	if cp.paths[0] != "/v1/chat/completions" {
+		t.Fatalf("path = %q", cp.paths[0])
+	}
+}
