@@ -121,7 +121,9 @@ func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 		}
 	}
 	cache := o.cache
-	if cache == nil && s.CacheBackend != "" && s.CacheBackend != "none" {
+	if o.noCache {
+		cache = nil
+	} else if cache == nil && s.CacheBackend != "" && s.CacheBackend != "none" {
 		if cache, err = buildBackend[Cache](asm, registry.KindCache, "PGW_CACHE_BACKEND", s.CacheBackend, func() Cache {
 			return memory.NewCache(memory.WithClock(clock))
 		}); err != nil {
@@ -149,8 +151,12 @@ func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 	maps.Copy(profiles, o.profiles)
 	c.transport = transport.New(transport.Config{HTTPClient: o.httpClient, Profiles: profiles, Logger: logger})
 
+	var up core.Upstream = c.transport
+	if o.upstream != nil {
+		up = o.upstream
+	}
 	c.governor, err = middleware.NewGovernor(middleware.GovernorConfig{
-		Settings: s, Upstream: c.transport, Limiter: limiter, Breaker: breaker,
+		Settings: s, Upstream: up, Limiter: limiter, Breaker: breaker,
 		Pricing: pricing, Clock: clock, Logger: logger,
 	})
 	if err != nil {
@@ -237,6 +243,33 @@ func (c *GatewayClient) Chat(ctx context.Context, msgs []Message, opts ...CallOp
 	}
 	return resp, err
 }
+
+// Invoke runs a prepared call through the client's onion (cache, telemetry,
+// governor and the upstream). Chat builds its calls itself; sibling clients
+// (embed, ocr) build theirs with their own Op and Payload. An empty ID gets a
+// fresh call id.
+func (c *GatewayClient) Invoke(ctx context.Context, call *Call) (*LLMResponse, error) {
+	select {
+	case <-c.closed:
+		return nil, ErrClientClosed
+	default:
+	}
+	if call.ID == "" {
+		call.ID = newCallID()
+	}
+	if call.Scope == "" {
+		call.Scope = c.settings.Scope
+	}
+	resp, err := c.handler(ctx, call)
+	if resp != nil {
+		resp.CallID = call.ID
+	}
+	return resp, err
+}
+
+// NewCallID returns a fresh random call id (128-bit hex), as used for
+// telemetry rows.
+func NewCallID() string { return newCallID() }
 
 // Sources reports every source's breaker state, in-flight count, health and
 // limits. It never includes API keys.

@@ -25,6 +25,8 @@ type options struct {
 	logger     *slog.Logger
 	middleware []Middleware
 	clock      Clock
+	upstream   Upstream
+	noCache    bool
 }
 
 // WithEnv makes FromEnv read keys from env only: no process environment and
@@ -83,6 +85,15 @@ func WithMiddleware(mw ...Middleware) Option {
 // WithClock sets the clock used by the memory backends and the governor's
 // bookkeeping (default: the wall clock). Intended for tests.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithUpstream makes every attempt go through up instead of the built-in
+// OpenAI chat transport. Sibling clients (embed, ocr) use it to put their own
+// protocol under the same governance; the client's Invoke runs their calls.
+func WithUpstream(up Upstream) Option { return func(o *options) { o.upstream = up } }
+
+// WithoutCache turns the response cache off whatever PGW_CACHE_BACKEND says
+// (used by clients whose answers must not be cached, such as OCR).
+func WithoutCache() Option { return func(o *options) { o.noCache = true } }
 
 // CallOption configures one call.
 type CallOption func(*callOptions)

@@ -19,6 +19,10 @@ type TelemetrySink = core.TelemetrySink
 // TelemetryRecord is one row of the llm_calls table.
 type TelemetryRecord = core.TelemetryRecord
 
+// Upstream performs exactly one attempt of a call against one source and
+// classifies its failure; the governor calls it. See WithUpstream.
+type Upstream = core.Upstream
+
 // Clock tells the time; backends read time only through it.
 type Clock = core.Clock
 

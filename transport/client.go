@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -316,6 +317,9 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 	}
 	ep := c.endpointFor(src)
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, ep.url, nil)
+	if err == nil && (req.URL.Host == "" || req.URL.Scheme != "http" && req.URL.Scheme != "https") {
+		err = errors.New("base url needs an http(s) scheme and a host")
+	}
 	if err != nil {
 		c.putBody(rb)
 		return nil, errMaker{src: src, msg: "invalid base url: " + err.Error(), err: err}.dead()
@@ -366,14 +370,18 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 	return c.readJSON(ctx, actx, src, call, prof, resp, st, start)
 }
 
-// isEventStream decides how to read a 2xx body: by its Content-Type, or by
-// what was asked when the server sent none.
+// isEventStream decides how to read a 2xx body: text/event-stream is SSE,
+// a JSON type is JSON, anything else (none, text/plain from a sloppy
+// server) is read the way it was asked for.
 func isEventStream(ct string, asked bool) bool {
-	if ct == "" {
-		return asked
-	}
 	ct = strings.TrimSpace(ct)
-	return len(ct) >= 17 && strings.EqualFold(ct[:17], "text/event-stream")
+	switch {
+	case len(ct) >= 17 && strings.EqualFold(ct[:17], "text/event-stream"):
+		return true
+	case strings.Contains(strings.ToLower(ct), "json"):
+		return false
+	}
+	return asked
 }
 
 func (c *Client) putBody(rb *reqBody) {

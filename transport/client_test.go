@@ -239,9 +239,11 @@ func TestNilArgumentsAndBadURL(t *testing.T) {
 	if _, err := c.Do(context.Background(), &core.SourceConfig{}, nil); err == nil {
 		t.Fatal("nil call accepted")
 	}
-	_, err := c.Do(context.Background(), &core.SourceConfig{Name: "bad_1", BaseURL: "http://[::1", APIKey: testKey}, chatCall(false))
-	if e := asDead(t, err); e.Source != "bad_1" {
-		t.Fatalf("%+v", e)
+	for _, base := range []string{"http://[::1", "", "localhost:8000/v1", "ftp://x/v1"} {
+		_, err := c.Do(context.Background(), &core.SourceConfig{Name: "bad_1", BaseURL: base, APIKey: testKey}, chatCall(false))
+		if e := asDead(t, err); e.Source != "bad_1" {
+			t.Fatalf("%q: %+v", base, e)
+		}
 	}
 }
 
@@ -284,3 +286,23 @@ func TestUsageEstimatedWhenAbsent(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestIsEventStream(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		ct         string
+		asked, out bool
+	}{
+		{"text/event-stream", false, true},
+		{"Text/Event-Stream; charset=utf-8", false, true},
+		{"application/json", true, false},
+		{"application/json; charset=utf-8", true, false},
+		{"", true, true},
+		{"", false, false},
+		{"text/plain; charset=utf-8", true, true},
+	} {
+		if got := isEventStream(tt.ct, tt.asked); got != tt.out {
+			t.Errorf("isEventStream(%q, %v) = %v", tt.ct, tt.asked, got)
+		}
+	}
+}

@@ -29,6 +29,12 @@ type Call struct {
 	CacheSalt, CacheNamespace string
 	// Start is when the client accepted the call.
 	Start time.Time
+	// Op names the operation for upstreams that serve several ("" = chat).
+	// Sibling clients (embeddings, OCR) set their own.
+	Op string
+	// Payload is the operation's input when it is not a chat (e.g. the texts
+	// of an embedding batch); nil for chat.
+	Payload any
 }
 
 // LLMResponse is the result of one governed chat call.
@@ -59,6 +65,9 @@ type LLMResponse struct {
 	Attempts []string
 	// ToolCalls are the tool calls the model asked for, assembled from deltas.
 	ToolCalls []ToolCall
+	// Payload is the operation's result when it is not a chat (e.g. the
+	// vectors of an embedding batch); nil for chat.
+	Payload any
 }
 
 // ToolCall is one function call requested by the model.
