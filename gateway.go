@@ -31,6 +31,8 @@ type GatewayClient struct {
 	closers   []io.Closer
 	log       *slog.Logger
 
+	schemas schemaCache
+
 	closeOnce sync.Once
 	closeErr  error
 	closed    chan struct{}
@@ -220,13 +222,27 @@ func (c *GatewayClient) Chat(ctx context.Context, msgs []Message, opts ...CallOp
 	if len(msgs) == 0 {
 		return nil, &RequestRejectedError{Code: "empty_messages", Message: "no messages to send"}
 	}
+	co := c.callOptions(opts)
+	if co.jsonMode {
+		return c.chatStructured(ctx, msgs, co, nil, "")
+	}
+	return c.Invoke(ctx, c.newCall(msgs, co))
+}
+
+// callOptions applies opts over the defaults.
+func (c *GatewayClient) callOptions(opts []CallOption) callOptions {
 	co := callOptions{stream: true}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&co)
 		}
 	}
-	call := &core.Call{
+	return co
+}
+
+// newCall builds the kernel call of a chat.
+func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
+	return &core.Call{
 		ID:             newCallID(),
 		Scope:          c.settings.Scope,
 		Messages:       msgs,
@@ -237,11 +253,6 @@ func (c *GatewayClient) Chat(ctx context.Context, msgs []Message, opts ...CallOp
 		CacheSalt:      co.cacheSalt,
 		CacheNamespace: co.cacheNamespace,
 	}
-	resp, err := c.handler(ctx, call)
-	if resp != nil {
-		resp.CallID = call.ID
-	}
-	return resp, err
 }
 
 // Invoke runs a prepared call through the client's onion (cache, telemetry,

@@ -103,6 +103,8 @@ type callOptions struct {
 	cacheSalt, cacheNamespace string
 	stream                    bool
 	params                    map[string]any
+	jsonMode                  bool
+	schema                    []byte
 }
 
 // WithSessionID links the call's telemetry row to a session.

@@ -137,10 +137,14 @@ func Cache(cfg CacheConfig) core.Middleware {
 						Content: e.Content, Thinking: e.Thinking, Model: e.Model, Provider: e.Provider,
 						SourceName: e.SourceName, FinishReason: e.FinishReason, ToolCalls: e.ToolCalls,
 						CacheHit: true, CallID: call.ID, Cost: &zero, UsageSource: core.UsageMeasured,
-						Latency: cfg.Clock.Now().Sub(start),
 					}
-					cfg.Recorder.Record(ctx, call, start, resp.Latency, resp, nil)
-					return resp, nil
+					// A structured call's check runs on the hit too; a stored
+					// answer that no longer passes reads as a miss.
+					if call.Check == nil || call.Check(resp) == nil {
+						resp.Latency = cfg.Clock.Now().Sub(start)
+						cfg.Recorder.Record(ctx, call, start, resp.Latency, resp, nil)
+						return resp, nil
+					}
 				}
 			}
 			resp, err := next(ctx, call)
@@ -176,6 +180,7 @@ func cacheKey(prefix, namespace string, call *core.Call) (key string, ok bool) {
 	writeField(h, prefix)
 	writeField(h, ns)
 	writeField(h, call.CacheSalt)
+	writeField(h, call.Structured)
 	hashMessages(h, call.Messages)
 	if len(call.Params) > 0 {
 		b, err := json.Marshal(call.Params)

@@ -160,9 +160,15 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 		st.sinceAttempt = 0
 		st.excluded.clear()
 		st.quotaRefused, st.retryAfter = false, 0
-		if err == nil {
+		if resp != nil {
 			resp.Attempts = st.attempts
+		}
+		if err == nil {
 			return resp, nil
+		}
+		var invalid *core.ResultInvalidError
+		if resp != nil && errors.As(err, &invalid) {
+			return resp, err
 		}
 		if done, ferr := g.afterFailure(ctx, s, err, &st); done {
 			return nil, ferr
@@ -242,6 +248,12 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 	if err == nil && resp == nil {
 		err = &core.TransientError{Source: s.cfg.Name, Reason: core.ReasonNetworkError, Message: "upstream returned no response"}
 	}
+	var invalid error
+	if err == nil && call.Check != nil {
+		if cerr := call.Check(resp); cerr != nil {
+			invalid = &core.ResultInvalidError{Source: s.cfg.Name, Raw: resp.Content, Message: cerr.Error(), Err: cerr}
+		}
+	}
 
 	outcome, settle, verdict := core.OutcomeSuccess, core.Settlement{Kind: core.SettleActual}, verdictGood
 	switch {
@@ -271,8 +283,23 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 		return nil, err
 	}
 	s.aimdSuccess()
+	if invalid != nil {
+		// The source answered: progress for the scope, alive for the
+		// breaker; the answer goes back with the error so that telemetry
+		// records the billed call.
+		s.clearMemo()
+		g.lastProgress.Store(now.UnixNano())
+		g.fillSource(s, resp)
+		return resp, invalid
+	}
 	s.clearMemo()
 	g.lastProgress.Store(now.UnixNano())
+	g.fillSource(s, resp)
+	return resp, nil
+}
+
+// fillSource completes the provenance and cost of an answer from s.
+func (g *Governor) fillSource(s *sourceState, resp *core.LLMResponse) {
 	if resp.Provider == "" {
 		resp.Provider = s.cfg.Provider
 	}
@@ -285,7 +312,6 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 	if resp.Cost == nil && g.pricing != nil {
 		resp.Cost = g.pricing.Cost(s.cfg.Model, resp.PromptTokens, resp.CompletionTokens)
 	}
-	return resp, nil
 }
 
 type verdict uint8

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -141,9 +140,6 @@ func BenchmarkDoVsRaw(b *testing.B) {
 	call := &core.Call{Messages: []core.Message{core.System("You are terse."), core.User("Say the pangram.")},
 		Params: map[string]any{"temperature": 0.2, "max_tokens": 64}}
 	src := source(srv, "openai")
-	if os.Getenv("NOTIMEOUT") != "" {
-		src.Timeout = 0
-	}
 	hc := &http.Client{Transport: newHTTPTransport(&Config{MaxIdleConnsPerHost: 128, IdleConnTimeout: DefaultIdleConnTimeout}, false)}
 	defer hc.CloseIdleConnections()
 	reqBody, _ := encodeRequest(nil, src, call, &core.ProviderProfile{})

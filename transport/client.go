@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
@@ -86,8 +86,6 @@ type Client struct {
 
 	mu        sync.RWMutex
 	endpoints map[endpointKey]*endpoint
-
-	closed atomic.Bool
 }
 
 var _ core.Upstream = (*Client)(nil)
@@ -194,7 +192,6 @@ func newHTTPTransport(cfg *Config, trustEnv bool) *http.Transport {
 // Close closes idle connections. It is idempotent; the Client stays usable
 // (new connections are dialled on demand).
 func (c *Client) Close() error {
-	c.closed.Store(true)
 	for _, t := range c.own {
 		t.CloseIdleConnections()
 	}
@@ -265,6 +262,9 @@ func (c *Client) endpointFor(src *core.SourceConfig) *endpoint {
 func (c *Client) Do(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
 	if src == nil || call == nil {
 		return nil, &core.RequestRejectedError{Message: "nil source or call"}
+	}
+	if call.Op != "" && call.Op != "chat" {
+		return nil, errMaker{src: src, msg: "the chat transport cannot serve operation " + strconv.Quote(cutUTF8(call.Op, 64))}.rejected("unsupported_operation")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, &core.CanceledError{Err: err}

@@ -57,7 +57,7 @@ func pacedStream(delays []time.Duration, keepAlive time.Duration, gone chan<- st
 	}
 }
 
-func watchSource(srv interface{ Close() }, url string) *core.SourceConfig {
+func watchSource(url string) *core.SourceConfig {
 	return &core.SourceConfig{
 		Name: "w_1", Provider: "openai", BaseURL: url + "/v1", APIKey: testKey, Model: "m",
 		Timeout: 10 * time.Second,
@@ -69,7 +69,7 @@ func TestWatchdogSlowFirstToken(t *testing.T) {
 	c := newClient(t, Config{})
 	gone := make(chan struct{}, 1)
 	srv := newServer(t, pacedStream([]time.Duration{3 * time.Second}, 50*time.Millisecond, gone))
-	src := watchSource(srv, srv.URL)
+	src := watchSource(srv.URL)
 	src.TTFTTimeout, src.InterTokenTimeout = 200*time.Millisecond, 100*time.Millisecond
 	start := time.Now()
 	_, err := c.Do(context.Background(), src, chatCall(true))
@@ -95,7 +95,7 @@ func TestWatchdogSlowHeaders(t *testing.T) {
 		io.Copy(io.Discard, r.Body) // lets the server notice the client leaving
 		sleepCtx(r.Context(), 3*time.Second)
 	}))
-	src := watchSource(srv, srv.URL)
+	src := watchSource(srv.URL)
 	src.TTFTTimeout, src.InterTokenTimeout = 150*time.Millisecond, 100*time.Millisecond
 	start := time.Now()
 	_, err := c.Do(context.Background(), src, chatCall(true))
@@ -110,7 +110,7 @@ func TestWatchdogStall(t *testing.T) {
 	for _, keepAlive := range []time.Duration{0, 30 * time.Millisecond} {
 		gone := make(chan struct{}, 1)
 		srv := newServer(t, pacedStream([]time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond, 5 * time.Second}, keepAlive, gone))
-		src := watchSource(srv, srv.URL)
+		src := watchSource(srv.URL)
 		src.TTFTTimeout, src.InterTokenTimeout = time.Second, 250*time.Millisecond
 		start := time.Now()
 		_, err := c.Do(context.Background(), src, chatCall(true))
@@ -134,7 +134,7 @@ func TestWatchdogMeasures(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, Config{})
 	srv := newServer(t, pacedStream([]time.Duration{150 * time.Millisecond, 20 * time.Millisecond, 120 * time.Millisecond, 10 * time.Millisecond}, 0, nil))
-	src := watchSource(srv, srv.URL)
+	src := watchSource(srv.URL)
 	src.TTFTTimeout, src.InterTokenTimeout = 2*time.Second, time.Second
 	r, err := c.Do(context.Background(), src, chatCall(true))
 	if err != nil {
@@ -166,7 +166,7 @@ func TestAttemptTimeout(t *testing.T) {
 		delays[i] = 20 * time.Millisecond
 	}
 	srv := newServer(t, pacedStream(delays, 0, nil))
-	src := watchSource(srv, srv.URL)
+	src := watchSource(srv.URL)
 	src.Timeout = 300 * time.Millisecond
 	src.TTFTTimeout, src.InterTokenTimeout = 200*time.Millisecond, 100*time.Millisecond
 	start := time.Now()
@@ -179,7 +179,7 @@ func TestAttemptTimeout(t *testing.T) {
 		io.Copy(io.Discard, r.Body) // lets the server notice the client leaving
 		sleepCtx(r.Context(), 3*time.Second)
 	}))
-	src = watchSource(slow, slow.URL)
+	src = watchSource(slow.URL)
 	src.Timeout = 150 * time.Millisecond
 	_, err = c.Do(context.Background(), src, chatCall(false))
 	if e := asTransient(t, err); e.Reason != core.ReasonTimeout {
@@ -193,7 +193,7 @@ func TestCallerCancelMidStream(t *testing.T) {
 	gone := make(chan struct{}, 1)
 	delays := []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Second}
 	srv := newServer(t, pacedStream(delays, 20*time.Millisecond, gone))
-	src := watchSource(srv, srv.URL)
+	src := watchSource(srv.URL)
 	src.TTFTTimeout, src.InterTokenTimeout = 5*time.Second, 4*time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
@@ -223,7 +223,7 @@ func TestCallerDeadline(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, Config{})
 	srv := newServer(t, pacedStream([]time.Duration{5 * time.Second}, 0, nil))
-	src := watchSource(srv, srv.URL)
+	src := watchSource(srv.URL)
 	src.Timeout = 5 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()

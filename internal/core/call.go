@@ -35,6 +35,17 @@ type Call struct {
 	// Payload is the operation's input when it is not a chat (e.g. the texts
 	// of an embedding batch); nil for chat.
 	Payload any
+	// Structured names the structured-output mode ("" = none, "json", or
+	// "schema:<digest>"); it is part of the cache key.
+	Structured string
+	// JSONSchema is the schema of a structured call, sent upstream as
+	// response_format where the provider supports it natively.
+	JSONSchema []byte
+	// Check, when set, validates a successful answer (and may fill
+	// StructuredData). An error makes the attempt a ResultInvalidError: the
+	// answer is not cached, the breaker counts the source alive, and the
+	// call is not retried by the governor.
+	Check func(*LLMResponse) error
 }
 
 // LLMResponse is the result of one governed chat call.

@@ -1,0 +1,188 @@
+package polygateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/kaptinlin/jsonrepair"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// WithJSON requires the answer to be a JSON object or array. The text is
+// repaired first (markdown fences, trailing commas, single quotes, truncated brackets);
+// the parsed value is in LLMResponse.StructuredData.
+func WithJSON() CallOption { return func(o *callOptions) { o.jsonMode = true } }
+
+// WithJSONSchema requires the answer to be JSON valid against schema (a
+// JSON Schema document). The schema is compiled once per client and cached.
+// Where the provider supports it natively it is also sent upstream as
+// response_format; repair and validation run either way.
+func WithJSONSchema(schema []byte) CallOption {
+	return func(o *callOptions) { o.jsonMode, o.schema = true, bytes.Clone(schema) }
+}
+
+// reaskPrompt feeds the validation error back to the model.
+const reaskPrompt = "Your previous reply could not be used: %s\n" +
+	"Reply again with only the corrected JSON: no explanation, no markdown fences."
+
+// ChatInto makes a structured call and decodes the answer into T. Invalid
+// answers are re-asked with the error fed back, at most
+// PGW_STRUCTURED_MAX_RETRIES times; each re-ask is a governed, billed call
+// with its own telemetry row linked by parent_call_id. The final failure is a
+// *ResultInvalidError carrying the last raw text, returned with the last
+// response. Combine with WithJSONSchema to enforce required fields.
+func ChatInto[T any](ctx context.Context, c *GatewayClient, msgs []Message, opts ...CallOption) (T, *LLMResponse, error) {
+	var zero T
+	co := c.callOptions(opts)
+	co.jsonMode = true
+	decode := func(raw []byte) (any, error) {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	resp, err := c.chatStructured(ctx, msgs, co, decode, reflect.TypeFor[T]().String())
+	if err != nil {
+		return zero, resp, err
+	}
+	v, _ := resp.StructuredData.(T)
+	return v, resp, nil
+}
+
+// schemaCache compiles each distinct schema once per client.
+type schemaCache struct {
+	mu      sync.Mutex
+	schemas map[string]*jsonschema.Schema
+}
+
+func (sc *schemaCache) compile(digest string, schema []byte) (*jsonschema.Schema, error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if s, ok := sc.schemas[digest]; ok {
+		return s, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, err
+	}
+	comp := jsonschema.NewCompiler()
+	loc := "mem://polygateway/" + digest + ".json"
+	if err := comp.AddResource(loc, doc); err != nil {
+		return nil, err
+	}
+	s, err := comp.Compile(loc)
+	if err != nil {
+		return nil, err
+	}
+	if sc.schemas == nil {
+		sc.schemas = map[string]*jsonschema.Schema{}
+	}
+	sc.schemas[digest] = s
+	return s, nil
+}
+
+// repairJSON turns a model's answer into JSON text, or explains why it cannot.
+func repairJSON(text string) (string, error) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return "", errors.New("the answer is empty, expected JSON")
+	}
+	if json.Valid([]byte(text)) {
+		return text, nil
+	}
+	fixed, err := jsonrepair.Repair(text)
+	if err != nil {
+		return "", fmt.Errorf("the answer is not JSON: %v", err)
+	}
+	fixed = strings.TrimSpace(fixed)
+	if fixed == "" || !json.Valid([]byte(fixed)) {
+		return "", errors.New("the answer is not JSON")
+	}
+	return fixed, nil
+}
+
+// chatStructured runs the repair → validate → re-ask loop.
+func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co callOptions, decode func([]byte) (any, error), typeTag string) (*LLMResponse, error) {
+	if len(msgs) == 0 {
+		return nil, &RequestRejectedError{Code: "empty_messages", Message: "no messages to send"}
+	}
+	tag := "json"
+	var schema *jsonschema.Schema
+	if co.schema != nil {
+		sum := sha256.Sum256(co.schema)
+		digest := hex.EncodeToString(sum[:])
+		var err error
+		if schema, err = c.schemas.compile(digest, co.schema); err != nil {
+			return nil, &RequestRejectedError{Code: "invalid_json_schema", Message: "the JSON schema does not compile: " + err.Error(), Err: err}
+		}
+		tag = "schema:" + digest
+	}
+	if typeTag != "" {
+		tag += ";type:" + typeTag
+	}
+	check := func(resp *core.LLMResponse) error {
+		text, err := repairJSON(resp.Content)
+		if err != nil {
+			return err
+		}
+		if schema != nil {
+			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+			if err != nil {
+				return fmt.Errorf("the answer is not JSON: %v", err)
+			}
+			if err := schema.Validate(inst); err != nil {
+				return fmt.Errorf("the JSON does not match the schema: %v", err)
+			}
+		}
+		if decode != nil {
+			v, err := decode([]byte(text))
+			if err != nil {
+				return fmt.Errorf("the JSON does not fit the expected shape: %v", err)
+			}
+			resp.StructuredData = v
+			return nil
+		}
+		// Plain WithJSON wants a document: prose that repair turned into a
+		// bare JSON string or number is not one.
+		if text[0] != '{' && text[0] != '[' {
+			return errors.New("the answer is not a JSON object or array")
+		}
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			return fmt.Errorf("the answer is not JSON: %v", err)
+		}
+		resp.StructuredData = v
+		return nil
+	}
+	conversation := append([]Message(nil), msgs...)
+	firstID := ""
+	for attempt := 0; ; attempt++ {
+		call := c.newCall(conversation, co)
+		call.Check, call.Structured, call.JSONSchema = check, tag, co.schema
+		if attempt > 0 {
+			call.ParentCallID = firstID
+		} else {
+			firstID = call.ID
+		}
+		resp, err := c.Invoke(ctx, call)
+		if err == nil {
+			return resp, nil
+		}
+		var invalid *ResultInvalidError
+		if !errors.As(err, &invalid) || resp == nil || attempt >= c.settings.StructuredMaxRetries {
+			return resp, err
+		}
+		conversation = append(conversation, Assistant(resp.Content), User(fmt.Sprintf(reaskPrompt, invalid.Message)))
+	}
+}

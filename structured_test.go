@@ -1,0 +1,176 @@
+package polygateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/telemetry"
+)
+
+// contentServer answers chat completions (non-streaming) with the scripted
+// contents in order, repeating the last, and keeps the request bodies.
+type contentServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	answers []string
+	bodies  []string
+}
+
+func newContentServer(t *testing.T, answers ...string) *contentServer {
+	cs := &contentServer{answers: answers}
+	cs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		cs.mu.Lock()
+		i := min(len(cs.bodies), len(cs.answers)-1)
+		cs.bodies = append(cs.bodies, string(body))
+		answer := cs.answers[i]
+		cs.mu.Unlock()
+		content, _ := json.Marshal(answer)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%s},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, content)
+	}))
+	t.Cleanup(cs.Close)
+	return cs
+}
+
+func (cs *contentServer) requests() []string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return append([]string(nil), cs.bodies...)
+}
+
+func structuredEnv(cs *contentServer, kv ...string) env {
+	e := baseEnv().set(
+		"LLM__OPENAI__1__BASE_URL", cs.URL+"/v1", "LLM__OPENAI__1__API_KEY", "k",
+		"LLM__OPENAI__1__MODEL", "m", "LLM__OPENAI__1__TIMEOUT_S", "5")
+	return e.set(kv...)
+}
+
+const verdictSchema = `{"type":"object","properties":{"score":{"type":"integer","minimum":0,"maximum":10},"reason":{"type":"string"}},"required":["score","reason"]}`
+
+type verdict struct {
+	Score  int    `json:"score"`
+	Reason string `json:"reason"`
+}
+
+func askStructured(c *polygateway.GatewayClient, opts ...polygateway.CallOption) (*polygateway.LLMResponse, error) {
+	return c.Chat(context.Background(), []polygateway.Message{polygateway.User("rate it")}, append(opts, polygateway.WithStream(false))...)
+}
+
+func TestFencedTrailingCommaJSONIsRepairedWithoutReask(t *testing.T) {
+	t.Parallel()
+	cs := newContentServer(t, "```json\n{\"score\": 7, \"reason\": 'fine',}\n```")
+	c := structuredEnv(cs).client(t)
+	resp, err := askStructured(c, polygateway.WithJSONSchema([]byte(verdictSchema)))
+	if err != nil {
+		t.Fatalf("call failed: %v", err)
+	}
+	got, ok := resp.StructuredData.(map[string]any)
+	if !ok || got["score"] != 7.0 || got["reason"] != "fine" {
+		t.Fatalf("StructuredData = %#v", resp.StructuredData)
+	}
+	if n := len(cs.requests()); n != 1 {
+		t.Fatalf("%d requests, want 1 (no re-ask)", n)
+	}
+}
+
+func TestSchemaViolationIsReaskedOnceWithTheErrorFedBack(t *testing.T) {
+	t.Parallel()
+	cs := newContentServer(t, `{"score": 42, "reason": "too high"}`, `{"score": 4, "reason": "ok"}`)
+	sink := telemetry.NewMemory()
+	c := structuredEnv(cs).client(t, polygateway.WithTelemetry(sink))
+	v, resp, err := polygateway.ChatInto[verdict](context.Background(), c, []polygateway.Message{polygateway.User("rate it")},
+		polygateway.WithJSONSchema([]byte(verdictSchema)), polygateway.WithStream(false))
+	if err != nil {
+		t.Fatalf("call failed: %v", err)
+	}
+	if v != (verdict{Score: 4, Reason: "ok"}) || resp.StructuredData.(verdict) != v {
+		t.Fatalf("decoded %+v", v)
+	}
+	reqs := cs.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want exactly one re-ask", len(reqs))
+	}
+	if !strings.Contains(reqs[1], "maximum") || !strings.Contains(reqs[1], "too high") {
+		t.Fatalf("the re-ask does not carry the validation error and the previous answer: %s", reqs[1])
+	}
+	recs := sink.Records()
+	if len(recs) != 2 || recs[1].ParentCallID != recs[0].CallID || !strings.HasPrefix(recs[0].Error, "ResultInvalidError: ") ||
+		recs[0].CompletionTokens != 5 || recs[1].Error != "" {
+		t.Fatalf("telemetry rows = %+v", recs)
+	}
+}
+
+func TestStructuredFailureIsResultInvalidAndNeverChargesTheBreaker(t *testing.T) {
+	t.Parallel()
+	cs := newContentServer(t, "I think it is a seven.")
+	c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "1").client(t)
+	for range 8 {
+		resp, err := askStructured(c, polygateway.WithJSON())
+		var invalid *polygateway.ResultInvalidError
+		if !errors.As(err, &invalid) || invalid.Raw != "I think it is a seven." || invalid.Message == "" || resp == nil {
+			t.Fatalf("err = %v, want ResultInvalidError with the raw text", err)
+		}
+	}
+	if n := len(cs.requests()); n != 16 {
+		t.Fatalf("%d requests, want 16 (1 + 1 re-ask per call)", n)
+	}
+	st := c.Sources(context.Background())[0]
+	if st.Breaker.State != polygateway.StateClosed || st.Breaker.ConsecutiveFailures != 0 {
+		t.Fatalf("breaker charged by invalid results: %+v", st.Breaker)
+	}
+}
+
+func TestStructuredMaxRetriesZeroMeansNoReask(t *testing.T) {
+	t.Parallel()
+	cs := newContentServer(t, "not json at all {")
+	c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "0").client(t)
+	if _, err := askStructured(c, polygateway.WithJSON()); err == nil {
+		t.Fatal("invalid JSON accepted")
+	}
+	if n := len(cs.requests()); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+}
+
+func TestOnlyValidatedAnswersAreCached(t *testing.T) {
+	t.Parallel()
+	cs := newContentServer(t, "nope", `{"score": 1, "reason": "r"}`)
+	c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "0",
+		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").client(t)
+	schema := polygateway.WithJSONSchema([]byte(verdictSchema))
+	if _, err := askStructured(c, schema); err == nil {
+		t.Fatal("first (invalid) answer accepted")
+	}
+	resp, err := askStructured(c, schema)
+	if err != nil || resp.CacheHit {
+		t.Fatalf("second call: hit=%v err=%v; the invalid answer must not have been cached", resp != nil && resp.CacheHit, err)
+	}
+	hit, err := askStructured(c, schema)
+	if err != nil || !hit.CacheHit || hit.StructuredData == nil {
+		t.Fatalf("third call: want a validated cache hit with StructuredData, got %+v, %v", hit, err)
+	}
+	if plain, err := askStructured(c); err != nil || plain.CacheHit {
+		t.Fatalf("a plain call must not share the structured call's cache entry: %+v %v", plain, err)
+	}
+}
+
+func TestInvalidSchemaIsRejectedLocally(t *testing.T) {
+	t.Parallel()
+	cs := newContentServer(t, "{}")
+	c := structuredEnv(cs).client(t)
+	_, err := askStructured(c, polygateway.WithJSONSchema([]byte(`{"type": 12}`)))
+	var re *polygateway.RequestRejectedError
+	if !errors.As(err, &re) || len(cs.requests()) != 0 {
+		t.Fatalf("err = %v, requests = %d; want a local RequestRejectedError", err, len(cs.requests()))
+	}
+}
