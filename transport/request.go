@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/json"
 	"slices"
 
 	"github.com/polygateway/polygateway/internal/core"
@@ -62,7 +63,10 @@ func thinkingSwitch(d core.ThinkingSwitch, on bool) (key, raw string, ok bool) {
 //  3. the thinking switch of the profile's dialect when src.EnableThinking
 //     is set — except that with thinking on, a Params value for the same
 //     key is kept (it is a more specific "on", e.g. with a budget);
-//  4. src.ExtraBody (per-source overrides).
+//  4. for a structured call with a schema, when the profile supports it
+//     natively and neither Params nor ExtraBody set one, response_format
+//     {"type": "json_schema", …};
+//  5. src.ExtraBody (per-source overrides).
 //
 // Keys of each layer are written in sorted order so bodies are
 // deterministic.
@@ -125,6 +129,11 @@ func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core
 		b = appendJSONString(b, thinkKey)
 		b = append(b, ':')
 		b = append(b, thinkRaw...)
+	}
+	if nativeSchema(call, src, prof) {
+		b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":"response","schema":`...)
+		b = append(b, call.JSONSchema...)
+		b = append(b, `}}`...)
 	}
 	if len(src.ExtraBody) > 0 {
 		keys := sortedKeys(keyBuf[:0], src.ExtraBody)
@@ -214,4 +223,16 @@ func appendPart(b []byte, p *core.ContentPart) []byte {
 	b = append(b, `{"type":"text","text":`...)
 	b = appendJSONString(b, p.Text)
 	return append(b, '}')
+}
+
+// nativeSchema reports whether a structured call's schema goes upstream as
+// response_format: the provider supports json_schema natively, the schema is
+// valid JSON, and the caller did not set response_format themselves.
+func nativeSchema(call *core.Call, src *core.SourceConfig, prof *core.ProviderProfile) bool {
+	if len(call.JSONSchema) == 0 || !prof.NativeJSONSchema || !json.Valid(call.JSONSchema) {
+		return false
+	}
+	_, inParams := call.Params["response_format"]
+	_, inExtra := src.ExtraBody["response_format"]
+	return !inParams && !inExtra
 }

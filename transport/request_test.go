@@ -297,3 +297,30 @@ func TestAzureAPIKeyHeader(t *testing.T) {
 		t.Fatalf("path = %q", cp.paths[0])
 	}
 }
+
+func TestNativeJSONSchemaGoesUpstreamOnlyWhereSupported(t *testing.T) {
+	t.Parallel()
+	schema := []byte(`{"type":"object"}`)
+	for _, tc := range []struct {
+		provider string
+		params   map[string]any
+		want     bool
+	}{
+		{"openai", nil, true},
+		{"vllm", nil, true},
+		{"deepseek", nil, false},
+		{"openai", map[string]any{"response_format": map[string]any{"type": "json_object"}}, false},
+	} {
+		src := &core.SourceConfig{Name: "s_1", Provider: tc.provider, Model: "m"}
+		prof := ProfileFor(DefaultProfiles(), tc.provider)
+		call := &core.Call{Messages: []core.Message{core.User("x")}, JSONSchema: schema, Params: tc.params}
+		body, err := encodeRequest(nil, src, call, &prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(string(body), `"json_schema":{"name":"response","schema":{"type":"object"}}`)
+		if got != tc.want {
+			t.Errorf("%s params=%v: native schema sent = %v, want %v\n%s", tc.provider, tc.params, got, tc.want, body)
+		}
+	}
+}
