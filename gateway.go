@@ -154,8 +154,11 @@ func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 	c.transport = transport.New(transport.Config{HTTPClient: o.httpClient, Profiles: profiles, Logger: logger})
 
 	var up core.Upstream = c.transport
-	if o.upstream != nil {
+	switch {
+	case o.upstream != nil:
 		up = o.upstream
+	case o.upstreamFn != nil:
+		up = o.upstreamFn(c.transport)
 	}
 	c.governor, err = middleware.NewGovernor(middleware.GovernorConfig{
 		Settings: s, Upstream: up, Limiter: limiter, Breaker: breaker,

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+
+	"github.com/polygateway/polygateway/transport"
 )
 
 // Option configures assembly (FromEnv, FromSettings).
@@ -26,6 +28,7 @@ type options struct {
 	middleware []Middleware
 	clock      Clock
 	upstream   Upstream
+	upstreamFn func(*transport.Client) Upstream
 	noCache    bool
 }
 
@@ -90,6 +93,14 @@ func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 // OpenAI chat transport. Sibling clients (embed, ocr) use it to put their own
 // protocol under the same governance; the client's Invoke runs their calls.
 func WithUpstream(up Upstream) Option { return func(o *options) { o.upstream = up } }
+
+// WithUpstreamFrom is WithUpstream for protocols that reuse the client's
+// HTTP machinery: build is called once during assembly with the client's
+// transport (its connection pools, proxy handling, profiles and error
+// classification) and returns the upstream every attempt goes through.
+func WithUpstreamFrom(build func(*transport.Client) Upstream) Option {
+	return func(o *options) { o.upstreamFn = build }
+}
 
 // WithoutCache turns the response cache off whatever PGW_CACHE_BACKEND says
 // (used by clients whose answers must not be cached, such as OCR).
