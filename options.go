@@ -141,3 +141,31 @@ func WithStream(stream bool) CallOption { return func(o *callOptions) { o.stream
 func WithParams(p map[string]any) CallOption {
 	return func(o *callOptions) { o.params = maps.Clone(p) }
 }
+
+// CallSettings is the resolved form of a list of CallOptions. Sibling
+// clients (embed, ocr) read it to honour the same call options as Chat.
+type CallSettings struct {
+	SessionID, ParentCallID   string
+	CacheSalt, CacheNamespace string
+	// Stream defaults to true.
+	Stream bool
+	Params map[string]any
+	// JSON is set by WithJSON and WithJSONSchema; Schema by WithJSONSchema.
+	JSON   bool
+	Schema []byte
+}
+
+// ResolveCallOptions applies opts over the defaults and returns the result.
+func ResolveCallOptions(opts ...CallOption) CallSettings {
+	co := callOptions{stream: true}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&co)
+		}
+	}
+	return CallSettings{
+		SessionID: co.sessionID, ParentCallID: co.parentCallID,
+		CacheSalt: co.cacheSalt, CacheNamespace: co.cacheNamespace,
+		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema,
+	}
+}
