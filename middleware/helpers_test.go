@@ -197,6 +197,7 @@ func (s *recordingSink) Write(_ context.Context, rec core.TelemetryRecord) error
 	if s.err != nil {
 		return s.err
 	}
+	rec.Render()
 	s.recs = append(s.recs, rec)
 	return nil
 }

@@ -25,6 +25,7 @@ func NewMemory() *Memory { return &Memory{index: make(map[string]int)} }
 
 // Write stores rec. After Close it returns ErrClosed.
 func (m *Memory) Write(_ context.Context, rec core.TelemetryRecord) error {
+	rec.Render()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

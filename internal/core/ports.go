@@ -213,13 +213,16 @@ type Cache interface {
 
 // TelemetryRecord is one row of llm_calls.
 type TelemetryRecord struct {
-	CallID           string
-	ParentCallID     string
-	SessionID        string
-	Model            string
-	Provider         string
-	SourceName       string
-	Messages         string // JSON; multimodal parts as digests
+	CallID       string
+	ParentCallID string
+	SessionID    string
+	Model        string
+	Provider     string
+	SourceName   string
+	Messages     string // JSON; multimodal parts as digests
+	// RawMessages, when set, are the call's messages not yet rendered into
+	// Messages; Render does it (sinks call it off the call path).
+	RawMessages      []Message
 	Response         string
 	Thinking         string
 	PromptTokens     int
@@ -240,7 +243,8 @@ type TelemetryRecord struct {
 //
 // Contract: Write never blocks the call for I/O (sinks that write to a
 // database queue and batch); it returns an error only for a row it could not
-// accept. Close flushes what is queued and releases resources; it is
+// accept. Sinks call rec.Render before storing a record (off the call path
+// where they can) so that Messages is filled. Close flushes what is queued and releases resources; it is
 // idempotent. Safe for concurrent use.
 type TelemetrySink interface {
 	Write(ctx context.Context, rec TelemetryRecord) error

@@ -1,0 +1,92 @@
+package redisstore
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// DefaultPrefix is the first part of every key when WithPrefix is not given.
+const DefaultPrefix = "pgw"
+
+// Option configures NewLimiter, NewBreaker and NewCache.
+type Option func(*options)
+
+type options struct {
+	prefix string
+	clock  core.Clock
+}
+
+func buildOptions(opts []Option) options {
+	o := options{prefix: DefaultPrefix}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// WithPrefix puts every key under prefix (DefaultPrefix when prefix is "").
+// Backends that share a prefix and a Redis share their state; give each
+// deployment that must not share its own prefix.
+func WithPrefix(prefix string) Option {
+	return func(o *options) {
+		if prefix == "" {
+			prefix = DefaultPrefix
+		}
+		o.prefix = prefix
+	}
+}
+
+// WithClock makes the backend read "now" from c instead of the Redis
+// server's TIME. It exists for tests: a fake clock drives windows,
+// cooldowns, leases and cache expiry without sleeping. In production every
+// process must use the server's clock (the default), so that all of them
+// agree on time; a nil c keeps the server's clock.
+func WithClock(c core.Clock) Option {
+	return func(o *options) { o.clock = c }
+}
+
+// nowArg is the "now" argument of a script: the clock's reading in
+// microseconds, or "" to make the script read the server's TIME.
+func (o *options) nowArg() (string, time.Time) {
+	if o.clock == nil {
+		return "", time.Time{}
+	}
+	t := o.clock.Now()
+	return strconv.FormatInt(t.UnixMicro(), 10), t
+}
+
+// micros converts d to whole microseconds for a script; a positive d below
+// one microsecond counts as one, a negative one as zero.
+func micros(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return max(d.Microseconds(), 1)
+}
+
+// fromMicros converts a script's microseconds back to a Duration.
+func fromMicros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// keyEscaper makes a scope or source name safe inside a key: it cannot
+// contain the separator ':' or the hash-tag braces, and the mapping is
+// injective.
+var keyEscaper = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
+
+// escape returns name as a key component.
+func escape(name string) string { return keyEscaper.Replace(name) }
+
+// scopeTag returns the hash tag of a scope: every key of one scope carries
+// it, so a Redis Cluster puts them in one slot and one script may touch them
+// all. An empty scope gets "%", which no escaped name can be (an empty tag
+// would hash the whole key).
+func scopeTag(scope string) string {
+	if scope == "" {
+		return "{%}"
+	}
+	return "{" + escape(scope) + "}"
+}
