@@ -170,8 +170,14 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 		if resp != nil && errors.As(err, &invalid) {
 			return resp, err
 		}
-		if done, ferr := g.afterFailure(ctx, s, err, &st); done {
+		done, ferr := g.afterFailure(ctx, s, err, &st)
+		if done {
 			return nil, ferr
+		}
+		if call.Deltas != nil && call.Deltas.Committed() {
+			// Part of this answer already went out: no failover can
+			// complete it honestly.
+			return nil, err
 		}
 	}
 }
@@ -235,6 +241,9 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 	}
 	st.tried.add(i, n)
 	st.attempts = append(st.attempts, name)
+	if call.Deltas != nil {
+		call.Deltas.Reset()
+	}
 	resp, err = g.attempt(ctx, call, s, adm, grant.Permit)
 	return resp, err, true
 }

@@ -51,6 +51,12 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 			mk.msg = "stream larger than " + formatBytes(c.cfg.MaxStreamBytes)
 			return nil, mk.transient(core.ReasonNetworkError, 0)
 		default:
+			if st.asm.finish != "" && ctx.Err() == nil && actx.Err() != nil {
+				// The answer was complete (finish_reason seen) and only the
+				// end of the stream never came: finished, not failed.
+				cut = true
+				continue
+			}
 			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
 		}
 		data := bytes.TrimSpace(ev.Data)
@@ -75,8 +81,24 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 		if st.chunk.isError || st.chunk.baseCode != 0 {
 			return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, parseEnvelope(data), c.cfg.MaxRetryAfter, time.Now())
 		}
+		nc, nt := len(st.asm.content), len(st.asm.thinking)
 		if st.asm.apply(&st.lex, &st.chunk) {
 			st.clock.token()
+		}
+		if call.Deltas != nil && (len(st.asm.content) > nc || len(st.asm.thinking) > nt) {
+			if derr := call.Deltas.Delta(string(st.asm.content[nc:]), string(st.asm.thinking[nt:])); derr != nil {
+				if cerr := ctx.Err(); cerr != nil {
+					return nil, &core.CanceledError{Err: cerr}
+				}
+				mk.msg = "stream consumer failed: " + derr.Error()
+				mk.err = derr
+				return nil, mk.rejected("stream_consumer_failed")
+			}
+		}
+		if st.asm.finish != "" && !st.chunk.picked && st.chunk.usage.complete() {
+			// The separate usage chunk after finish_reason ends the answer:
+			// do not wait for a [DONE] that a server may never send.
+			done = true
 		}
 	}
 	st.asm.end()

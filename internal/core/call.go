@@ -46,6 +46,23 @@ type Call struct {
 	// answer is not cached, the breaker counts the source alive, and the
 	// call is not retried by the governor.
 	Check func(*LLMResponse) error
+	// Deltas, when set, receives a streamed answer as it arrives (a server
+	// relaying the stream to its own client). See DeltaSink.
+	Deltas DeltaSink
+}
+
+// DeltaSink receives the deltas of a streamed answer as they arrive.
+//
+// Contract: the transport calls Delta from the attempt's goroutine, in
+// order, with the new content and thinking text of each chunk; an error
+// aborts the attempt. Before every attempt the governor calls Reset (a
+// buffering sink drops what a failed attempt left) unless Committed reports
+// that deltas were already passed on irrevocably — then the call can no
+// longer fail over, and a failure ends it.
+type DeltaSink interface {
+	Delta(content, thinking string) error
+	Committed() bool
+	Reset()
 }
 
 // LLMResponse is the result of one governed chat call.

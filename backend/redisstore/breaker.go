@@ -1,0 +1,157 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// Breaker is the core.Breaker on Redis: one circuit per (scope, source),
+// shared by every process that uses the same Redis and prefix.
+//
+// Its semantics are exactly those of the in-process memory.Breaker (see its
+// documentation): the consecutive channel with the threshold passed in the
+// configuration, the failure-rate window of 10 buckets with the suppression
+// rule, 429s ignored, timeouts weighted, OutcomeDead opening at once, the
+// cooldown doubling on every failed probe up to the maximum, the single
+// half-open probe with a lease of ProbeTTL, HalfOpenSuccesses, and epoch
+// fencing (the epoch changes on every open, probe grant and Reset).
+//
+// Each method is one atomic Lua script on one key (a HASH per circuit), so
+// two processes can never both take the probe, and a circuit opened by one
+// process is open for all at once. The configuration travels with every
+// call; nothing of it is stored. State is computed lazily from the server's
+// TIME (WithClock replaces it in tests): an open circuit becomes half-open
+// by time alone.
+//
+// Differences from memory.Breaker that a shared store brings: a circuit
+// untouched for a day (plus its remaining cooldown) vanishes from Redis and
+// reads as closed and new, Opens included; Reset of a circuit never seen
+// still bumps its epoch; and buckets of the window are aligned to the
+// server's clock rather than to the breaker's creation.
+//
+// A Breaker is safe for concurrent use. It does not own its client.
+// Create one with NewBreaker.
+type Breaker struct {
+	c   redis.UniversalClient
+	opt options
+}
+
+var _ core.Breaker = (*Breaker)(nil)
+
+// NewBreaker returns a Breaker on c. WithPrefix and WithClock apply.
+func NewBreaker(c redis.UniversalClient, opts ...Option) *Breaker {
+	return &Breaker{c: c, opt: buildOptions(opts)}
+}
+
+// key returns the circuit's key.
+func (b *Breaker) key(scope, source string) []string {
+	return []string{b.opt.prefix + ":brk:" + scopeTag(scope) + ":" + escape(source)}
+}
+
+// Allow admits a call when the circuit is closed, grants the single probe
+// when it is half-open and the probe is free, and refuses otherwise. An
+// error means Redis failed.
+func (b *Breaker) Allow(ctx context.Context, scope, source string, cfg core.BreakerConfig) (core.Admission, error) {
+	now, _ := b.opt.nowArg()
+	res, err := allowScript.Run(ctx, b.c, b.key(scope, source), now, micros(cfg.ProbeTTL)).Int64Slice()
+	if err != nil {
+		return core.Admission{}, fmt.Errorf("polygateway: redisstore: breaker allow: %w", err)
+	}
+	if len(res) != 5 {
+		return core.Admission{}, fmt.Errorf("polygateway: redisstore: breaker allow: unexpected reply %v", res)
+	}
+	return core.Admission{
+		Allowed:    res[0] == 1,
+		Probe:      res[1] == 1,
+		Epoch:      uint64(res[2]),
+		State:      core.BreakerState(res[3]),
+		RetryAfter: fromMicros(max(res[4], 0)),
+	}, nil
+}
+
+// Record applies the outcome of an admitted call if adm is of the
+// circuit's current epoch, and reports whether it did. A refused admission
+// is never applied and costs no round trip. An error means Redis failed.
+func (b *Breaker) Record(ctx context.Context, scope, source string, adm core.Admission, o core.Outcome, cfg core.BreakerConfig) (bool, error) {
+	if !adm.Allowed {
+		return false, nil
+	}
+	now, _ := b.opt.nowArg()
+	probe := 0
+	if adm.Probe {
+		probe = 1
+	}
+	args := append([]any{now, strconv.FormatUint(adm.Epoch, 10), probe, int(o)}, cfgArgs(cfg)...)
+	n, err := recordScript.Run(ctx, b.c, b.key(scope, source), args...).Int64()
+	if err != nil {
+		return false, fmt.Errorf("polygateway: redisstore: breaker record: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Snapshot reports the circuit's state as of now; an unknown circuit is
+// closed. An error means Redis failed. cfg is not used.
+func (b *Breaker) Snapshot(ctx context.Context, scope, source string, _ core.BreakerConfig) (core.BreakerSnapshot, error) {
+	now, _ := b.opt.nowArg()
+	res, err := snapshotScript.Run(ctx, b.c, b.key(scope, source), now).Slice()
+	if err != nil {
+		return core.BreakerSnapshot{}, fmt.Errorf("polygateway: redisstore: breaker snapshot: %w", err)
+	}
+	if len(res) != 6 {
+		return core.BreakerSnapshot{}, fmt.Errorf("polygateway: redisstore: breaker snapshot: unexpected reply %v", res)
+	}
+	var v [6]int64
+	for i, x := range res {
+		if i == 2 {
+			continue
+		}
+		n, ok := x.(int64)
+		if !ok {
+			return core.BreakerSnapshot{}, fmt.Errorf("polygateway: redisstore: breaker snapshot: unexpected reply %v", res)
+		}
+		v[i] = n
+	}
+	consText, _ := res[2].(string)
+	cons, err := strconv.ParseFloat(consText, 64)
+	if err != nil {
+		return core.BreakerSnapshot{}, fmt.Errorf("polygateway: redisstore: breaker snapshot: bad consecutive weight %q", consText)
+	}
+	return core.BreakerSnapshot{
+		State:               core.BreakerState(v[0]),
+		Epoch:               uint64(v[1]),
+		ConsecutiveFailures: cons,
+		Opens:               int(v[3]),
+		RetryAfter:          fromMicros(max(v[4], 0)),
+		ProbeHeld:           v[5] == 1,
+	}, nil
+}
+
+// Reset closes the circuit, clears its history and increments its epoch so
+// that calls admitted before it are fenced. An error means Redis failed.
+func (b *Breaker) Reset(ctx context.Context, scope, source string) error {
+	if err := resetScript.Run(ctx, b.c, b.key(scope, source)).Err(); err != nil {
+		return fmt.Errorf("polygateway: redisstore: breaker reset: %w", err)
+	}
+	return nil
+}
+
+// cfgArgs renders the configuration as script arguments (durations in
+// microseconds, floats in their shortest exact form), in the order the
+// scripts' config function reads them.
+func cfgArgs(cfg core.BreakerConfig) []any {
+	return []any{
+		max(cfg.FailThreshold, 0),
+		micros(cfg.Cooldown),
+		micros(cfg.MaxCooldown),
+		cfg.MinCalls,
+		strconv.FormatFloat(cfg.FailRate, 'g', -1, 64),
+		micros(cfg.Window),
+		cfg.HalfOpenSuccesses,
+		strconv.FormatFloat(cfg.TimeoutWeight, 'g', -1, 64),
+	}
+}

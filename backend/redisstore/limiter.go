@@ -1,0 +1,149 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// Limiter is the core.Limiter on Redis: the six gates of every scope,
+// shared by every process that uses the same Redis and prefix.
+//
+// Its semantics are those of the in-process memory.Limiter, computed by Lua
+// scripts on the server:
+//
+//   - TryAcquire is one script (one round trip): it checks the gates in the
+//     order of the core.Gate constants and either takes all of them or
+//     refuses, naming the first refusing gate and counting nothing.
+//   - RPM and TPM are exact sliding 60-second logs (a ZSET of lease→acquire
+//     time and a HASH of lease→tokens per level, kept while the level's RPM
+//     or TPM gate is on): a grant at t counts while now < t+60s. RetryAfter
+//     is exact for RPM and TPM refusals and 0 for concurrency refusals and
+//     for a request whose Tokens alone exceed the TPM.
+//   - Every permit holds a concurrency slot on its source and on its scope
+//     (a ZSET of lease→expiry), until Release or PermitRequest.LeaseTTL after
+//     the acquire; expired slots are purged lazily by the next script that
+//     touches the level. A non-positive LeaseTTL means no expiry.
+//   - Release is one script: it frees both slots and settles TPM in place in
+//     the log entries of the acquire; SettleActual sets them to
+//     Settlement.Tokens, SettleRefund to zero, SettleEstimate keeps them. The
+//     RPM count stays. A permit that expired, was released, or was never
+//     granted is a no-op.
+//
+// Time is the Redis server's TIME, so every process agrees on it (WithClock
+// replaces it in tests). Leases are random 64-bit numbers drawn by the
+// client. Keys carry PEXPIRE so an idle scope vanishes from Redis.
+//
+// A Limiter is safe for concurrent use. It does not own its client: close
+// the client when done. Create one with NewLimiter.
+type Limiter struct {
+	c   redis.UniversalClient
+	opt options
+}
+
+var _ core.Limiter = (*Limiter)(nil)
+
+// NewLimiter returns a Limiter on c. WithPrefix and WithClock apply.
+func NewLimiter(c redis.UniversalClient, opts ...Option) *Limiter {
+	return &Limiter{c: c, opt: buildOptions(opts)}
+}
+
+// levelKeys returns the slots, log and tok keys of a level: a source, or
+// the scope's global gates when source is "".
+func (l *Limiter) levelKeys(scope, source string) [3]string {
+	base := l.opt.prefix + ":lim:" + scopeTag(scope) + ":"
+	if source == "" {
+		base += "global:"
+	} else {
+		base += "src:" + escape(source) + ":"
+	}
+	return [3]string{base + "slots", base + "log", base + "tok"}
+}
+
+// keys returns the six keys of a script: the source's level, then the global one.
+func (l *Limiter) keys(scope, source string) []string {
+	s, g := l.levelKeys(scope, source), l.levelKeys(scope, "")
+	return []string{s[0], s[1], s[2], g[0], g[1], g[2]}
+}
+
+// TryAcquire checks every enabled gate of req's source and scope and takes
+// them all, or refuses and takes none, in one atomic script. It never waits
+// for quota. An error means Redis failed.
+func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.Grant, error) {
+	now, nowT := l.opt.nowArg()
+	lease := newLease()
+	tokens := max(req.Tokens, 0)
+	s, g := req.SourceLimits, req.GlobalLimits
+	res, err := acquireScript.Run(ctx, l.c, l.keys(req.Scope, req.Source),
+		now, strconv.FormatUint(lease, 10), tokens, micros(req.LeaseTTL),
+		max(s.MaxConcurrency, 0), max(s.RPM, 0), max(s.TPM, 0),
+		max(g.MaxConcurrency, 0), max(g.RPM, 0), max(g.TPM, 0),
+	).Int64Slice()
+	if err != nil {
+		return core.Grant{}, fmt.Errorf("polygateway: redisstore: limiter acquire: %w", err)
+	}
+	if len(res) != 4 {
+		return core.Grant{}, fmt.Errorf("polygateway: redisstore: limiter acquire: unexpected reply %v", res)
+	}
+	if res[0] != 1 {
+		return core.Grant{Gate: core.Gate(res[1]), RetryAfter: fromMicros(max(res[2], 0))}, nil
+	}
+	if l.opt.clock == nil {
+		nowT = time.UnixMicro(res[3])
+	}
+	return core.Grant{OK: true, Permit: core.Permit{
+		Scope: req.Scope, Source: req.Source,
+		Lease: lease, Tokens: tokens, AcquiredAt: nowT,
+	}}, nil
+}
+
+// Release frees p's concurrency slots and settles its TPM entries as s
+// says, in the window of the acquire, in one atomic script. Releasing a
+// permit that expired, was already released or was never granted is a
+// no-op. An error means Redis failed.
+func (l *Limiter) Release(ctx context.Context, p core.Permit, s core.Settlement) error {
+	if p.Lease == 0 {
+		return nil
+	}
+	now, _ := l.opt.nowArg()
+	err := releaseScript.Run(ctx, l.c, l.keys(p.Scope, p.Source),
+		now, strconv.FormatUint(p.Lease, 10), int(s.Kind), max(s.Tokens, 0),
+	).Err()
+	if err != nil {
+		return fmt.Errorf("polygateway: redisstore: limiter release: %w", err)
+	}
+	return nil
+}
+
+// Usage reports the source's gates, or the scope's global gates when
+// source is "", as of now. An unknown scope or source reports zero. An
+// error means Redis failed.
+func (l *Limiter) Usage(ctx context.Context, scope, source string) (core.LimiterUsage, error) {
+	now, _ := l.opt.nowArg()
+	k := l.levelKeys(scope, source)
+	res, err := usageScript.Run(ctx, l.c, k[:], now).Int64Slice()
+	if err != nil {
+		return core.LimiterUsage{}, fmt.Errorf("polygateway: redisstore: limiter usage: %w", err)
+	}
+	if len(res) != 3 {
+		return core.LimiterUsage{}, fmt.Errorf("polygateway: redisstore: limiter usage: unexpected reply %v", res)
+	}
+	return core.LimiterUsage{InFlight: int(res[0]), Requests: int(res[1]), Tokens: int(res[2])}, nil
+}
+
+// newLease draws a random non-zero lease. Leases need only be unique among
+// the permits of one source that are alive at once; 64 random bits make a
+// collision negligible and, unlike a counter, need no key of their own.
+func newLease() uint64 {
+	for {
+		if v := rand.Uint64(); v != 0 {
+			return v
+		}
+	}
+}

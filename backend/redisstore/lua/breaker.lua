@@ -1,0 +1,198 @@
+-- A circuit is one HASH:
+--   open   '1' while open or half-open (half-open once now >= till)
+--   till   end of the cooldown (µs)
+--   cd     the last open period (µs), doubled by a failed probe
+--   epoch  fencing counter: bumped on every open, probe grant and Reset
+--   opens  lifetime count of opens
+--   cons   consecutive failure weight
+--   probe  '1' while the half-open probe is out
+--   pexp   end of the probe's lease (µs; -1 = no expiry)
+--   wins   probe successes in this half-open period
+--   win    the failure-rate window: 'width i s f ...', ten buckets of
+--          (index, samples, failure weight); '' when empty
+
+local SLACK = 1e-9            -- absorbs rounding of fractional weights
+local BUCKETS = 10
+local IDLE_MS = 86400000      -- an untouched circuit vanishes after a day
+
+local function win_clear(w)
+  for k = 0, BUCKETS - 1 do
+    w.b[k] = { idx = 0, s = 0, f = 0 }
+  end
+end
+
+local function win_parse(s)
+  local w = { width = 0, b = {} }
+  win_clear(w)
+  if not s or s == '' then
+    return w
+  end
+  local p = {}
+  for x in string.gmatch(s, '%S+') do
+    p[#p + 1] = tonumber(x)
+  end
+  w.width = p[1]
+  for k = 0, BUCKETS - 1 do
+    w.b[k] = { idx = p[2 + 3 * k], s = p[3 + 3 * k], f = p[4 + 3 * k] }
+  end
+  return w
+end
+
+local function win_encode(w)
+  local out = { int(w.width) }
+  local any = false
+  for k = 0, BUCKETS - 1 do
+    local b = w.b[k]
+    if b.s > 0 then
+      any = true
+    end
+    out[#out + 1] = int(b.idx) .. ' ' .. int(b.s) .. ' ' .. flt(b.f)
+  end
+  if not any then
+    return ''
+  end
+  return table.concat(out, ' ')
+end
+
+-- win_add counts one sample weighing failure of a failure at now.
+local function win_add(w, now, failure, window)
+  local width = math.max(math.floor(window / BUCKETS), 1)
+  if width ~= w.width then
+    win_clear(w)
+    w.width = width
+  end
+  local idx = math.floor(now / width)
+  local b = w.b[idx % BUCKETS]
+  if b.idx ~= idx or b.s == 0 then
+    b.idx, b.s, b.f = idx, 0, 0
+  end
+  b.s = b.s + 1
+  b.f = b.f + failure
+end
+
+-- win_sum returns the samples and failure weight in the window as of now.
+local function win_sum(w, now)
+  if w.width == 0 then
+    return 0, 0
+  end
+  local cur = math.floor(now / w.width)
+  local s, f = 0, 0
+  for k = 0, BUCKETS - 1 do
+    local b = w.b[k]
+    if b.s > 0 and b.idx <= cur and b.idx > cur - BUCKETS then
+      s = s + b.s
+      f = f + b.f
+    end
+  end
+  return s, f
+end
+
+local function load(key)
+  local raw = redis.call('HGETALL', key)
+  local h = {}
+  for i = 1, #raw, 2 do
+    h[raw[i]] = raw[i + 1]
+  end
+  return {
+    open = h.open == '1',
+    till = num(h.till, 0),
+    cd = num(h.cd, 0),
+    epoch = num(h.epoch, 0),
+    opens = num(h.opens, 0),
+    cons = num(h.cons, 0),
+    probe = h.probe == '1',
+    pexp = num(h.pexp, 0),
+    wins = num(h.wins, 0),
+    win = win_parse(h.win),
+  }
+end
+
+local function bool(b)
+  if b then
+    return '1'
+  end
+  return '0'
+end
+
+local function save(key, c, now)
+  redis.call('HSET', key,
+    'open', bool(c.open), 'till', int(c.till), 'cd', int(c.cd),
+    'epoch', int(c.epoch), 'opens', int(c.opens), 'cons', flt(c.cons),
+    'probe', bool(c.probe), 'pexp', int(c.pexp), 'wins', int(c.wins),
+    'win', win_encode(c.win))
+  local ttl = IDLE_MS
+  if c.open and c.till > now then
+    ttl = ttl + math.ceil((c.till - now) / 1000)
+  end
+  redis.call('PEXPIRE', key, int(ttl))
+end
+
+-- The configuration, from ARGV[first] on (see Breaker.cfgArgs).
+local function config(first)
+  return {
+    threshold = tonumber(ARGV[first]),
+    cooldown = tonumber(ARGV[first + 1]),
+    max_cooldown = tonumber(ARGV[first + 2]),
+    min_calls = tonumber(ARGV[first + 3]),
+    fail_rate = tonumber(ARGV[first + 4]),
+    window = tonumber(ARGV[first + 5]),
+    half_open_successes = tonumber(ARGV[first + 6]),
+    timeout_weight = tonumber(ARGV[first + 7]),
+  }
+end
+
+local function rate_on(cfg)
+  return cfg.window > 0 and cfg.fail_rate > 0
+end
+
+-- trip opens the circuit for cooldown.
+local function trip(c, now, cooldown)
+  cooldown = math.max(cooldown, 0)
+  c.open = true
+  c.till = now + cooldown
+  c.cd = cooldown
+  c.epoch = c.epoch + 1
+  c.opens = c.opens + 1
+  c.cons = 0
+  win_clear(c.win)
+  c.probe = false
+  c.wins = 0
+end
+
+-- close closes the circuit and clears its history; the epoch stays.
+local function close(c)
+  c.open = false
+  c.till = 0
+  c.cd = 0
+  c.cons = 0
+  win_clear(c.win)
+  c.probe = false
+  c.pexp = 0
+  c.wins = 0
+end
+
+-- fail counts a failure of weight w and opens the circuit if a channel says so.
+local function fail(c, now, w, cfg)
+  c.cons = c.cons + w
+  local on = rate_on(cfg)
+  local min_calls = math.max(cfg.min_calls, 1)
+  local samples, rate = 0, 0
+  if on then
+    win_add(c.win, now, w, cfg.window)
+    local s, f = win_sum(c.win, now)
+    samples = s
+    if s > 0 then
+      rate = f / s
+    end
+    if s >= min_calls and rate >= cfg.fail_rate - SLACK then
+      trip(c, now, cfg.cooldown)
+      return
+    end
+  end
+  if cfg.threshold > 0 and c.cons >= cfg.threshold - SLACK then
+    local suppressed = on and samples >= min_calls and rate < cfg.fail_rate / 2 - SLACK
+    if not suppressed then
+      trip(c, now, cfg.cooldown)
+    end
+  end
+end

@@ -1,0 +1,9 @@
+-- Reset. KEYS: the circuit. Closes it, clears its history and bumps the
+-- epoch; opens is a lifetime count and stays. Returns the new epoch.
+local key = KEYS[1]
+local epoch = num(redis.call('HGET', key, 'epoch'), 0) + 1
+redis.call('HSET', key,
+  'open', '0', 'till', '0', 'cd', '0', 'epoch', int(epoch), 'cons', '0',
+  'probe', '0', 'pexp', '0', 'wins', '0', 'win', '')
+redis.call('PEXPIRE', key, int(IDLE_MS))
+return epoch

@@ -1,0 +1,70 @@
+package polygateway_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/polygateway/polygateway"
+	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+)
+
+// relay is a DeltaSink that "sends" deltas to a client: with commit, the
+// first delta commits the stream (first_token policy); without, it buffers
+// and drops a failed attempt's deltas (buffer policy).
+type relay struct {
+	mu        sync.Mutex
+	commit    bool
+	committed bool
+	sent      strings.Builder
+	resets    int
+}
+
+func (r *relay) Delta(content, _ string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent.WriteString(content)
+	if r.commit && content != "" {
+		r.committed = true
+	}
+	return nil
+}
+
+func (r *relay) Committed() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.committed }
+
+func (r *relay) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resets++
+	if !r.committed {
+		r.sent.Reset()
+	}
+}
+
+func TestCommittedStreamIsNotFailedOverAndABufferedOneIs(t *testing.T) {
+	t.Parallel()
+	for _, commit := range []bool{true, false} {
+		cut := fu.Start(t, fu.WithBehavior(fu.CutAfter(5).WithTokens(20)))
+		full := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(20)))
+		c := baseEnv().source("openai", 1, cut).source("qwen", 2, full, "PRIORITY", "1").client(t)
+		r := &relay{commit: commit}
+		resp, err := c.Invoke(context.Background(), &polygateway.Call{
+			Messages: []polygateway.Message{polygateway.User("x")}, Stream: true, Deltas: r,
+		})
+		if commit {
+			var te *polygateway.TransientError
+			if !errors.As(err, &te) || resp != nil || full.Requests() != 0 {
+				t.Fatalf("committed stream: err=%v resp=%v fallback requests=%d; want the cut reported, no failover", err, resp, full.Requests())
+			}
+			if r.sent.String() != tokens(5) {
+				t.Fatalf("committed stream sent %q", r.sent.String())
+			}
+			continue
+		}
+		if err != nil || resp.Content != tokens(20) || r.sent.String() != tokens(20) || r.resets != 2 {
+			t.Fatalf("buffered stream: err=%v content=%q relayed=%q resets=%d", err, resp.Content, r.sent.String(), r.resets)
+		}
+	}
+}

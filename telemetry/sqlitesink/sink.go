@@ -1,0 +1,176 @@
+package sqlitesink
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// Sink writes telemetry records to the llm_calls table of a SQLite file. It
+// is safe for concurrent use. Write only enqueues; one background goroutine
+// writes batches in transactions.
+type Sink struct {
+	path string
+	e    *engine
+}
+
+var _ core.TelemetrySink = (*Sink)(nil)
+
+// Open opens (creating it and its parent directory when missing) the SQLite
+// database at path in WAL mode, creates the llm_calls table and its indexes
+// when missing, and starts the writer. An error means the file cannot be
+// created, opened or written; the sink is then not usable.
+func Open(path string, opts ...Option) (*Sink, error) {
+	if path == "" {
+		return nil, errors.New("polygateway: telemetry: sqlite: empty database path")
+	}
+	cfg := resolve(opts)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("polygateway: telemetry: sqlite: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("polygateway: telemetry: sqlite: create directory: %w", err)
+	}
+	st := &sqliteStore{dsn: dsn(abs, cfg)}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.opTimeout)
+	defer cancel()
+	if err := st.recover(ctx); err != nil {
+		_ = st.close()
+		return nil, fmt.Errorf("polygateway: telemetry: sqlite: open %s: %w", abs, err)
+	}
+	return &Sink{path: abs, e: newEngine("sqlite", st, cfg, false)}, nil
+}
+
+// dsn is the driver's name for the file: a file: URI (so that any character
+// in the path is safe) with the per-connection pragmas.
+func dsn(abs string, cfg settings) string {
+	u := url.URL{Scheme: "file", Path: abs}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(cfg.busyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	return u.String() + "?" + q.Encode()
+}
+
+// Path returns the absolute path of the database file.
+func (s *Sink) Path() string { return s.path }
+
+// Write enqueues rec and returns at once; it never waits for the database.
+// A zero CreatedAt is set to the time of the call. When the queue is full,
+// or while the database is unavailable, the record is dropped and counted in
+// Dropped (and nil is returned). After Close it returns telemetry.ErrClosed.
+func (s *Sink) Write(_ context.Context, rec core.TelemetryRecord) error { return s.e.write(rec) }
+
+// Close writes everything queued, stops the writer and closes the database.
+// It waits for the writer; ctx bounds the final writes (records that could
+// not be written are counted in Dropped and reported in the error). It is
+// idempotent and safe to call concurrently.
+func (s *Sink) Close(ctx context.Context) error { return s.e.close(ctx) }
+
+// Dropped returns how many records were accepted by Write but not stored: the
+// queue was full, the database was unavailable, the database refused the
+// row, or Close could not write it.
+func (s *Sink) Dropped() uint64 { return s.e.dropped.Load() }
+
+// sqliteStore is the engine's store over database/sql and modernc.org/sqlite.
+type sqliteStore struct {
+	dsn string
+	db  *sql.DB
+}
+
+// open replaces the database handle by a fresh one.
+func (st *sqliteStore) open() error {
+	if st.db != nil {
+		_ = st.db.Close()
+		st.db = nil
+	}
+	db, err := sql.Open("sqlite", st.dsn)
+	if err != nil {
+		return err
+	}
+	// One writer goroutine: one connection keeps the pragmas and the lock
+	// order simple.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	st.db = db
+	return nil
+}
+
+// recover reopens the database and creates the schema inside an immediate
+// transaction, which also proves that the write lock can be taken.
+func (st *sqliteStore) recover(ctx context.Context) error {
+	if err := st.open(); err != nil {
+		return err
+	}
+	tx, err := st.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, q := range schemaSQL {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// insert writes recs in one transaction.
+func (st *sqliteStore) insert(ctx context.Context, recs []core.TelemetryRecord) error {
+	if st.db == nil {
+		return errors.New("database not open")
+	}
+	tx, err := st.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	stmt, err := tx.PrepareContext(ctx, insertSQL)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stmt.Close() }()
+	for i := range recs {
+		if _, err := stmt.ExecContext(ctx, args(&recs[i])...); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// rowLevel reports errors caused by a row's content: a violated constraint
+// (e.g. a NaN latency, which SQLite turns into NULL), a type mismatch or a
+// value beyond SQLite's size limit.
+func (st *sqliteStore) rowLevel(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_TOOBIG:
+		return true
+	}
+	return false
+}
+
+// close closes the database handle.
+func (st *sqliteStore) close() error {
+	if st.db == nil {
+		return nil
+	}
+	err := st.db.Close()
+	st.db = nil
+	return err
+}

@@ -1,0 +1,120 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// holdOpen writes the frames, then keeps the response open until the client
+// goes away (a server that never sends [DONE] nor closes).
+func holdOpen(frames ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl, _ := w.(http.Flusher)
+		for _, f := range frames {
+			if _, err := io.WriteString(w, f); err != nil {
+				return
+			}
+			fl.Flush()
+		}
+		<-r.Context().Done()
+	}
+}
+
+func TestCompleteStreamWithUsageChunkIsFinishedWithoutWaitingForDone(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	srv := newServer(t, holdOpen(
+		data(`{"choices":[{"index":0,"delta":{"content":"hi"}}]}`),
+		data(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`),
+		data(`{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`),
+	))
+	src := source(srv, "openai")
+	src.Timeout = 10 * time.Second
+	start := time.Now()
+	r, err := c.Do(context.Background(), src, chatCall(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("took %v waiting for a [DONE] that never comes", took)
+	}
+	if r.Content != "hi" || r.FinishReason != "stop" || r.CompletionTokens != 1 || r.UsageSource != core.UsageMeasured {
+		t.Fatalf("r = %+v", r)
+	}
+}
+
+func TestFinishedStreamThatThenStallsIsCompleteNotFailed(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	srv := newServer(t, holdOpen(
+		data(`{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`),
+	))
+	src := source(srv, "openai")
+	src.Timeout, src.TTFTTimeout, src.InterTokenTimeout = 10*time.Second, 2*time.Second, 300*time.Millisecond
+	start := time.Now()
+	r, err := c.Do(context.Background(), src, chatCall(true))
+	if err != nil {
+		t.Fatalf("a finished answer failed: %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second || r.Content != "hi" || r.UsageSource != core.UsageEstimated {
+		t.Fatalf("took %v, r = %+v", took, r)
+	}
+}
+
+// recordingDeltas collects deltas; failAfter > 0 makes the n-th Delta fail.
+type recordingDeltas struct {
+	mu        sync.Mutex
+	content   strings.Builder
+	calls     int
+	failAfter int
+}
+
+func (d *recordingDeltas) Delta(content, thinking string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls++
+	if d.failAfter > 0 && d.calls >= d.failAfter {
+		return errors.New("client went away")
+	}
+	d.content.WriteString(content)
+	return nil
+}
+func (d *recordingDeltas) Committed() bool { return false }
+func (d *recordingDeltas) Reset()          {}
+
+func TestDeltasArriveInOrderAndAConsumerFailureAbortsTheAttempt(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	frames := []string{}
+	for _, w := range []string{"a", "b", "c", "d"} {
+		frames = append(frames, data(`{"choices":[{"index":0,"delta":{"content":"`+w+`"}}]}`))
+	}
+	frames = append(frames, data(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`), data(`[DONE]`))
+	srv := newServer(t, sse(frames...))
+
+	d := &recordingDeltas{}
+	call := chatCall(true)
+	call.Deltas = d
+	r, err := c.Do(context.Background(), source(srv, "openai"), call)
+	if err != nil || d.content.String() != "abcd" || r.Content != "abcd" || d.calls != 4 {
+		t.Fatalf("err=%v deltas=%q (%d calls) content=%q", err, d.content.String(), d.calls, r.Content)
+	}
+
+	failing := &recordingDeltas{failAfter: 2}
+	call = chatCall(true)
+	call.Deltas = failing
+	_, err = c.Do(context.Background(), source(srv, "openai"), call)
+	var re *core.RequestRejectedError
+	if !errors.As(err, &re) || re.Code != "stream_consumer_failed" {
+		t.Fatalf("err = %v, want the attempt aborted as rejected", err)
+	}
+}
