@@ -162,7 +162,7 @@ func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 	}
 	c.governor, err = middleware.NewGovernor(middleware.GovernorConfig{
 		Settings: s, Upstream: up, Limiter: limiter, Breaker: breaker,
-		Pricing: pricing, Clock: clock, Logger: logger,
+		Pricing: pricing, Clock: clock, Logger: logger, Observer: o.observer,
 	})
 	if err != nil {
 		return nil, err

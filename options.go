@@ -30,6 +30,7 @@ type options struct {
 	upstream   Upstream
 	upstreamFn func(*transport.Client) Upstream
 	noCache    bool
+	observer   Observer
 }
 
 // WithEnv makes FromEnv read keys from env only: no process environment and
@@ -101,6 +102,10 @@ func WithUpstream(up Upstream) Option { return func(o *options) { o.upstream = u
 func WithUpstreamFrom(build func(*transport.Client) Upstream) Option {
 	return func(o *options) { o.upstreamFn = build }
 }
+
+// WithObserver sends the governor's events (attempts, refusals, waits,
+// breaker transitions) to obs, e.g. the metrics package's collector.
+func WithObserver(obs Observer) Option { return func(o *options) { o.observer = obs } }
 
 // WithoutCache turns the response cache off whatever PGW_CACHE_BACKEND says
 // (used by clients whose answers must not be cached, such as OCR).

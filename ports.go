@@ -23,6 +23,15 @@ type TelemetryRecord = core.TelemetryRecord
 // classifies its failure; the governor calls it. See WithUpstream.
 type Upstream = core.Upstream
 
+// Observer receives the governor's events, for metrics.
+type Observer = core.Observer
+
+// AttemptEvent describes one finished upstream attempt.
+type AttemptEvent = core.AttemptEvent
+
+// DeltaSink receives a streamed answer as it arrives (see Call.Deltas).
+type DeltaSink = core.DeltaSink
+
 // Clock tells the time; backends read time only through it.
 type Clock = core.Clock
 

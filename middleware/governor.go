@@ -27,6 +27,8 @@ type GovernorConfig struct {
 	Clock core.Clock
 	// Logger defaults to a discarding logger.
 	Logger *slog.Logger
+	// Observer receives attempt, refusal, wait and breaker events. Optional.
+	Observer core.Observer
 }
 
 // Governor is the innermost layer: per call it runs the retry loop across
@@ -41,6 +43,7 @@ type Governor struct {
 	pricing  core.PricingTable
 	clock    core.Clock
 	log      *slog.Logger
+	obs      core.Observer
 
 	// lastProgress is the unix-nano time of the last successful attempt in
 	// the scope (the stall rule reads it).
@@ -67,6 +70,7 @@ func NewGovernor(cfg GovernorConfig) (*Governor, error) {
 		pricing:  cfg.Pricing,
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
+		obs:      cfg.Observer,
 	}
 	if g.clock == nil {
 		g.clock = core.SystemClock{}
@@ -133,6 +137,9 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 			if err := g.sleep(ctx, wait); err != nil {
 				return nil, err
 			}
+			if g.obs != nil {
+				g.obs.Waited(g.settings.Scope, wait)
+			}
 			st.waited += wait
 			st.sinceAttempt += wait
 			st.excluded.clear()
@@ -197,7 +204,11 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 		return nil, &core.GovernanceBackendError{Backend: "breaker", Op: "allow", Err: err}, false
 	}
 	now := g.clock.Now()
+	g.observeState(s, adm.State)
 	if !adm.Allowed {
+		if g.obs != nil {
+			g.obs.Refused(g.settings.Scope, name, core.ReasonCircuitOpen)
+		}
 		st.excluded.add(i, n)
 		st.fail(name, core.ReasonCircuitOpen)
 		if st.retryAfter == 0 || adm.RetryAfter < st.retryAfter {
@@ -207,6 +218,9 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 		return nil, nil, false
 	}
 	if float64(s.inflight.Load()) >= s.aimdLimit() {
+		if g.obs != nil {
+			g.obs.Refused(g.settings.Scope, name, core.ReasonRateLimited)
+		}
 		g.abandon(ctx, s, adm)
 		st.excluded.add(i, n)
 		st.fail(name, core.ReasonRateLimited)
@@ -228,6 +242,9 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 		return nil, &core.GovernanceBackendError{Backend: "limiter", Op: "acquire", Err: err}, false
 	}
 	if !grant.OK {
+		if g.obs != nil {
+			g.obs.Refused(g.settings.Scope, name, core.ReasonRateLimited)
+		}
 		g.abandon(ctx, s, adm)
 		st.excluded.add(i, n)
 		st.quotaRefused = true
@@ -252,8 +269,10 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 // the limiter permit, and settles both whatever happens.
 func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState, adm core.Admission, permit core.Permit) (*core.LLMResponse, error) {
 	s.inflight.Add(1)
+	started := g.clock.Now()
 	resp, err := g.up.Do(ctx, &s.cfg, call)
 	s.inflight.Add(-1)
+	took := g.clock.Now().Sub(started)
 	if err == nil && resp == nil {
 		err = &core.TransientError{Source: s.cfg.Name, Reason: core.ReasonNetworkError, Message: "upstream returned no response"}
 	}
@@ -262,6 +281,9 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 		if cerr := call.Check(resp); cerr != nil {
 			invalid = &core.ResultInvalidError{Source: s.cfg.Name, Raw: resp.Content, Message: cerr.Error(), Err: cerr}
 		}
+	}
+	if g.obs != nil {
+		g.obs.Attempt(attemptEvent(g.settings.Scope, s.cfg.Name, took, resp, errors.Join(err, invalid), ctx.Err() != nil))
 	}
 
 	outcome, settle, verdict := core.OutcomeSuccess, core.Settlement{Kind: core.SettleActual}, verdictGood
@@ -280,6 +302,11 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 	}
 	if _, rerr := g.breaker.Record(bg, g.settings.Scope, s.cfg.Name, adm, outcome, s.breaker); rerr != nil {
 		g.warnOnce("breaker record failed", rerr)
+	} else if g.obs != nil && outcome != core.OutcomeSuccess && outcome != core.OutcomeAbandoned {
+		// A failure may have opened the circuit: look, for the observer.
+		if snap, serr := g.breaker.Snapshot(bg, g.settings.Scope, s.cfg.Name, s.breaker); serr == nil {
+			g.observeState(s, snap.State)
+		}
 	}
 	now := g.clock.Now()
 	switch verdict {
@@ -550,4 +577,49 @@ func (g *Governor) Reset(ctx context.Context, source string) error {
 		}
 	}
 	return errors.New("polygateway: governor: unknown source " + source)
+}
+
+// observeState reports a breaker state to the observer when it differs from
+// the last one seen for s.
+func (g *Governor) observeState(s *sourceState, state core.BreakerState) {
+	if g.obs == nil {
+		return
+	}
+	if prev := core.BreakerState(s.lastState.Swap(uint32(state))); prev != state {
+		g.obs.BreakerState(g.settings.Scope, s.cfg.Name, state)
+	}
+}
+
+// attemptEvent describes a finished attempt for the observer.
+func attemptEvent(scope, source string, latency time.Duration, resp *core.LLMResponse, err error, cancelled bool) core.AttemptEvent {
+	ev := core.AttemptEvent{Scope: scope, Source: source, Latency: latency, Outcome: core.AttemptSuccess}
+	if resp != nil {
+		ev.TTFT, ev.MaxInterToken = resp.TTFT, resp.MaxInterToken
+	}
+	if err == nil {
+		return ev
+	}
+	var (
+		te *core.TransientError
+		de *core.SourceDeadError
+		re *core.RequestRejectedError
+		ie *core.ResultInvalidError
+	)
+	switch {
+	case cancelled:
+		ev.Outcome = core.AttemptCancelled
+	case errors.As(err, &te) && te.Reason == core.ReasonRateLimited:
+		ev.Outcome = core.AttemptRateLimited
+	case errors.As(err, &te) && (te.Reason == core.ReasonTimeout || te.Reason == core.ReasonStalled):
+		ev.Outcome = core.AttemptTimeout
+	case errors.As(err, &de):
+		ev.Outcome = core.AttemptDead
+	case errors.As(err, &re):
+		ev.Outcome = core.AttemptRejected
+	case errors.As(err, &ie):
+		ev.Outcome = core.AttemptInvalid
+	default:
+		ev.Outcome = core.AttemptTransient
+	}
+	return ev
 }

@@ -57,6 +57,8 @@ type sourceState struct {
 	price float64
 
 	inflight atomic.Int64
+	// lastState is the breaker state last reported to the observer.
+	lastState atomic.Uint32
 
 	mu         sync.Mutex
 	score      float64

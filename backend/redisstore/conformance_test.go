@@ -1,0 +1,37 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/polygateway/polygateway/backend/backendtest"
+	"github.com/polygateway/polygateway/backend/redisstore"
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// The conformance suites run unchanged against Redis: the FakeClock reaches
+// the scripts through WithClock, so windows and cooldowns pass without
+// sleeping. Every subtest uses names of its own under the test's prefix.
+
+func TestLimiterConformance(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	backendtest.RunLimiterSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Limiter {
+		return redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+	})
+}
+
+func TestBreakerConformance(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	backendtest.RunBreakerSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Breaker {
+		return redisstore.NewBreaker(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+	})
+}
+
+func TestCacheConformance(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	backendtest.RunCacheSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Cache {
+		return redisstore.NewCache(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+	})
+}

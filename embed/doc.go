@@ -1,0 +1,66 @@
+// Package embed is the EmbeddingClient: OpenAI-compatible embeddings
+// (POST {BASE_URL}/embeddings) on the same governance stack as the chat
+// client — multi-source selection, retry and failover by error class,
+// circuit breakers, the six rate-limit gates, telemetry and pricing.
+//
+// # Assembly
+//
+// FromEnv and FromSettings take the same configuration and the same
+// polygateway.Option values as polygateway.FromEnv: sources, limiter,
+// breaker, telemetry, pricing, logger and middleware apply unchanged. The
+// response cache is always off for embeddings. The scope's own keys are
+//
+//	{SCOPE}__BATCH_SIZE       required, integer ≥ 1: inputs per upstream request
+//	{SCOPE}__NORMALIZE        true/false/1/0, default false: L2-normalise every vector
+//	{SCOPE}__EXPECTED_DIM     optional integer ≥ 1: every vector must have this length
+//	{SCOPE}__CONCURRENCY      optional integer 1..64, default 1: batches in flight at once
+//	{SCOPE}__ENCODING_FORMAT  float (default) or base64: the encoding_format requested
+//
+// Any other single-part key of the scope is an error naming it (a typo such
+// as EMBED__NORMALISE must not be silently ignored). A bad key closes the
+// half-built client and returns a *polygateway.ConfigError whose Key is the
+// full key, e.g. "EMBED__BATCH_SIZE".
+//
+// # Calls
+//
+// Embed splits its input into batches of BATCH_SIZE texts. Every batch is
+// one governed call (polygateway.GatewayClient.Invoke with Op "embed"): it
+// has its own retry budget and failover, passes the breaker and the limiter
+// on every attempt, and writes its own telemetry row. A transient failure
+// therefore retries only the batch it hit. Batches run one after another
+// (CONCURRENCY 1) or with that many in flight; either way the vectors come
+// back in input order, one per input. The first failing batch ends the call
+// (batches still running are cancelled) and its error is returned wrapped
+// in a *BatchError, so errors.As still finds the error class.
+//
+// Telemetry: the Embed call has no row of its own. Every batch row has a
+// fresh call_id (listed in Response.BatchCallIDs) and parent_call_id set
+// to Response.CallID — or, when the caller passes
+// polygateway.WithParentCallID, to the caller's parent id, so that the
+// batch rows hang directly under the caller's own task. WithSessionID is
+// written on every batch row. WithParams fields go into every request body
+// (e.g. "dimensions"); they never replace model or input, and a source's
+// EXTRA_BODY wins over them as it does for chat. The other call options
+// (cache, stream, structured output) do not apply to embeddings and are
+// ignored.
+//
+// # Upstream protocol and checks
+//
+// The request is {"model", "input": [...], "encoding_format"} plus the
+// Params and EXTRA_BODY fields. The answer's data[] entries are put in
+// order by their "index"; each "embedding" may be a JSON array of numbers
+// or a base64 string of little-endian float32 values, whatever was asked
+// for. The answer must have exactly one entry per input, every index once,
+// all vectors of the same non-zero length and only finite values;
+// otherwise the attempt fails with a *polygateway.ResultInvalidError, which
+// is not retried and never counts against the breaker. EXPECTED_DIM is
+// checked the same way (the billed usage of such an answer is still
+// recorded in its telemetry row). A well-formed error body, a non-2xx
+// status or a network failure is classified exactly like a chat attempt; a
+// body that is not JSON or is cut short is a transient failure.
+//
+// Usage: usage.prompt_tokens (else usage.total_tokens) when positive is
+// "measured"; otherwise the prompt tokens are estimated from the inputs and
+// the batch is marked "estimated". Cost comes from the pricing table
+// (input price × prompt tokens).
+package embed
