@@ -31,7 +31,8 @@ type GatewayClient struct {
 	closers   []io.Closer
 	log       *slog.Logger
 
-	schemas schemaCache
+	schemas  schemaCache
+	fallback FallbackFunc
 
 	closeOnce sync.Once
 	closeErr  error
@@ -91,7 +92,7 @@ func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 		clock = core.SystemClock{}
 	}
 	asm := registry.NewAssembly(s, logger)
-	c := &GatewayClient{settings: s, log: logger, closed: make(chan struct{})}
+	c := &GatewayClient{settings: s, log: logger, closed: make(chan struct{}), fallback: o.fallback}
 	defer func() {
 		if err != nil {
 			if c.ownSink && c.sink != nil {
@@ -181,7 +182,7 @@ func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 		}
 		layers = append(layers, middleware.Cache(middleware.CacheConfig{
 			Cache: cache, Namespace: s.CacheNamespace, TTL: s.CacheTTL, Scope: s.Scope, Models: models,
-			Clock: clock, Logger: logger, Recorder: recorder,
+			Clock: clock, Logger: logger, Recorder: recorder, Stale: s.Fallback.Stale,
 		}))
 	}
 	layers = append(layers, recorder.Middleware())
@@ -255,6 +256,7 @@ func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
 		ParentCallID:   co.parentCallID,
 		CacheSalt:      co.cacheSalt,
 		CacheNamespace: co.cacheNamespace,
+		Fallback:       co.fallback,
 	}
 }
 
@@ -275,10 +277,45 @@ func (c *GatewayClient) Invoke(ctx context.Context, call *Call) (*LLMResponse, e
 		call.Scope = c.settings.Scope
 	}
 	resp, err := c.handler(ctx, call)
+	if err != nil {
+		if fb := call.Fallback; fb != nil || c.fallback != nil {
+			if fb == nil {
+				fb = c.fallback
+			}
+			if r, ok := runFallback(ctx, fb, call, err); ok {
+				resp, err = r, nil
+			}
+		}
+	}
 	if resp != nil {
 		resp.CallID = call.ID
 	}
 	return resp, err
+}
+
+// FallbackFunc is the last step of the degradation chain: called when no
+// source produced an answer (GatewayUnavailableError, GovernanceBackendError,
+// or a TransientError/SourceDeadError with a budget of one attempt) and no
+// stale cache entry could stand in — never for a rejected request, an
+// invalid result or a cancellation. Its answer is returned marked Degraded; an
+// error from it is ignored and the original error returned.
+type FallbackFunc func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
+
+// runFallback applies fb to a failed call when the failure allows it.
+func runFallback(ctx context.Context, fb FallbackFunc, call *Call, cause error) (*LLMResponse, bool) {
+	var (
+		re *RequestRejectedError
+		ie *ResultInvalidError
+	)
+	if ctx.Err() != nil || errors.As(cause, &re) || errors.As(cause, &ie) {
+		return nil, false
+	}
+	resp, err := fb(ctx, call.Messages, cause)
+	if err != nil || resp == nil {
+		return nil, false
+	}
+	resp.Degraded = true
+	return resp, true
 }
 
 // NewCallID returns a fresh random call id (128-bit hex), as used for

@@ -31,6 +31,7 @@ type options struct {
 	upstreamFn func(*transport.Client) Upstream
 	noCache    bool
 	observer   Observer
+	fallback   FallbackFunc
 }
 
 // WithEnv makes FromEnv read keys from env only: no process environment and
@@ -107,6 +108,11 @@ func WithUpstreamFrom(build func(*transport.Client) Upstream) Option {
 // breaker transitions) to obs, e.g. the metrics package's collector.
 func WithObserver(obs Observer) Option { return func(o *options) { o.observer = obs } }
 
+// WithFallback sets the scope's last-resort answer: fn is called when a call
+// fails with GatewayUnavailableError or GovernanceBackendError (and no stale
+// cache entry could stand in); its answer is returned marked Degraded.
+func WithFallback(fn FallbackFunc) Option { return func(o *options) { o.fallback = fn } }
+
 // WithoutCache turns the response cache off whatever PGW_CACHE_BACKEND says
 // (used by clients whose answers must not be cached, such as OCR).
 func WithoutCache() Option { return func(o *options) { o.noCache = true } }
@@ -121,6 +127,7 @@ type callOptions struct {
 	params                    map[string]any
 	jsonMode                  bool
 	schema                    []byte
+	fallback                  FallbackFunc
 }
 
 // WithSessionID links the call's telemetry row to a session.
@@ -145,6 +152,12 @@ func WithStream(stream bool) CallOption { return func(o *callOptions) { o.stream
 // tools…). They are part of the cache key. The map is copied (shallowly).
 func WithParams(p map[string]any) CallOption {
 	return func(o *callOptions) { o.params = maps.Clone(p) }
+}
+
+// WithCallFallback sets the fallback of one call, overriding the scope's
+// (see WithFallback).
+func WithCallFallback(fn FallbackFunc) CallOption {
+	return func(o *callOptions) { o.fallback = fn }
 }
 
 // CallSettings is the resolved form of a list of CallOptions. Sibling

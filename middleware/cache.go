@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -16,7 +17,7 @@ import (
 )
 
 // cacheFormat tags stored values; a value with another tag reads as a miss.
-const cacheFormat = 0xC1
+const cacheFormat = 0xC2
 
 // CacheConfig configures the cache layer.
 type CacheConfig struct {
@@ -34,6 +35,10 @@ type CacheConfig struct {
 	// Clock defaults to the wall clock; Logger to a discarding logger.
 	Clock  core.Clock
 	Logger *slog.Logger
+	// Stale is how long past TTL an entry is kept to be served, marked
+	// degraded, when no source could answer (unavailable scope, backend
+	// down, transient failure with a budget of one). 0 = off.
+	Stale time.Duration
 	// Recorder, when set, records cache hits (the telemetry layer sits inside
 	// the cache layer and never sees them).
 	Recorder *Recorder
@@ -41,11 +46,15 @@ type CacheConfig struct {
 
 // cacheEntry is the stored form of an answer.
 type cacheEntry struct {
+	// FreshUntil is when the answer stops being a hit (unix nanoseconds);
+	// it is stored until FreshUntil + the stale window.
+	FreshUntil                                                   int64
 	Content, Thinking, Model, Provider, SourceName, FinishReason string
 	ToolCalls                                                    []core.ToolCall
 }
 
-// encode renders e as: the format tag, then each string field as a uvarint
+// encode renders e as: the format tag, FreshUntil as a varint, then each
+// string field as a uvarint
 // length and its bytes, then the tool calls as JSON (empty when none).
 func (e *cacheEntry) encode() ([]byte, error) {
 	var tools []byte
@@ -56,12 +65,13 @@ func (e *cacheEntry) encode() ([]byte, error) {
 		}
 	}
 	fields := [...]string{e.Content, e.Thinking, e.Model, e.Provider, e.SourceName, e.FinishReason, string(tools)}
-	size := 1
+	size := 1 + binary.MaxVarintLen64
 	for _, f := range fields {
 		size += binary.MaxVarintLen64 + len(f)
 	}
 	b := make([]byte, 0, size)
 	b = append(b, cacheFormat)
+	b = binary.AppendVarint(b, e.FreshUntil)
 	for _, f := range fields {
 		b = binary.AppendUvarint(b, uint64(len(f)))
 		b = append(b, f...)
@@ -76,6 +86,11 @@ func (e *cacheEntry) decode(b []byte) bool {
 		return false
 	}
 	b = b[1:]
+	fresh, k := binary.Varint(b)
+	if k <= 0 {
+		return false
+	}
+	e.FreshUntil, b = fresh, b[k:]
 	var fields [7]string
 	for i := range fields {
 		n, k := binary.Uvarint(b)
@@ -124,6 +139,7 @@ func Cache(cfg CacheConfig) core.Middleware {
 				return next(ctx, call)
 			}
 			raw, ok, err := cfg.Cache.Get(ctx, key)
+			var stale *core.LLMResponse
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, &core.CanceledError{Err: ctx.Err()}
@@ -141,24 +157,33 @@ func Cache(cfg CacheConfig) core.Middleware {
 					// A structured call's check runs on the hit too; a stored
 					// answer that no longer passes reads as a miss.
 					if call.Check == nil || call.Check(resp) == nil {
-						resp.Latency = cfg.Clock.Now().Sub(start)
-						cfg.Recorder.Record(ctx, call, start, resp.Latency, resp, nil)
-						return resp, nil
+						if start.UnixNano() < e.FreshUntil {
+							resp.Latency = cfg.Clock.Now().Sub(start)
+							cfg.Recorder.Record(ctx, call, start, resp.Latency, resp, nil)
+							return resp, nil
+						}
+						stale = resp
 					}
 				}
 			}
 			resp, err := next(ctx, call)
+			if err != nil && stale != nil && unavailable(err) {
+				stale.Degraded = true
+				stale.Latency = cfg.Clock.Now().Sub(start)
+				return stale, nil
+			}
 			if err != nil || resp == nil || resp.FinishReason == "" {
 				return resp, err
 			}
 			entry := cacheEntry{
-				Content: resp.Content, Thinking: resp.Thinking, Model: resp.Model,
+				FreshUntil: cfg.Clock.Now().Add(cfg.TTL).UnixNano(),
+				Content:    resp.Content, Thinking: resp.Thinking, Model: resp.Model,
 				Provider: resp.Provider, SourceName: resp.SourceName, FinishReason: resp.FinishReason,
 				ToolCalls: resp.ToolCalls,
 			}
 			val, merr := entry.encode()
 			if merr == nil {
-				if serr := cfg.Cache.Set(context.WithoutCancel(ctx), key, val, cfg.TTL); serr != nil {
+				if serr := cfg.Cache.Set(context.WithoutCancel(ctx), key, val, cfg.TTL+cfg.Stale); serr != nil {
 					warn("set", serr)
 				}
 			}
@@ -191,4 +216,16 @@ func cacheKey(prefix, namespace string, call *core.Call) (key string, ok bool) {
 	}
 	var sum [sha256.Size]byte
 	return "pgw:" + ns + ":" + hex.EncodeToString(h.Sum(sum[:0])), true
+}
+
+// unavailable reports whether err means no source produced an answer — the
+// cases a stale answer may stand in for: not a rejected request, not an
+// invalid result, not a cancellation.
+func unavailable(err error) bool {
+	var (
+		re *core.RequestRejectedError
+		ie *core.ResultInvalidError
+		ce *core.CanceledError
+	)
+	return !errors.As(err, &re) && !errors.As(err, &ie) && !errors.As(err, &ce)
 }

@@ -175,7 +175,18 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 		}
 		var invalid *core.ResultInvalidError
 		if resp != nil && errors.As(err, &invalid) {
-			return resp, err
+			if !errors.Is(err, errLowQuality) {
+				return resp, err
+			}
+			// The quality guard: a bad answer, not a bad service. Try
+			// another source while the budget lasts.
+			st.spent++
+			st.lastErr = err
+			s.setMemo(g.clock.Now(), g.clock.Now().Add(backoff(g.settings.Retry.BackoffBase, g.settings.Retry.BackoffMax, 1)), memoFailed)
+			if st.spent >= g.settings.Retry.MaxAttempts {
+				return resp, err
+			}
+			continue
 		}
 		done, ferr := g.afterFailure(ctx, s, err, &st)
 		if done {
@@ -277,7 +288,12 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 		err = &core.TransientError{Source: s.cfg.Name, Reason: core.ReasonNetworkError, Message: "upstream returned no response"}
 	}
 	var invalid error
-	if err == nil && call.Check != nil {
+	if err == nil && g.settings.Quality.Guard {
+		if problem := qualityProblem(resp, g.settings.Quality); problem != "" {
+			invalid = &core.ResultInvalidError{Source: s.cfg.Name, Raw: resp.Content, Message: problem, Err: errLowQuality}
+		}
+	}
+	if err == nil && invalid == nil && call.Check != nil {
 		if cerr := call.Check(resp); cerr != nil {
 			invalid = &core.ResultInvalidError{Source: s.cfg.Name, Raw: resp.Content, Message: cerr.Error(), Err: cerr}
 		}

@@ -43,6 +43,8 @@ const (
 	groupRetry        = "RETRY"
 	groupBreaker      = "BREAKER"
 	groupBackpressure = "BACKPRESSURE"
+	groupFallback     = "FALLBACK"
+	groupQuality      = "QUALITY"
 )
 
 // Wordings shared by several rows.
@@ -142,6 +144,12 @@ var keyTable = []KeyDoc{
 		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60"},
 	{Pattern: scopeP + "BACKPRESSURE__POLL_INTERVAL_S", Default: "0.25", Form: formSecPos + ", < STALL_WINDOW_S",
 		Meaning: "How often a waiting call re-tries the limiter.", Example: "0.25"},
+	{Pattern: scopeP + "FALLBACK__STALE_S", Default: "0 (off)", Form: formSecNonNeg,
+		Meaning: "How long past its TTL a cached answer may still be served, marked degraded, when the scope is unavailable. Needs a cache.", Example: "3600"},
+	{Pattern: scopeP + "QUALITY__GUARD", Default: "false", Form: "true | false | 1 | 0",
+		Meaning: "Quality guard: empty answers, repetition loops, refusals and finish_reason length are invalid results, retried on another source without charging the breaker.", Example: "false"},
+	{Pattern: scopeP + "QUALITY__MIN_CHARS", Default: "1", Form: formIntNonNeg,
+		Meaning: "With the guard on, answers shorter than this (in characters, tool calls excepted) are invalid.", Example: "1"},
 	{Pattern: extraP, Form: "any string",
 		Meaning: "Any other single-part scope key (e.g. EMBED__BATCH_SIZE) is kept verbatim (trimmed) in GatewaySettings.Extra[NAME] for sibling clients; a source or group FIELD name here is an error.",
 		Example: "64"},

@@ -630,6 +630,21 @@ func (l *loader) scopeValues() *Error {
 	if l.pollInterval, err = l.optSeconds(p+"BACKPRESSURE__POLL_INTERVAL_S", true); err != nil {
 		return err
 	}
+
+	// FALLBACK and QUALITY
+	stale, err := l.optSeconds(p+"FALLBACK__STALE_S", false)
+	if err != nil {
+		return err
+	}
+	s.Fallback.Stale = orDefault(stale, 0)
+	if e := l.get(p + "QUALITY__GUARD"); e.present() {
+		if s.Quality.Guard, err = parseBool(e); err != nil {
+			return err
+		}
+	}
+	if s.Quality.MinChars, err = l.intOr(p+"QUALITY__MIN_CHARS", 0, 1); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -38,6 +38,7 @@ func TestLoadDefaults(t *testing.T) {
 		TelemetryBackend:     "none",
 		StructuredMaxRetries: 2,
 		LeaseTTL:             1500 * time.Second,
+		Quality:              core.QualitySettings{MinChars: 1},
 		Extra:                map[string]string{},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -81,6 +82,9 @@ func TestLoadFull(t *testing.T) {
 		"LLM__BREAKER__TIMEOUT_WEIGHT":       "0",
 		"LLM__BACKPRESSURE__STALL_WINDOW_S":  "90",
 		"LLM__BACKPRESSURE__POLL_INTERVAL_S": "0.1",
+		"LLM__FALLBACK__STALE_S":             "3600",
+		"LLM__QUALITY__GUARD":                "true",
+		"LLM__QUALITY__MIN_CHARS":            "3",
 		"LLM__BATCH_SIZE":                    " 64 ",
 
 		"LLM__QWEN__1__BASE_URL":              " https://dashscope.example.com/compatible-mode/v1/ ",
@@ -193,6 +197,8 @@ func TestLoadFull(t *testing.T) {
 		PricingPath:          "prices.json",
 		StructuredMaxRetries: 0,
 		LeaseTTL:             900500 * time.Millisecond,
+		Fallback:             core.FallbackSettings{Stale: time.Hour},
+		Quality:              core.QualitySettings{Guard: true, MinChars: 3},
 		RedisURL:             "rediss://:SECRET@cache:6380/2",
 		Extra:                map[string]string{"BATCH_SIZE": "64"},
 	}

@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Usage sources reported in LLMResponse.UsageSource.
 const (
@@ -49,6 +52,9 @@ type Call struct {
 	// Deltas, when set, receives a streamed answer as it arrives (a server
 	// relaying the stream to its own client). See DeltaSink.
 	Deltas DeltaSink
+	// Fallback, when set, is this call's last-resort answer (the client's
+	// fallback otherwise); see the root package's FallbackFunc.
+	Fallback func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
 }
 
 // DeltaSink receives the deltas of a streamed answer as they arrive.
@@ -96,6 +102,9 @@ type LLMResponse struct {
 	// Payload is the operation's result when it is not a chat (e.g. the
 	// vectors of an embedding batch); nil for chat.
 	Payload any
+	// Degraded is true when the answer did not come from a governed call to
+	// a source: a stale cache entry or the caller's fallback served it.
+	Degraded bool
 }
 
 // ToolCall is one function call requested by the model.

@@ -154,7 +154,29 @@ type GatewaySettings struct {
 	LeaseTTL time.Duration
 	// RedisURL is shared by the redis backends.
 	RedisURL string
+	// Fallback configures the degradation chain.
+	Fallback FallbackSettings
+	// Quality configures the quality guard.
+	Quality QualitySettings
 	// Extra holds the scope's other keys verbatim (e.g. EMBED__BATCH_SIZE),
 	// keyed by the part after "{SCOPE}__", for sibling clients to read.
 	Extra map[string]string
+}
+
+// FallbackSettings configure what a scope serves when it is unavailable.
+type FallbackSettings struct {
+	// Stale is how long past its TTL a cached answer may still be served,
+	// marked degraded, when the scope is unavailable. 0 = off.
+	Stale time.Duration
+}
+
+// QualitySettings configure the quality guard.
+type QualitySettings struct {
+	// Guard turns the guard on: empty answers, repetition loops, refusals and
+	// finish_reason "length" are invalid results, retried on another source
+	// without charging the breaker. Default false.
+	Guard bool
+	// MinChars: with the guard on, shorter answers (tool calls excepted) are
+	// invalid. Default 1.
+	MinChars int
 }

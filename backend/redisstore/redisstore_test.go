@@ -1,0 +1,311 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/polygateway/polygateway/backend/backendtest"
+	"github.com/polygateway/polygateway/backend/redisstore"
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// cmdLog is a go-redis hook that records the name of every command sent.
+type cmdLog struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (l *cmdLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *cmdLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		l.mu.Lock()
+		l.names = append(l.names, strings.ToLower(cmd.Name()))
+		l.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (l *cmdLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		l.mu.Lock()
+		for _, c := range cmds {
+			l.names = append(l.names, "pipeline:"+strings.ToLower(c.Name()))
+		}
+		l.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// take returns the commands recorded since the last take.
+func (l *cmdLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.names
+	l.names = nil
+	return out
+}
+
+// TestOneRoundTripPerOperation counts the commands each operation sends:
+// exactly one EVALSHA once the server knows the scripts (EVAL only after a
+// NOSCRIPT), with all six gates in the single TryAcquire script.
+func TestOneRoundTripPerOperation(t *testing.T) {
+	log := &cmdLog{}
+	c := newClient(t, log)
+	prefix := freshPrefix(t, c)
+	ctx := t.Context()
+	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix))
+	b := redisstore.NewBreaker(c, redisstore.WithPrefix(prefix))
+	cfg := backendtest.SuiteBreakerConfig()
+	all := core.Limits{MaxConcurrency: 5, RPM: 100, TPM: 10000}
+	req := core.PermitRequest{Scope: "RT", Source: "a", SourceLimits: all, GlobalLimits: all, Tokens: 10, LeaseTTL: time.Minute}
+
+	op := map[string]func() error{
+		"TryAcquire+Release": nil, // below: needs the permit
+		"Allow": func() error { _, err := b.Allow(ctx, "RT", "a", cfg); return err },
+		"Record": func() error {
+			_, err := b.Record(ctx, "RT", "a", core.Admission{Allowed: true, State: core.StateClosed}, core.OutcomeSuccess, cfg)
+			return err
+		},
+		"Snapshot": func() error { _, err := b.Snapshot(ctx, "RT", "a", cfg); return err },
+		"Usage":    func() error { _, err := l.Usage(ctx, "RT", "a"); return err },
+		"Reset":    func() error { return b.Reset(ctx, "RT", "b") },
+	}
+	// Warm up: the first use of a script on a server may cost EVALSHA+EVAL.
+	for round := range 2 {
+		g, err := l.TryAcquire(ctx, req)
+		if err != nil || !g.OK {
+			t.Fatalf("TryAcquire = %+v, %v", g, err)
+		}
+		if got := log.take(); round == 1 && !equal(got, "evalsha") {
+			t.Errorf("TryAcquire sent %v, want one evalsha", got)
+		}
+		if err := l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if got := log.take(); round == 1 && !equal(got, "evalsha") {
+			t.Errorf("Release sent %v, want one evalsha", got)
+		}
+		for name, f := range op {
+			if f == nil {
+				continue
+			}
+			if err := f(); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got := log.take(); round == 1 && !equal(got, "evalsha") {
+				t.Errorf("%s sent %v, want one evalsha", name, got)
+			}
+		}
+	}
+	// A refused admission records nothing and costs nothing.
+	if applied, err := b.Record(ctx, "RT", "a", core.Admission{}, core.OutcomeFailure, cfg); applied || err != nil {
+		t.Fatalf("Record of a refused admission = %v, %v", applied, err)
+	}
+	if got := log.take(); len(got) != 0 {
+		t.Errorf("Record of a refused admission sent %v, want nothing", got)
+	}
+}
+
+func equal(got []string, want ...string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestServerTime checks the default time source: the server's TIME.
+func TestServerTime(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	ctx := t.Context()
+	srvNow, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix))
+	lim := core.Limits{MaxConcurrency: 1, RPM: 2, TPM: 200}
+	req := core.PermitRequest{Scope: "TIME", Source: "a", SourceLimits: lim, GlobalLimits: lim, Tokens: 40, LeaseTTL: time.Hour}
+	g, err := l.TryAcquire(ctx, req)
+	if err != nil || !g.OK {
+		t.Fatalf("TryAcquire = %+v, %v", g, err)
+	}
+	if d := g.Permit.AcquiredAt.Sub(srvNow); d < 0 || d > 5*time.Second {
+		t.Fatalf("AcquiredAt %v is %v after the server's TIME %v, want within 5s", g.Permit.AcquiredAt, d, srvNow)
+	}
+	if r, err := l.TryAcquire(ctx, req); err != nil || r.OK || r.Gate != core.GateSourceConcurrency {
+		t.Fatalf("second TryAcquire = %+v, %v; want refused by source concurrency", r, err)
+	}
+	if err := l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 70}); err != nil {
+		t.Fatal(err)
+	}
+	g2, err := l.TryAcquire(ctx, req)
+	if err != nil || !g2.OK {
+		t.Fatalf("TryAcquire after release = %+v, %v", g2, err)
+	}
+	r, err := l.TryAcquire(ctx, req)
+	if err != nil || r.OK || r.Gate != core.GateSourceConcurrency {
+		t.Fatalf("TryAcquire = %+v, %v; want refused by source concurrency", r, err)
+	}
+	if err := l.Release(ctx, g2.Permit, core.Settlement{Kind: core.SettleEstimate}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = l.TryAcquire(ctx, req)
+	if err != nil || r.OK || r.Gate != core.GateSourceRPM || r.RetryAfter <= 55*time.Second || r.RetryAfter > time.Minute {
+		t.Fatalf("TryAcquire = %+v, %v; want refused by source RPM for just under a minute", r, err)
+	}
+	u, err := l.Usage(ctx, "TIME", "")
+	if err != nil || u != (core.LimiterUsage{InFlight: 0, Requests: 2, Tokens: 110}) {
+		t.Fatalf("global usage = %+v, %v; want 2 requests, 110 tokens", u, err)
+	}
+
+	// The breaker's cooldown runs on the server's clock too.
+	b := redisstore.NewBreaker(c, redisstore.WithPrefix(prefix))
+	cfg := backendtest.SuiteBreakerConfig()
+	cfg.Cooldown = 200 * time.Millisecond
+	adm, err := b.Allow(ctx, "TIME", "a", cfg)
+	if err != nil || !adm.Allowed {
+		t.Fatalf("Allow = %+v, %v", adm, err)
+	}
+	if ok, err := b.Record(ctx, "TIME", "a", adm, core.OutcomeDead, cfg); !ok || err != nil {
+		t.Fatalf("Record = %v, %v", ok, err)
+	}
+	s, err := b.Snapshot(ctx, "TIME", "a", cfg)
+	if err != nil || s.State != core.StateOpen || s.RetryAfter <= 0 || s.RetryAfter > cfg.Cooldown {
+		t.Fatalf("Snapshot = %+v, %v; want open for at most %v", s, err, cfg.Cooldown)
+	}
+	time.Sleep(s.RetryAfter + 10*time.Millisecond)
+	adm, err = b.Allow(ctx, "TIME", "a", cfg)
+	if err != nil || !adm.Probe {
+		t.Fatalf("Allow after the cooldown = %+v, %v; want the probe", adm, err)
+	}
+}
+
+// TestKeyLayout checks the key names, their shared hash tag and their TTLs.
+func TestKeyLayout(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	ctx := t.Context()
+	clk := backendtest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+	b := redisstore.NewBreaker(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+	lim := core.Limits{MaxConcurrency: 2, RPM: 10, TPM: 1000}
+	const scope, source = "OCR:{x}", "qwen_1"
+	g, err := l.TryAcquire(ctx, core.PermitRequest{Scope: scope, Source: source, SourceLimits: lim, GlobalLimits: lim, Tokens: 5, LeaseTTL: 30 * time.Second})
+	if err != nil || !g.OK {
+		t.Fatalf("TryAcquire = %+v, %v", g, err)
+	}
+	adm, err := b.Allow(ctx, scope, source, backendtest.SuiteBreakerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Record(ctx, scope, source, adm, core.OutcomeFailure, backendtest.SuiteBreakerConfig()); err != nil {
+		t.Fatal(err)
+	}
+	tag := "{OCR%3A%7Bx%7D}"
+	want := map[string]time.Duration{
+		prefix + ":lim:" + tag + ":src:qwen_1:slots": 31 * time.Second,
+		prefix + ":lim:" + tag + ":src:qwen_1:log":   61 * time.Second,
+		prefix + ":lim:" + tag + ":src:qwen_1:tok":   61 * time.Second,
+		prefix + ":lim:" + tag + ":global:slots":     31 * time.Second,
+		prefix + ":lim:" + tag + ":global:log":       61 * time.Second,
+		prefix + ":lim:" + tag + ":global:tok":       61 * time.Second,
+		prefix + ":brk:" + tag + ":qwen_1":           24 * time.Hour,
+	}
+	var slot int64 = -1
+	for k, ttl := range want {
+		got, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got <= 0 || got > ttl || got < ttl-5*time.Second {
+			t.Errorf("PTTL(%s) = %v, want about %v", k, got, ttl)
+		}
+		s, err := c.ClusterKeySlot(ctx, k).Result()
+		if err != nil {
+			// CLUSTER KEYSLOT needs cluster support on some builds; skip that check.
+			continue
+		}
+		if slot >= 0 && s != slot {
+			t.Errorf("key %s is in slot %d, the scope's other keys in %d", k, s, slot)
+		}
+		slot = s
+	}
+	if n := countKeys(t, c, prefix+":*"); n != len(want) {
+		t.Errorf("%d keys under the prefix, want %d", n, len(want))
+	}
+	// Releasing leaves only the log of the window.
+	if err := l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, c, prefix+":lim:*:slots"); n != 0 {
+		t.Errorf("%d slot keys after release, want 0", n)
+	}
+}
+
+// TestCacheForeignValues checks that values not written by the Cache, and
+// a Redis failure, are told apart: the first is a miss, the second an error.
+func TestCacheForeignValues(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	ctx := t.Context()
+	cache := redisstore.NewCache(c, redisstore.WithPrefix(prefix))
+	for _, v := range []string{"", "plain text", "pgw\x00c", "{\"content\":\"x\"}"} {
+		if err := c.Set(ctx, prefix+":cache:k", v, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok, err := cache.Get(ctx, "k"); ok || got != nil || err != nil {
+			t.Fatalf("Get of foreign value %q = %q, %v, %v; want a miss", v, got, ok, err)
+		}
+	}
+	if err := cache.Set(ctx, "k", []byte("mine"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := cache.Get(ctx, "k"); !ok || string(got) != "mine" || err != nil {
+		t.Fatalf("Get = %q, %v, %v", got, ok, err)
+	}
+	pttl, err := c.PTTL(ctx, prefix+":cache:k").Result()
+	if err != nil || pttl <= 55*time.Second || pttl > time.Minute {
+		t.Fatalf("PTTL = %v, %v; want the ttl", pttl, err)
+	}
+	if err := cache.Set(ctx, "k", []byte("gone"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := cache.Get(ctx, "k"); ok || err != nil {
+		t.Fatalf("Get after a zero-ttl Set = %v, %v; want a miss", ok, err)
+	}
+
+	// A broken connection is an error, not a miss.
+	opt, _ := redis.ParseURL(redisURL())
+	opt.Addr = "127.0.0.1:1"
+	opt.MaxRetries = -1
+	dead := redis.NewClient(opt)
+	defer dead.Close()
+	dc := redisstore.NewCache(dead)
+	if _, ok, err := dc.Get(ctx, "k"); ok || err == nil || !strings.Contains(err.Error(), "redisstore: cache get") {
+		t.Fatalf("Get on a dead Redis = %v, %v; want an error", ok, err)
+	}
+	if err := dc.Set(ctx, "k", []byte("v"), time.Minute); err == nil {
+		t.Fatal("Set on a dead Redis succeeded")
+	}
+	dl := redisstore.NewLimiter(dead)
+	if _, err := dl.TryAcquire(ctx, core.PermitRequest{Scope: "S", Source: "a"}); err == nil ||
+		!strings.Contains(err.Error(), "polygateway: redisstore: limiter acquire: ") {
+		t.Fatalf("TryAcquire on a dead Redis: %v; want a wrapped error", err)
+	}
+	db := redisstore.NewBreaker(dead)
+	if _, err := db.Allow(ctx, "S", "a", core.BreakerConfig{}); err == nil || errors.Is(err, redis.Nil) {
+		t.Fatalf("Allow on a dead Redis: %v; want an error", err)
+	}
+}

@@ -1,0 +1,114 @@
+package embed_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/polygateway/polygateway"
+)
+
+// TestEmbedBadAnswers: answers that fail the checks are ResultInvalid (no
+// retry, breaker untouched); broken bodies are transient; error bodies are
+// classified like chat.
+func TestEmbedBadAnswers(t *testing.T) {
+	t.Parallel()
+	type class int
+	const (
+		invalid class = iota
+		transient
+		rejected
+		dead
+	)
+	cases := []struct {
+		name  string
+		code  int
+		body  string
+		class class
+	}{
+		{"too few", 200, `{"data":[{"index":0,"embedding":[1,2]}]}`, invalid},
+		{"too many", 200, `{"data":[{"index":0,"embedding":[1,2]},{"index":1,"embedding":[1,2]},{"index":2,"embedding":[1,2]}]}`, invalid},
+		{"duplicate index", 200, `{"data":[{"index":0,"embedding":[1,2]},{"index":0,"embedding":[1,2]}]}`, invalid},
+		{"index out of range", 200, `{"data":[{"index":0,"embedding":[1,2]},{"index":5,"embedding":[1,2]}]}`, invalid},
+		{"mixed dims", 200, `{"data":[{"index":0,"embedding":[1,2]},{"index":1,"embedding":[1,2,3]}]}`, invalid},
+		{"mixed dims shorter", 200, `{"data":[{"index":0,"embedding":[1,2,3]},{"index":1,"embedding":[1,2]}]}`, invalid},
+		{"empty vectors", 200, `{"data":[{"index":0,"embedding":[]},{"index":1,"embedding":[]}]}`, invalid},
+		{"null embedding", 200, `{"data":[{"index":0,"embedding":null},{"index":1,"embedding":[1]}]}`, invalid},
+		{"string in array", 200, `{"data":[{"index":0,"embedding":[1,"x"]},{"index":1,"embedding":[1,2]}]}`, invalid},
+		{"overflow to inf", 200, `{"data":[{"index":0,"embedding":[1,1e39]},{"index":1,"embedding":[1,2]}]}`, invalid},
+		{"base64 NaN", 200, `{"data":[{"index":0,"embedding":"AADAfwAAgD8="},{"index":1,"embedding":"AACAPwAAgD8="}]}`, invalid},
+		{"base64 odd bytes", 200, `{"data":[{"index":0,"embedding":"AACA"},{"index":1,"embedding":"AACA"}]}`, invalid},
+		{"no data", 200, `{"object":"list"}`, invalid},
+		{"data not an array", 200, `{"data":{"a":1}}`, invalid},
+		{"index not a number", 200, `{"data":[{"index":"0","embedding":[1]},{"index":1,"embedding":[1]}]}`, invalid},
+		{"not json", 200, `<html>bad gateway</html>`, transient},
+		{"cut short", 200, `{"data":[{"index":0,"embedding":[1,2`, transient},
+		{"json array", 200, `[1,2]`, transient},
+		{"empty body", 200, ``, transient},
+		{"error in 200", 200, `{"error":{"message":"model overloaded","type":"server_error"}}`, transient},
+		{"error in 200 after data", 200, `{"data":[],"error":{"message":"Incorrect API key","type":"authentication_error"}}`, dead},
+		{"400", 400, `{"error":{"message":"bad dimensions","type":"invalid_request_error","code":"bad_dims"}}`, rejected},
+		{"401", 401, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`, dead},
+		{"503", 503, `{"error":{"message":"overloaded"}}`, transient},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, 2, func(f *fakeEmbed) {
+				f.respond = func(fakeReq) (int, string) { return tc.code, tc.body }
+			})
+			c := newClient(t, env(f.URL(), "8", "EMBED__RETRY__MAX_ATTEMPTS", "1"))
+			_, err := c.Embed(ctxT(t), []string{"a", "b"})
+			if err == nil {
+				t.Fatal("Embed succeeded")
+			}
+			var (
+				ie *polygateway.ResultInvalidError
+				te *polygateway.TransientError
+				re *polygateway.RequestRejectedError
+				de *polygateway.SourceDeadError
+			)
+			ok := false
+			switch tc.class {
+			case invalid:
+				ok = errors.As(err, &ie) && ie.Source == "openai_1"
+			case transient:
+				ok = errors.As(err, &te) && te.Source == "openai_1"
+			case rejected:
+				ok = errors.As(err, &re) && re.Code == "bad_dims"
+			case dead:
+				ok = errors.As(err, &de)
+			}
+			if !ok {
+				t.Fatalf("err = %v (%T), want class %d", err, errors.Unwrap(err), tc.class)
+			}
+			if !errors.Is(err, polygateway.ErrGateway) {
+				t.Error("errors.Is(err, ErrGateway) is false")
+			}
+			if tc.class == invalid {
+				breakerClosed(t, c)
+			}
+			if n := len(f.requests()); n != 1 {
+				t.Errorf("%d requests, want 1", n)
+			}
+		})
+	}
+}
+
+// TestEmbedInvalidAnswerNotRetried: with a retry budget, a ResultInvalid
+// answer still ends the batch at once.
+func TestEmbedInvalidAnswerNotRetried(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, 2, func(f *fakeEmbed) {
+		f.respond = func(fakeReq) (int, string) { return 200, `{"data":[{"index":0,"embedding":[1,2]}]}` }
+	})
+	c := newClient(t, env(f.URL(), "8", "EMBED__RETRY__MAX_ATTEMPTS", "5"))
+	_, err := c.Embed(ctxT(t), []string{"a", "b"})
+	var ie *polygateway.ResultInvalidError
+	if !errors.As(err, &ie) {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+	breakerClosed(t, c)
+}

@@ -1,0 +1,246 @@
+package embed
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// Response is the result of one Embed call.
+type Response struct {
+	// Vectors holds one vector per input, in input order. Never nil on
+	// success (empty for an empty input).
+	Vectors [][]float32
+	// Dim is the length of every vector (0 for an empty input).
+	Dim int
+	// Model, Provider and SourceName say which source answered the last
+	// batch (batches may be answered by different sources after a
+	// failover; each batch's telemetry row names its own).
+	Model, Provider, SourceName string
+	// PromptTokens is the sum over all batches.
+	PromptTokens int
+	// UsageSource is "estimated" if any batch's usage was estimated, else
+	// "measured".
+	UsageSource string
+	// Latency is the wall time of the whole Embed call.
+	Latency time.Duration
+	// CallID identifies this Embed call; every batch row's parent_call_id
+	// is CallID, unless the caller set polygateway.WithParentCallID (see
+	// the package documentation).
+	CallID string
+	// Cost is the sum of the batches' costs; nil if any batch had no price.
+	// An empty input costs 0.
+	Cost *float64
+	// BatchCallIDs are the call_ids of the batches' telemetry rows, in
+	// batch order.
+	BatchCallIDs []string
+}
+
+// BatchError is the failure of one batch of an Embed call. It wraps the
+// governed call's error, so errors.As finds its class
+// (*polygateway.TransientError, *polygateway.RequestRejectedError, …) and
+// errors.Is(err, context.Canceled) holds for a cancelled call.
+type BatchError struct {
+	// Batch is the 0-based number of the batch.
+	Batch int
+	// Offset and Count locate the batch's inputs: texts[Offset:Offset+Count].
+	Offset, Count int
+	// CallID is the call_id of the batch's telemetry row.
+	CallID string
+	// Err is the batch's error.
+	Err error
+}
+
+func (e *BatchError) Error() string {
+	return "polygateway: embed batch " + strconv.Itoa(e.Batch) + " (inputs " + strconv.Itoa(e.Offset) + ".." +
+		strconv.Itoa(e.Offset+e.Count-1) + "): " + e.Err.Error()
+}
+
+// Unwrap returns the batch's error.
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// Is reports whether target is polygateway.ErrGateway.
+func (e *BatchError) Is(target error) bool { return target == polygateway.ErrGateway }
+
+// Embed returns one vector per text, in order. Inputs beyond BATCH_SIZE are
+// split into batches, each one governed call (see the package
+// documentation). An empty input returns an empty Response without any
+// network call; an empty string anywhere in texts is a
+// *polygateway.RequestRejectedError naming its index, before any network
+// call. The call options used are WithSessionID, WithParentCallID and
+// WithParams; the others do not apply to embeddings.
+func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.CallOption) (*Response, error) {
+	if c.closed.Load() {
+		return nil, polygateway.ErrClientClosed
+	}
+	start := time.Now()
+	for i, t := range texts {
+		if t == "" {
+			return nil, &polygateway.RequestRejectedError{Code: "empty_input",
+				Message: fmt.Sprintf("texts[%d] is an empty string: every embedding input must be non-empty", i)}
+		}
+	}
+	out := &Response{CallID: polygateway.NewCallID(), UsageSource: core.UsageMeasured}
+	if len(texts) == 0 {
+		zero := 0.0
+		out.Vectors, out.Cost, out.BatchCallIDs = [][]float32{}, &zero, []string{}
+		out.Latency = time.Since(start)
+		return out, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &polygateway.CanceledError{Err: err}
+	}
+	co := polygateway.ResolveCallOptions(opts...)
+	parent := co.ParentCallID
+	if parent == "" {
+		parent = out.CallID
+	}
+	bs := c.cfg.BatchSize
+	nb := (len(texts) + bs - 1) / bs
+	calls := make([]*polygateway.Call, nb)
+	out.BatchCallIDs = make([]string, nb)
+	for b := range calls {
+		lo := b * bs
+		hi := min(lo+bs, len(texts))
+		id := polygateway.NewCallID()
+		out.BatchCallIDs[b] = id
+		calls[b] = &polygateway.Call{
+			ID:           id,
+			Op:           OpEmbed,
+			Payload:      texts[lo:hi:hi],
+			Params:       co.Params,
+			SessionID:    co.SessionID,
+			ParentCallID: parent,
+			Check:        c.check,
+		}
+	}
+	results, err := c.run(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+
+	out.Vectors = make([][]float32, 0, len(texts))
+	var cost float64
+	costOK := true
+	for _, r := range results {
+		out.Vectors = append(out.Vectors, r.Payload.([][]float32)...)
+		out.PromptTokens += r.PromptTokens
+		if r.UsageSource == core.UsageEstimated {
+			out.UsageSource = core.UsageEstimated
+		}
+		if r.Cost == nil {
+			costOK = false
+		} else {
+			cost += *r.Cost
+		}
+	}
+	if costOK {
+		out.Cost = &cost
+	}
+	last := results[len(results)-1]
+	out.Model, out.Provider, out.SourceName = last.Model, last.Provider, last.SourceName
+	out.Dim = len(out.Vectors[0])
+	out.Latency = time.Since(start)
+	return out, nil
+}
+
+// check validates a batch's answer after the upstream's own checks: the
+// payload's type and EXPECTED_DIM. Failing here makes the attempt a
+// ResultInvalidError while the billed answer is still recorded.
+func (c *Client) check(r *core.LLMResponse) error {
+	vecs, ok := r.Payload.([][]float32)
+	if !ok || len(vecs) == 0 {
+		return fmt.Errorf("embedding answer has no vectors (payload %T)", r.Payload)
+	}
+	dim := len(vecs[0])
+	for i, v := range vecs {
+		if len(v) != dim {
+			return fmt.Errorf("vector %d has %d dimensions, vector 0 has %d", i, len(v), dim)
+		}
+	}
+	if c.cfg.ExpectedDim > 0 && dim != c.cfg.ExpectedDim {
+		return fmt.Errorf("vectors have %d dimensions, %s__%s is %d", dim, c.scope, keyExpectedDim, c.cfg.ExpectedDim)
+	}
+	return nil
+}
+
+// run performs the batches, one after another or with up to
+// Config.Concurrency in flight; the first failure ends the call and
+// cancels the batches still running.
+func (c *Client) run(ctx context.Context, calls []*polygateway.Call) ([]*polygateway.LLMResponse, error) {
+	results := make([]*polygateway.LLMResponse, len(calls))
+	batchErr := func(b int, err error) error {
+		p := calls[b].Payload.([]string)
+		return &BatchError{Batch: b, Offset: b * c.cfg.BatchSize, Count: len(p), CallID: calls[b].ID, Err: err}
+	}
+	workers := min(c.cfg.Concurrency, len(calls))
+	if workers <= 1 {
+		for b, call := range calls {
+			r, err := c.invoke(ctx, call)
+			if err != nil {
+				return nil, batchErr(b, err)
+			}
+			results[b] = r
+		}
+		return results, nil
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next  atomic.Int64
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				b := int(next.Add(1) - 1)
+				if b >= len(calls) || wctx.Err() != nil {
+					return
+				}
+				r, err := c.invoke(wctx, calls[b])
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = batchErr(b, err)
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				results[b] = r
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &polygateway.CanceledError{Err: err}
+	}
+	return results, nil
+}
+
+// invoke runs one batch and makes sure a success carries its vectors.
+func (c *Client) invoke(ctx context.Context, call *polygateway.Call) (*polygateway.LLMResponse, error) {
+	r, err := c.gw.Invoke(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	vecs, ok := r.Payload.([][]float32)
+	if n := len(call.Payload.([]string)); !ok || len(vecs) != n {
+		// Only a foreign upstream (WithUpstream) can get here.
+		return nil, &polygateway.ResultInvalidError{Source: r.SourceName,
+			Message: fmt.Sprintf("embedding answer has %d vectors for %d inputs", len(vecs), n)}
+	}
+	return r, nil
+}

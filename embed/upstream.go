@@ -1,0 +1,288 @@
+package embed
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/transport"
+)
+
+// OpEmbed is the core.Call Op of one embedding batch.
+const OpEmbed = "embed"
+
+// Bounds of the response bodies read.
+const (
+	// maxBodyBytes bounds a successful answer. Large batches of large
+	// vectors as JSON text are big (2048 × 3072 numbers ≈ 100 MB); the
+	// decoder streams, so the bound is about the wire, not memory.
+	maxBodyBytes = 512 << 20
+	// maxDrainBytes is how much of an answer's tail is read after decoding
+	// so that the connection can be reused.
+	maxDrainBytes = 64 << 10
+)
+
+// upstream performs one attempt of an embedding batch against one source.
+// Its configuration is set once, after assembly and before any call.
+type upstream struct {
+	t         *transport.Client
+	normalize bool
+	format    string
+}
+
+var _ core.Upstream = (*upstream)(nil)
+
+// Do sends call's texts (call.Payload, a []string) to src's /embeddings
+// endpoint and returns the vectors in input order as the response Payload
+// ([][]float32). Failures are classified like chat attempts: the caller's
+// cancellation is a *core.CanceledError, the attempt's own timeout
+// (src.Timeout) a TransientError with reason timeout, HTTP errors go
+// through transport.ClassifyResponse, network errors through
+// transport.ClassifyNetError, and answers that fail the checks are
+// *core.ResultInvalidError.
+func (u *upstream) Do(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
+	if src == nil || call == nil {
+		return nil, &core.RequestRejectedError{Message: "nil source or call"}
+	}
+	if call.Op != OpEmbed {
+		return nil, &core.RequestRejectedError{Source: src.Name, Code: "unsupported_operation",
+			Message: "the embedding client cannot serve operation " + strconv.Quote(call.Op)}
+	}
+	texts, ok := call.Payload.([]string)
+	if !ok || len(texts) == 0 {
+		return nil, &core.RequestRejectedError{Source: src.Name, Code: "invalid_request",
+			Message: "an embedding batch needs a non-empty []string payload"}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &core.CanceledError{Err: err}
+	}
+	if u.t == nil {
+		return nil, &core.RequestRejectedError{Source: src.Name, Code: "invalid_request", Message: "embedding upstream has no transport"}
+	}
+	start := time.Now()
+	body, err := u.encode(src, call, texts)
+	if err != nil {
+		return nil, &core.RequestRejectedError{Source: src.Name, Code: "invalid_request", Message: err.Error(), Err: err}
+	}
+	target, err := embeddingsURL(src.BaseURL)
+	if err != nil {
+		return nil, &core.SourceDeadError{Source: src.Name, Message: "invalid base url: " + err.Error()}
+	}
+
+	actx := ctx
+	if src.Timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, src.Timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, &core.SourceDeadError{Source: src.Name, Message: "invalid base url"}
+	}
+	prof := u.t.Profile(src.Provider)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", transport.DefaultUserAgent)
+	if key := strings.TrimSpace(src.APIKey); key != "" && !strings.EqualFold(key, "none") {
+		req.Header.Set("Authorization", "Bearer "+key)
+		if prof.Name == "azure" || strings.EqualFold(src.Provider, "azure") {
+			req.Header.Set("Api-Key", key)
+		}
+	}
+
+	resp, err := u.t.Send(src, req)
+	if err != nil {
+		return nil, ioFailure(ctx, actx, src, 0, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		eb, rerr := io.ReadAll(io.LimitReader(resp.Body, transport.DefaultMaxErrorBodyBytes))
+		if rerr != nil && actx.Err() != nil {
+			return nil, ioFailure(ctx, actx, src, resp.StatusCode, rerr)
+		}
+		return nil, transport.ClassifyResponse(src, prof, resp.StatusCode, resp.Header, eb)
+	}
+
+	dec, err := decodeEmbeddings(&bodyReader{r: resp.Body, limit: maxBodyBytes}, len(texts))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
+	if err != nil {
+		return nil, u.decodeFailure(ctx, actx, src, resp.StatusCode, err)
+	}
+	if dec.errorBody != nil {
+		return nil, transport.ClassifyResponse(src, prof, resp.StatusCode, resp.Header, dec.errorBody)
+	}
+	if u.normalize {
+		for _, v := range dec.vectors {
+			normalizeL2(v)
+		}
+	}
+	r := &core.LLMResponse{
+		Model:      dec.model,
+		Provider:   src.Provider,
+		SourceName: src.Name,
+		Payload:    dec.vectors,
+		Latency:    time.Since(start),
+	}
+	if r.Model == "" {
+		r.Model = src.Model
+	}
+	if dec.usageOK {
+		r.PromptTokens, r.UsageSource = dec.promptTokens, core.UsageMeasured
+	} else {
+		r.PromptTokens, r.UsageSource = estimateTokens(texts), core.UsageEstimated
+	}
+	return r, nil
+}
+
+// decodeFailure classifies a failed decode.
+func (u *upstream) decodeFailure(ctx, actx context.Context, src *core.SourceConfig, status int, err error) error {
+	var (
+		re *readError
+		me *malformedError
+		ie *invalidError
+	)
+	switch {
+	case errors.As(err, &re):
+		if errors.Is(re.err, errTooLarge) {
+			return &core.TransientError{Source: src.Name, Reason: core.ReasonNetworkError, StatusCode: status,
+				Message: "response body larger than " + strconv.Itoa(maxBodyBytes>>20) + " MiB"}
+		}
+		return ioFailure(ctx, actx, src, status, re.err)
+	case errors.As(err, &me):
+		if cerr := ctx.Err(); cerr != nil {
+			return &core.CanceledError{Err: cerr}
+		}
+		return &core.TransientError{Source: src.Name, Reason: core.ReasonNetworkError, StatusCode: status, Message: me.Error(), Err: me}
+	case errors.As(err, &ie):
+		return &core.ResultInvalidError{Source: src.Name, Message: ie.msg, Err: ie}
+	}
+	return transport.ClassifyNetError(src, status, err)
+}
+
+// ioFailure classifies an I/O error of an attempt: the caller's
+// cancellation is a CanceledError, the attempt's own timeout a
+// TransientError with reason timeout, anything else a network failure.
+func ioFailure(ctx, actx context.Context, src *core.SourceConfig, status int, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return &core.CanceledError{Err: cerr}
+	}
+	cls := transport.ClassifyNetError(src, status, err)
+	if actx.Err() != nil {
+		var te *core.TransientError
+		if errors.As(cls, &te) {
+			te.Reason = core.ReasonTimeout
+			te.Message = "attempt exceeded its timeout of " + src.Timeout.String()
+		}
+	}
+	return cls
+}
+
+// encode builds the request body. Layers, later ones winning per
+// top-level key: model and input (never overridden), encoding_format,
+// call.Params, src.ExtraBody. Keys after input are written sorted.
+func (u *upstream) encode(src *core.SourceConfig, call *core.Call, texts []string) ([]byte, error) {
+	size := 64 + len(src.Model)
+	for _, t := range texts {
+		size += len(t) + 3
+	}
+	var buf bytes.Buffer
+	buf.Grow(size + 64)
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	buf.WriteString(`{"model":`)
+	if err := enc.Encode(src.Model); err != nil {
+		return nil, err
+	}
+	buf.WriteString(`,"input":`)
+	if err := enc.Encode(texts); err != nil {
+		return nil, err
+	}
+	format := u.format
+	if format == "" {
+		format = EncodingFloat
+	}
+	if len(call.Params) == 0 && len(src.ExtraBody) == 0 {
+		buf.WriteString(`,"encoding_format":`)
+		_ = enc.Encode(format)
+		buf.WriteByte('}')
+		return buf.Bytes(), nil
+	}
+	fields := make(map[string]any, 1+len(call.Params)+len(src.ExtraBody))
+	fields["encoding_format"] = format
+	for k, v := range call.Params {
+		fields[k] = v
+	}
+	for k, v := range src.ExtraBody {
+		fields[k] = v
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		if k != "model" && k != "input" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		buf.WriteByte(',')
+		_ = enc.Encode(k)
+		buf.WriteByte(':')
+		if err := enc.Encode(fields[k]); err != nil {
+			return nil, errors.New("cannot encode request field " + k + ": " + err.Error())
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// embeddingsURL appends /embeddings to the path of base, keeping a query
+// string (Azure's ?api-version=…) at the end.
+func embeddingsURL(base string) (string, error) {
+	base = strings.TrimSpace(base)
+	query := ""
+	if i := strings.IndexByte(base, '?'); i >= 0 {
+		base, query = base[:i], base[i:]
+	}
+	s := strings.TrimRight(base, "/") + "/embeddings" + query
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", errors.New("cannot parse it")
+	}
+	if u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
+		return "", errors.New("it needs an http(s) scheme and a host")
+	}
+	return s, nil
+}
+
+// estimateTokens estimates the prompt tokens of a batch.
+func estimateTokens(texts []string) int {
+	n := 0
+	for _, t := range texts {
+		n += transport.EstimateTokens(t)
+	}
+	return n
+}
+
+// normalizeL2 scales v to unit length; a zero vector stays zero.
+func normalizeL2(v []float32) {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	if sum == 0 {
+		return
+	}
+	inv := 1 / math.Sqrt(sum)
+	for i, x := range v {
+		v[i] = float32(float64(x) * inv)
+	}
+}

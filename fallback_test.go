@@ -1,0 +1,110 @@
+package polygateway_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/polygateway/polygateway"
+	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+)
+
+func TestQualityGuardFailsOverWithoutChargingTheBreaker(t *testing.T) {
+	t.Parallel()
+	terse := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(1)))
+	good := fu.Start(t)
+	c := baseEnv().source("openai", 1, terse).source("qwen", 2, good, "PRIORITY", "1").
+		set("LLM__QUALITY__GUARD", "true", "LLM__QUALITY__MIN_CHARS", "10").client(t)
+	for i := range 6 {
+		resp, err := ask(t, c)
+		if err != nil || resp.SourceName != "qwen_2" || resp.Content != tokens(8) {
+			t.Fatalf("call %d: resp=%+v err=%v", i, resp, err)
+		}
+	}
+	for _, s := range c.Sources(context.Background()) {
+		if s.Breaker.State != polygateway.StateClosed || s.Breaker.ConsecutiveFailures != 0 {
+			t.Fatalf("%s breaker charged by low-quality answers: %+v", s.Name, s.Breaker)
+		}
+	}
+	// With the guard off the short answer is accepted.
+	off := baseEnv().source("openai", 1, terse).client(t)
+	if resp, err := ask(t, off); err != nil || resp.Content != "tok0" {
+		t.Fatalf("guard off: %+v %v", resp, err)
+	}
+}
+
+func TestQualityGuardReturnsResultInvalidWhenEverySourceIsBad(t *testing.T) {
+	t.Parallel()
+	terse := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(1)))
+	c := baseEnv().source("openai", 1, terse).set("LLM__QUALITY__GUARD", "true", "LLM__QUALITY__MIN_CHARS", "10",
+		"LLM__RETRY__MAX_ATTEMPTS", "2").client(t)
+	resp, err := ask(t, c)
+	var invalid *polygateway.ResultInvalidError
+	if !errors.As(err, &invalid) || invalid.Raw != "tok0" || resp == nil {
+		t.Fatalf("err = %v, want ResultInvalidError with the raw answer", err)
+	}
+	if n := terse.Requests(); n != 2 {
+		t.Fatalf("%d attempts, want the budget of 2", n)
+	}
+}
+
+func TestStaleCacheEntryServesWhenTheScopeIsUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := fu.Start(t, fu.WithScript(fu.OK(), fu.BadKey()))
+	c := baseEnv().source("openai", 1, srv).set(
+		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "0.2",
+		"LLM__FALLBACK__STALE_S", "60").client(t)
+	first, err := ask(t, c)
+	if err != nil || first.Degraded {
+		t.Fatalf("first call: %+v %v", first, err)
+	}
+	time.Sleep(300 * time.Millisecond) // past the TTL: no longer a hit
+	stale, err := ask(t, c)
+	if err != nil || !stale.Degraded || !stale.CacheHit || stale.Content != first.Content {
+		t.Fatalf("want the stale answer marked degraded, got %+v, %v", stale, err)
+	}
+	if srv.Requests() != 2 {
+		t.Fatalf("requests = %d: the expired entry must not short-circuit the governed call", srv.Requests())
+	}
+
+	// Without a stale window the expired entry is gone.
+	srv2 := fu.Start(t, fu.WithScript(fu.OK(), fu.BadKey()))
+	c2 := baseEnv().source("openai", 1, srv2).set(
+		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "0.2").client(t)
+	_, _ = ask(t, c2)
+	time.Sleep(300 * time.Millisecond)
+	if _, err := ask(t, c2); err == nil {
+		t.Fatal("without FALLBACK__STALE_S an expired entry was served")
+	}
+}
+
+func TestCallerFallbackIsTheLastStep(t *testing.T) {
+	t.Parallel()
+	dead := fu.Start(t, fu.WithBehavior(fu.BadKey()))
+	scopeFallback := func(ctx context.Context, msgs []polygateway.Message, cause error) (*polygateway.LLMResponse, error) {
+		if !errors.Is(cause, polygateway.ErrGateway) {
+			t.Errorf("fallback cause = %v", cause)
+		}
+		return &polygateway.LLMResponse{Content: "scope fallback"}, nil
+	}
+	c := baseEnv().source("openai", 1, dead).client(t, polygateway.WithFallback(scopeFallback))
+	resp, err := ask(t, c)
+	if err != nil || resp.Content != "scope fallback" || !resp.Degraded || resp.CallID == "" {
+		t.Fatalf("resp=%+v err=%v", resp, err)
+	}
+	perCall := polygateway.WithCallFallback(func(context.Context, []polygateway.Message, error) (*polygateway.LLMResponse, error) {
+		return &polygateway.LLMResponse{Content: "call fallback"}, nil
+	})
+	if resp, err := ask(t, c, perCall); err != nil || resp.Content != "call fallback" {
+		t.Fatalf("per-call fallback: %+v %v", resp, err)
+	}
+
+	// A rejected request is the caller's problem: no fallback.
+	bad := fu.Start(t, fu.WithBehavior(fu.ContextLength()))
+	c2 := baseEnv().source("openai", 1, bad).client(t, polygateway.WithFallback(scopeFallback))
+	var re *polygateway.RequestRejectedError
+	if _, err := ask(t, c2); !errors.As(err, &re) {
+		t.Fatalf("rejected request: err = %v, want RequestRejectedError and no fallback", err)
+	}
+}

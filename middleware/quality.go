@@ -1,0 +1,81 @@
+package middleware
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// errLowQuality marks a ResultInvalidError raised by the quality guard: the
+// governor retries it on another source, unlike a structured-output failure.
+var errLowQuality = errors.New("polygateway: low-quality answer")
+
+// refusalPhrases are the openings of a refusal. They are only looked for in
+// short answers, where a refusal is the whole answer.
+var refusalPhrases = [...]string{
+	"i can't help with", "i cannot help with", "i can't assist", "i cannot assist",
+	"i'm sorry, but i can't", "i'm sorry, but i cannot", "i am sorry, but i cannot",
+	"i'm unable to help", "i am unable to help", "as an ai language model",
+	"抱歉，我无法", "对不起，我无法", "我无法回答", "作为一个ai",
+}
+
+// refusalMaxChars bounds the answers checked for refusal phrases.
+const refusalMaxChars = 300
+
+// qualityProblem returns why resp fails the quality guard, or "".
+func qualityProblem(resp *core.LLMResponse, q core.QualitySettings) string {
+	if resp.FinishReason == "length" {
+		return "the answer was cut at the token limit (finish_reason length)"
+	}
+	if len(resp.ToolCalls) > 0 {
+		return ""
+	}
+	text := strings.TrimSpace(resp.Content)
+	n := utf8.RuneCountInString(text)
+	if n < q.MinChars || n == 0 {
+		return fmt.Sprintf("the answer has %d characters, fewer than %d", n, max(q.MinChars, 1))
+	}
+	if n <= refusalMaxChars {
+		lower := strings.ToLower(text)
+		for _, p := range refusalPhrases {
+			if strings.HasPrefix(lower, p) {
+				return "the answer is a refusal"
+			}
+		}
+	}
+	if p, k := repetitionTail(text); k > 0 {
+		return fmt.Sprintf("the answer ends in a repetition loop (%d repeats of a %d-byte unit)", k, p)
+	}
+	return ""
+}
+
+// Repetition-loop thresholds: the tail of an answer that repeats a unit of
+// up to maxLoopUnit bytes at least minLoopRepeats times, covering at least
+// minLoopBytes, is a generation loop.
+const (
+	maxLoopUnit    = 200
+	minLoopRepeats = 4
+	minLoopBytes   = 120
+	loopScanBytes  = 4096
+)
+
+// repetitionTail looks for a unit repeated at the end of text and returns
+// its length and repeat count (0, 0 when there is no loop).
+func repetitionTail(text string) (unit, repeats int) {
+	if len(text) > loopScanBytes {
+		text = text[len(text)-loopScanBytes:]
+	}
+	for p := 1; p <= maxLoopUnit && 2*p <= len(text); p++ {
+		k := 1
+		for end := len(text) - p; end-p >= 0 && text[end-p:end] == text[end:end+p]; end -= p {
+			k++
+		}
+		if k >= minLoopRepeats && k*p >= minLoopBytes {
+			return p, k
+		}
+	}
+	return 0, 0
+}

@@ -1,0 +1,170 @@
+package ocr
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/transport"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultMaxResponseBytes = 32 << 20
+	DefaultMaxArchiveBytes  = 64 << 20
+	DefaultMaxMemberBytes   = 50 << 20
+	DefaultMaxMembers       = 4096
+	DefaultHealthTimeout    = 5 * time.Second
+	DefaultMaxOutsidePages  = 1.0
+)
+
+// Config tunes the OCR client. The zero value is valid: every zero field
+// takes the default named in its comment.
+type Config struct {
+	// MaxResponseBytes bounds the JSON answer of /ocr/text and /parse.
+	// A larger answer is a TransientError. Default 32 MiB.
+	MaxResponseBytes int64
+	// MaxArchiveBytes bounds the downloaded result ZIP of /parse. A larger
+	// archive is a ResultInvalidError (ErrBadArchive). Default 64 MiB.
+	MaxArchiveBytes int64
+	// MaxMemberBytes bounds the uncompressed size of the one member that is
+	// decompressed, *_middle.json (no other member is ever inflated). A
+	// larger member, declared or actual, is a ResultInvalidError
+	// (ErrBadArchive). Default 50 MiB.
+	MaxMemberBytes int64
+	// MaxMembers bounds the number of entries of the ZIP. Default 4096.
+	MaxMembers int
+	// HealthTimeout bounds each CheckHealth probe; a source's own TIMEOUT_S
+	// caps it further. Default 5 s.
+	HealthTimeout time.Duration
+	// MaxOutsidePages decides when a box counts as far outside its page: a
+	// box that does not meet the page rectangle grown by this many page
+	// widths (left and right) and heights (top and bottom) is broken
+	// geometry. Boxes that merely overhang the page are kept (what lies
+	// beyond the page is the caller's business). Default 1; a negative
+	// value turns the check off.
+	MaxOutsidePages float64
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if c.MaxArchiveBytes <= 0 {
+		c.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
+	if c.MaxMemberBytes <= 0 {
+		c.MaxMemberBytes = DefaultMaxMemberBytes
+	}
+	if c.MaxMembers <= 0 {
+		c.MaxMembers = DefaultMaxMembers
+	}
+	if c.HealthTimeout <= 0 {
+		c.HealthTimeout = DefaultHealthTimeout
+	}
+	if c.MaxOutsidePages == 0 {
+		c.MaxOutsidePages = DefaultMaxOutsidePages
+	}
+	return c
+}
+
+// Client is the OcrClient: MonkeyOCR servers behind the full governance
+// stack of a polygateway.GatewayClient (source selection, retry and
+// failover, rate limits, circuit breaker, telemetry). It is safe for
+// concurrent use; make one per scope and process and Close it at shutdown.
+type Client struct {
+	gw  *polygateway.GatewayClient
+	up  *upstream
+	cfg Config
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// FromEnv assembles the OCR client of scope (e.g. "OCR") from the .env file
+// and the process environment, or from polygateway.WithEnv's map, exactly
+// as polygateway.FromEnv does, with the default Config.
+//
+// OCR has no keys of its own. Each source's BASE_URL is the server root
+// (e.g. http://10.0.0.5:7861), not a /v1 path; API_KEY is usually "none"
+// (a real key is sent as a bearer token, for proxies in front of the
+// server); MODEL only labels telemetry rows; TIMEOUT_S caps one attempt,
+// both phases of a layout parse included (a real /parse can take minutes).
+// The response cache is always off, whatever PGW_CACHE_BACKEND says, and
+// the structured-output keys have no effect.
+func FromEnv(scope string, opts ...polygateway.Option) (*Client, error) {
+	return FromEnvWithConfig(scope, Config{}, opts...)
+}
+
+// FromEnvWithConfig is FromEnv with a Config.
+func FromEnvWithConfig(scope string, cfg Config, opts ...polygateway.Option) (*Client, error) {
+	c, all := prepare(cfg, opts)
+	gw, err := polygateway.FromEnv(scope, all...)
+	if err != nil {
+		return nil, err
+	}
+	return c.finish(gw)
+}
+
+// FromSettings assembles the OCR client from parsed settings (see
+// polygateway.LoadSettings), with the default Config.
+func FromSettings(s polygateway.GatewaySettings, opts ...polygateway.Option) (*Client, error) {
+	return FromSettingsWithConfig(s, Config{}, opts...)
+}
+
+// FromSettingsWithConfig is FromSettings with a Config.
+func FromSettingsWithConfig(s polygateway.GatewaySettings, cfg Config, opts ...polygateway.Option) (*Client, error) {
+	c, all := prepare(cfg, opts)
+	gw, err := polygateway.FromSettings(s, all...)
+	if err != nil {
+		return nil, err
+	}
+	return c.finish(gw)
+}
+
+// prepare builds the client shell and the option list: the caller's
+// options, then the MonkeyOCR upstream and no cache (these two win).
+func prepare(cfg Config, opts []polygateway.Option) (*Client, []polygateway.Option) {
+	c := &Client{cfg: cfg.withDefaults()}
+	all := append(append(make([]polygateway.Option, 0, len(opts)+2), opts...),
+		polygateway.WithUpstreamFrom(func(t *transport.Client) polygateway.Upstream {
+			c.up = &upstream{tc: t, cfg: c.cfg}
+			return c.up
+		}),
+		polygateway.WithoutCache(),
+	)
+	return c, all
+}
+
+// finish checks that the MonkeyOCR upstream is in place (a
+// polygateway.WithUpstream among the caller's options would replace it).
+func (c *Client) finish(gw *polygateway.GatewayClient) (*Client, error) {
+	if c.up == nil {
+		_ = gw.Close()
+		return nil, errNoUpstream
+	}
+	c.gw = gw
+	return c, nil
+}
+
+// Gateway returns the underlying governed client (for Sources,
+// ResetSource, Settings). Do not Close it directly; Close the OCR client.
+func (c *Client) Gateway() *polygateway.GatewayClient { return c.gw }
+
+// Sources reports every source's breaker state, in-flight count, health and
+// limits (see polygateway.GatewayClient.Sources).
+func (c *Client) Sources(ctx context.Context) []polygateway.SourceStatus {
+	return c.gw.Sources(ctx)
+}
+
+// Close releases connections and the backends the client created. It is
+// idempotent; calls after Close fail with polygateway.ErrClientClosed.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.gw.Close() })
+	return c.closeErr
+}
+
+// errNoUpstream guards against an assembly that ignored the upstream option.
+var errNoUpstream = errors.New("ocr: the gateway was assembled without the MonkeyOCR upstream (do not pass polygateway.WithUpstream)")

@@ -1,0 +1,91 @@
+// Package ocr is the OcrClient: MonkeyOCR servers (the v1 API of its
+// FastAPI server) behind the same governance stack as polygateway's chat
+// calls: several sources, selection, retry and failover, rate limits, the
+// circuit breaker and telemetry.
+//
+//	client, err := ocr.FromEnv("OCR")
+//	...
+//	defer client.Close()
+//	text, err := client.RecognizeText(ctx, pngBytes)    // POST /ocr/text
+//	layout, err := client.ParseLayout(ctx, pdfBytes)    // POST /parse + the result ZIP
+//	health := client.CheckHealth(ctx)                   // GET /health on every source
+//
+// # Configuration
+//
+// A scope's sources are configured like any other
+// ({SCOPE}__{PROVIDER}__{N}__{FIELD}, see polygateway.FromEnv); OCR has no
+// keys of its own. BASE_URL is the server root (http://10.0.0.5:7861), not a
+// /v1 path. API_KEY is usually "none". MODEL only labels telemetry rows.
+// TIMEOUT_S caps one attempt, both phases of a layout parse together; a
+// real /parse can take minutes, so give it room (the original client used
+// 300 s). The response cache is always off and the structured-output keys
+// have no effect. Limits of this package (answer, archive and member sizes,
+// the health probe timeout, the far-outside tolerance) are in Config.
+//
+// # Calls
+//
+// RecognizeText and ParseLayout are each one governed call
+// (polygateway.GatewayClient.Invoke with Op OpText or OpLayout): every
+// attempt passes the breaker and the limiter of the source it picked, and
+// the call writes one telemetry row with zero usage (OCR has no token
+// billing: PromptTokens and CompletionTokens 0, usage_source "measured";
+// look at latency). The row's messages column describes the upload (type,
+// size, SHA-256), never its bytes; its response column holds the text, or
+// a page and element count for a layout.
+//
+// The upload is a multipart form with one part "file" named image.png,
+// image.jpg or document.pdf: the server decides the type by the extension
+// alone, so the bytes are sniffed locally and anything but PNG, JPEG or PDF
+// is rejected before any call.
+//
+// ParseLayout posts the document to /parse, downloads the ZIP named by
+// download_url (resolved against BASE_URL, every segment escaped, never
+// another host) and reads its *_middle.json in memory: PageSizes from each
+// page's page_size, Elements from each page's para_blocks in reading order
+// (type, bbox, page index; discarded blocks are left out). The ZIP is read
+// with bounds (Config.MaxArchiveBytes, MaxMembers, MaxMemberBytes); only
+// the middle.json member is decompressed; members are found by suffix,
+// subdirectories are tolerated and unsafe names (absolute, "..") ignored.
+// Boxes are in the units of their page's size (PDF points, or 0.75 × pixels
+// for an image without dpi), origin top left; a box that overhangs its page
+// is kept: geometry beyond the page is the caller's business.
+//
+// # Error classes
+//
+// Every failure is classified once, in the attempt, into polygateway's
+// classes; the governor acts on the class only.
+//
+//	what happened                                      class                          governance
+//	empty or non-PDF/PNG/JPEG bytes (local)            RequestRejectedError           no call at all
+//	refused, reset, timeout of TIMEOUT_S               TransientError                 retry elsewhere, breaker counts
+//	5xx (also /parse's 500 "Parsing failed")           TransientError                 retry elsewhere, breaker counts
+//	401/403, 429, other 4xx (422: no file part)        as transport.ClassifyResponse
+//	200 but not the protocol's JSON                    TransientError (malformed)     retry elsewhere
+//	"Unsupported file type" (200 or 500)               RequestRejectedError           no retry, breaker: alive
+//	200 "success": false, any other message            ResultInvalidError/ErrTaskFailed  no retry, breaker: alive
+//	/parse without download_url, unsafe download_url   ResultInvalidError/ErrBadArchive  no retry, breaker: alive
+//	404 or 410 on the ZIP                              TransientError (archive_not_found) re-post, possibly elsewhere
+//	not a ZIP, too big, too many members, no           ResultInvalidError/ErrBadArchive  no retry, breaker: alive
+//	  *_middle.json, middle.json beyond its limit
+//	middle.json not JSON, no pages, page_idx out of    ResultInvalidError/ErrBadLayout   no retry, breaker: alive
+//	  sequence
+//	bad page_size, bbox not 4 finite numbers,          ResultInvalidError/ErrBadGeometry no retry, breaker: alive
+//	  x2<=x1 or y2<=y1, box far outside its page
+//	caller's context cancelled or expired              CanceledError                  errors.Is(err, ctx.Err()); no row
+//
+// Why: an HTTP answer proves the server alive, so a business failure inside
+// HTTP 200 never charges the breaker nor switches source. The protocol calls
+// a failure other than an unsupported type transient, but a retry inside
+// the same call would mostly repeat it on the same document; it is returned
+// as ResultInvalidError wrapping ErrTaskFailed, and the caller's own retry
+// policy decides (the class for "the service worked, the result did not").
+// A result that can never be read is ResultInvalid; a vanished archive is
+// transient because posting again fixes it.
+//
+// # Health
+//
+// CheckHealth probes GET /health of every source concurrently with a short
+// timeout, directly (no permit, no breaker, no telemetry), and reports
+// source name → ok. Use all values true as a start gate; a false names the
+// broken endpoint.
+package ocr

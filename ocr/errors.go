@@ -1,0 +1,66 @@
+package ocr
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/polygateway/polygateway"
+)
+
+// Codes set on the errors of this package (RequestRejectedError.Code,
+// TransientError.Code).
+const (
+	// CodeEmptyImage: RecognizeText or ParseLayout got no bytes (local
+	// validation, no network call).
+	CodeEmptyImage = "empty_image"
+	// CodeUnsupportedFileType: the bytes are neither PDF, PNG nor JPEG (local
+	// validation), or the server said "Unsupported file type".
+	CodeUnsupportedFileType = "unsupported_file_type"
+	// CodeArchiveNotFound: the result ZIP of /parse answered 404 (e.g. the
+	// server restarted between the two phases). Transient: the next attempt
+	// posts the document again.
+	CodeArchiveNotFound = "archive_not_found"
+)
+
+// Sentinel causes of the *polygateway.ResultInvalidError values this package
+// returns; match them with errors.Is.
+var (
+	// ErrTaskFailed: the server answered HTTP 200 with "success": false
+	// (any message except an unsupported file type). The server is alive;
+	// the call is not retried and the breaker is not charged.
+	ErrTaskFailed = fmt.Errorf("%w: ocr: the server reported a failed task", polygateway.ErrGateway)
+	// ErrBadArchive: the result of /parse cannot be read: no download_url,
+	// an unsafe download_url, a body that is not a ZIP, a ZIP beyond the
+	// size or member limits, or no *_middle.json in it.
+	ErrBadArchive = fmt.Errorf("%w: ocr: unusable result archive", polygateway.ErrGateway)
+	// ErrBadLayout: the *_middle.json is not the expected JSON (not an
+	// object with a pdf_info array of pages, no pages, or page_idx out of
+	// sequence).
+	ErrBadLayout = fmt.Errorf("%w: ocr: malformed middle.json", polygateway.ErrGateway)
+	// ErrBadGeometry: a page size or a box is broken: wrong arity, not a
+	// finite number, a non-positive page size, a degenerate box (x2 <= x1 or
+	// y2 <= y1), or a box far outside its page (see Config.MaxOutsidePages).
+	ErrBadGeometry = fmt.Errorf("%w: ocr: broken geometry", polygateway.ErrGateway)
+)
+
+// invalid returns the ResultInvalidError of src with cause kind.
+func invalid(source string, kind error, raw []byte, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return &polygateway.ResultInvalidError{
+		Source:  source,
+		Raw:     clip(raw, maxRawInError),
+		Message: msg,
+		Err:     fmt.Errorf("%w: %s", kind, msg),
+	}
+}
+
+// maxRawInError bounds the raw text kept in an error.
+const maxRawInError = 4 << 10
+
+// clip returns at most n bytes of b as a string.
+func clip(b []byte, n int) string {
+	if len(b) > n {
+		return strings.ToValidUTF8(string(b[:n]), "") + "…"
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}

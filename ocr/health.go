@@ -1,0 +1,87 @@
+package ocr
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// CheckHealth probes GET /health of every source at the same time and
+// reports, by source name, whether it answered 200 with
+// {"status":"healthy","model_loaded":true} within the probe timeout:
+// Config.HealthTimeout (default 5 s), capped by the source's own
+// TIMEOUT_S. A refused connection (a server still loading its model), an
+// error status, another body or a slow answer is false. The whole check
+// takes about one probe timeout however many sources there are.
+//
+// Probes go straight to the servers, not through the governor: they use
+// no rate-limit permit, do not touch the breakers and write no telemetry.
+// They send no credentials (the endpoint is public). When ctx ends, the
+// probes still running report false.
+func (c *Client) CheckHealth(ctx context.Context) map[string]bool {
+	sources := c.gw.Settings().Sources
+	out := make(map[string]bool, len(sources))
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for i := range sources {
+		src := sources[i]
+		out[src.Name] = false
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok := c.probe(ctx, src.BaseURL, src.Timeout, &src)
+			mu.Lock()
+			out[src.Name] = ok
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// probe performs one health request.
+func (c *Client) probe(ctx context.Context, base string, srcTimeout time.Duration, src *core.SourceConfig) bool {
+	timeout := c.cfg.HealthTimeout
+	if srcTimeout > 0 && srcTimeout < timeout {
+		timeout = srcTimeout
+	}
+	u, err := baseURL(base)
+	if err != nil {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, u.Scheme+"://"+u.Host+u.EscapedPath()+"/health", nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	resp, err := c.up.tc.Send(src, req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if err != nil {
+		return false
+	}
+	var h struct {
+		Status      string `json:"status"`
+		ModelLoaded *bool  `json:"model_loaded"`
+	}
+	if json.Unmarshal(body, &h) != nil {
+		return false
+	}
+	return h.Status == "healthy" && (h.ModelLoaded == nil || *h.ModelLoaded)
+}
