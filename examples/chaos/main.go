@@ -50,6 +50,15 @@
 // and the program exits with status 1 when one is missed, so that
 // `make chaos` can serve as a check.
 //
+// The baseline is not a textbook round robin: mechanisms of the library that
+// no setting turns off still act in it (see baselineEnv). In particular a
+// call whose untried sources are all at their adaptive concurrency limit is
+// sent to a source that has just failed (soft cooldown memo) instead of
+// waiting for a slot, so at concurrency 64 the fast-failing flapping and
+// bad-key sources absorb the overflow while the healthy sources' limits are
+// still growing from 8: the baseline's success rate is low and varies from
+// run to run with the timing.
+//
 // -seed fixes the fakes' latency draws; the gateway's own randomness (power
 // of two choices, backoff jitter) and the scheduler are not seeded, so
 // figures vary a little from run to run.
