@@ -16,6 +16,11 @@ lint:
 	$(GO) test -run TestDependencyRule .
 	@if command -v golangci-lint >/dev/null 2>&1; then golangci-lint run ./...; else echo "golangci-lint not installed: skipped"; fi
 
+# The mixed-fault benchmark: 8,000 calls against broken fakes, governed vs
+# plain round robin; exits non-zero when a target is missed.
+chaos:
+	$(GO) run ./examples/chaos
+
 # The offline demo: failover, breaker, cache and telemetry against built-in fakes.
 demo:
 	$(GO) run ./examples/quickstart

@@ -98,6 +98,9 @@ func NewGovernor(cfg GovernorConfig) (*Governor, error) {
 // callState is the bookkeeping of one call's retry loop.
 type callState struct {
 	tried, excluded sourceSet
+	// busy are the sources refused this round only because their adaptive
+	// concurrency limit was full (also in excluded).
+	busy sourceSet
 	attempts        []string
 	perSource       map[string]core.Reason
 	spent           int // attempts that consumed the retry budget
@@ -128,7 +131,7 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 			return nil, &core.CanceledError{Err: err}
 		}
 		now := g.clock.Now()
-		i := g.choose(now, &st.tried, &st.excluded)
+		i := g.choose(now, &st.tried, &st.excluded, &st.busy)
 		if i < 0 {
 			wait, err := g.nothingEligible(ctx, now, &st)
 			if err != nil {
@@ -143,6 +146,7 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 			st.waited += wait
 			st.sinceAttempt += wait
 			st.excluded.clear()
+			st.busy.clear()
 			st.quotaRefused, st.retryAfter = false, 0
 			continue
 		}
@@ -166,6 +170,7 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 		}
 		st.sinceAttempt = 0
 		st.excluded.clear()
+		st.busy.clear()
 		st.quotaRefused, st.retryAfter = false, 0
 		if resp != nil {
 			resp.Attempts = st.attempts
@@ -225,7 +230,13 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 		if st.retryAfter == 0 || adm.RetryAfter < st.retryAfter {
 			st.retryAfter = adm.RetryAfter
 		}
-		s.setMemo(now, now.Add(max(adm.RetryAfter, time.Millisecond)), memoCircuitOpen)
+		wait := adm.RetryAfter
+		if adm.State == core.StateHalfOpen {
+			// A probe is out: its verdict may come long before the probe
+			// lease ends, so look again soon rather than for the lease.
+			wait = min(wait, g.settings.Backpressure.PollInterval)
+		}
+		s.setMemo(now, now.Add(max(wait, time.Millisecond)), memoCircuitOpen)
 		return nil, nil, false
 	}
 	if float64(s.inflight.Load()) >= s.aimdLimit() {
@@ -234,6 +245,7 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 		}
 		g.abandon(ctx, s, adm)
 		st.excluded.add(i, n)
+		st.busy.add(i, n)
 		st.fail(name, core.ReasonRateLimited)
 		return nil, nil, false
 	}
@@ -335,6 +347,11 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 		return nil, err
 	}
 	s.aimdSuccess()
+	if adm.Probe {
+		// This process's probe closed the circuit: drop the block other
+		// calls put on the source while the probe was out.
+		s.clearAllMemo()
+	}
 	if invalid != nil {
 		// The source answered: progress for the scope, alive for the
 		// breaker; the answer goes back with the error so that telemetry

@@ -1047,3 +1047,30 @@ func TestGovernorStallsOnlyWithoutProgressAnywhereInTheScope(t *testing.T) {
 		})
 	}
 }
+
+func TestARefusalWhileAProbeIsOutBlocksTheSourceOnlyBriefly(t *testing.T) {
+	t.Parallel()
+	set := testSettings(src("a", 0))
+	set.Backpressure.PollInterval = 50 * time.Millisecond
+	f := newFixture(t, set)
+	ctx := context.Background()
+	cfg := f.g.sources[0].breaker
+	// Another process: the source dies, the cooldown passes, it takes the probe.
+	adm, _ := f.br.Allow(ctx, testScope, "a", cfg)
+	if _, err := f.br.Record(ctx, testScope, "a", adm, core.OutcomeDead, cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.brClock.Advance(cfg.Cooldown + time.Second)
+	if probe, _ := f.br.Allow(ctx, testScope, "a", cfg); !probe.Probe {
+		t.Fatal("setup: no probe granted")
+	}
+	var st callState
+	now := time.Now()
+	if _, err, admitted := f.g.tryAttempt(ctx, &core.Call{}, 0, &st); admitted || err != nil {
+		t.Fatalf("admitted=%v err=%v, want a refusal", admitted, err)
+	}
+	kind, until := f.g.sources[0].memo(now)
+	if kind != memoCircuitOpen || until.Sub(now) > 100*time.Millisecond {
+		t.Fatalf("memo %v until +%v; want a short block (the poll interval), not the probe lease", kind, until.Sub(now))
+	}
+}

@@ -54,8 +54,18 @@ const (
 //
 // Among eligible sources it keeps the best level, then the best group
 // (region preference, then PRIORITY tier), then applies the selector.
-func (g *Governor) choose(now time.Time, tried, excluded *sourceSet) int {
+//
+// Sources in busy (at their adaptive concurrency limit this round) are not
+// candidates, but they are not forgotten either: when a busy source is
+// better placed than every candidate (a better level or group), or is healthy
+// while every candidate in its group is weak, choose returns -1 so that the
+// call waits a moment for a slot instead of spilling onto a source that just
+// failed.
+func (g *Governor) choose(now time.Time, tried, excluded, busy *sourceSet) int {
 	n := len(g.sources)
+	busyLevel, busyGroup := levelNone, math.MaxInt
+	busyHealthy := false
+	healthGated := g.settings.Selector != core.SelectorRoundRobin && g.settings.Selector != core.SelectorLeastInflight
 	var buf [maxInline]*sourceState
 	var idx [maxInline]int
 	cands, idxs := buf[:0], idx[:0]
@@ -64,6 +74,20 @@ func (g *Governor) choose(now time.Time, tried, excluded *sourceSet) int {
 	}
 	bestLevel, bestGroup := levelNone, math.MaxInt
 	for i, s := range g.sources {
+		if busy.has(i, n) {
+			level := levelFresh
+			if tried.has(i, n) {
+				level = levelTried
+			}
+			group := g.group(s)
+			if level < busyLevel || (level == busyLevel && group < busyGroup) {
+				busyLevel, busyGroup, busyHealthy = level, group, false
+			}
+			if level == busyLevel && group == busyGroup && healthGated && s.health(now) >= healthyScore {
+				busyHealthy = true
+			}
+			continue
+		}
 		if excluded.has(i, n) {
 			continue
 		}
@@ -89,6 +113,14 @@ func (g *Governor) choose(now time.Time, tried, excluded *sourceSet) int {
 	}
 	if len(cands) == 0 {
 		return -1
+	}
+	if busyLevel != levelNone {
+		if busyLevel < bestLevel || (busyLevel == bestLevel && busyGroup < bestGroup) {
+			return -1
+		}
+		if busyHealthy && busyLevel == bestLevel && busyGroup == bestGroup && allWeak(now, cands) {
+			return -1
+		}
 	}
 	return idxs[g.selectAmong(now, cands)]
 }
@@ -236,4 +268,14 @@ func (g *Governor) smoothWeightedRR(cands []*sourceState) int {
 	}
 	cands[best].swrrWeight -= total
 	return best
+}
+
+// allWeak reports whether every candidate is below the healthy score.
+func allWeak(now time.Time, cands []*sourceState) bool {
+	for _, s := range cands {
+		if s.health(now) >= healthyScore {
+			return false
+		}
+	}
+	return true
 }

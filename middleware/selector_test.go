@@ -22,7 +22,7 @@ func picks(g *Governor, now time.Time, n int, tried, excluded sourceSet) map[str
 	counts := map[string]int{}
 	for range n {
 		tr, ex := tried, excluded
-		i := g.choose(now, &tr, &ex)
+		i := g.choose(now, &tr, &ex, &sourceSet{})
 		if i < 0 {
 			counts[""]++
 			continue
@@ -125,7 +125,7 @@ func TestChooseReturnsNoneWhenEverySourceIsExcludedOrHardMemoed(t *testing.T) {
 	g := selectorGov(t, core.SelectorHealthAware, nil, src("a", 0), src("b", 1))
 	g.sourceNamed("a").setMemo(now, now.Add(time.Minute), memoRateLimited)
 	excluded := setOf(g, "b")
-	if i := g.choose(now, &sourceSet{}, &excluded); i != -1 {
+	if i := g.choose(now, &sourceSet{}, &excluded, &sourceSet{}); i != -1 {
 		t.Errorf("choose = %d, want -1", i)
 	}
 }
@@ -183,7 +183,7 @@ func TestSmoothWeightedRoundRobinInterleaves(t *testing.T) {
 	prev := ""
 	for i := range 50 {
 		var tried, excluded sourceSet
-		name := g.sources[g.choose(now, &tried, &excluded)].cfg.Name
+		name := g.sources[g.choose(now, &tried, &excluded, &sourceSet{})].cfg.Name
 		if name == prev {
 			t.Fatalf("pick %d repeated %q: equal weights must alternate", i, name)
 		}
@@ -389,7 +389,7 @@ func TestChooseNeverTakesHardMemoSources(t *testing.T) {
 		g.sourceNamed("soft").setMemo(now, now.Add(time.Minute), memoFailed)
 		onlyPicked(t, picks(g, now, 100, sourceSet{}, sourceSet{}), "soft")
 		excluded := setOf(g, "soft")
-		if i := g.choose(now, &sourceSet{}, &excluded); i != -1 {
+		if i := g.choose(now, &sourceSet{}, &excluded, &sourceSet{}); i != -1 {
 			t.Errorf("kind %d: choose = %d, want -1 with only a hard memo source left", kind, i)
 		}
 	}
@@ -421,7 +421,7 @@ func TestChooseDoesNotAllocate(t *testing.T) {
 			var tried, excluded sourceSet
 			tried.add(3, 4)
 			allocs := testing.AllocsPerRun(500, func() {
-				if g.choose(now, &tried, &excluded) < 0 {
+				if g.choose(now, &tried, &excluded, &sourceSet{}) < 0 {
 					panic("nothing chosen")
 				}
 			})
@@ -470,4 +470,43 @@ func TestChooseConsidersEverySourceBeyondInlineCapacity(t *testing.T) {
 			t.Errorf("source %s (index %d of %d) was never picked by round robin over %d picks", name, i, n, 4*n)
 		}
 	}
+}
+
+func TestChooseWaitsForABusyBetterSourceInsteadOfSpillingOntoAFailingOne(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000_000, 0)
+	t.Run("health_aware: healthy busy, weak fresh", func(t *testing.T) {
+		g := selectorGov(t, core.SelectorHealthAware, nil, weighted("a", 0, 1), weighted("b", 0, 1))
+		makeWeak(g.sourceNamed("b"), now)
+		var tried, excluded, busy sourceSet
+		excluded.add(0, 2)
+		busy.add(0, 2)
+		if i := g.choose(now, &tried, &excluded, &busy); i != -1 {
+			t.Fatalf("chose %s while the healthy source was only busy", g.sources[i].cfg.Name)
+		}
+		// Without the busy mark (refused for another reason) the weak one is taken.
+		var notBusy sourceSet
+		if i := g.choose(now, &tried, &excluded, &notBusy); i != 1 {
+			t.Fatalf("chose %d, want the weak source when nothing better exists", i)
+		}
+	})
+	t.Run("round_robin: busy fresh, failing in its soft memo", func(t *testing.T) {
+		g := selectorGov(t, core.SelectorRoundRobin, nil, weighted("a", 0, 1), weighted("b", 0, 1))
+		g.sourceNamed("b").setMemo(now, now.Add(time.Second), memoFailed)
+		var tried, excluded, busy sourceSet
+		excluded.add(0, 2)
+		busy.add(0, 2)
+		if i := g.choose(now, &tried, &excluded, &busy); i != -1 {
+			t.Fatalf("chose %s, want a wait for the busy source", g.sources[i].cfg.Name)
+		}
+	})
+	t.Run("a worse busy source does not hold up a better candidate", func(t *testing.T) {
+		g := selectorGov(t, core.SelectorHealthAware, nil, weighted("a", 0, 1), weighted("b", 1, 1))
+		var tried, excluded, busy sourceSet
+		excluded.add(1, 2)
+		busy.add(1, 2)
+		if i := g.choose(now, &tried, &excluded, &busy); i != 0 {
+			t.Fatalf("chose %d, want the tier-0 source", i)
+		}
+	})
 }

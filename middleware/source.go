@@ -166,6 +166,13 @@ func (s *sourceState) clearMemo() {
 	s.mu.Unlock()
 }
 
+// clearAllMemo removes any memo, hard ones included.
+func (s *sourceState) clearAllMemo() {
+	s.mu.Lock()
+	s.memoKind, s.memoUntil = memoNone, time.Time{}
+	s.mu.Unlock()
+}
+
 // memo returns the active memo at now.
 func (s *sourceState) memo(now time.Time) (memoKind, time.Time) {
 	s.mu.Lock()
