@@ -52,13 +52,14 @@ func TestDependencyRule(t *testing.T) {
 				t.Errorf("%s imports %s: the kernel may import the standard library only", pkg, imp)
 			case imp == modulePath && (strings.HasPrefix(rel, "middleware") || strings.HasPrefix(rel, "transport") ||
 				strings.HasPrefix(rel, "backend") || strings.HasPrefix(rel, "telemetry") || strings.HasPrefix(rel, "internal")):
-				t.Errorf("%s imports the root package: only the root, embed, ocr, proxy, cmd and examples may", pkg)
+				t.Errorf("%s imports the root package: only the root, embed, ocr, metrics, proxy, cmd and examples may", pkg)
 			}
 		}
 	}
 	optIn := []string{
 		modulePath + "/backend/redisstore", modulePath + "/telemetry/sqlitesink", modulePath + "/telemetry/pgsink",
 		"github.com/redis/go-redis/v9", "modernc.org/sqlite", "github.com/jackc/pgx/v5",
+		modulePath + "/metrics", "github.com/prometheus/client_golang",
 	}
 	closure := goList(t, true, modulePath)
 	for _, banned := range optIn {

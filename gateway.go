@@ -365,6 +365,16 @@ func (c *GatewayClient) Close() error {
 	return c.closeErr
 }
 
+// Closed reports whether Close was called.
+func (c *GatewayClient) Closed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 // ErrClientClosed is returned by calls on a closed client.
 var ErrClientClosed = fmt.Errorf("%w: client closed", core.ErrGateway)
 
