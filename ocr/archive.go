@@ -48,7 +48,7 @@ func extractMiddle(archive []byte, cfg Config) ([]byte, error) {
 		return nil, bad(ErrBadArchive, "the result is not a ZIP archive: %v", err)
 	}
 	if len(zr.File) > cfg.MaxMembers {
-		return nil, bad(ErrBadArchive, "the result archive has %d members, more than the limit of %d", len(zr.File), cfg.MaxMembers)
+		return nil, bad(errArchiveTooLarge, "the result archive has %d members, more than the limit of %d", len(zr.File), cfg.MaxMembers)
 	}
 	var best *zip.File
 	bestDepth := 0
@@ -70,7 +70,7 @@ func extractMiddle(archive []byte, cfg Config) ([]byte, error) {
 	}
 	limit := cfg.MaxMemberBytes
 	if best.UncompressedSize64 > uint64(limit) {
-		return nil, bad(ErrBadArchive, "%s declares %d bytes, more than the limit of %d", best.Name, best.UncompressedSize64, limit)
+		return nil, bad(errArchiveTooLarge, "%s declares %d bytes, more than the limit of %d", best.Name, best.UncompressedSize64, limit)
 	}
 	rc, err := best.Open()
 	if err != nil {
@@ -79,7 +79,7 @@ func extractMiddle(archive []byte, cfg Config) ([]byte, error) {
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
 	if int64(len(b)) > limit {
-		return nil, bad(ErrBadArchive, "%s inflates beyond the limit of %d bytes", best.Name, limit)
+		return nil, bad(errArchiveTooLarge, "%s inflates beyond the limit of %d bytes", best.Name, limit)
 	}
 	if err != nil {
 		return nil, bad(ErrBadArchive, "cannot read %s: %v", best.Name, err)

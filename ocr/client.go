@@ -2,7 +2,7 @@ package ocr
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -24,17 +24,19 @@ const (
 // takes the default named in its comment.
 type Config struct {
 	// MaxResponseBytes bounds the JSON answer of /ocr/text and /parse.
-	// A larger answer is a TransientError. Default 32 MiB.
+	// A larger answer is a ResultInvalidError (ErrTooLarge). Default 32 MiB.
 	MaxResponseBytes int64
 	// MaxArchiveBytes bounds the downloaded result ZIP of /parse. A larger
-	// archive is a ResultInvalidError (ErrBadArchive). Default 64 MiB.
+	// archive is a ResultInvalidError (ErrBadArchive, ErrTooLarge).
+	// Default 64 MiB.
 	MaxArchiveBytes int64
 	// MaxMemberBytes bounds the uncompressed size of the one member that is
 	// decompressed, *_middle.json (no other member is ever inflated). A
 	// larger member, declared or actual, is a ResultInvalidError
-	// (ErrBadArchive). Default 50 MiB.
+	// (ErrBadArchive, ErrTooLarge). Default 50 MiB.
 	MaxMemberBytes int64
-	// MaxMembers bounds the number of entries of the ZIP. Default 4096.
+	// MaxMembers bounds the number of entries of the ZIP; more is a
+	// ResultInvalidError (ErrBadArchive, ErrTooLarge). Default 4096.
 	MaxMembers int
 	// HealthTimeout bounds each CheckHealth probe; a source's own TIMEOUT_S
 	// caps it further. Default 5 s.
@@ -92,8 +94,14 @@ type Client struct {
 // (a real key is sent as a bearer token, for proxies in front of the
 // server); MODEL only labels telemetry rows; TIMEOUT_S caps one attempt,
 // both phases of a layout parse included (a real /parse can take minutes).
-// The response cache is always off, whatever PGW_CACHE_BACKEND says, and
-// the structured-output keys have no effect.
+// The response cache is always off, whatever PGW_CACHE_BACKEND says (the
+// shared settings loader still requires the key and validates it: "none"
+// is the natural value), and the structured-output keys have no effect.
+// The caller's options apply, except that a polygateway.WithUpstream is
+// refused (the upstream is the MonkeyOCR protocol), and so is
+// {SCOPE}__QUALITY__GUARD=true (it would retry valid empty texts).
+// A polygateway.WithFallback cannot stand in for an OCR result: when it
+// answers, the call fails with ErrNoResult.
 func FromEnv(scope string, opts ...polygateway.Option) (*Client, error) {
 	return FromEnvWithConfig(scope, Config{}, opts...)
 }
@@ -145,6 +153,13 @@ func (c *Client) finish(gw *polygateway.GatewayClient) (*Client, error) {
 		_ = gw.Close()
 		return nil, errNoUpstream
 	}
+	if s := gw.Settings(); s.Quality.Guard {
+		// The guard judges chat answers: it would retry an empty
+		// transcription, which is a valid OCR result.
+		_ = gw.Close()
+		return nil, &polygateway.ConfigError{Key: s.Scope + "__QUALITY__GUARD",
+			Problem: "the quality guard judges chat answers and would retry valid OCR results (an empty text); turn it off for an OCR scope"}
+	}
 	c.gw = gw
 	return c, nil
 }
@@ -167,4 +182,4 @@ func (c *Client) Close() error {
 }
 
 // errNoUpstream guards against an assembly that ignored the upstream option.
-var errNoUpstream = errors.New("ocr: the gateway was assembled without the MonkeyOCR upstream (do not pass polygateway.WithUpstream)")
+var errNoUpstream = fmt.Errorf("%w: ocr: polygateway.WithUpstream would replace the MonkeyOCR upstream", polygateway.ErrGateway)

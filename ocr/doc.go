@@ -19,7 +19,9 @@
 // TIMEOUT_S caps one attempt, both phases of a layout parse together; a
 // real /parse can take minutes, so give it room (the original client used
 // 300 s). The response cache is always off and the structured-output keys
-// have no effect. Limits of this package (answer, archive and member sizes,
+// have no effect. {SCOPE}__QUALITY__GUARD=true is refused at assembly (it
+// judges chat answers and would retry a valid empty transcription), and a
+// polygateway.WithFallback cannot stand in for an OCR result (ErrNoResult). Limits of this package (answer, archive and member sizes,
 // the health probe timeout, the far-outside tolerance) are in Config.
 //
 // # Calls
@@ -55,23 +57,26 @@
 // Every failure is classified once, in the attempt, into polygateway's
 // classes; the governor acts on the class only.
 //
-//	what happened                                      class                          governance
-//	empty or non-PDF/PNG/JPEG bytes (local)            RequestRejectedError           no call at all
-//	refused, reset, timeout of TIMEOUT_S               TransientError                 retry elsewhere, breaker counts
-//	5xx (also /parse's 500 "Parsing failed")           TransientError                 retry elsewhere, breaker counts
-//	401/403, 429, other 4xx (422: no file part)        as transport.ClassifyResponse
-//	200 but not the protocol's JSON                    TransientError (malformed)     retry elsewhere
-//	"Unsupported file type" (200 or 500)               RequestRejectedError           no retry, breaker: alive
-//	200 "success": false, any other message            ResultInvalidError/ErrTaskFailed  no retry, breaker: alive
-//	/parse without download_url, unsafe download_url   ResultInvalidError/ErrBadArchive  no retry, breaker: alive
-//	404 or 410 on the ZIP                              TransientError (archive_not_found) re-post, possibly elsewhere
-//	not a ZIP, too big, too many members, no           ResultInvalidError/ErrBadArchive  no retry, breaker: alive
-//	  *_middle.json, middle.json beyond its limit
-//	middle.json not JSON, no pages, page_idx out of    ResultInvalidError/ErrBadLayout   no retry, breaker: alive
-//	  sequence
-//	bad page_size, bbox not 4 finite numbers,          ResultInvalidError/ErrBadGeometry no retry, breaker: alive
-//	  x2<=x1 or y2<=y1, box far outside its page
-//	caller's context cancelled or expired              CanceledError                  errors.Is(err, ctx.Err()); no row
+//	failure                                        class (sentinel)                      governance
+//	---------------------------------------------  ------------------------------------  -----------------------------
+//	empty, or not PDF/PNG/JPEG bytes (local)       RequestRejectedError                  no call is made
+//	refused, reset, TIMEOUT_S exceeded             TransientError                        retry elsewhere; breaker counts
+//	5xx (/parse answers 500 for every failure)     TransientError                        retry elsewhere; breaker counts
+//	401/403, 429, other 4xx (422: no file part)    as transport.ClassifyResponse         by class
+//	2xx that is not the protocol's JSON            TransientError (malformed)            retry elsewhere
+//	"Unsupported file type" (in 200 or 500)        RequestRejectedError                  no retry; breaker: alive
+//	200 "success": false, any other message        ResultInvalidError (ErrTaskFailed)    no retry; breaker: alive
+//	answer beyond MaxResponseBytes                 ResultInvalidError (ErrTooLarge)      no retry; breaker: alive
+//	no or unsafe download_url, not a ZIP,          ResultInvalidError (ErrBadArchive)    no retry; breaker: alive
+//	  no *_middle.json in it
+//	ZIP, member count or middle.json beyond limit  ResultInvalidError (ErrBadArchive      no retry; breaker: alive
+//	                                                 and ErrTooLarge)
+//	404 or 410 on the ZIP                          TransientError (archive_not_found)    post again, maybe elsewhere
+//	middle.json not JSON, no pages, page_idx       ResultInvalidError (ErrBadLayout)     no retry; breaker: alive
+//	  out of sequence
+//	bad page_size; bbox not 4 finite numbers,      ResultInvalidError (ErrBadGeometry)   no retry; breaker: alive
+//	  x2 <= x1, y2 <= y1, or far outside its page
+//	caller's context cancelled or expired          CanceledError                         errors.Is(err, ctx.Err()); no row
 //
 // Why: an HTTP answer proves the server alive, so a business failure inside
 // HTTP 200 never charges the breaker nor switches source. The protocol calls

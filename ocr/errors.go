@@ -41,7 +41,19 @@ var (
 	// finite number, a non-positive page size, a degenerate box (x2 <= x1 or
 	// y2 <= y1), or a box far outside its page (see Config.MaxOutsidePages).
 	ErrBadGeometry = fmt.Errorf("%w: ocr: broken geometry", polygateway.ErrGateway)
+	// ErrTooLarge: a result beyond a limit of Config: the JSON answer
+	// (MaxResponseBytes), the archive (MaxArchiveBytes, MaxMembers) or its
+	// middle.json (MaxMemberBytes). The archive cases match ErrBadArchive
+	// too.
+	ErrTooLarge = fmt.Errorf("%w: ocr: result beyond a size limit", polygateway.ErrGateway)
+	// ErrNoResult: the governed call answered without an OCR result: a
+	// fallback (polygateway.WithFallback) stood in after every source
+	// failed. Fallbacks cannot produce transcriptions or layouts.
+	ErrNoResult = fmt.Errorf("%w: ocr: the answer carries no OCR result (a fallback cannot stand in for OCR)", polygateway.ErrGateway)
 )
+
+// errArchiveTooLarge matches both ErrBadArchive and ErrTooLarge.
+var errArchiveTooLarge = fmt.Errorf("%w (%w)", ErrBadArchive, ErrTooLarge)
 
 // invalid returns the ResultInvalidError of src with cause kind.
 func invalid(source string, kind error, raw []byte, format string, args ...any) error {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -25,34 +24,30 @@ import (
 // probes still running report false.
 func (c *Client) CheckHealth(ctx context.Context) map[string]bool {
 	sources := c.gw.Settings().Sources
-	out := make(map[string]bool, len(sources))
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
+	ok := make([]bool, len(sources)) // one slot per goroutine: no lock needed
+	var wg sync.WaitGroup
 	for i := range sources {
-		src := sources[i]
-		out[src.Name] = false
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok := c.probe(ctx, src.BaseURL, src.Timeout, &src)
-			mu.Lock()
-			out[src.Name] = ok
-			mu.Unlock()
+			ok[i] = c.probe(ctx, &sources[i])
 		}()
 	}
 	wg.Wait()
+	out := make(map[string]bool, len(sources))
+	for i, src := range sources {
+		out[src.Name] = ok[i]
+	}
 	return out
 }
 
 // probe performs one health request.
-func (c *Client) probe(ctx context.Context, base string, srcTimeout time.Duration, src *core.SourceConfig) bool {
+func (c *Client) probe(ctx context.Context, src *core.SourceConfig) bool {
 	timeout := c.cfg.HealthTimeout
-	if srcTimeout > 0 && srcTimeout < timeout {
-		timeout = srcTimeout
+	if src.Timeout > 0 && src.Timeout < timeout {
+		timeout = src.Timeout
 	}
-	u, err := baseURL(base)
+	u, err := baseURL(src.BaseURL)
 	if err != nil {
 		return false
 	}

@@ -115,7 +115,7 @@ func (c *Client) RecognizeText(ctx context.Context, image []byte) (*TextResult, 
 	}
 	p, ok := resp.Payload.(*textPayload)
 	if !ok {
-		return nil, fmt.Errorf("%w: ocr: unexpected payload %T", polygateway.ErrGateway, resp.Payload)
+		return nil, ErrNoResult
 	}
 	return &TextResult{
 		Text: p.text, Message: p.message,
@@ -141,7 +141,7 @@ func (c *Client) ParseLayout(ctx context.Context, image []byte) (*LayoutResult, 
 	}
 	p, ok := resp.Payload.(*layoutPayload)
 	if !ok {
-		return nil, fmt.Errorf("%w: ocr: unexpected payload %T", polygateway.ErrGateway, resp.Payload)
+		return nil, ErrNoResult
 	}
 	return &LayoutResult{
 		Elements: p.elements, PageSizes: p.pageSizes,

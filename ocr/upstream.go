@@ -216,7 +216,9 @@ func (a *attempt) post(req *request) (int, []byte, error) {
 	body, err := read(resp.Body, a.u.cfg.MaxResponseBytes)
 	switch {
 	case errors.Is(err, errTooLarge):
-		return resp.StatusCode, nil, a.malformed(resp.StatusCode, fmt.Sprintf("answer of %s larger than %d bytes", req.path, a.u.cfg.MaxResponseBytes))
+		// Every source would send the same answer: a result that cannot be
+		// accepted under this Config.
+		return resp.StatusCode, nil, invalid(a.src.Name, ErrTooLarge, nil, "the answer of %s is larger than %d bytes", req.path, a.u.cfg.MaxResponseBytes)
 	case err != nil:
 		return resp.StatusCode, nil, a.fail(resp.StatusCode, err)
 	}
@@ -303,15 +305,15 @@ func (a *attempt) layout(req *request) (*core.LLMResponse, error) {
 	}, nil
 }
 
-// download resolves download_url against the source's base URL: a path
-// on the same server, every segment escaped. Absolute URLs are accepted
-// only for the source's own scheme and host; "." and ".." segments, empty
+// download resolves download_url against the source's base URL (base
+// path included): a path on the same server, every segment escaped.
+// Absolute URLs are accepted only for the source's own scheme and host; "." and ".." segments, empty
 // segments and backslashes are refused.
 func (a *attempt) download(dl string) (string, error) {
 	if strings.Contains(dl, "\\") {
 		return "", errors.New("backslash in path")
 	}
-	p := dl
+	p, prefix := dl, a.base.EscapedPath()
 	if !strings.HasPrefix(dl, "/") {
 		u, err := url.Parse(dl)
 		if err != nil || !u.IsAbs() {
@@ -320,7 +322,8 @@ func (a *attempt) download(dl string) (string, error) {
 		if !strings.EqualFold(u.Scheme, a.base.Scheme) || !strings.EqualFold(u.Host, a.base.Host) {
 			return "", errors.New("points to another host")
 		}
-		p = u.Path
+		// An absolute URL names the whole path: no base path prefix.
+		p, prefix = u.Path, ""
 	} else if strings.HasPrefix(dl, "//") {
 		return "", errors.New("points to another host")
 	}
@@ -333,7 +336,7 @@ func (a *attempt) download(dl string) (string, error) {
 		sb.WriteByte('/')
 		sb.WriteString(url.PathEscape(s))
 	}
-	return a.endpoint(sb.String()), nil
+	return a.base.Scheme + "://" + a.base.Host + prefix + sb.String(), nil
 }
 
 // fetch downloads the result ZIP, bounded by MaxArchiveBytes. A 404 (or
@@ -356,12 +359,12 @@ func (a *attempt) fetch(target string) ([]byte, error) {
 	}
 	limit := a.u.cfg.MaxArchiveBytes
 	if resp.ContentLength > limit {
-		return nil, invalid(a.src.Name, ErrBadArchive, nil, "result archive of %d bytes exceeds the limit of %d bytes", resp.ContentLength, limit)
+		return nil, invalid(a.src.Name, errArchiveTooLarge, nil, "result archive of %d bytes exceeds the limit of %d bytes", resp.ContentLength, limit)
 	}
 	b, err := read(resp.Body, limit)
 	switch {
 	case errors.Is(err, errTooLarge):
-		return nil, invalid(a.src.Name, ErrBadArchive, nil, "result archive exceeds the limit of %d bytes", limit)
+		return nil, invalid(a.src.Name, errArchiveTooLarge, nil, "result archive exceeds the limit of %d bytes", limit)
 	case err != nil:
 		return nil, a.fail(resp.StatusCode, err)
 	}

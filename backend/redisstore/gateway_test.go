@@ -205,7 +205,7 @@ func TestSharedBreaker(t *testing.T) {
 	var healthy atomic.Bool
 	srv := fakeupstream.Start(t, fakeupstream.WithFunc(func(fakeupstream.RequestInfo) fakeupstream.Behavior {
 		if healthy.Load() {
-			return fakeupstream.OK().WithLatency(300 * time.Millisecond)
+			return fakeupstream.OK().WithLatency(time.Second) // the probe is held while the others race
 		}
 		return fakeupstream.BadKey()
 	}))

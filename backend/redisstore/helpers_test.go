@@ -32,6 +32,7 @@ func newClient(t testing.TB, hooks ...redis.Hook) *redis.Client {
 	if err != nil {
 		t.Fatalf("PGW_TEST_REDIS_URL is not a redis URL")
 	}
+	opt.DialerRetries = 1 // like the registered backends: fail fast without a server
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

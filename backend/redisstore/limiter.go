@@ -40,6 +40,12 @@ import (
 // replaces it in tests). Leases are random 64-bit numbers drawn by the
 // client. Keys carry PEXPIRE so an idle scope vanishes from Redis.
 //
+// Differences from memory.Limiter that a shared store brings: time is not
+// clamped to run forwards per scope (every process reads the one server
+// clock, so only a step back of that clock could matter, and the logs stay
+// ordered by time regardless); and leases are random rather than
+// sequential.
+//
 // A Limiter is safe for concurrent use. It does not own its client: close
 // the client when done. Create one with NewLimiter.
 type Limiter struct {

@@ -35,6 +35,9 @@ func init() {
 // sharedClient returns the assembly's one Redis client for REDIS_URL,
 // creating it on first use; the assembly closes it with the client. It does
 // not connect: a Redis that is down at start surfaces on the first call.
+// Options come from the URL (redis.ParseURL query parameters such as
+// max_retries, dial_timeout, pool_size); dialling is tried once per
+// command attempt.
 // Errors never echo the URL, which may carry a password.
 func sharedClient(a *registry.Assembly) (redis.UniversalClient, error) {
 	url := a.Settings.RedisURL
@@ -46,6 +49,11 @@ func sharedClient(a *registry.Assembly) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, errors.New("polygateway: redisstore: REDIS_URL is not a valid redis URL")
 		}
+		// go-redis retries a failed command MaxRetries times and, by default,
+		// each of those dials five times: with Redis down a call would stall
+		// for seconds before the governor can refuse it. One dial per attempt
+		// keeps the failure prompt; the command retries still ride out a blip.
+		opt.DialerRetries = 1
 		return redis.NewClient(opt), nil
 	})
 	if err != nil {

@@ -146,11 +146,13 @@ type Faults struct {
 
 // Upload is one file received by /ocr/* or /parse.
 type Upload struct {
-	Endpoint    string
-	Filename    string
-	ContentType string
-	Size        int
-	SHA256      string
+	// Endpoint is the route that received it (an Endpoint constant).
+	Endpoint string
+	// Filename and ContentType are those of the "file" part.
+	Filename, ContentType string
+	// Size is the length of the file and SHA256 its hex digest.
+	Size   int
+	SHA256 string
 }
 
 // Server is a running fake MonkeyOCR server. Its methods are safe for

@@ -1,0 +1,58 @@
+package redisstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/polygateway/polygateway/backend/backendtest"
+	"github.com/polygateway/polygateway/backend/redisstore"
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// BenchmarkPing is one bare Redis round trip: the unit the others compare to.
+func BenchmarkPing(b *testing.B) {
+	c := newClient(b)
+	ctx := b.Context()
+	for b.Loop() {
+		if err := c.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLimiterAcquireRelease is TryAcquire (all six gates on) plus
+// Release: two round trips.
+func BenchmarkLimiterAcquireRelease(b *testing.B) {
+	c := newClient(b)
+	l := redisstore.NewLimiter(c, redisstore.WithPrefix(freshPrefix(b, c)))
+	ctx := b.Context()
+	lim := core.Limits{MaxConcurrency: 100, RPM: 1 << 30, TPM: 1 << 40}
+	req := core.PermitRequest{Scope: "BENCH", Source: "a", SourceLimits: lim, GlobalLimits: lim, Tokens: 1, LeaseTTL: time.Minute}
+	for b.Loop() {
+		g, err := l.TryAcquire(ctx, req)
+		if err != nil || !g.OK {
+			b.Fatalf("TryAcquire = %+v, %v", g, err)
+		}
+		if err := l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBreakerAllowRecord is Allow plus Record of a success on a closed
+// circuit: two round trips.
+func BenchmarkBreakerAllowRecord(b *testing.B) {
+	c := newClient(b)
+	br := redisstore.NewBreaker(c, redisstore.WithPrefix(freshPrefix(b, c)))
+	ctx := b.Context()
+	cfg := backendtest.SuiteBreakerConfig()
+	for b.Loop() {
+		adm, err := br.Allow(ctx, "BENCH", "a", cfg)
+		if err != nil || !adm.Allowed {
+			b.Fatalf("Allow = %+v, %v", adm, err)
+		}
+		if _, err := br.Record(ctx, "BENCH", "a", adm, core.OutcomeSuccess, cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
