@@ -20,9 +20,11 @@ type Client struct {
 
 // FromEnv assembles the embedding client of scope from the .env file and
 // the process environment (the environment wins), or from WithEnv's map
-// only — exactly as polygateway.FromEnv does, with the same options. The
-// scope must set {SCOPE}__BATCH_SIZE; see the package documentation for
-// the other keys.
+// only — exactly as polygateway.FromEnv does, with the same options (a
+// polygateway.WithUpstream among them replaces the embeddings protocol,
+// which tests may use). The response cache is always off. The scope must
+// set {SCOPE}__BATCH_SIZE; see the package documentation for the other
+// keys.
 func FromEnv(scope string, opts ...polygateway.Option) (*Client, error) {
 	up := &upstream{}
 	gw, err := polygateway.FromEnv(scope, withEmbedding(opts, up)...)

@@ -15,7 +15,9 @@ import (
 // Response is the result of one Embed call.
 type Response struct {
 	// Vectors holds one vector per input, in input order. Never nil on
-	// success (empty for an empty input).
+	// success (empty for an empty input). The vectors of one batch share
+	// one backing array; each vector's capacity is its length, so an
+	// append copies rather than overwrites a neighbour.
 	Vectors [][]float32
 	// Dim is the length of every vector (0 for an empty input).
 	Dim int
@@ -57,6 +59,7 @@ type BatchError struct {
 	Err error
 }
 
+// Error names the batch, its inputs and the batch's error.
 func (e *BatchError) Error() string {
 	return "polygateway: embed batch " + strconv.Itoa(e.Batch) + " (inputs " + strconv.Itoa(e.Offset) + ".." +
 		strconv.Itoa(e.Offset+e.Count-1) + "): " + e.Err.Error()

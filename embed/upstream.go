@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -191,20 +192,27 @@ func ioFailure(ctx, actx context.Context, src *core.SourceConfig, status int, er
 // top-level key: model and input (never overridden), encoding_format,
 // call.Params, src.ExtraBody. Keys after input are written sorted.
 func (u *upstream) encode(src *core.SourceConfig, call *core.Call, texts []string) ([]byte, error) {
-	size := 64 + len(src.Model)
+	size := 96 + len(src.Model)
 	for _, t := range texts {
 		size += len(t) + 3
 	}
 	var buf bytes.Buffer
-	buf.Grow(size + 64)
+	buf.Grow(size)
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	put := func(v any) error {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		buf.Truncate(buf.Len() - 1) // Encode's newline
+		return nil
+	}
 	buf.WriteString(`{"model":`)
-	if err := enc.Encode(src.Model); err != nil {
+	if err := put(src.Model); err != nil {
 		return nil, err
 	}
 	buf.WriteString(`,"input":`)
-	if err := enc.Encode(texts); err != nil {
+	if err := put(texts); err != nil {
 		return nil, err
 	}
 	format := u.format
@@ -213,30 +221,21 @@ func (u *upstream) encode(src *core.SourceConfig, call *core.Call, texts []strin
 	}
 	if len(call.Params) == 0 && len(src.ExtraBody) == 0 {
 		buf.WriteString(`,"encoding_format":`)
-		_ = enc.Encode(format)
+		_ = put(format)
 		buf.WriteByte('}')
 		return buf.Bytes(), nil
 	}
 	fields := make(map[string]any, 1+len(call.Params)+len(src.ExtraBody))
 	fields["encoding_format"] = format
-	for k, v := range call.Params {
-		fields[k] = v
-	}
-	for k, v := range src.ExtraBody {
-		fields[k] = v
-	}
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		if k != "model" && k != "input" {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	maps.Copy(fields, call.Params)
+	maps.Copy(fields, src.ExtraBody)
+	delete(fields, "model")
+	delete(fields, "input")
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		buf.WriteByte(',')
-		_ = enc.Encode(k)
+		_ = put(k)
 		buf.WriteByte(':')
-		if err := enc.Encode(fields[k]); err != nil {
+		if err := put(fields[k]); err != nil {
 			return nil, errors.New("cannot encode request field " + k + ": " + err.Error())
 		}
 	}
