@@ -325,11 +325,8 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 		outcome, settle.Kind, verdict = classifyOutcome(err)
 	}
 	bg := context.WithoutCancel(ctx)
-	if rerr := g.limiter.Release(bg, permit, settle); rerr != nil {
-		g.warnOnce("limiter release failed", rerr)
-	}
-	if _, rerr := g.breaker.Record(bg, g.settings.Scope, s.cfg.Name, adm, outcome, s.breaker); rerr != nil {
-		g.warnOnce("breaker record failed", rerr)
+	if rerr := g.finish(bg, s, permit, settle, adm, outcome); rerr != nil {
+		g.warnOnce("limiter release or breaker record failed", rerr)
 	} else if g.obs != nil && outcome != core.OutcomeSuccess && outcome != core.OutcomeAbandoned {
 		// A failure may have opened the circuit: look, for the observer.
 		if snap, serr := g.breaker.Snapshot(bg, g.settings.Scope, s.cfg.Name, s.breaker); serr == nil {
@@ -655,4 +652,17 @@ func attemptEvent(scope, source string, latency time.Duration, resp *core.LLMRes
 		ev.Outcome = core.AttemptTransient
 	}
 	return ev
+}
+
+// finish releases the permit and records the breaker outcome: in one
+// backend round trip when the limiter can finish with this breaker.
+func (g *Governor) finish(ctx context.Context, s *sourceState, permit core.Permit, settle core.Settlement, adm core.Admission, o core.Outcome) error {
+	if f, ok := g.limiter.(core.Finisher); ok {
+		if _, done, err := f.Finish(ctx, permit, settle, g.breaker, g.settings.Scope, s.cfg.Name, adm, o, s.breaker); done {
+			return err
+		}
+	}
+	rerr := g.limiter.Release(ctx, permit, settle)
+	_, berr := g.breaker.Record(ctx, g.settings.Scope, s.cfg.Name, adm, o, s.breaker)
+	return errors.Join(rerr, berr)
 }

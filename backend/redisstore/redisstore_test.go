@@ -20,6 +20,21 @@ import (
 type cmdLog struct {
 	mu    sync.Mutex
 	names []string
+	// trips counts round trips: one per plain command, one per pipeline.
+	trips int
+}
+
+// roundTrips returns the round trips counted so far.
+func (l *cmdLog) roundTrips() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.trips
+}
+
+func (l *cmdLog) trip() {
+	l.mu.Lock()
+	l.trips++
+	l.mu.Unlock()
 }
 
 func (l *cmdLog) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -27,23 +42,39 @@ func (l *cmdLog) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (l *cmdLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		l.record(cmd.Name())
+		if !ignored(cmd.Name()) {
+			l.trip()
+		}
 		return next(ctx, cmd)
 	}
 }
 
 func (l *cmdLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		counted := false
 		for _, c := range cmds {
 			l.record("pipeline:" + c.Name())
+			if !counted && !ignored(c.Name()) {
+				l.trip()
+				counted = true
+			}
 		}
 		return next(ctx, cmds)
 	}
 }
 
+// ignored reports the connection-setup commands the log leaves out.
+func ignored(name string) bool {
+	switch strings.ToLower(name) {
+	case "hello", "client", "auth", "select":
+		return true
+	}
+	return false
+}
+
 func (l *cmdLog) record(name string) {
 	name = strings.ToLower(name)
-	switch strings.TrimPrefix(name, "pipeline:") {
-	case "hello", "client", "auth", "select":
+	if ignored(strings.TrimPrefix(name, "pipeline:")) {
 		return
 	}
 	l.mu.Lock()

@@ -257,3 +257,16 @@ type TelemetrySink interface {
 type Upstream interface {
 	Do(ctx context.Context, src *SourceConfig, call *Call) (*LLMResponse, error)
 }
+
+// Finisher is an optional interface of a Limiter whose backend can settle an
+// attempt's permit and record its breaker outcome together, in one backend
+// round trip.
+//
+// Contract: Finish does what Release(p, s) followed by
+// Record(scope, source, adm, o, cfg) on b would do, and reports ok=false
+// without doing anything when b is not a breaker it can finish with (for
+// example one of another backend); the caller then calls Release and Record
+// itself. Safe for concurrent use.
+type Finisher interface {
+	Finish(ctx context.Context, p Permit, s Settlement, b Breaker, scope, source string, adm Admission, o Outcome, cfg BreakerConfig) (applied, ok bool, err error)
+}
