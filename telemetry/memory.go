@@ -8,22 +8,24 @@ import (
 )
 
 // Memory keeps every record in process memory, in arrival order. It is meant
-// for tests and demos. It is safe for concurrent use. Writing a record whose
-// CallID is already present replaces it (idempotent insert on call_id, as
-// the database sinks do).
+// for tests and demos. It is safe for concurrent use. Inserts are idempotent
+// on call_id, as in the database sinks: writing a record whose CallID is
+// already present keeps the first record and ignores the new one.
 type Memory struct {
 	mu      sync.Mutex
 	records []core.TelemetryRecord
-	index   map[string]int
+	seen    map[string]struct{} // the CallIDs in records
 	closed  bool
 }
 
 var _ core.TelemetrySink = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory sink.
-func NewMemory() *Memory { return &Memory{index: make(map[string]int)} }
+func NewMemory() *Memory { return &Memory{seen: make(map[string]struct{})} }
 
-// Write stores rec. After Close it returns ErrClosed.
+// Write stores rec, with its RawMessages rendered into Messages, unless a
+// record with the same CallID is already stored (then it does nothing and
+// returns nil). After Close it returns ErrClosed.
 func (m *Memory) Write(_ context.Context, rec core.TelemetryRecord) error {
 	rec.Render()
 	m.mu.Lock()
@@ -31,11 +33,10 @@ func (m *Memory) Write(_ context.Context, rec core.TelemetryRecord) error {
 	if m.closed {
 		return ErrClosed
 	}
-	if i, ok := m.index[rec.CallID]; ok {
-		m.records[i] = rec
+	if _, ok := m.seen[rec.CallID]; ok {
 		return nil
 	}
-	m.index[rec.CallID] = len(m.records)
+	m.seen[rec.CallID] = struct{}{}
 	m.records = append(m.records, rec)
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-func TestMemoryKeepsRecordsInOrderAndReplacesOnTheSameCallID(t *testing.T) {
+func TestMemoryKeepsRecordsInOrderAndTheFirstOnARepeatedCallID(t *testing.T) {
 	t.Parallel()
 	m := NewMemory()
 	ctx := context.Background()
@@ -19,11 +19,11 @@ func TestMemoryKeepsRecordsInOrderAndReplacesOnTheSameCallID(t *testing.T) {
 		}
 	}
 	recs := m.Records()
-	if len(recs) != 2 || recs[0].CallID != "a" || recs[0].Response != "2" || recs[1].CallID != "b" || m.Len() != 2 {
-		t.Fatalf("records = %+v", recs)
+	if len(recs) != 2 || recs[0].CallID != "a" || recs[0].Response != "1" || recs[1].CallID != "b" || m.Len() != 2 {
+		t.Fatalf("records = %+v, want a (the first write, Response 1), then b", recs)
 	}
 	recs[0].Response = "mutated"
-	if m.Records()[0].Response != "2" {
+	if m.Records()[0].Response != "1" {
 		t.Fatal("Records returned the sink's own slice")
 	}
 }

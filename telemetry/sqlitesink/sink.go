@@ -14,6 +14,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/telemetry/internal/sinkengine"
 )
 
 // Sink writes telemetry records to the llm_calls table of a SQLite file. It
@@ -21,7 +22,8 @@ import (
 // writes batches in transactions.
 type Sink struct {
 	path string
-	e    *engine
+	st   *sqliteStore // the engine's store, kept for the tests
+	e    *sinkengine.Engine
 }
 
 var _ core.TelemetrySink = (*Sink)(nil)
@@ -43,13 +45,13 @@ func Open(path string, opts ...Option) (*Sink, error) {
 		return nil, fmt.Errorf("polygateway: telemetry: sqlite: create directory: %w", err)
 	}
 	st := &sqliteStore{dsn: dsn(abs, cfg)}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.opTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
 	defer cancel()
-	if err := st.recover(ctx); err != nil {
-		_ = st.close()
+	if err := st.Recover(ctx); err != nil {
+		_ = st.Close()
 		return nil, fmt.Errorf("polygateway: telemetry: sqlite: open %s: %w", abs, err)
 	}
-	return &Sink{path: abs, e: newEngine("sqlite", st, cfg, false)}, nil
+	return &Sink{path: abs, st: st, e: sinkengine.New("sqlite", st, cfg.Settings, nil)}, nil
 }
 
 // dsn is the driver's name for the file: a file: URI (so that any character
@@ -68,27 +70,31 @@ func dsn(abs string, cfg settings) string {
 func (s *Sink) Path() string { return s.path }
 
 // Write enqueues rec and returns at once; it never waits for the database.
-// A zero CreatedAt is set to the time of the call. When the queue is full,
+// A zero CreatedAt is set to the time of the call; RawMessages are rendered
+// into Messages by the writer, off the call path. When the queue is full,
 // or while the database is unavailable, the record is dropped and counted in
 // Dropped (and nil is returned). After Close it returns telemetry.ErrClosed.
-func (s *Sink) Write(_ context.Context, rec core.TelemetryRecord) error { return s.e.write(rec) }
+func (s *Sink) Write(_ context.Context, rec core.TelemetryRecord) error { return s.e.Write(rec) }
 
 // Close writes everything queued, stops the writer and closes the database.
 // It waits for the writer; ctx bounds the final writes (records that could
 // not be written are counted in Dropped and reported in the error). It is
 // idempotent and safe to call concurrently.
-func (s *Sink) Close(ctx context.Context) error { return s.e.close(ctx) }
+func (s *Sink) Close(ctx context.Context) error { return s.e.Close(ctx) }
 
 // Dropped returns how many records were accepted by Write but not stored: the
 // queue was full, the database was unavailable, the database refused the
 // row, or Close could not write it.
-func (s *Sink) Dropped() uint64 { return s.e.dropped.Load() }
+func (s *Sink) Dropped() uint64 { return s.e.Dropped() }
 
-// sqliteStore is the engine's store over database/sql and modernc.org/sqlite.
+// sqliteStore is the engine's store (sinkengine.Store) over database/sql and
+// modernc.org/sqlite.
 type sqliteStore struct {
 	dsn string
 	db  *sql.DB
 }
+
+var _ sinkengine.Store = (*sqliteStore)(nil)
 
 // open replaces the database handle by a fresh one.
 func (st *sqliteStore) open() error {
@@ -108,9 +114,9 @@ func (st *sqliteStore) open() error {
 	return nil
 }
 
-// recover reopens the database and creates the schema inside an immediate
+// Recover reopens the database and creates the schema inside an immediate
 // transaction, which also proves that the write lock can be taken.
-func (st *sqliteStore) recover(ctx context.Context) error {
+func (st *sqliteStore) Recover(ctx context.Context) error {
 	if err := st.open(); err != nil {
 		return err
 	}
@@ -127,8 +133,8 @@ func (st *sqliteStore) recover(ctx context.Context) error {
 	return tx.Commit()
 }
 
-// insert writes recs in one transaction.
-func (st *sqliteStore) insert(ctx context.Context, recs []core.TelemetryRecord) error {
+// Insert writes recs in one transaction.
+func (st *sqliteStore) Insert(ctx context.Context, recs []core.TelemetryRecord) error {
 	if st.db == nil {
 		return errors.New("database not open")
 	}
@@ -150,10 +156,10 @@ func (st *sqliteStore) insert(ctx context.Context, recs []core.TelemetryRecord) 
 	return tx.Commit()
 }
 
-// rowLevel reports errors caused by a row's content: a violated constraint
+// RowLevel reports errors caused by a row's content: a violated constraint
 // (e.g. a NaN latency, which SQLite turns into NULL), a type mismatch or a
 // value beyond SQLite's size limit.
-func (st *sqliteStore) rowLevel(err error) bool {
+func (st *sqliteStore) RowLevel(err error) bool {
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		return false
@@ -165,8 +171,8 @@ func (st *sqliteStore) rowLevel(err error) bool {
 	return false
 }
 
-// close closes the database handle.
-func (st *sqliteStore) close() error {
+// Close closes the database handle.
+func (st *sqliteStore) Close() error {
 	if st.db == nil {
 		return nil
 	}

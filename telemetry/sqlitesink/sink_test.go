@@ -16,6 +16,7 @@ import (
 
 	"github.com/polygateway/polygateway/internal/core"
 	"github.com/polygateway/polygateway/internal/registry"
+	"github.com/polygateway/polygateway/telemetry/internal/sinktest"
 	"github.com/polygateway/polygateway/telemetry/telemetrytest"
 )
 
@@ -199,7 +200,7 @@ func TestOpenFailsClearlyOnAnUnusablePath(t *testing.T) {
 
 func TestSQLiteSinkDropsABadRowAloneWithoutPoisoningItsBatch(t *testing.T) {
 	t.Parallel()
-	logs := &logCapture{}
+	logs := &sinktest.LogCapture{}
 	path := filepath.Join(t.TempDir(), "t.db")
 	// One long flush interval: the five records go into one transaction.
 	s := openSink(t, path, WithLogger(slog.New(logs)), WithFlushInterval(time.Hour))
@@ -214,22 +215,14 @@ func TestSQLiteSinkDropsABadRowAloneWithoutPoisoningItsBatch(t *testing.T) {
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := fileReader{path}.Rows(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range rows {
-		got = append(got, r.CallID)
-	}
-	if !slices.Equal(got, []string{"r0", "r1", "r3", "r4"}) {
+	if got := sinktest.IDs(t, fileReader{path}); !slices.Equal(got, []string{"r0", "r1", "r3", "r4"}) {
 		t.Fatalf("stored %v, want every row but the bad one", got)
 	}
 	if s.Dropped() != 1 {
 		t.Fatalf("Dropped = %d, want 1", s.Dropped())
 	}
-	if logs.count(slog.LevelWarn, "refused a record") != 1 || logs.count(slog.LevelWarn, "unavailable") != 0 {
-		t.Fatalf("logs:\n%s", logs.text())
+	if logs.Count(slog.LevelWarn, "refused a record") != 1 || logs.Count(slog.LevelWarn, "unavailable") != 0 {
+		t.Fatalf("logs:\n%s", logs.Text())
 	}
 }
 
@@ -242,7 +235,7 @@ func TestSQLiteSinkQueueFullDropsAndCountsWhileTheWriterIsBlocked(t *testing.T) 
 	unlock := lockDatabase(t, path)
 	ctx := context.Background()
 	_ = s.Write(ctx, telemetrytest.SparseRecord("r00", telemetrytest.Base))
-	eventually(t, "the writer took r00", func() bool { return len(s.e.queue) == 0 })
+	sinktest.Eventually(t, "the writer took r00", func() bool { return s.e.Queued() == 0 })
 	start := time.Now()
 	for i := 1; i <= 20; i++ {
 		if err := s.Write(ctx, telemetrytest.SparseRecord(fmt.Sprintf("r%02d", i), telemetrytest.Base)); err != nil {
@@ -298,17 +291,17 @@ func lockDatabase(t *testing.T, path string) func() {
 
 func TestSQLiteSinkDegradesOnALockedDatabaseWarnsOnceAndRecovers(t *testing.T) {
 	t.Parallel()
-	logs := &logCapture{}
+	logs := &sinktest.LogCapture{}
 	path := filepath.Join(t.TempDir(), "t.db")
 	s := openSink(t, path, WithLogger(slog.New(logs)), WithBusyTimeout(50*time.Millisecond),
 		WithBackoff(100*time.Millisecond, 200*time.Millisecond), WithFlushInterval(5*time.Millisecond))
 	ctx := context.Background()
 	_ = s.Write(ctx, telemetrytest.SparseRecord("before", telemetrytest.Base))
-	eventually(t, "before is stored", func() bool { rows, _ := fileReader{path}.Rows(ctx); return len(rows) == 1 })
+	sinktest.Eventually(t, "before is stored", func() bool { rows, _ := fileReader{path}.Rows(ctx); return len(rows) == 1 })
 
 	unlock := lockDatabase(t, path)
 	_ = s.Write(ctx, telemetrytest.SparseRecord("held", telemetrytest.Base.Add(time.Second)))
-	eventually(t, "the sink is down", s.e.down.Load)
+	sinktest.Eventually(t, "the sink is down", s.e.Down)
 	for i := range 30 {
 		_ = s.Write(ctx, telemetrytest.SparseRecord(fmt.Sprintf("during-%02d", i), telemetrytest.Base))
 	}
@@ -316,28 +309,20 @@ func TestSQLiteSinkDegradesOnALockedDatabaseWarnsOnceAndRecovers(t *testing.T) {
 		t.Fatalf("Dropped = %d, want the 30 writes made while down", s.Dropped())
 	}
 	time.Sleep(500 * time.Millisecond) // several failed recovery attempts
-	if !s.e.down.Load() {
+	if !s.e.Down() {
 		t.Fatal("the sink recovered while the database was still locked")
 	}
 	unlock()
-	eventually(t, "the sink is up", func() bool { return !s.e.down.Load() })
+	sinktest.Eventually(t, "the sink is up", func() bool { return !s.e.Down() })
 	_ = s.Write(ctx, telemetrytest.SparseRecord("after", telemetrytest.Base.Add(2*time.Second)))
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := fileReader{path}.Rows(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range rows {
-		got = append(got, r.CallID)
-	}
-	if !slices.Equal(got, []string{"before", "held", "after"}) {
+	if got := sinktest.IDs(t, fileReader{path}); !slices.Equal(got, []string{"before", "held", "after"}) {
 		t.Fatalf("stored %v, want before, held, after", got)
 	}
-	if n := logs.count(slog.LevelWarn, "unavailable"); n != 1 {
-		t.Fatalf("%d warnings, want 1:\n%s", n, logs.text())
+	if n := logs.Count(slog.LevelWarn, "unavailable"); n != 1 {
+		t.Fatalf("%d warnings, want 1:\n%s", n, logs.Text())
 	}
 	if s.Dropped() != 30 {
 		t.Fatalf("Dropped = %d, want 30", s.Dropped())
@@ -346,34 +331,30 @@ func TestSQLiteSinkDegradesOnALockedDatabaseWarnsOnceAndRecovers(t *testing.T) {
 
 func TestSQLiteSinkRecoversWhenItsDatabaseIsClosedUnderneath(t *testing.T) {
 	t.Parallel()
-	logs := &logCapture{}
+	logs := &sinktest.LogCapture{}
 	path := filepath.Join(t.TempDir(), "t.db")
 	s := openSink(t, path, WithLogger(slog.New(logs)), WithBackoff(200*time.Millisecond, 400*time.Millisecond),
 		WithFlushInterval(5*time.Millisecond))
 	ctx := context.Background()
 	_ = s.Write(ctx, telemetrytest.SparseRecord("before", telemetrytest.Base))
-	eventually(t, "before is stored", func() bool { rows, _ := fileReader{path}.Rows(ctx); return len(rows) == 1 })
+	sinktest.Eventually(t, "before is stored", func() bool { rows, _ := fileReader{path}.Rows(ctx); return len(rows) == 1 })
 
-	_ = s.e.st.(*sqliteStore).db.Close() // the handle dies under the writer
+	_ = s.st.db.Close() // the handle dies under the writer
 	_ = s.Write(ctx, telemetrytest.SparseRecord("held", telemetrytest.Base.Add(time.Second)))
-	eventually(t, "the sink is down", s.e.down.Load)
+	sinktest.Eventually(t, "the sink is down", s.e.Down)
 	for i := range 7 {
 		_ = s.Write(ctx, telemetrytest.SparseRecord(fmt.Sprintf("during-%d", i), telemetrytest.Base))
 	}
-	eventually(t, "the sink reopened the database", func() bool { return !s.e.down.Load() })
+	sinktest.Eventually(t, "the sink reopened the database", func() bool { return !s.e.Down() })
 	_ = s.Write(ctx, telemetrytest.SparseRecord("after", telemetrytest.Base.Add(2*time.Second)))
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := fileReader{path}.Rows(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if got := sinktest.IDs(t, fileReader{path}); !slices.Equal(got, []string{"before", "held", "after"}) {
+		t.Fatalf("stored %v, want before, held, after", got)
 	}
-	if len(rows) != 3 || rows[0].CallID != "before" || rows[1].CallID != "held" || rows[2].CallID != "after" {
-		t.Fatalf("stored %d rows: %+v", len(rows), rows)
-	}
-	if s.Dropped() != 7 || logs.count(slog.LevelWarn, "unavailable") != 1 {
-		t.Fatalf("Dropped = %d; logs:\n%s", s.Dropped(), logs.text())
+	if s.Dropped() != 7 || logs.Count(slog.LevelWarn, "unavailable") != 1 {
+		t.Fatalf("Dropped = %d; logs:\n%s", s.Dropped(), logs.Text())
 	}
 }
 
@@ -402,4 +383,21 @@ func TestSQLiteSinkIsRegisteredAsTheSQLiteTelemetryBackend(t *testing.T) {
 		!strings.Contains(err.Error(), "PGW_TELEMETRY_SQLITE_PATH") {
 		t.Fatalf("empty path: %v", err)
 	}
+}
+
+func BenchmarkSinkWrite(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := telemetrytest.FullRecord("bench", telemetrytest.Base, false)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = s.Write(context.Background(), r)
+		}
+	})
+	b.StopTimer()
+	_ = s.Close(context.Background())
 }

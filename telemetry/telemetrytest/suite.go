@@ -41,6 +41,8 @@ const timeout = 30 * time.Second
 //   - every field (the 18 columns plus scope and created_at) round-trips,
 //     with nil and non-nil optional floats, unicode and large text;
 //     created_at keeps at least microsecond precision;
+//   - a record carrying RawMessages is stored with core.MessagesJSON of
+//     them (inline images as digests, never raw);
 //   - rows written become readable without Close (batches are flushed on
 //     their own);
 //   - inserts are idempotent on call_id: the first row written wins, within
@@ -59,6 +61,7 @@ func RunSinkSuite(t *testing.T, newSink func(t *testing.T) (core.TelemetrySink, 
 		run  func(*testing.T, NewSinkFunc)
 	}{
 		{"RoundTripsEveryField", testRoundTrip},
+		{"RendersRawMessagesWithImagesAsDigests", testRendersRawMessages},
 		{"RowsAppearWithoutClose", testRowsAppearWithoutClose},
 		{"InsertIsIdempotentOnCallIDAndKeepsTheFirst", testIdempotent},
 		{"CloseFlushesEverythingQueued", testCloseFlushes},
@@ -146,6 +149,31 @@ func testRoundTrip(t *testing.T, newSink NewSinkFunc) {
 		if d := Diff(want[i], got[i]); d != "" {
 			t.Errorf("row %d (%s) differs:\n%s", i, want[i].CallID, d)
 		}
+	}
+	checkNoDrops(t, sink)
+}
+
+func testRendersRawMessages(t *testing.T, newSink NewSinkFunc) {
+	sink, rd := newSink(t)
+	image := "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+	raw := []core.Message{
+		{Role: "system", Content: "be terse ✓"},
+		{Role: "user", Parts: []core.ContentPart{{Type: core.PartText, Text: "what is this?"}, core.ImageURLPart(image)}},
+	}
+	r := SparseRecord("raw", Base)
+	r.RawMessages = raw
+	mustWrite(t, sink, r)
+	closeSink(t, sink)
+	got := readRows(t, rd)
+	if len(got) != 1 {
+		t.Fatalf("read %d rows, want 1", len(got))
+	}
+	want := core.MessagesJSON(raw)
+	if got[0].Messages != want {
+		t.Fatalf("messages = %s\nwant %s", clip(got[0].Messages), clip(want))
+	}
+	if strings.Contains(got[0].Messages, "iVBORw0KGgo") {
+		t.Fatal("the raw image reached the table")
 	}
 	checkNoDrops(t, sink)
 }

@@ -1,8 +1,11 @@
-package sqlitesink
-
-// This file is the queue-and-batch engine of the sink. The Postgres sink
-// (telemetry/pgsink) carries the same engine over its own store; the two are
-// kept line-for-line alike so that a fix in one is a fix in the other.
+// Package sinkengine is the queue-and-batch engine shared by the database
+// telemetry sinks (telemetry/sqlitesink and telemetry/pgsink): a bounded
+// queue drained by one writer goroutine that writes batches to a Store,
+// isolates the rows the database refuses, and degrades to "drop and count"
+// (one warning, recovery with exponential backoff) while the database is
+// unavailable. Each sink supplies its Store and its own Option API over
+// Settings.
+package sinkengine
 
 import (
 	"context"
@@ -23,26 +26,27 @@ import (
 // batch is dropped so that one poisonous batch cannot wedge the sink.
 const maxHeldRetries = 3
 
-// store is the database side of the engine. All methods are called from the
+// Store is the database side of the engine. All methods are called from the
 // engine's one writer goroutine only.
-type store interface {
-	// insert writes recs atomically (all or none), ignoring call_ids that
+type Store interface {
+	// Insert writes recs atomically (all or none), ignoring call_ids that
 	// are already present.
-	insert(ctx context.Context, recs []core.TelemetryRecord) error
-	// rowLevel reports whether err was caused by the rows themselves
+	Insert(ctx context.Context, recs []core.TelemetryRecord) error
+	// RowLevel reports whether err was caused by the rows themselves
 	// (constraint, encoding, size) rather than by the connection.
-	rowLevel(err error) bool
-	// recover re-establishes the connection and makes sure the table exists.
-	recover(ctx context.Context) error
-	// close releases the database.
-	close() error
+	RowLevel(err error) bool
+	// Recover re-establishes the connection and makes sure the table exists.
+	Recover(ctx context.Context) error
+	// Close releases the database.
+	Close() error
 }
 
-// engine is a bounded queue drained by one goroutine that writes batches to
-// a store, degrading to "drop and count" while the store is unavailable.
-type engine struct {
-	st   store
-	cfg  settings
+// Engine is a bounded queue drained by one goroutine that writes batches to
+// a Store, degrading to "drop and count" while the store is unavailable. It
+// is safe for concurrent use.
+type Engine struct {
+	st   Store
+	cfg  Settings
 	log  *slog.Logger
 	name string
 
@@ -66,23 +70,36 @@ type engine struct {
 	badWarned    bool
 }
 
-// newEngine starts the writer goroutine. When startDown is set the store
-// could not be reached yet and the engine begins in the degraded state.
-func newEngine(name string, st store, cfg settings, startDown bool) *engine {
-	e := &engine{
-		st: st, cfg: cfg, log: cfg.logger, name: name,
-		queue: make(chan core.TelemetryRecord, cfg.queueSize),
+// New starts the writer goroutine of a sink called name (it names the sink
+// in log records and errors). cfg is normalised (see Settings). A non-nil
+// startErr means the store could not be reached yet: the engine then begins
+// in the degraded state, warns once and connects in the background, as it
+// does when the store fails later.
+func New(name string, st Store, cfg Settings, startErr error) *Engine {
+	cfg = cfg.normalized()
+	e := &Engine{
+		st: st, cfg: cfg, log: cfg.Logger, name: name,
+		queue: make(chan core.TelemetryRecord, cfg.QueueSize),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
 	e.base, e.cancelBase = context.WithCancel(context.Background())
-	e.down.Store(startDown)
+	if startErr != nil {
+		e.down.Store(true)
+		e.log.Warn(unavailableMsg, "sink", name, "err", startErr)
+	}
 	go e.run()
 	return e
 }
 
-// write enqueues rec without blocking.
-func (e *engine) write(rec core.TelemetryRecord) error {
+// unavailableMsg is the one warning of a degradation.
+const unavailableMsg = "polygateway: telemetry: database unavailable; dropping new records and retrying the connection with backoff"
+
+// Write enqueues rec without blocking. A zero CreatedAt is set to the time
+// of the call. When the queue is full, or while the store is unavailable,
+// the record is dropped and counted (and nil is returned). After Close it
+// returns telemetry.ErrClosed.
+func (e *Engine) Write(rec core.TelemetryRecord) error {
 	e.mu.RLock()
 	if e.closed {
 		e.mu.RUnlock()
@@ -105,13 +122,16 @@ func (e *engine) write(rec core.TelemetryRecord) error {
 	e.mu.RUnlock()
 	e.dropped.Add(1)
 	if e.fullWarned.CompareAndSwap(false, true) {
-		e.log.Warn("polygateway: telemetry: queue full, dropping records", "sink", e.name, "queue_size", e.cfg.queueSize)
+		e.log.Warn("polygateway: telemetry: queue full, dropping records", "sink", e.name, "queue_size", e.cfg.QueueSize)
 	}
 	return nil
 }
 
-// close stops the writer after it flushed what is queued, bounded by ctx.
-func (e *engine) close(ctx context.Context) error {
+// Close stops the writer after it wrote everything queued and closes the
+// store. It waits for the writer; ctx bounds the final writes (records that
+// could not be written are counted in Dropped and reported in the error).
+// It is idempotent and safe to call concurrently.
+func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	first := !e.closed
 	e.closed = true
@@ -125,15 +145,27 @@ func (e *engine) close(ctx context.Context) error {
 	return e.closeErr
 }
 
+// Dropped returns how many records were accepted by Write but not stored:
+// the queue was full, the store was unavailable, the store refused the row,
+// or Close could not write it.
+func (e *Engine) Dropped() uint64 { return e.dropped.Load() }
+
+// Down reports whether the engine is degraded: the store is unavailable and
+// every Write is dropped and counted until a recovery succeeds.
+func (e *Engine) Down() bool { return e.down.Load() }
+
+// Queued returns how many records wait in the queue for the writer.
+func (e *Engine) Queued() int { return len(e.queue) }
+
 // run is the writer goroutine.
-func (e *engine) run() {
+func (e *Engine) run() {
 	defer close(e.done)
 	defer e.cancelBase()
-	batch := make([]core.TelemetryRecord, 0, e.cfg.batchSize)
+	batch := make([]core.TelemetryRecord, 0, e.cfg.BatchSize)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	backoff := e.cfg.backoffMin
+	backoff := e.cfg.BackoffMin
 	for {
 		if e.down.Load() {
 			wait := time.NewTimer(backoff)
@@ -145,19 +177,19 @@ func (e *engine) run() {
 			case <-wait.C:
 			}
 			if e.tryRecover() {
-				backoff = e.cfg.backoffMin
+				backoff = e.cfg.BackoffMin
 			} else {
-				backoff = min(2*backoff, e.cfg.backoffMax)
+				backoff = min(2*backoff, e.cfg.BackoffMax)
 			}
 			continue
 		}
 		select {
 		case rec := <-e.queue:
 			if len(batch) == 0 {
-				timer.Reset(e.cfg.flushInterval)
+				timer.Reset(e.cfg.FlushInterval)
 			}
 			batch = e.fill(append(batch, rec))
-			if len(batch) >= e.cfg.batchSize {
+			if len(batch) >= e.cfg.BatchSize {
 				timer.Stop()
 				e.flush(batch)
 				batch = batch[:0]
@@ -175,8 +207,8 @@ func (e *engine) run() {
 }
 
 // fill appends queued records to batch without waiting, up to the batch size.
-func (e *engine) fill(batch []core.TelemetryRecord) []core.TelemetryRecord {
-	for len(batch) < e.cfg.batchSize {
+func (e *Engine) fill(batch []core.TelemetryRecord) []core.TelemetryRecord {
+	for len(batch) < e.cfg.BatchSize {
 		select {
 		case rec := <-e.queue:
 			batch = append(batch, rec)
@@ -188,13 +220,13 @@ func (e *engine) fill(batch []core.TelemetryRecord) []core.TelemetryRecord {
 }
 
 // opContext bounds one database operation.
-func (e *engine) opContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(e.base, e.cfg.opTimeout)
+func (e *Engine) opContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(e.base, e.cfg.OpTimeout)
 }
 
 // flush writes one batch; on a connection-level failure the unwritten rest
 // is held for after the recovery and the engine goes down.
-func (e *engine) flush(batch []core.TelemetryRecord) {
+func (e *Engine) flush(batch []core.TelemetryRecord) {
 	ctx, cancel := e.opContext()
 	defer cancel()
 	if rest, err := e.storeRecords(ctx, batch); err != nil {
@@ -204,13 +236,17 @@ func (e *engine) flush(batch []core.TelemetryRecord) {
 
 // storeRecords writes recs as one batch; when the batch fails because of a
 // row, it retries row by row and drops the bad rows alone. On a
-// connection-level error it returns the records not yet written.
-func (e *engine) storeRecords(ctx context.Context, recs []core.TelemetryRecord) ([]core.TelemetryRecord, error) {
-	err := e.st.insert(ctx, recs)
+// connection-level error it returns the records not yet written. It renders
+// raw messages first: that work is kept off the call path.
+func (e *Engine) storeRecords(ctx context.Context, recs []core.TelemetryRecord) ([]core.TelemetryRecord, error) {
+	for i := range recs {
+		recs[i].Render()
+	}
+	err := e.st.Insert(ctx, recs)
 	if err == nil {
 		return nil, nil
 	}
-	if !e.st.rowLevel(err) {
+	if !e.st.RowLevel(err) {
 		return recs, err
 	}
 	if len(recs) == 1 {
@@ -218,10 +254,10 @@ func (e *engine) storeRecords(ctx context.Context, recs []core.TelemetryRecord) 
 		return nil, nil
 	}
 	for i := range recs {
-		err := e.st.insert(ctx, recs[i:i+1])
+		err := e.st.Insert(ctx, recs[i:i+1])
 		switch {
 		case err == nil:
-		case e.st.rowLevel(err):
+		case e.st.RowLevel(err):
 			e.dropBad(recs[i], err)
 		default:
 			return recs[i:], err
@@ -232,7 +268,7 @@ func (e *engine) storeRecords(ctx context.Context, recs []core.TelemetryRecord) 
 
 // dropBad counts a row the database refused; the first one is logged as a
 // warning, later ones at debug level.
-func (e *engine) dropBad(rec core.TelemetryRecord, err error) {
+func (e *Engine) dropBad(rec core.TelemetryRecord, err error) {
 	e.dropped.Add(1)
 	lvl := slog.LevelDebug
 	if !e.badWarned {
@@ -245,20 +281,19 @@ func (e *engine) dropBad(rec core.TelemetryRecord, err error) {
 
 // goDown enters the degraded state: one warning, then every Write is
 // short-circuited (dropped and counted) until a recovery succeeds.
-func (e *engine) goDown(rest []core.TelemetryRecord, err error) {
+func (e *Engine) goDown(rest []core.TelemetryRecord, err error) {
 	e.held = slices.Clone(rest)
 	e.heldFailures = 0
 	e.down.Store(true)
-	e.log.Warn("polygateway: telemetry: database unavailable; dropping new records and retrying the connection with backoff",
-		"sink", e.name, "err", err, "held", len(e.held))
+	e.log.Warn(unavailableMsg, "sink", e.name, "err", err, "held", len(e.held))
 }
 
 // tryRecover probes the store and writes the held batch. It reports whether
 // the engine is up again.
-func (e *engine) tryRecover() bool {
+func (e *Engine) tryRecover() bool {
 	ctx, cancel := e.opContext()
 	defer cancel()
-	if err := e.st.recover(ctx); err != nil {
+	if err := e.st.Recover(ctx); err != nil {
 		e.log.Debug("polygateway: telemetry: recovery failed", "sink", e.name, "err", err)
 		return false
 	}
@@ -285,7 +320,7 @@ func (e *engine) tryRecover() bool {
 // shutdown writes the held batch, the pending batch and everything still
 // queued, then closes the store. Nothing can be enqueued any more: closed was
 // set under the lock before stop was closed.
-func (e *engine) shutdown(batch []core.TelemetryRecord) {
+func (e *Engine) shutdown(batch []core.TelemetryRecord) {
 	all := append(e.held, batch...)
 	e.held = nil
 	for drained := false; !drained; {
@@ -299,7 +334,7 @@ func (e *engine) shutdown(batch []core.TelemetryRecord) {
 	var err error
 	if e.down.Load() && len(all) > 0 {
 		ctx, cancel := e.opContext()
-		err = e.st.recover(ctx)
+		err = e.st.Recover(ctx)
 		cancel()
 		if err == nil {
 			e.down.Store(false)
@@ -310,7 +345,7 @@ func (e *engine) shutdown(batch []core.TelemetryRecord) {
 		lost = len(all)
 	}
 	for err == nil && len(all) > 0 {
-		n := min(len(all), e.cfg.batchSize)
+		n := min(len(all), e.cfg.BatchSize)
 		ctx, cancel := e.opContext()
 		var rest []core.TelemetryRecord
 		rest, err = e.storeRecords(ctx, all[:n])
@@ -325,7 +360,7 @@ func (e *engine) shutdown(batch []core.TelemetryRecord) {
 		e.dropped.Add(uint64(lost))
 		errs = append(errs, fmt.Errorf("polygateway: telemetry: %s: %d records not written at close: %w", e.name, lost, err))
 	}
-	if cerr := e.st.close(); cerr != nil {
+	if cerr := e.st.Close(); cerr != nil {
 		errs = append(errs, fmt.Errorf("polygateway: telemetry: %s: close: %w", e.name, cerr))
 	}
 	e.closeErr = errors.Join(errs...)

@@ -1,0 +1,124 @@
+package pgsink
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// TableName is the table every row goes to.
+const TableName = "llm_calls"
+
+// columns lists the table's columns with their Postgres types, in order.
+var columns = []struct{ name, typ, constraint string }{
+	{"call_id", "text", "PRIMARY KEY"},
+	{"parent_call_id", "text", "NOT NULL DEFAULT ''"},
+	{"session_id", "text", "NOT NULL DEFAULT ''"},
+	{"model", "text", "NOT NULL DEFAULT ''"},
+	{"provider", "text", "NOT NULL DEFAULT ''"},
+	{"source_name", "text", "NOT NULL DEFAULT ''"},
+	{"messages", "text", "NOT NULL DEFAULT ''"},
+	{"response", "text", "NOT NULL DEFAULT ''"},
+	{"thinking", "text", "NOT NULL DEFAULT ''"},
+	{"prompt_tokens", "bigint", "NOT NULL DEFAULT 0"},
+	{"completion_tokens", "bigint", "NOT NULL DEFAULT 0"},
+	{"usage_source", "text", "NOT NULL DEFAULT ''"},
+	{"latency_ms", "double precision", "NOT NULL DEFAULT 0"},
+	{"ttft_ms", "double precision", ""},
+	{"max_inter_token_ms", "double precision", ""},
+	{"cache_hit", "boolean", "NOT NULL DEFAULT false"},
+	{"error", "text", "NOT NULL DEFAULT ''"},
+	{"cost", "double precision", ""},
+	{"scope", "text", "NOT NULL DEFAULT ''"},
+	{"created_at", "timestamptz", "NOT NULL DEFAULT now()"},
+}
+
+// names returns the column names joined with sep.
+func names(sep string) string {
+	out := make([]string, len(columns))
+	for i, c := range columns {
+		out[i] = c.name
+	}
+	return strings.Join(out, sep)
+}
+
+// table returns the quoted, possibly schema-qualified table name.
+func table(schema string) string {
+	if schema == "" {
+		return pgx.Identifier{TableName}.Sanitize()
+	}
+	return pgx.Identifier{schema, TableName}.Sanitize()
+}
+
+// schemaSQL returns the statements that create the table and its indexes
+// when they are missing.
+func schemaSQL(schema string) []string {
+	t := table(schema)
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS " + t + " (\n")
+	for i, c := range columns {
+		b.WriteString("\t" + c.name + " " + c.typ)
+		if c.constraint != "" {
+			b.WriteString(" " + c.constraint)
+		}
+		if i < len(columns)-1 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(")")
+	var stmts []string
+	if schema != "" {
+		stmts = append(stmts, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
+	}
+	return append(stmts, b.String(),
+		"CREATE INDEX IF NOT EXISTS llm_calls_created_at_idx ON "+t+" (created_at)",
+		"CREATE INDEX IF NOT EXISTS llm_calls_source_name_idx ON "+t+" (source_name, created_at)",
+		"CREATE INDEX IF NOT EXISTS llm_calls_session_id_idx ON "+t+" (session_id) WHERE session_id <> ''",
+	)
+}
+
+// insertSQL returns the batch insert: one statement whatever the batch size,
+// each column sent as one array parameter and unnested in order, so that of
+// two rows with the same call_id in one batch the first wins, as it does
+// against rows already stored (ON CONFLICT DO NOTHING).
+func insertSQL(schema string) string {
+	var params []string
+	for i, c := range columns {
+		params = append(params, "$"+strconv.Itoa(i+1)+"::"+c.typ+"[]")
+	}
+	return "INSERT INTO " + table(schema) + " (" + names(", ") + ")\n" +
+		"SELECT " + names(", ") + " FROM unnest(" + strings.Join(params, ", ") + ")\n" +
+		"WITH ORDINALITY AS r(" + names(", ") + ", ord) ORDER BY ord\n" +
+		"ON CONFLICT (call_id) DO NOTHING"
+}
+
+// batchArgs returns the column arrays of recs in insertSQL's order.
+func batchArgs(recs []core.TelemetryRecord) []any {
+	n := len(recs)
+	var (
+		callID, parent, session, model, provider, source = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		messages, response, thinking, usage, errText     = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		scope                                            = make([]string, n)
+		prompt, completion                               = make([]int64, n), make([]int64, n)
+		latency                                          = make([]float64, n)
+		ttft, gap, cost                                  = make([]*float64, n), make([]*float64, n), make([]*float64, n)
+		cacheHit                                         = make([]bool, n)
+		createdAt                                        = make([]time.Time, n)
+	)
+	for i := range recs {
+		r := &recs[i]
+		callID[i], parent[i], session[i], model[i], provider[i], source[i] = r.CallID, r.ParentCallID, r.SessionID, r.Model, r.Provider, r.SourceName
+		messages[i], response[i], thinking[i], usage[i], errText[i] = r.Messages, r.Response, r.Thinking, r.UsageSource, r.Error
+		scope[i] = r.Scope
+		prompt[i], completion[i] = int64(r.PromptTokens), int64(r.CompletionTokens)
+		latency[i], ttft[i], gap[i], cost[i] = r.LatencyMS, r.TTFTMS, r.MaxInterTokenMS, r.Cost
+		cacheHit[i], createdAt[i] = r.CacheHit, r.CreatedAt
+	}
+	return []any{callID, parent, session, model, provider, source, messages, response, thinking,
+		prompt, completion, usage, latency, ttft, gap, cacheHit, errText, cost, scope, createdAt}
+}
