@@ -100,11 +100,11 @@ type callState struct {
 	tried, excluded sourceSet
 	// busy are the sources refused this round only because their adaptive
 	// concurrency limit was full (also in excluded).
-	busy sourceSet
-	attempts        []string
-	perSource       map[string]core.Reason
-	spent           int // attempts that consumed the retry budget
-	waited          time.Duration
+	busy      sourceSet
+	attempts  []string
+	perSource map[string]core.Reason
+	spent     int // attempts that consumed the retry budget
+	waited    time.Duration
 	// sinceAttempt is how long the call has waited since its last attempt;
 	// that wait counts toward the next backoff.
 	sinceAttempt time.Duration
@@ -391,27 +391,22 @@ const (
 // classifyOutcome maps an attempt error to the breaker outcome, the TPM
 // settlement and the health verdict.
 func classifyOutcome(err error) (core.Outcome, core.SettleKind, verdict) {
-	var (
-		te *core.TransientError
-		de *core.SourceDeadError
-		re *core.RequestRejectedError
-		ie *core.ResultInvalidError
-	)
-	switch {
-	case errors.As(err, &te):
-		switch te.Reason {
+	c := core.Classify(err)
+	switch c.Class {
+	case core.ClassTransient:
+		switch c.Reason {
 		case core.ReasonRateLimited:
 			return core.OutcomeRateLimited, core.SettleRefund, verdictBad
 		case core.ReasonTimeout, core.ReasonStalled:
 			return core.OutcomeTimeout, core.SettleEstimate, verdictBad
 		}
 		return core.OutcomeFailure, core.SettleEstimate, verdictBad
-	case errors.As(err, &de):
+	case core.ClassSourceDead:
 		return core.OutcomeDead, core.SettleRefund, verdictBad
-	case errors.As(err, &re):
+	case core.ClassRejected:
 		// The service answered: alive for the breaker, not the source's fault.
 		return core.OutcomeSuccess, core.SettleRefund, verdictNone
-	case errors.As(err, &ie):
+	case core.ClassInvalid:
 		// A bad result is not a bad service.
 		return core.OutcomeSuccess, core.SettleEstimate, verdictNone
 	}
@@ -629,24 +624,19 @@ func attemptEvent(scope, source string, latency time.Duration, resp *core.LLMRes
 	if err == nil {
 		return ev
 	}
-	var (
-		te *core.TransientError
-		de *core.SourceDeadError
-		re *core.RequestRejectedError
-		ie *core.ResultInvalidError
-	)
+	c := core.Classify(err)
 	switch {
 	case cancelled:
 		ev.Outcome = core.AttemptCancelled
-	case errors.As(err, &te) && te.Reason == core.ReasonRateLimited:
+	case c.Class == core.ClassTransient && c.Reason == core.ReasonRateLimited:
 		ev.Outcome = core.AttemptRateLimited
-	case errors.As(err, &te) && (te.Reason == core.ReasonTimeout || te.Reason == core.ReasonStalled):
+	case c.Class == core.ClassTransient && (c.Reason == core.ReasonTimeout || c.Reason == core.ReasonStalled):
 		ev.Outcome = core.AttemptTimeout
-	case errors.As(err, &de):
+	case c.Class == core.ClassSourceDead:
 		ev.Outcome = core.AttemptDead
-	case errors.As(err, &re):
+	case c.Class == core.ClassRejected:
 		ev.Outcome = core.AttemptRejected
-	case errors.As(err, &ie):
+	case c.Class == core.ClassInvalid:
 		ev.Outcome = core.AttemptInvalid
 	default:
 		ev.Outcome = core.AttemptTransient

@@ -105,22 +105,4 @@ func (r *Recorder) Middleware() core.Middleware {
 func Telemetry(cfg TelemetryConfig) core.Middleware { return NewRecorder(cfg).Middleware() }
 
 // sourceOf returns the source named by a classified error, if any.
-func sourceOf(err error) string {
-	var (
-		te *core.TransientError
-		de *core.SourceDeadError
-		re *core.RequestRejectedError
-		ie *core.ResultInvalidError
-	)
-	switch {
-	case errors.As(err, &te):
-		return te.Source
-	case errors.As(err, &de):
-		return de.Source
-	case errors.As(err, &re):
-		return re.Source
-	case errors.As(err, &ie):
-		return ie.Source
-	}
-	return ""
-}
+func sourceOf(err error) string { return core.Classify(err).Source }

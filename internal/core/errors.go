@@ -217,36 +217,76 @@ func (e *CanceledError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrGateway.
 func (e *CanceledError) Is(target error) bool { return target == ErrGateway }
 
-// ErrorClass returns the class name used as the telemetry error prefix
-// ("TransientError", "SourceDeadError", …), or "Error" for foreign errors.
-func ErrorClass(err error) string {
+// Class is the kind of an error as governance sees it.
+type Class uint8
+
+// Error classes, from the error types of this package.
+const (
+	ClassOther Class = iota
+	ClassTransient
+	ClassSourceDead
+	ClassRejected
+	ClassInvalid
+	ClassUnavailable
+	ClassBackend
+	ClassCanceled
+)
+
+var classNames = [...]string{"Error", "TransientError", "SourceDeadError", "RequestRejectedError",
+	"ResultInvalidError", "GatewayUnavailableError", "GovernanceBackendError", "CanceledError"}
+
+// String returns the class's type name ("TransientError", …; "Error" for
+// foreign errors).
+func (c Class) String() string { return classNames[c] }
+
+// Classified is an error's class with the source and reason it carries
+// (for a GatewayUnavailableError, the source of its last attempt).
+type Classified struct {
+	Class  Class
+	Source string
+	// Reason is set for TransientError (its Reason) and
+	// GatewayUnavailableError (the scope's Reason).
+	Reason Reason
+}
+
+// Classify finds the outermost error of this package in err's chain. The
+// scope-level and cancellation classes win over the attempt classes they
+// may wrap.
+func Classify(err error) Classified {
 	var (
+		u  *GatewayUnavailableError
+		g  *GovernanceBackendError
+		c  *CanceledError
 		t  *TransientError
 		d  *SourceDeadError
 		r  *RequestRejectedError
 		iv *ResultInvalidError
-		u  *GatewayUnavailableError
-		g  *GovernanceBackendError
-		c  *CanceledError
 	)
 	switch {
+	case err == nil:
+		return Classified{}
 	case errors.As(err, &u):
-		return "GatewayUnavailableError"
+		// The source is the one of the last attempt, when there was one.
+		return Classified{Class: ClassUnavailable, Reason: u.Reason, Source: Classify(u.Err).Source}
 	case errors.As(err, &g):
-		return "GovernanceBackendError"
+		return Classified{Class: ClassBackend}
 	case errors.As(err, &c):
-		return "CanceledError"
+		return Classified{Class: ClassCanceled}
 	case errors.As(err, &t):
-		return "TransientError"
+		return Classified{Class: ClassTransient, Source: t.Source, Reason: t.Reason}
 	case errors.As(err, &d):
-		return "SourceDeadError"
+		return Classified{Class: ClassSourceDead, Source: d.Source}
 	case errors.As(err, &r):
-		return "RequestRejectedError"
+		return Classified{Class: ClassRejected, Source: r.Source}
 	case errors.As(err, &iv):
-		return "ResultInvalidError"
+		return Classified{Class: ClassInvalid, Source: iv.Source}
 	}
-	return "Error"
+	return Classified{Class: ClassOther}
 }
+
+// ErrorClass returns the class name used as the telemetry error prefix
+// ("TransientError", "SourceDeadError", …), or "Error" for foreign errors.
+func ErrorClass(err error) string { return Classify(err).Class.String() }
 
 func formatErr(kind, source, reason string, status int, code, msg string, cause error) string {
 	var b strings.Builder
