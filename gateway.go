@@ -31,8 +31,7 @@ type GatewayClient struct {
 	closers   []io.Closer
 	log       *slog.Logger
 
-	schemas  schemaCache
-	fallback FallbackFunc
+	schemas schemaCache
 
 	closeOnce sync.Once
 	closeErr  error
@@ -92,7 +91,7 @@ func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 		clock = core.SystemClock{}
 	}
 	asm := registry.NewAssembly(s, logger)
-	c := &GatewayClient{settings: s, log: logger, closed: make(chan struct{}), fallback: o.fallback}
+	c := &GatewayClient{settings: s, log: logger, closed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			if c.ownSink && c.sink != nil {
@@ -175,6 +174,7 @@ func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 	}
 	recorder := middleware.NewRecorder(middleware.TelemetryConfig{Sink: sinkArg, Scope: s.Scope, Clock: clock, Logger: logger})
 	layers := append([]Middleware(nil), o.middleware...)
+	layers = append(layers, middleware.Fallback(o.fallback))
 	if cache != nil {
 		models := make([]string, len(s.Sources))
 		for i, src := range s.Sources {
@@ -277,16 +277,6 @@ func (c *GatewayClient) Invoke(ctx context.Context, call *Call) (*LLMResponse, e
 		call.Scope = c.settings.Scope
 	}
 	resp, err := c.handler(ctx, call)
-	if err != nil {
-		if fb := call.Fallback; fb != nil || c.fallback != nil {
-			if fb == nil {
-				fb = c.fallback
-			}
-			if r, ok := runFallback(ctx, fb, call, err); ok {
-				resp, err = r, nil
-			}
-		}
-	}
 	if resp != nil {
 		resp.CallID = call.ID
 	}
@@ -297,26 +287,9 @@ func (c *GatewayClient) Invoke(ctx context.Context, call *Call) (*LLMResponse, e
 // source produced an answer (GatewayUnavailableError, GovernanceBackendError,
 // or a TransientError/SourceDeadError with a budget of one attempt) and no
 // stale cache entry could stand in — never for a rejected request, an
-// invalid result or a cancellation. Its answer is returned marked Degraded; an
-// error from it is ignored and the original error returned.
-type FallbackFunc func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
-
-// runFallback applies fb to a failed call when the failure allows it.
-func runFallback(ctx context.Context, fb FallbackFunc, call *Call, cause error) (*LLMResponse, bool) {
-	var (
-		re *RequestRejectedError
-		ie *ResultInvalidError
-	)
-	if ctx.Err() != nil || errors.As(cause, &re) || errors.As(cause, &ie) {
-		return nil, false
-	}
-	resp, err := fb(ctx, call.Messages, cause)
-	if err != nil || resp == nil {
-		return nil, false
-	}
-	resp.Degraded = true
-	return resp, true
-}
+// invalid result or a cancellation. Its answer is returned marked Degraded;
+// an error from it is ignored and the original error returned.
+type FallbackFunc = middleware.FallbackFunc
 
 // NewCallID returns a fresh random call id (128-bit hex), as used for
 // telemetry rows.

@@ -68,6 +68,46 @@ type (
 	BackpressureSettings = core.BackpressureSettings
 )
 
+// Finisher is the optional Limiter interface that settles a permit and
+// records the breaker outcome in one backend round trip.
+type Finisher = core.Finisher
+
+// Settings parts of the degradation chain and the quality guard.
+type (
+	FallbackSettings = core.FallbackSettings
+	QualitySettings  = core.QualitySettings
+	BreakerSettings  = core.BreakerConfig
+	Class            = core.Class
+	Classified       = core.Classified
+)
+
+// Classify finds the class, source and reason of an error of this library.
+func Classify(err error) Classified { return core.Classify(err) }
+
+// Selector names, QUOTA_FULL and MISSING_DONE policies.
+const (
+	SelectorHealthAware   = core.SelectorHealthAware
+	SelectorRoundRobin    = core.SelectorRoundRobin
+	SelectorLeastInflight = core.SelectorLeastInflight
+	SelectorCostAware     = core.SelectorCostAware
+	QuotaFullWait         = core.QuotaFullWait
+	QuotaFullFailFast     = core.QuotaFullFailFast
+	MissingDoneRetry      = core.MissingDoneRetry
+	MissingDoneSalvage    = core.MissingDoneSalvage
+)
+
+// Attempt outcomes reported to an Observer.
+const (
+	AttemptSuccess     = core.AttemptSuccess
+	AttemptTransient   = core.AttemptTransient
+	AttemptTimeout     = core.AttemptTimeout
+	AttemptRateLimited = core.AttemptRateLimited
+	AttemptDead        = core.AttemptDead
+	AttemptRejected    = core.AttemptRejected
+	AttemptInvalid     = core.AttemptInvalid
+	AttemptCancelled   = core.AttemptCancelled
+)
+
 // Breaker states.
 const (
 	StateClosed   = core.StateClosed

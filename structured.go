@@ -77,7 +77,7 @@ func (sc *schemaCache) compile(digest string, schema []byte) (*jsonschema.Schema
 		return nil, err
 	}
 	comp := jsonschema.NewCompiler()
-	loc := "mem://polygateway/" + digest + ".json"
+	loc := schemaLoc(digest)
 	if err := comp.AddResource(loc, doc); err != nil {
 		return nil, err
 	}
@@ -90,6 +90,15 @@ func (sc *schemaCache) compile(digest string, schema []byte) (*jsonschema.Schema
 	}
 	sc.schemas[digest] = s
 	return s, nil
+}
+
+// schemaLoc is the location a schema is compiled under.
+func schemaLoc(digest string) string { return "mem://polygateway/" + digest + ".json" }
+
+// digestOf returns the hex SHA-256 of a schema.
+func digestOf(schema []byte) string {
+	sum := sha256.Sum256(schema)
+	return hex.EncodeToString(sum[:])
 }
 
 // repairJSON turns a model's answer into JSON text, or explains why it cannot.
@@ -118,15 +127,17 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 		return nil, &RequestRejectedError{Code: "empty_messages", Message: "no messages to send"}
 	}
 	tag := "json"
-	var schema *jsonschema.Schema
+	var (
+		schema *jsonschema.Schema
+		loc    string
+	)
 	if co.schema != nil {
-		sum := sha256.Sum256(co.schema)
-		digest := hex.EncodeToString(sum[:])
+		digest := digestOf(co.schema)
 		var err error
 		if schema, err = c.schemas.compile(digest, co.schema); err != nil {
 			return nil, &RequestRejectedError{Code: "invalid_json_schema", Message: "the JSON schema does not compile: " + err.Error(), Err: err}
 		}
-		tag = "schema:" + digest
+		tag, loc = "schema:"+digest, schemaLoc(digest)
 	}
 	if typeTag != "" {
 		tag += ";type:" + typeTag
@@ -142,7 +153,9 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 				return fmt.Errorf("the answer is not JSON: %v", err)
 			}
 			if err := schema.Validate(inst); err != nil {
-				return fmt.Errorf("the JSON does not match the schema: %v", err)
+				// The schema's internal location means nothing to the model.
+				msg := strings.ReplaceAll(err.Error(), loc, "schema")
+				return errors.New("the JSON does not match the schema: " + msg)
 			}
 		}
 		if decode != nil {
@@ -154,8 +167,9 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 			return nil
 		}
 		// Plain WithJSON wants a document: prose that repair turned into a
-		// bare JSON string or number is not one.
-		if text[0] != '{' && text[0] != '[' {
+		// bare JSON string, or into an array of its comma-separated phrases,
+		// is not one.
+		if (text[0] != '{' && text[0] != '[') || !strings.ContainsAny(resp.Content, "{[") {
 			return errors.New("the answer is not a JSON object or array")
 		}
 		var v any

@@ -50,6 +50,11 @@ type Governor struct {
 	lastProgress atomic.Int64
 	// rrMu guards the smooth weighted round robin weights.
 	rrMu sync.Mutex
+	// slotMu guards slotFreed, closed (and replaced) when an attempt ends
+	// while calls wait for an adaptive-concurrency slot.
+	slotMu      sync.Mutex
+	slotFreed   chan struct{}
+	slotWaiters atomic.Int32
 	// warned records backend release/record failures already logged.
 	warned atomic.Bool
 }
@@ -109,8 +114,10 @@ type callState struct {
 	// that wait counts toward the next backoff.
 	sinceAttempt time.Duration
 	lastErr      error
-	// quotaRefused is set when the limiter refused a source in this round.
-	quotaRefused bool
+	// quotaRefused is set when the limiter refused a source in this round;
+	// quotaRetryAfter is the earliest time the limiter said a gate frees.
+	quotaRefused    bool
+	quotaRetryAfter time.Duration
 	// retryAfter is the earliest breaker RetryAfter seen in this round.
 	retryAfter time.Duration
 }
@@ -133,11 +140,17 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 		now := g.clock.Now()
 		i := g.choose(now, &st.tried, &st.excluded, &st.busy)
 		if i < 0 {
-			wait, err := g.nothingEligible(ctx, now, &st)
+			wait, slot, err := g.nothingEligible(ctx, now, &st)
 			if err != nil {
 				return nil, err
 			}
-			if err := g.sleep(ctx, wait); err != nil {
+			if slot {
+				// Wake as soon as an attempt finishes anywhere in the scope.
+				wait, err = g.waitSlot(ctx, wait)
+			} else {
+				err = g.sleep(ctx, wait)
+			}
+			if err != nil {
 				return nil, err
 			}
 			if g.obs != nil {
@@ -147,7 +160,7 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 			st.sinceAttempt += wait
 			st.excluded.clear()
 			st.busy.clear()
-			st.quotaRefused, st.retryAfter = false, 0
+			st.quotaRefused, st.quotaRetryAfter, st.retryAfter = false, 0, 0
 			continue
 		}
 		s := g.sources[i]
@@ -171,7 +184,7 @@ func (g *Governor) Handle(ctx context.Context, call *core.Call) (*core.LLMRespon
 		st.sinceAttempt = 0
 		st.excluded.clear()
 		st.busy.clear()
-		st.quotaRefused, st.retryAfter = false, 0
+		st.quotaRefused, st.quotaRetryAfter, st.retryAfter = false, 0, 0
 		if resp != nil {
 			resp.Attempts = st.attempts
 		}
@@ -271,6 +284,9 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 		g.abandon(ctx, s, adm)
 		st.excluded.add(i, n)
 		st.quotaRefused = true
+		if grant.RetryAfter > 0 && (st.quotaRetryAfter == 0 || grant.RetryAfter < st.quotaRetryAfter) {
+			st.quotaRetryAfter = grant.RetryAfter
+		}
 		st.fail(name, core.ReasonRateLimited)
 		wait := grant.RetryAfter
 		if wait <= 0 || wait > g.settings.Backpressure.PollInterval {
@@ -295,6 +311,7 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 	started := g.clock.Now()
 	resp, err := g.up.Do(ctx, &s.cfg, call)
 	s.inflight.Add(-1)
+	g.slotFree()
 	took := g.clock.Now().Sub(started)
 	if err == nil && resp == nil {
 		err = &core.TransientError{Source: s.cfg.Name, Reason: core.ReasonNetworkError, Message: "upstream returned no response"}
@@ -334,6 +351,10 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 		}
 	}
 	now := g.clock.Now()
+	if invalid != nil {
+		// A bad result is not a bad service, nor a good one.
+		verdict = verdictNone
+	}
 	switch verdict {
 	case verdictGood:
 		s.observe(now, true)
@@ -474,16 +495,22 @@ func (g *Governor) afterFailure(ctx context.Context, s *sourceState, err error, 
 // nothingEligible decides what to do when no source can be tried right now:
 // give up (circuit open, fail_fast, stalled, deadline) or wait until the
 // earliest hard memo expires.
-func (g *Governor) nothingEligible(ctx context.Context, now time.Time, st *callState) (time.Duration, error) {
+//
+// slot=true means some source is only waiting for an adaptive-concurrency
+// slot: the caller then waits until an attempt finishes (waitSlot), at most
+// the returned duration.
+func (g *Governor) nothingEligible(ctx context.Context, now time.Time, st *callState) (wait time.Duration, slot bool, err error) {
 	var earliest time.Time
 	allCircuit := true
 	for _, s := range g.sources {
 		kind, until := s.memo(now)
 		if kind == memoNone {
 			// Excluded for this round only: the AIMD limit was full. Slots
-			// free as attempts finish, so look again soon.
+			// free as attempts finish: waitSlot wakes on that, and this is
+			// only the longest it waits.
 			allCircuit = false
-			until = now.Add(aimdPoll)
+			slot = true
+			until = now.Add(g.settings.Backpressure.PollInterval)
 		} else if kind != memoCircuitOpen {
 			allCircuit = false
 		}
@@ -494,14 +521,16 @@ func (g *Governor) nothingEligible(ctx context.Context, now time.Time, st *callS
 	if allCircuit {
 		e := g.unavailable(st, core.ReasonCircuitOpen)
 		e.RetryAfter = earliest.Sub(now)
-		return 0, e
+		return 0, false, e
 	}
 	if st.quotaRefused && g.settings.QuotaFull == core.QuotaFullFailFast {
+		// The limiter knows when its window frees; the memo only says when
+		// to look again.
 		e := g.unavailable(st, core.ReasonRateLimited)
-		e.RetryAfter = earliest.Sub(now)
-		return 0, e
+		e.RetryAfter = max(earliest.Sub(now), st.quotaRetryAfter)
+		return 0, false, e
 	}
-	wait := earliest.Sub(now)
+	wait = earliest.Sub(now)
 	if wait <= 0 {
 		wait = time.Millisecond
 	}
@@ -513,15 +542,15 @@ func (g *Governor) nothingEligible(ctx context.Context, now time.Time, st *callS
 		if now.Sub(last) >= sw {
 			e := g.unavailable(st, core.ReasonStalled)
 			e.RetryAfter = wait
-			return 0, e
+			return 0, false, e
 		}
 	}
 	if dl, ok := ctx.Deadline(); ok && wait > time.Until(dl) {
 		e := g.unavailable(st, core.ReasonRateLimited)
 		e.RetryAfter = wait
-		return 0, e
+		return 0, false, e
 	}
-	return wait, nil
+	return wait, slot, nil
 }
 
 // unavailable builds the scope-level error from the call's history.
@@ -655,4 +684,49 @@ func (g *Governor) finish(ctx context.Context, s *sourceState, permit core.Permi
 	rerr := g.limiter.Release(ctx, permit, settle)
 	_, berr := g.breaker.Record(ctx, g.settings.Scope, s.cfg.Name, adm, o, s.breaker)
 	return errors.Join(rerr, berr)
+}
+
+// waitSlot waits until an attempt finishes somewhere in the scope (an
+// adaptive-concurrency slot frees) or at most d, and returns how long it
+// waited.
+func (g *Governor) waitSlot(ctx context.Context, d time.Duration) (time.Duration, error) {
+	g.slotWaiters.Add(1)
+	defer g.slotWaiters.Add(-1)
+	g.slotMu.Lock()
+	if g.slotFreed == nil {
+		g.slotFreed = make(chan struct{})
+	}
+	ch := g.slotFreed
+	g.slotMu.Unlock()
+	// A slot may have freed between the choice and the registration above.
+	for _, s := range g.sources {
+		if float64(s.inflight.Load()) < s.aimdLimit() {
+			if k, _ := s.memo(g.clock.Now()); k == memoNone {
+				return 0, nil
+			}
+		}
+	}
+	start := time.Now()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return time.Since(start), &core.CanceledError{Err: ctx.Err()}
+	case <-ch:
+	case <-t.C:
+	}
+	return time.Since(start), nil
+}
+
+// slotFree wakes the calls waiting in waitSlot; cheap when none waits.
+func (g *Governor) slotFree() {
+	if g.slotWaiters.Load() == 0 {
+		return
+	}
+	g.slotMu.Lock()
+	if g.slotFreed != nil {
+		close(g.slotFreed)
+		g.slotFreed = nil
+	}
+	g.slotMu.Unlock()
 }

@@ -1034,7 +1034,7 @@ func TestGovernorStallsOnlyWithoutProgressAnywhereInTheScope(t *testing.T) {
 			g.sourceNamed("a").setMemo(now, now.Add(5*time.Millisecond), memoRateLimited)
 			g.lastProgress.Store(now.Add(-tc.progressAgo).UnixNano())
 			st := callState{waited: tc.waited, quotaRefused: true}
-			wait, err := g.nothingEligible(context.Background(), now, &st)
+			wait, _, err := g.nothingEligible(context.Background(), now, &st)
 			if tc.wantStalled {
 				if ue := asUnavailable(t, err); ue.Reason != core.ReasonStalled {
 					t.Errorf("err = %v, want stalled", err)
@@ -1072,5 +1072,37 @@ func TestARefusalWhileAProbeIsOutBlocksTheSourceOnlyBriefly(t *testing.T) {
 	kind, until := f.g.sources[0].memo(now)
 	if kind != memoCircuitOpen || until.Sub(now) > 100*time.Millisecond {
 		t.Fatalf("memo %v until +%v; want a short block (the poll interval), not the probe lease", kind, until.Sub(now))
+	}
+}
+
+func TestCallsWaitingForAnAdaptiveSlotAreWokenWhenOneFrees(t *testing.T) {
+	t.Parallel()
+	set := testSettings(src("a", 0))
+	set.Backpressure.PollInterval = 5 * time.Second // a poll would be far too slow
+	set.Backpressure.StallWindow = 30 * time.Second
+	up := upstreamFunc(func(ctx context.Context, _ *core.SourceConfig, _ *core.Call) (*core.LLMResponse, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		return &core.LLMResponse{Content: "ok", FinishReason: "stop"}, nil
+	})
+	g, err := NewGovernor(GovernorConfig{Settings: set, Upstream: up, Limiter: memory.NewLimiter(), Breaker: memory.NewBreaker()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 12 { // the adaptive limit starts at 8: four calls must wait
+		wg.Go(func() {
+			if _, err := g.Handle(context.Background(), newCall()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Fatalf("12 calls of 100 ms over 8 slots took %v: waiters were not woken when slots freed", took)
 	}
 }

@@ -26,9 +26,6 @@ const (
 	aimdStart = 8.0
 	aimdCap   = 64.0
 	aimdFloor = 1.0
-	// aimdPoll is how long a call waits before looking again when every
-	// eligible source is at its AIMD limit.
-	aimdPoll = 2 * time.Millisecond
 )
 
 // memo kinds: why a source is in the local cooldown memo.

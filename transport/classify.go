@@ -100,7 +100,12 @@ func classifyResponse(src *core.SourceConfig, prof *core.ProviderProfile, status
 		}
 		return mk.transient(core.ReasonNetworkError, retry())
 	case eff == 429:
-		if dead() || strings.Contains(lowerMsg, "request too large") || shouldRetry == "false" {
+		if strings.Contains(lowerMsg, "request too large") {
+			// This request exceeds the account's per-request limit: the
+			// request is the problem, not the source (smaller ones pass).
+			return mk.rejected(specificCode(code, false, "request_too_large"))
+		}
+		if dead() || shouldRetry == "false" {
 			return mk.dead()
 		}
 		return mk.transient(core.ReasonRateLimited, retry())

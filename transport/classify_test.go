@@ -49,7 +49,7 @@ func TestClassifyResponse(t *testing.T) {
 			transient, core.ReasonRateLimited, "1302", "并发", 0},
 		{"429 request too large", "openai", 429, nil,
 			`{"error":{"message":"Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 50000.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
-			dead, "", "rate_limit_exceeded", "Request too large", 0},
+			rejected, "", "request_too_large", "Request too large", 0},
 		{"429 moonshot quota", "kimi", 429, nil, `{"error":{"message":"Your account is suspended","type":"exceeded_current_quota_error"}}`,
 			dead, "", "exceeded_current_quota_error", "suspended", 0},
 		{"429 moonshot overloaded", "moonshot", 429, nil, `{"error":{"message":"The engine is currently overloaded","type":"engine_overloaded_error"}}`,

@@ -47,7 +47,8 @@
 // script; Release frees the slots and settles TPM in its one script; a
 // breaker's Allow, Record, Snapshot and Reset are one script each. A
 // governed call therefore costs two round trips before the upstream call
-// (Allow, TryAcquire) and two after (Release, Record).
+// (Allow, TryAcquire) and one after: the Limiter's Finish sends Release and
+// Record in one pipeline when the breaker is a Breaker on the same client.
 //
 // Scripts take "now" from the Redis server's TIME, so every process agrees
 // on one clock whatever its own says. WithClock replaces it with a

@@ -167,8 +167,10 @@ const (
 	OutcomeRateLimited
 	// OutcomeDead: the source is dead; opens at once.
 	OutcomeDead
-	// OutcomeAbandoned: the attempt was cancelled or rejected as a bad request;
-	// a held probe is returned with no verdict.
+	// OutcomeAbandoned: the attempt was cancelled or never made (refused by
+	// the limiter after the breaker admitted it); a held probe is returned
+	// with no verdict. (A rejected request is OutcomeSuccess: the service
+	// answered.)
 	OutcomeAbandoned
 )
 

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/polygateway/polygateway/proxy"
+)
+
+// serverConfig is the server's own configuration, from PGW_* keys.
+type serverConfig struct {
+	addr         string
+	drainTimeout time.Duration
+	metrics      bool
+	logLevel     slog.Level
+	logFormat    string
+	proxy        proxy.Config // everything but Backends, Metrics, Logger
+	routing      routing
+}
+
+// routing is the reloadable part: which model goes to which scope.
+type routing struct {
+	routes, embedRoutes             map[string]string
+	defaultScope, defaultEmbedScope string
+}
+
+// chatScopes and embedScopes list the scopes to build clients for.
+func (r routing) chatScopes() []string  { return scopes(r.routes, r.defaultScope) }
+func (r routing) embedScopes() []string { return scopes(r.embedRoutes, r.defaultEmbedScope) }
+
+func scopes(routes map[string]string, def string) []string {
+	out := []string{}
+	for _, s := range routes {
+		out = append(out, s)
+	}
+	if def != "" {
+		out = append(out, def)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// configError names the key whose value is wrong.
+type configError struct{ key, problem string }
+
+func (e *configError) Error() string { return e.key + ": " + e.problem }
+
+// parseServerConfig reads the PGW_* server keys of env. Unset keys take
+// their defaults; a bad value is an error naming the key.
+func parseServerConfig(env map[string]string) (serverConfig, error) {
+	sc := serverConfig{addr: "127.0.0.1:8400", drainTimeout: 30 * time.Second, metrics: true, logFormat: "json"}
+	var err error
+	get := func(k string) (string, bool) {
+		v, ok := env[k]
+		v = strings.TrimSpace(v)
+		return v, ok && v != ""
+	}
+	if v, ok := get("PGW_LISTEN_ADDR"); ok {
+		sc.addr = v
+	}
+	if sc.routing, err = parseRouting(env); err != nil {
+		return sc, err
+	}
+	p := &sc.proxy
+	if v, ok := get("PGW_STREAM_COMMIT"); ok {
+		if v != proxy.CommitFirstToken && v != proxy.CommitBuffer {
+			return sc, &configError{"PGW_STREAM_COMMIT", fmt.Sprintf("%q: want %s or %s", v, proxy.CommitFirstToken, proxy.CommitBuffer)}
+		}
+		p.StreamCommit = v
+	}
+	p.AdminToken = strings.TrimSpace(env["PGW_ADMIN_TOKEN"])
+	if v, ok := get("PGW_CLIENT_KEYS"); ok {
+		for k := range strings.SplitSeq(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				p.ClientKeys = append(p.ClientKeys, k)
+			}
+		}
+	}
+	floatKey := func(k string, dst *float64) error {
+		if v, ok := get(k); ok {
+			f, perr := strconv.ParseFloat(v, 64)
+			if perr != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+				return &configError{k, "want a number >= 0"}
+			}
+			*dst = f
+		}
+		return nil
+	}
+	intKey := func(k string, dst *int) error {
+		if v, ok := get(k); ok {
+			n, perr := strconv.Atoi(v)
+			if perr != nil || n < 0 {
+				return &configError{k, "want an integer >= 0"}
+			}
+			*dst = n
+		}
+		return nil
+	}
+	secsKey := func(k string, dst *time.Duration) error {
+		var f float64 = -1
+		if err := floatKey(k, &f); err != nil {
+			return err
+		}
+		if f >= 0 {
+			if f == 0 {
+				return &configError{k, "want seconds > 0"}
+			}
+			*dst = time.Duration(f * float64(time.Second))
+		}
+		return nil
+	}
+	var maxBody int
+	for _, step := range []error{
+		floatKey("PGW_CLIENT_RATE", &p.ClientRate),
+		intKey("PGW_CLIENT_BURST", &p.ClientBurst),
+		intKey("PGW_CLIENT_MAX", &p.MaxClients),
+		intKey("PGW_MAX_IN_FLIGHT", &p.MaxInFlight),
+		intKey("PGW_MAX_BODY_BYTES", &maxBody),
+		secsKey("PGW_READ_HEADER_TIMEOUT_S", &p.ReadHeaderTimeout),
+		secsKey("PGW_READ_TIMEOUT_S", &p.ReadTimeout),
+		secsKey("PGW_WRITE_TIMEOUT_S", &p.WriteTimeout),
+		secsKey("PGW_IDLE_TIMEOUT_S", &p.IdleTimeout),
+		secsKey("PGW_DRAIN_TIMEOUT_S", &sc.drainTimeout),
+	} {
+		if step != nil {
+			return sc, step
+		}
+	}
+	p.MaxBodyBytes = int64(maxBody)
+	if v, ok := get("PGW_METRICS"); ok {
+		b, perr := strconv.ParseBool(v)
+		if perr != nil {
+			return sc, &configError{"PGW_METRICS", "want true or false"}
+		}
+		sc.metrics = b
+	}
+	if v, ok := get("PGW_LOG_LEVEL"); ok {
+		if err := sc.logLevel.UnmarshalText([]byte(v)); err != nil {
+			return sc, &configError{"PGW_LOG_LEVEL", "want debug, info, warn or error"}
+		}
+	}
+	if v, ok := get("PGW_LOG_FORMAT"); ok {
+		if v != "json" && v != "text" {
+			return sc, &configError{"PGW_LOG_FORMAT", "want json or text"}
+		}
+		sc.logFormat = v
+	}
+	return sc, nil
+}
+
+// parseRouting reads PGW_ROUTES, PGW_DEFAULT_SCOPE, PGW_EMBED_ROUTES and
+// PGW_DEFAULT_EMBED_SCOPE. Scopes are upper-cased, as the library's keys are.
+func parseRouting(env map[string]string) (routing, error) {
+	var r routing
+	var err error
+	if r.routes, err = parseRoutes("PGW_ROUTES", env["PGW_ROUTES"]); err != nil {
+		return r, err
+	}
+	if r.embedRoutes, err = parseRoutes("PGW_EMBED_ROUTES", env["PGW_EMBED_ROUTES"]); err != nil {
+		return r, err
+	}
+	r.defaultScope = strings.ToUpper(strings.TrimSpace(env["PGW_DEFAULT_SCOPE"]))
+	r.defaultEmbedScope = strings.ToUpper(strings.TrimSpace(env["PGW_DEFAULT_EMBED_SCOPE"]))
+	if len(r.routes) == 0 && r.defaultScope == "" && len(r.embedRoutes) == 0 && r.defaultEmbedScope == "" {
+		return r, &configError{"PGW_ROUTES", "nothing to serve: set PGW_ROUTES (e.g. gpt-4o=LLM,fast=FAST) and/or PGW_DEFAULT_SCOPE"}
+	}
+	return r, nil
+}
+
+// parseRoutes parses "model=SCOPE,model2=SCOPE2".
+func parseRoutes(key, v string) (map[string]string, error) {
+	out := map[string]string{}
+	for item := range strings.SplitSeq(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		model, scope, ok := strings.Cut(item, "=")
+		model, scope = strings.TrimSpace(model), strings.ToUpper(strings.TrimSpace(scope))
+		if !ok || model == "" || scope == "" {
+			return nil, &configError{key, fmt.Sprintf("%q: want model=SCOPE", item)}
+		}
+		if prev, dup := out[model]; dup && prev != scope {
+			return nil, &configError{key, fmt.Sprintf("model %q is routed twice", model)}
+		}
+		out[model] = scope
+	}
+	return out, nil
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"net/http"
+
+	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/metrics"
+)
+
+// promHook wires the metrics package's collector into the server: as
+// observer and middleware of every client, as scrape-time watcher of the
+// chat clients, and as the /metrics handler.
+type promHook struct{ col *metrics.Collector }
+
+func newMetrics() (metricsHook, error) {
+	col, err := metrics.New(nil)
+	if err != nil {
+		return nil, err
+	}
+	return promHook{col}, nil
+}
+
+func (h promHook) Options() []polygateway.Option {
+	return []polygateway.Option{polygateway.WithObserver(h.col), polygateway.WithMiddleware(h.col.Middleware())}
+}
+
+func (h promHook) Watch(c *polygateway.GatewayClient)   { h.col.WatchClient(c) }
+func (h promHook) Unwatch(c *polygateway.GatewayClient) { h.col.Unwatch(c) }
+func (h promHook) Handler() http.Handler                { return h.col.Handler() }

@@ -1,0 +1,55 @@
+package proxy_test
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/fakeupstream"
+	"github.com/polygateway/polygateway/proxy"
+)
+
+// BenchmarkChat compares one non-streaming chat completion with a ~1 KB
+// prompt sent straight to the fake upstream ("direct") with the same
+// request through the gateway ("gateway"), in the same process and run.
+// Compare the two ns/op: the difference is the gateway's cost (governance
+// included, and the upstream answer streamed, as the gateway asks for it).
+func BenchmarkChat(b *testing.B) {
+	up := fake(b, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(16)), fakeupstream.WithBodyHistory(0))
+	e := baseEnv().source("LLM", "fake", 1, up.URL(), secretKey1, "fake-model", "MAX_CONCURRENCY", "1024")
+	f := serve(b, proxy.Config{
+		Backends: proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(b, "LLM", e)}, DefaultScope: "LLM"},
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	prompt := strings.Repeat("lorem ipsum ", 86)[:1024]
+	body := `{"model":"m","messages":[{"role":"user","content":"` + prompt + `"}]}`
+	for _, tc := range []struct{ name, url string }{
+		{"direct", up.URL() + "/chat/completions"},
+		{"gateway", f.ts.URL + "/v1/chat/completions"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			tr := &http.Transport{MaxIdleConnsPerHost: 256}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := hc.Post(tc.url, "application/json", strings.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,225 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/polygateway/polygateway"
+)
+
+// gatewayInfo is the "gateway" object of every answer: what really
+// happened behind the OpenAI face.
+type gatewayInfo struct {
+	RequestID   string   `json:"request_id"`
+	CallID      string   `json:"call_id,omitempty"`
+	Scope       string   `json:"scope"`
+	Source      string   `json:"source"`
+	Provider    string   `json:"provider,omitempty"`
+	Attempts    []string `json:"attempts"`
+	CacheHit    bool     `json:"cache_hit"`
+	Degraded    bool     `json:"degraded"`
+	LatencyMS   float64  `json:"latency_ms"`
+	TTFTMS      float64  `json:"ttft_ms,omitempty"`
+	UsageSource string   `json:"usage_source,omitempty"`
+	Cost        *float64 `json:"cost,omitempty"`
+}
+
+func newGatewayInfo(ri *reqInfo, resp *polygateway.LLMResponse) *gatewayInfo {
+	attempts := resp.Attempts
+	if attempts == nil {
+		attempts = []string{}
+	}
+	return &gatewayInfo{
+		RequestID: ri.id, CallID: resp.CallID, Scope: ri.scope, Source: resp.SourceName, Provider: resp.Provider,
+		Attempts: attempts, CacheHit: resp.CacheHit, Degraded: degraded(resp),
+		LatencyMS: ms(resp.Latency), TTFTMS: ms(resp.TTFT), UsageSource: resp.UsageSource, Cost: resp.Cost,
+	}
+}
+
+// degraded reports whether the answer was served by a fallback (a stale
+// cache entry or the caller's fallback function) rather than by a source.
+func degraded(resp *polygateway.LLMResponse) bool { return resp.Degraded }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+type usageBody struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func usageOf(resp *polygateway.LLMResponse) *usageBody {
+	return &usageBody{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, TotalTokens: resp.PromptTokens + resp.CompletionTokens}
+}
+
+type toolCallBody struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type"`
+	Function functionBody `json:"function"`
+}
+
+type functionBody struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+func toolCalls(resp *polygateway.LLMResponse, withIndex bool) []toolCallBody {
+	if len(resp.ToolCalls) == 0 {
+		return nil
+	}
+	out := make([]toolCallBody, len(resp.ToolCalls))
+	for i, tc := range resp.ToolCalls {
+		typ := tc.Type
+		if typ == "" {
+			typ = "function"
+		}
+		out[i] = toolCallBody{ID: tc.ID, Type: typ, Function: functionBody{Name: tc.Name, Arguments: tc.Arguments}}
+		if withIndex {
+			idx := tc.Index
+			out[i].Index = &idx
+		}
+	}
+	return out
+}
+
+// finishReason returns the answer's finish_reason as clients expect it.
+func finishReason(resp *polygateway.LLMResponse) string {
+	switch {
+	case resp.FinishReason != "":
+		return resp.FinishReason
+	case len(resp.ToolCalls) > 0:
+		return "tool_calls"
+	}
+	return "stop"
+}
+
+type completionBody struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []choiceBody `json:"choices"`
+	Usage   *usageBody   `json:"usage"`
+	Gateway *gatewayInfo `json:"gateway"`
+}
+
+type choiceBody struct {
+	Index        int         `json:"index"`
+	Message      messageBody `json:"message"`
+	FinishReason string      `json:"finish_reason"`
+	Logprobs     *struct{}   `json:"logprobs"`
+}
+
+type messageBody struct {
+	Role             string         `json:"role"`
+	Content          *string        `json:"content"`
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallBody `json:"tool_calls,omitempty"`
+}
+
+// handleChat serves POST /v1/chat/completions.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	ri := info(r)
+	body, aerr := s.readBody(w, r)
+	if aerr != nil {
+		s.fail(w, ri, aerr)
+		return
+	}
+	req, err := parseChat(body)
+	if err != nil {
+		s.fail(w, ri, mapError(err, false))
+		return
+	}
+	ri.model, ri.stream = req.model, req.stream
+	g := s.acquire()
+	if g == nil {
+		s.fail(w, ri, mapError(errShuttingDown, false))
+		return
+	}
+	defer g.release()
+	if !s.admit() {
+		s.fail(w, ri, overloaded)
+		return
+	}
+	defer s.leave()
+	scope, client, ok := g.chatRoute(req.model)
+	if !ok {
+		s.fail(w, ri, modelNotFound(req.model))
+		return
+	}
+	ri.scope = scope
+	if req.stream {
+		s.streamChat(w, r, ri, client, req)
+		return
+	}
+	ctx, done := s.callContext(r)
+	defer done()
+	resp, err := client.Chat(ctx, req.messages,
+		polygateway.WithStream(true), polygateway.WithParams(req.params), polygateway.WithSessionID(ri.id))
+	if err != nil {
+		s.fail(w, ri, s.callError(r, err))
+		return
+	}
+	s.note(ri, resp)
+	setGatewayHeaders(w.Header(), resp)
+	content := &resp.Content
+	tcs := toolCalls(resp, false)
+	if resp.Content == "" && len(tcs) > 0 {
+		content = nil
+	}
+	out := completionBody{
+		ID: "chatcmpl-" + resp.CallID, Object: "chat.completion", Created: time.Now().Unix(), Model: resp.Model,
+		Choices: []choiceBody{{Message: messageBody{Role: "assistant", Content: content, ReasoningContent: resp.Thinking, ToolCalls: tcs}, FinishReason: finishReason(resp)}},
+		Usage:   usageOf(resp), Gateway: newGatewayInfo(ri, resp),
+	}
+	b, err := json.Marshal(&out)
+	if err != nil {
+		s.fail(w, ri, mapError(err, false))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	_, _ = w.Write(b)
+}
+
+// note records the answer in the request's log line.
+func (s *Server) note(ri *reqInfo, resp *polygateway.LLMResponse) {
+	ri.source, ri.attempts, ri.cache = resp.SourceName, resp.Attempts, resp.CacheHit
+	if ri.source == "" && resp.CacheHit {
+		ri.source = "cache"
+	}
+}
+
+// setGatewayHeaders sets the X-PolyGateway-* headers of an answer.
+func setGatewayHeaders(h http.Header, resp *polygateway.LLMResponse) {
+	h.Set("X-PolyGateway-Source", resp.SourceName)
+	h.Set("X-PolyGateway-Attempts", joinComma(resp.Attempts))
+	if resp.CacheHit {
+		h.Set("X-PolyGateway-Cache", "hit")
+	} else {
+		h.Set("X-PolyGateway-Cache", "miss")
+	}
+	h.Set("X-PolyGateway-Degraded", strconv.FormatBool(degraded(resp)))
+}
+
+// fail sends e (unless the client is gone) and records it for the log.
+func (s *Server) fail(w http.ResponseWriter, ri *reqInfo, e *apiError) {
+	ri.code = e.code
+	if e.status == StatusClientClosedRequest {
+		ri.status = e.status
+		return
+	}
+	writeAPIError(w, e)
+}
+
+func modelNotFound(model string) *apiError {
+	msg := "The model `" + model + "` does not exist or is not routed by this gateway."
+	if model == "" {
+		msg = "model is required (this gateway has no default scope)"
+	}
+	return invalidRequest(http.StatusNotFound, "model", "model_not_found", msg)
+}

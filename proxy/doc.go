@@ -1,0 +1,67 @@
+// Package proxy is the OpenAI-compatible HTTP gateway of PolyGateway: an
+// http.Handler over one or more governed clients, so that programs that
+// cannot import the Go library (Python, Node, curl, any OpenAI SDK) get the
+// same governance — source selection, rate limits, breakers, retries and
+// failover, the stream watchdog, cache and telemetry — by changing only
+// their base URL. cmd/polygateway serves it from the environment.
+//
+// Every request becomes one governed call, so everything the library does
+// applies unchanged.
+//
+// # Endpoints
+//
+//   - POST /v1/chat/completions — non-streaming and streaming (SSE). The
+//     request's "model" selects a scope through Backends.Routes (or
+//     DefaultScope); each source replaces it with its own MODEL upstream.
+//     "messages" (string or text/image_url content arrays, name,
+//     tool_call_id) become the call's messages; every other field
+//     (temperature, top_p, max_tokens, stop, tools, tool_choice,
+//     response_format, seed, …) passes upstream unchanged. The answer's
+//     "model" is the answering source's model, "usage" that answer's usage,
+//     and a "gateway" object plus X-PolyGateway-Source, -Attempts, -Cache
+//     and -Degraded headers tell what happened.
+//   - POST /v1/embeddings — through the embeddings client of the scope that
+//     Backends.EmbedRoutes (or DefaultEmbedScope) names.
+//   - GET /v1/models — the routed model names.
+//   - GET /v1/providers — every source's tier, weight, breaker, limits and
+//     load; never a key.
+//   - GET /healthz — liveness and per-source availability; GET /readyz —
+//     200 when every scope has a source whose breaker is not open.
+//   - POST /admin/breakers/{source}/reset — with "Authorization: Bearer
+//     <AdminToken>"; 404 when no admin token is configured.
+//   - GET /metrics — Config.Metrics, when set.
+//
+// # Streams
+//
+// A streamed answer follows Config.StreamCommit. Under CommitFirstToken
+// (the default) each delta is written and flushed as it arrives; until the
+// first byte is sent any failure fails over invisibly, after it a failure
+// ends the stream with an error event ("data: {"error": …}") and no
+// "[DONE]". Under CommitBuffer the answer is held until the governed call
+// has succeeded — a late cut still fails over — and is then sent whole as
+// SSE. A successful stream always ends with the finish chunk, a usage chunk
+// when the client set stream_options.include_usage, and "data: [DONE]"; a
+// stream that did not complete never does. A failure before anything was
+// sent is an ordinary JSON error response with an honest status.
+//
+// # Errors
+//
+// Errors have OpenAI's shape {"error": {"message", "type", "param",
+// "code"}}: a RequestRejectedError is 400 with the provider's code and
+// message, a GatewayUnavailableError 503 with Retry-After, a
+// ResultInvalidError 422, a GovernanceBackendError 503; bad JSON 400, an
+// unknown model 404 model_not_found, an oversized body 413, a missing or
+// wrong client key 401, a client over its rate 429 with Retry-After. A
+// client that goes away cancels its governed call; nothing is sent and
+// the request is logged with status 499.
+//
+// # Operations
+//
+// Every response carries X-Request-ID (the client's, when it is a sane
+// token, or a fresh one), which is also the call's telemetry session id
+// and part of the request's log line. Server.Swap replaces routes and
+// clients atomically (a reload): running calls finish on the clients they
+// started with, which are closed once drained. Server.Shutdown drains
+// in-flight calls, streams included, within its context's deadline.
+// Logs go through slog only and never contain keys or tokens.
+package proxy

@@ -1,0 +1,102 @@
+package proxy
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/polygateway/polygateway"
+)
+
+type embeddingBody struct {
+	Object    string `json:"object"`
+	Index     int    `json:"index"`
+	Embedding any    `json:"embedding"` // []float32, or a base64 string of little-endian float32s
+}
+
+type embedGatewayInfo struct {
+	RequestID   string   `json:"request_id"`
+	CallID      string   `json:"call_id"`
+	Scope       string   `json:"scope"`
+	Source      string   `json:"source"`
+	Provider    string   `json:"provider,omitempty"`
+	LatencyMS   float64  `json:"latency_ms"`
+	UsageSource string   `json:"usage_source,omitempty"`
+	Cost        *float64 `json:"cost,omitempty"`
+	Batches     int      `json:"batches"`
+}
+
+// handleEmbeddings serves POST /v1/embeddings through the embeddings
+// client of the routed scope (inputs beyond the scope's batch size are
+// split and governed batch by batch).
+func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
+	ri := info(r)
+	body, aerr := s.readBody(w, r)
+	if aerr != nil {
+		s.fail(w, ri, aerr)
+		return
+	}
+	req, err := parseEmbed(body)
+	if err != nil {
+		s.fail(w, ri, mapError(err, false))
+		return
+	}
+	ri.model = req.model
+	g := s.acquire()
+	if g == nil {
+		s.fail(w, ri, mapError(errShuttingDown, false))
+		return
+	}
+	defer g.release()
+	if !s.admit() {
+		s.fail(w, ri, overloaded)
+		return
+	}
+	defer s.leave()
+	scope, client, ok := g.embedRoute(req.model)
+	if !ok {
+		s.fail(w, ri, modelNotFound(req.model))
+		return
+	}
+	ri.scope = scope
+	ctx, done := s.callContext(r)
+	defer done()
+	resp, err := client.Embed(ctx, req.input, polygateway.WithParams(req.params), polygateway.WithSessionID(ri.id))
+	if err != nil {
+		s.fail(w, ri, s.callError(r, err))
+		return
+	}
+	ri.source = resp.SourceName
+	data := make([]embeddingBody, len(resp.Vectors))
+	for i, v := range resp.Vectors {
+		data[i] = embeddingBody{Object: "embedding", Index: i, Embedding: v}
+		if req.base64 {
+			data[i].Embedding = base64Floats(v)
+		}
+	}
+	h := w.Header()
+	h.Set("X-PolyGateway-Source", resp.SourceName)
+	h.Set("X-PolyGateway-Cache", "miss")
+	h.Set("X-PolyGateway-Degraded", "false")
+	h.Set("X-PolyGateway-Batches", strconv.Itoa(len(resp.BatchCallIDs)))
+	s.writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list", "data": data, "model": resp.Model,
+		"usage": map[string]int{"prompt_tokens": resp.PromptTokens, "total_tokens": resp.PromptTokens},
+		"gateway": embedGatewayInfo{
+			RequestID: ri.id, CallID: resp.CallID, Scope: scope, Source: resp.SourceName, Provider: resp.Provider,
+			LatencyMS: ms(resp.Latency), UsageSource: resp.UsageSource, Cost: resp.Cost, Batches: len(resp.BatchCallIDs),
+		},
+	})
+}
+
+// base64Floats encodes v as OpenAI's base64 embedding format: the
+// little-endian bytes of each float32.
+func base64Floats(v []float32) string {
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}

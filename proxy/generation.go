@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"io"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/polygateway/polygateway"
+)
+
+// generation is one immutable set of routes and clients plus a reference
+// count of the requests using it. A retired generation admits no new
+// requests; drained is closed once it is retired and its last request has
+// finished.
+type generation struct {
+	Backends
+	models []string // every routed model name, sorted
+
+	mu      sync.Mutex
+	refs    int
+	retired bool
+	drained chan struct{}
+}
+
+func newGeneration(b Backends) *generation {
+	b.Clients = maps.Clone(b.Clients)
+	b.Embedders = maps.Clone(b.Embedders)
+	b.Routes = maps.Clone(b.Routes)
+	b.EmbedRoutes = maps.Clone(b.EmbedRoutes)
+	models := slices.Collect(maps.Keys(b.Routes))
+	for m := range b.EmbedRoutes {
+		if _, dup := b.Routes[m]; !dup {
+			models = append(models, m)
+		}
+	}
+	slices.Sort(models)
+	return &generation{Backends: b, models: models, drained: make(chan struct{})}
+}
+
+// acquire takes a reference unless the generation is retired.
+func (g *generation) acquire() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.retired {
+		return false
+	}
+	g.refs++
+	return true
+}
+
+// release drops a reference taken by acquire.
+func (g *generation) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refs--
+	if g.retired && g.refs == 0 {
+		close(g.drained)
+	}
+}
+
+// retire stops admitting requests; drained closes when the last one ends.
+func (g *generation) retire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.retired {
+		return
+	}
+	g.retired = true
+	if g.refs == 0 {
+		close(g.drained)
+	}
+}
+
+// inflight returns the number of requests using the generation.
+func (g *generation) inflight() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.refs
+}
+
+// chatRoute returns the scope and client that serve a chat model.
+func (g *generation) chatRoute(model string) (string, *polygateway.GatewayClient, bool) {
+	scope, ok := g.Routes[model]
+	if !ok {
+		scope = g.DefaultScope
+	}
+	c, ok := g.Clients[scope]
+	return scope, c, ok && scope != ""
+}
+
+// embedRoute returns the scope and client that serve an embeddings model.
+func (g *generation) embedRoute(model string) (string, Embedder, bool) {
+	scope, ok := g.EmbedRoutes[model]
+	if !ok {
+		scope = g.DefaultEmbedScope
+	}
+	c, ok := g.Embedders[scope]
+	return scope, c, ok && scope != ""
+}
+
+// closers returns the generation's clients that keep does not also hold.
+func (g *generation) closers(keep *generation) []io.Closer {
+	var out []io.Closer
+	for _, scope := range slices.Sorted(maps.Keys(g.Clients)) {
+		c := g.Clients[scope]
+		if keep != nil && holdsChat(keep, c) {
+			continue
+		}
+		out = append(out, c)
+	}
+	for _, scope := range slices.Sorted(maps.Keys(g.Embedders)) {
+		e := g.Embedders[scope]
+		if keep != nil && holdsEmbed(keep, e) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func holdsChat(g *generation, c *polygateway.GatewayClient) bool {
+	for _, o := range g.Clients {
+		if o == c {
+			return true
+		}
+	}
+	return false
+}
+
+func holdsEmbed(g *generation, e Embedder) bool {
+	for _, o := range g.Embedders {
+		if o == e {
+			return true
+		}
+	}
+	return false
+}

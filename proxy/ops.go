@@ -1,0 +1,241 @@
+package proxy
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/polygateway/polygateway"
+)
+
+// writeJSON sends v as a JSON body with status.
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeAPIError(w, mapError(err, false))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+type modelBody struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// handleModels serves GET /v1/models: the routing table's model names.
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	g := s.gen.Load()
+	data := make([]modelBody, len(g.models))
+	for i, m := range g.models {
+		data[i] = modelBody{ID: m, Object: "model", OwnedBy: "polygateway"}
+	}
+	s.writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// scopeSources lists every scope's source statuses, chat and embeddings.
+type scopeStatus struct {
+	scope, kind string
+	sources     []polygateway.SourceStatus
+}
+
+func (s *Server) statuses(r *http.Request, g *generation) []scopeStatus {
+	var out []scopeStatus
+	for _, scope := range slices.Sorted(maps.Keys(g.Clients)) {
+		out = append(out, scopeStatus{scope, "chat", g.Clients[scope].Sources(r.Context())})
+	}
+	for _, scope := range slices.Sorted(maps.Keys(g.Embedders)) {
+		out = append(out, scopeStatus{scope, "embeddings", g.Embedders[scope].Sources(r.Context())})
+	}
+	return out
+}
+
+// available reports whether a source can take calls now: its breaker is
+// not open (half-open admits a probe) and its backends could be read.
+func available(st *polygateway.SourceStatus) bool {
+	return st.Err == nil && st.Breaker.State != polygateway.StateOpen
+}
+
+// handleHealth serves GET /healthz: liveness (always 200 while the process
+// serves) plus every source's availability.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	g := s.gen.Load()
+	scopes := map[string]map[string]bool{}
+	for _, st := range s.statuses(r, g) {
+		m := map[string]bool{}
+		for i := range st.sources {
+			m[st.sources[i].Name] = available(&st.sources[i])
+		}
+		scopes[st.scope] = m
+	}
+	s.writeJSON(w, http.StatusOK, map[string]any{"ok": true, "draining": s.draining.Load(), "scopes": scopes})
+}
+
+// handleReady serves GET /readyz: 200 when every scope has at least one
+// source whose breaker is not open and the server is not draining; 503
+// otherwise, naming the scopes that are not ready.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	g := s.gen.Load()
+	notReady := []string{}
+	for _, st := range s.statuses(r, g) {
+		if !slices.ContainsFunc(st.sources, func(x polygateway.SourceStatus) bool { return available(&x) }) {
+			notReady = append(notReady, st.scope)
+		}
+	}
+	draining := s.draining.Load()
+	ready := len(notReady) == 0 && !draining
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1")
+	}
+	s.writeJSON(w, status, map[string]any{"ready": ready, "draining": draining, "unavailable_scopes": notReady})
+}
+
+type providerBody struct {
+	Scope         string         `json:"scope"`
+	Kind          string         `json:"kind"`
+	Name          string         `json:"name"`
+	Provider      string         `json:"provider"`
+	Model         string         `json:"model"`
+	BaseURL       string         `json:"base_url"`
+	Priority      int            `json:"priority"`
+	Weight        float64        `json:"weight"`
+	Region        string         `json:"region,omitempty"`
+	Available     bool           `json:"available"`
+	Breaker       breakerBody    `json:"breaker"`
+	InFlight      int            `json:"in_flight"`
+	Health        float64        `json:"health"`
+	AdaptiveLimit float64        `json:"adaptive_limit"`
+	Limits        map[string]int `json:"limits"`
+	Usage         map[string]int `json:"usage"`
+	Error         string         `json:"error,omitempty"`
+}
+
+type breakerBody struct {
+	State               string  `json:"state"`
+	Epoch               uint64  `json:"epoch"`
+	ConsecutiveFailures float64 `json:"consecutive_failures"`
+	Opens               int     `json:"opens"`
+	RetryAfterS         float64 `json:"retry_after_s"`
+	ProbeHeld           bool    `json:"probe_held"`
+}
+
+// handleProviders serves GET /v1/providers: every source's tier, weight,
+// breaker, limits and load. API keys are never part of a SourceStatus;
+// base URLs lose any user info and query string, where keys sometimes hide.
+func (s *Server) handleProviders(w http.ResponseWriter, r *http.Request) {
+	g := s.gen.Load()
+	out := []providerBody{}
+	for _, st := range s.statuses(r, g) {
+		for i := range st.sources {
+			x := &st.sources[i]
+			p := providerBody{
+				Scope: st.scope, Kind: st.kind, Name: x.Name, Provider: x.Provider, Model: x.Model,
+				BaseURL: redactURL(x.BaseURL), Priority: x.Priority, Weight: x.Weight, Region: x.Region,
+				Available: available(x),
+				Breaker: breakerBody{State: x.Breaker.State.String(), Epoch: x.Breaker.Epoch, ConsecutiveFailures: x.Breaker.ConsecutiveFailures,
+					Opens: x.Breaker.Opens, RetryAfterS: x.Breaker.RetryAfter.Seconds(), ProbeHeld: x.Breaker.ProbeHeld},
+				InFlight: x.InFlight, Health: x.Health, AdaptiveLimit: x.AdaptiveLimit,
+				Limits: map[string]int{"max_concurrency": x.Limits.MaxConcurrency, "rpm": x.Limits.RPM, "tpm": x.Limits.TPM},
+				Usage:  map[string]int{"in_flight": x.Usage.InFlight, "requests": x.Usage.Requests, "tokens": x.Usage.Tokens},
+			}
+			if x.Err != nil {
+				p.Error = x.Err.Error()
+			}
+			out = append(out, p)
+		}
+	}
+	s.writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list", "data": out,
+		"routes": g.Routes, "embedding_routes": g.EmbedRoutes,
+		"default_scope": g.DefaultScope, "default_embedding_scope": g.DefaultEmbedScope,
+	})
+}
+
+// redactURL drops user info, query and fragment from a base URL.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable)"
+	}
+	u.User, u.RawQuery, u.Fragment, u.RawFragment = nil, "", "", ""
+	return u.String()
+}
+
+// handleResetBreaker serves POST /admin/breakers/{source}/reset: it closes
+// a source's breaker at once. It needs "Authorization: Bearer <AdminToken>"
+// and is 404 when no admin token is configured. The scope is the "scope"
+// query parameter, or the only scope that has a source of that name.
+func (s *Server) handleResetBreaker(w http.ResponseWriter, r *http.Request) {
+	ri := info(r)
+	if !s.adminOn {
+		s.fail(w, ri, invalidRequest(http.StatusNotFound, "", "not_found", "admin endpoints are disabled (no admin token configured)"))
+		return
+	}
+	if !s.adminAuthorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="polygateway-admin"`)
+		s.fail(w, ri, invalidRequest(http.StatusUnauthorized, "", "invalid_admin_token", "missing or invalid admin token"))
+		return
+	}
+	g := s.acquire()
+	if g == nil {
+		s.fail(w, ri, mapError(errShuttingDown, false))
+		return
+	}
+	defer g.release()
+	source := r.PathValue("source")
+	want := r.URL.Query().Get("scope")
+	type target struct {
+		scope string
+		reset func() error
+	}
+	var found []target
+	for _, st := range s.statuses(r, g) {
+		if want != "" && st.scope != want {
+			continue
+		}
+		if !slices.ContainsFunc(st.sources, func(x polygateway.SourceStatus) bool { return x.Name == source }) {
+			continue
+		}
+		scope := st.scope
+		if c, ok := g.Clients[scope]; ok && st.kind == "chat" {
+			found = append(found, target{scope, func() error { return c.ResetSource(r.Context(), source) }})
+		} else if e, ok := g.Embedders[scope]; ok {
+			found = append(found, target{scope, func() error { return e.ResetSource(r.Context(), source) }})
+		}
+	}
+	switch len(found) {
+	case 0:
+		s.fail(w, ri, invalidRequest(http.StatusNotFound, "source", "source_not_found", "no source "+strconv.Quote(source)+scopeSuffix(want)))
+		return
+	case 1:
+	default:
+		s.fail(w, ri, invalidRequest(http.StatusConflict, "scope", "ambiguous_source", "source "+strconv.Quote(source)+" exists in several scopes: add ?scope=<SCOPE>"))
+		return
+	}
+	if err := found[0].reset(); err != nil {
+		s.fail(w, ri, mapError(err, r.Context().Err() != nil))
+		return
+	}
+	ri.scope, ri.source = found[0].scope, source
+	s.log.Info("breaker reset by admin", "request_id", ri.id, "scope", found[0].scope, "source", source)
+	s.writeJSON(w, http.StatusOK, map[string]any{"reset": true, "scope": found[0].scope, "source": source})
+}
+
+func scopeSuffix(scope string) string {
+	if scope == "" {
+		return ""
+	}
+	return " in scope " + strconv.Quote(scope)
+}

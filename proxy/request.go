@@ -1,0 +1,286 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/polygateway/polygateway"
+)
+
+// chatRequest is a parsed OpenAI chat completion request.
+type chatRequest struct {
+	model        string
+	messages     []polygateway.Message
+	stream       bool
+	includeUsage bool
+	// params are the other fields, passed upstream verbatim.
+	params map[string]any
+}
+
+// requestError is a problem with the client's request: 400 with param.
+type requestError struct {
+	param, code, msg string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(param, code, format string, args ...any) *requestError {
+	return &requestError{param: param, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// ownFields are request fields the server interprets itself and never
+// passes upstream as parameters.
+var ownFields = map[string]bool{"model": true, "messages": true, "stream": true, "stream_options": true}
+
+// wireMessage is one message as a client sends it. Unknown fields are
+// ignored.
+type wireMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCallID string          `json:"tool_call_id"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+}
+
+// wirePart is one element of a content array.
+type wirePart struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	ImageURL json.RawMessage `json:"image_url"`
+}
+
+// parseChat decodes a chat completion request body.
+func parseChat(body []byte) (*chatRequest, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, badRequest("", "invalid_json", "request body is not a JSON object: %v", err)
+	}
+	req := &chatRequest{}
+	if raw, ok := fields["model"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &req.model); err != nil {
+			return nil, badRequest("model", "invalid_type", "model must be a string")
+		}
+	}
+	if raw, ok := fields["stream"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &req.stream); err != nil {
+			return nil, badRequest("stream", "invalid_type", "stream must be a boolean")
+		}
+	}
+	if raw, ok := fields["stream_options"]; ok && !isNull(raw) {
+		var so struct {
+			IncludeUsage bool `json:"include_usage"`
+		}
+		if err := json.Unmarshal(raw, &so); err != nil {
+			return nil, badRequest("stream_options", "invalid_type", "stream_options must be an object")
+		}
+		req.includeUsage = so.IncludeUsage
+	}
+	if raw, ok := fields["n"]; ok && !isNull(raw) {
+		var n float64
+		if err := json.Unmarshal(raw, &n); err != nil || n != 1 {
+			return nil, badRequest("n", "unsupported_value", "only n=1 is supported")
+		}
+	}
+	raw, ok := fields["messages"]
+	if !ok || isNull(raw) {
+		return nil, badRequest("messages", "missing_required_parameter", "messages is required")
+	}
+	var msgs []wireMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return nil, badRequest("messages", "invalid_type", "messages must be an array of message objects: %v", err)
+	}
+	if len(msgs) == 0 {
+		return nil, badRequest("messages", "empty_array", "messages must not be empty")
+	}
+	req.messages = make([]polygateway.Message, len(msgs))
+	for i := range msgs {
+		m, err := convertMessage(&msgs[i], i)
+		if err != nil {
+			return nil, err
+		}
+		req.messages[i] = m
+	}
+	for k, v := range fields {
+		if ownFields[k] || isNull(v) {
+			continue
+		}
+		if req.params == nil {
+			req.params = make(map[string]any, len(fields))
+		}
+		req.params[k] = v
+	}
+	return req, nil
+}
+
+// convertMessage turns a wire message into a library message.
+func convertMessage(w *wireMessage, i int) (polygateway.Message, error) {
+	param := fmt.Sprintf("messages[%d]", i)
+	m := polygateway.Message{Role: w.Role, Name: w.Name, ToolCallID: w.ToolCallID}
+	switch w.Role {
+	case "system", "user", "assistant", "tool", "developer":
+	case "":
+		return m, badRequest(param+".role", "missing_required_parameter", "%s.role is required", param)
+	default:
+		return m, badRequest(param+".role", "invalid_value", "%s.role %q is not a chat role", param, w.Role)
+	}
+	if len(w.ToolCalls) > 0 && !isNull(w.ToolCalls) && !bytes.Equal(bytes.TrimSpace(w.ToolCalls), []byte("[]")) {
+		// The library's message carries no tool_calls: dropping them would
+		// send the upstream a conversation it must reject or misread.
+		return m, badRequest(param+".tool_calls", "unsupported_parameter",
+			"%s.tool_calls: assistant messages with tool_calls are not supported by this gateway", param)
+	}
+	content := bytes.TrimSpace(w.Content)
+	switch {
+	case len(content) == 0 || isNull(content):
+	case content[0] == '"':
+		if err := json.Unmarshal(content, &m.Content); err != nil {
+			return m, badRequest(param+".content", "invalid_type", "%s.content: %v", param, err)
+		}
+	case content[0] == '[':
+		var parts []wirePart
+		if err := json.Unmarshal(content, &parts); err != nil {
+			return m, badRequest(param+".content", "invalid_type", "%s.content must be a string or an array of content parts", param)
+		}
+		for j := range parts {
+			p, err := convertPart(&parts[j], fmt.Sprintf("%s.content[%d]", param, j))
+			if err != nil {
+				return m, err
+			}
+			m.Parts = append(m.Parts, p)
+		}
+		if len(m.Parts) == 0 {
+			m.Parts = nil
+		}
+	default:
+		return m, badRequest(param+".content", "invalid_type", "%s.content must be a string or an array of content parts", param)
+	}
+	return m, nil
+}
+
+// convertPart turns a text or image_url content part into a library part.
+func convertPart(p *wirePart, param string) (polygateway.ContentPart, error) {
+	switch p.Type {
+	case "text":
+		return polygateway.TextPart(p.Text), nil
+	case "image_url":
+		raw := bytes.TrimSpace(p.ImageURL)
+		if len(raw) == 0 || isNull(raw) {
+			return polygateway.ContentPart{}, badRequest(param+".image_url", "missing_required_parameter", "%s.image_url is required", param)
+		}
+		var u struct {
+			URL    string `json:"url"`
+			Detail string `json:"detail"`
+		}
+		if raw[0] == '"' {
+			if err := json.Unmarshal(raw, &u.URL); err != nil {
+				return polygateway.ContentPart{}, badRequest(param+".image_url", "invalid_type", "%s.image_url: %v", param, err)
+			}
+		} else if err := json.Unmarshal(raw, &u); err != nil {
+			return polygateway.ContentPart{}, badRequest(param+".image_url", "invalid_type", "%s.image_url must be an object with a url", param)
+		}
+		if u.URL == "" {
+			return polygateway.ContentPart{}, badRequest(param+".image_url.url", "missing_required_parameter", "%s.image_url.url is required", param)
+		}
+		part := polygateway.ImageURLPart(u.URL)
+		part.Detail = u.Detail
+		return part, nil
+	case "":
+		return polygateway.ContentPart{}, badRequest(param+".type", "missing_required_parameter", "%s.type is required", param)
+	default:
+		return polygateway.ContentPart{}, badRequest(param+".type", "unsupported_value",
+			"%s.type %q is not supported (text and image_url are)", param, p.Type)
+	}
+}
+
+// embedRequest is a parsed OpenAI embeddings request.
+type embedRequest struct {
+	model  string
+	input  []string
+	base64 bool
+	params map[string]any
+}
+
+// parseEmbed decodes an embeddings request body. Input must be a string or
+// an array of strings (token arrays are not supported).
+func parseEmbed(body []byte) (*embedRequest, error) {
+	var w struct {
+		Model          *string         `json:"model"`
+		Input          json.RawMessage `json:"input"`
+		EncodingFormat string          `json:"encoding_format"`
+		Dimensions     json.RawMessage `json:"dimensions"`
+		User           json.RawMessage `json:"user"`
+	}
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, badRequest("", "invalid_json", "request body is not a valid embeddings request: %v", err)
+	}
+	req := &embedRequest{}
+	if w.Model != nil {
+		req.model = *w.Model
+	}
+	in := bytes.TrimSpace(w.Input)
+	switch {
+	case len(in) == 0 || isNull(in):
+		return nil, badRequest("input", "missing_required_parameter", "input is required")
+	case in[0] == '"':
+		var s string
+		if err := json.Unmarshal(in, &s); err != nil {
+			return nil, badRequest("input", "invalid_type", "input: %v", err)
+		}
+		req.input = []string{s}
+	case in[0] == '[':
+		if err := json.Unmarshal(in, &req.input); err != nil {
+			return nil, badRequest("input", "unsupported_value", "input must be a string or an array of strings (token arrays are not supported)")
+		}
+	default:
+		return nil, badRequest("input", "invalid_type", "input must be a string or an array of strings")
+	}
+	if len(req.input) == 0 {
+		return nil, badRequest("input", "empty_array", "input must not be empty")
+	}
+	switch w.EncodingFormat {
+	case "", "float":
+	case "base64":
+		req.base64 = true
+	default:
+		return nil, badRequest("encoding_format", "unsupported_value", "encoding_format %q is not supported (float and base64 are)", w.EncodingFormat)
+	}
+	for k, v := range map[string]json.RawMessage{"dimensions": w.Dimensions, "user": w.User} {
+		if len(v) > 0 && !isNull(v) {
+			if req.params == nil {
+				req.params = map[string]any{}
+			}
+			req.params[k] = v
+		}
+	}
+	return req, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
+}
+
+// cleanID returns s when it is a usable request id (1–128 characters of
+// [A-Za-z0-9._:-]) and "" otherwise.
+func cleanID(s string) string {
+	if len(s) == 0 || len(s) > 128 {
+		return ""
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return ""
+		}
+	}
+	return s
+}
+
+// errBodyTooLarge is reported for bodies over MaxBodyBytes.
+var errBodyTooLarge = errors.New("request body too large")
+
+// joinComma joins names for the X-PolyGateway-Attempts header.
+func joinComma(names []string) string { return strings.Join(names, ",") }

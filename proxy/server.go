@@ -1,0 +1,440 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/polygateway/polygateway"
+)
+
+// ErrServerClosed is returned by Swap after Shutdown.
+var ErrServerClosed = errors.New("proxy: server closed")
+
+// Server is the OpenAI-compatible HTTP face of one or more governed
+// clients. It is an http.Handler; serve it with HTTPServer or any
+// http.Server. All its methods are safe for concurrent use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	gen     atomic.Pointer[generation]
+	limiter *clientLimiter
+
+	keyHashes [][sha256.Size]byte
+	adminHash [sha256.Size]byte
+	adminOn   bool
+
+	// hard is cancelled when a Shutdown runs out of time: the calls still
+	// running are cancelled.
+	hard       context.Context
+	hardCancel context.CancelFunc
+
+	calls atomic.Int64 // governed calls being served (MaxInFlight)
+
+	mu       sync.Mutex // serialises Swap and Shutdown
+	shut     bool
+	draining atomic.Bool
+	retiring sync.WaitGroup // generations waiting to drain and close
+	closeMu  sync.Mutex
+	closeErr []error
+}
+
+// New builds a server from cfg. The server owns the clients in
+// cfg.Backends (see Backends).
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Backends.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.hard, s.hardCancel = context.WithCancel(context.Background())
+	for _, k := range cfg.ClientKeys {
+		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
+	}
+	if cfg.AdminToken != "" {
+		s.adminHash, s.adminOn = sha256.Sum256([]byte(cfg.AdminToken)), true
+	}
+	if cfg.ClientRate > 0 {
+		s.limiter = newClientLimiter(cfg.ClientRate, cfg.ClientBurst, cfg.MaxClients, cfg.Now)
+	}
+	s.gen.Store(newGeneration(cfg.Backends))
+	s.cfg.Backends = Backends{} // the generation holds them now
+	s.routes()
+	return s, nil
+}
+
+// routes builds the request multiplexer.
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.Handle("POST /v1/chat/completions", s.api(s.handleChat))
+	m.Handle("POST /v1/embeddings", s.api(s.handleEmbeddings))
+	m.Handle("GET /v1/models", s.api(s.handleModels))
+	m.Handle("GET /v1/providers", s.api(s.handleProviders))
+	m.HandleFunc("GET /healthz", s.handleHealth)
+	m.HandleFunc("GET /readyz", s.handleReady)
+	m.HandleFunc("POST /admin/breakers/{source}/reset", s.handleResetBreaker)
+	if s.cfg.Metrics != nil {
+		m.Handle("GET /metrics", s.cfg.Metrics)
+	}
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeAPIError(w, invalidRequest(http.StatusNotFound, "", "not_found", "no route for "+r.Method+" "+r.URL.Path))
+	})
+	s.mux = m
+}
+
+// HTTPServer returns an http.Server serving s on addr with the configured
+// header, read and idle timeouts and header size limit. Its WriteTimeout is
+// zero on purpose: the server bounds every write itself (Config.WriteTimeout)
+// so that long streams are not cut.
+func (s *Server) HTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// reqInfo is what one request's log line reports; handlers fill it.
+type reqInfo struct {
+	id, client, model, scope, source string
+	attempts                         []string
+	cache, stream                    bool
+	status                           int
+	code                             string
+}
+
+type ctxKey struct{}
+
+func info(r *http.Request) *reqInfo {
+	if ri, ok := r.Context().Value(ctxKey{}).(*reqInfo); ok {
+		return ri
+	}
+	return &reqInfo{}
+}
+
+// ServeHTTP serves one request: it assigns the request id, routes the
+// request and logs one line when it is done.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ri := &reqInfo{id: cleanID(r.Header.Get("X-Request-ID"))}
+	if ri.id == "" {
+		ri.id = polygateway.NewCallID()
+	}
+	w.Header().Set("X-Request-ID", ri.id)
+	sw := &statusWriter{ResponseWriter: w}
+	s.mux.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri)))
+	status := sw.status
+	if ri.status != 0 {
+		status = ri.status
+	}
+	if status == 0 {
+		status = http.StatusOK
+	}
+	level := slog.LevelInfo
+	switch {
+	case status >= 500:
+		level = slog.LevelWarn
+	case r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics":
+		level = slog.LevelDebug // probes and scrapes would drown the log
+	}
+	if !s.log.Enabled(r.Context(), level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", ri.id),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Int64("bytes", sw.bytes),
+		slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000),
+	}
+	if ri.client != "" {
+		attrs = append(attrs, slog.String("client", ri.client))
+	}
+	if ri.model != "" {
+		attrs = append(attrs, slog.String("model", ri.model), slog.String("scope", ri.scope), slog.Bool("stream", ri.stream))
+	}
+	if ri.source != "" {
+		attrs = append(attrs, slog.String("source", ri.source), slog.String("attempts", joinComma(ri.attempts)), slog.Bool("cache_hit", ri.cache))
+	}
+	if ri.code != "" {
+		attrs = append(attrs, slog.String("error_code", ri.code))
+	}
+	s.log.LogAttrs(context.WithoutCancel(r.Context()), level, "request", attrs...)
+}
+
+// statusWriter records the status and size of a response. Unwrap lets
+// http.ResponseController reach the connection (flush, deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// api wraps a /v1/ handler with client authentication and the per-client
+// rate limit.
+func (s *Server) api(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ri := info(r)
+		ri.client = clientKey(r)
+		if len(s.keyHashes) > 0 && !s.clientAuthorized(r) {
+			ri.code = "invalid_api_key"
+			w.Header().Set("WWW-Authenticate", `Bearer realm="polygateway"`)
+			writeAPIError(w, invalidRequest(http.StatusUnauthorized, "", "invalid_api_key", "missing or invalid API key: send Authorization: Bearer <key>"))
+			return
+		}
+		if s.limiter != nil {
+			if ok, wait := s.limiter.allow(ri.client); !ok {
+				ri.code = "rate_limit_exceeded"
+				writeAPIError(w, &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "rate_limit_exceeded",
+					msg: "too many requests from this client; retry after the Retry-After delay", retryAfter: wait})
+				return
+			}
+		}
+		h(w, r)
+	})
+}
+
+// clientKey identifies the client for the rate limit: X-Client-Id (bounded
+// and sanitised) or the peer IP.
+func clientKey(r *http.Request) string {
+	if id := cleanID(r.Header.Get("X-Client-Id")); id != "" {
+		return "id:" + id
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "ip:" + host
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	const p = "bearer "
+	if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
+		return "", false
+	}
+	return strings.TrimSpace(h[len(p):]), true
+}
+
+// clientAuthorized compares the request's key with every configured key as
+// SHA-256 digests in constant time (no early exit).
+func (s *Server) clientAuthorized(r *http.Request) bool {
+	tok, ok := bearer(r)
+	if !ok {
+		return false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	match := 0
+	for i := range s.keyHashes {
+		match |= subtle.ConstantTimeCompare(sum[:], s.keyHashes[i][:])
+	}
+	return match == 1
+}
+
+// adminAuthorized checks the admin bearer token in constant time.
+func (s *Server) adminAuthorized(r *http.Request) bool {
+	tok, ok := bearer(r)
+	if !ok {
+		return false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], s.adminHash[:]) == 1
+}
+
+// readBody reads a request body of at most MaxBodyBytes and lifts the
+// connection's read deadline afterwards, so that ReadTimeout bounds the
+// upload but not the answer.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	tooLarge := invalidRequest(http.StatusRequestEntityTooLarge, "", "request_too_large",
+		"request body larger than "+formatBytes(s.cfg.MaxBodyBytes))
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge
+		}
+		return nil, invalidRequest(http.StatusBadRequest, "", "invalid_body", "could not read the request body: "+err.Error())
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	return body, nil
+}
+
+// acquire returns the current generation with a reference held, or nil
+// when the server is shutting down.
+func (s *Server) acquire() *generation {
+	for {
+		g := s.gen.Load()
+		if g.acquire() {
+			return g
+		}
+		if s.draining.Load() {
+			return nil
+		}
+		// Retired by a concurrent Swap: the next Load sees its successor.
+	}
+}
+
+// admit counts a governed call in, or refuses it when MaxInFlight calls
+// are already being served; leave counts it out.
+func (s *Server) admit() bool {
+	n := s.calls.Add(1)
+	if s.cfg.MaxInFlight > 0 && n > int64(s.cfg.MaxInFlight) {
+		s.calls.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *Server) leave() { s.calls.Add(-1) }
+
+// overloaded is the answer beyond MaxInFlight.
+var overloaded = &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "server_overloaded",
+	msg: "the gateway is serving its maximum number of calls; retry", retryAfter: time.Second}
+
+// callContext derives the context of a governed call: it ends when the
+// client goes away or when a Shutdown runs out of time.
+func (s *Server) callContext(r *http.Request) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.hard, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// callError maps the error of a governed call, telling a client that went
+// away and a forced shutdown apart from the call's own failure.
+func (s *Server) callError(r *http.Request, err error) *apiError {
+	if r.Context().Err() != nil {
+		return mapError(err, true)
+	}
+	if s.hard.Err() != nil && errors.Is(err, context.Canceled) {
+		err = errShuttingDown
+	}
+	return mapError(err, false)
+}
+
+// Swap replaces the routes and clients atomically (a SIGHUP reload). New
+// requests use b at once; requests already running finish on the clients
+// they started with, which are closed once the last of them is done
+// (clients that b also holds stay open). An invalid b is an error and
+// changes nothing.
+func (s *Server) Swap(b Backends) error {
+	if err := b.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shut {
+		return ErrServerClosed
+	}
+	ng := newGeneration(b)
+	old := s.gen.Swap(ng)
+	s.retire(old, ng)
+	return nil
+}
+
+// retire retires g and closes its clients (except those keep holds) in the
+// background once it has drained. Called with s.mu held.
+func (s *Server) retire(g, keep *generation) {
+	g.retire()
+	closers := g.closers(keep)
+	s.retiring.Add(1)
+	go func() {
+		defer s.retiring.Done()
+		<-g.drained
+		for _, c := range closers {
+			if err := c.Close(); err != nil {
+				s.log.Warn("closing a replaced client failed", slog.String("error", err.Error()))
+				s.closeMu.Lock()
+				s.closeErr = append(s.closeErr, err)
+				s.closeMu.Unlock()
+			}
+		}
+	}()
+}
+
+// Shutdown stops admitting calls (new ones get 503 with Retry-After), waits
+// for the calls in flight — streams included — to finish, and closes every
+// client. If ctx ends first, the remaining calls are cancelled (a committed
+// stream ends with an error event, never with [DONE]) and Shutdown returns
+// ctx's error once they have unwound. Stop the http.Server's listener first
+// (http.Server.Shutdown) so that no new connections arrive; calling
+// Shutdown again waits for the first one.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.shut {
+		s.shut = true
+		s.draining.Store(true)
+		s.retire(s.gen.Load(), nil)
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.retiring.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.hardCancel()
+		<-done
+	}
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	return errors.Join(append([]error{err}, s.closeErr...)...)
+}
+
+// InFlight returns the number of API requests being served.
+func (s *Server) InFlight() int { return s.gen.Load().inflight() }
+
+// formatBytes renders a byte count for messages.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}

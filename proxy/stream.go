@@ -1,0 +1,385 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/transport"
+)
+
+// SourceTracking returns the assembly option that tells the server, at the
+// start of every upstream attempt, which source it goes to. Pass it to
+// every chat client the server routes to (cmd/polygateway does): a stream
+// relayed under the first_token policy can then name the answering
+// source's model in its chunks and its X-PolyGateway-Source and
+// X-PolyGateway-Attempts headers before the answer is complete. Without it
+// those chunks carry the requested model name and the headers are empty;
+// the final chunk and the "gateway" object are exact either way.
+func SourceTracking() polygateway.Option {
+	return polygateway.WithUpstreamFrom(func(t *transport.Client) polygateway.Upstream {
+		return tracker{next: t}
+	})
+}
+
+// sourceNoter is implemented by the server's delta sinks.
+type sourceNoter interface {
+	noteSource(name, model string)
+}
+
+// tracker tells a call's sink which source each attempt goes to.
+type tracker struct{ next polygateway.Upstream }
+
+func (t tracker) Do(ctx context.Context, src *polygateway.SourceConfig, call *polygateway.Call) (*polygateway.LLMResponse, error) {
+	if n, ok := call.Deltas.(sourceNoter); ok {
+		n.noteSource(src.Name, src.Model)
+	}
+	return t.next.Do(ctx, src, call)
+}
+
+// errStreamBroken reports a relayed stream that could not be completed.
+var errStreamBroken = errors.New("stream broken after the first byte")
+
+// sseWriter writes server-sent events to the client. Every write is bounded
+// by the write timeout; the first failure sticks.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	started bool
+	err     error
+	buf     []byte
+}
+
+// start sends the response headers (status 200, text/event-stream).
+func (o *sseWriter) start(set func(http.Header)) {
+	h := o.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	set(h)
+	o.started = true
+	o.deadline()
+	o.w.WriteHeader(http.StatusOK)
+}
+
+func (o *sseWriter) deadline() {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
+}
+
+// event writes one "data: <json>" event (without flushing).
+func (o *sseWriter) event(v any) {
+	if o.err != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		o.err = err
+		return
+	}
+	o.buf = append(o.buf[:0], "data: "...)
+	o.buf = append(o.buf, b...)
+	o.buf = append(o.buf, '\n', '\n')
+	o.write(o.buf)
+}
+
+func (o *sseWriter) write(p []byte) {
+	if o.err != nil {
+		return
+	}
+	o.deadline()
+	if _, err := o.w.Write(p); err != nil {
+		o.err = err
+	}
+}
+
+// flush pushes what was written to the client.
+func (o *sseWriter) flush() error {
+	if o.err == nil {
+		o.deadline()
+		if err := o.rc.Flush(); err != nil {
+			o.err = err
+		}
+	}
+	return o.err
+}
+
+// Chunk wire types.
+type chunkBody struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *usageBody    `json:"usage,omitempty"`
+	Gateway *gatewayInfo  `json:"gateway,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int       `json:"index"`
+	Delta        deltaBody `json:"delta"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+type deltaBody struct {
+	Role             string         `json:"role,omitempty"`
+	Content          *string        `json:"content,omitempty"`
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallBody `json:"tool_calls,omitempty"`
+}
+
+type piece struct{ content, thinking string }
+
+// streamSink is the DeltaSink of a streamed chat call: it implements the
+// commit policy. Under first_token every delta goes to the client at once
+// and the sink is committed from the first byte on; under buffer the deltas
+// are held until the call has succeeded and Reset drops a failed attempt's.
+type streamSink struct {
+	mu       sync.Mutex
+	buffer   bool
+	out      sseWriter
+	ri       *reqInfo
+	id       string
+	created  int64
+	alias    string
+	model    string // tracked: the current attempt's source model
+	source   string
+	attempts []string
+
+	committed bool
+	roleSent  bool
+	sent      strings.Builder // content relayed (first_token)
+	sentThink strings.Builder // thinking relayed (first_token)
+	pieces    []piece         // held deltas (buffer)
+}
+
+func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias string) *streamSink {
+	return &streamSink{
+		buffer: s.cfg.StreamCommit == CommitBuffer,
+		out:    sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout},
+		ri:     ri, id: "chatcmpl-" + callID, created: time.Now().Unix(), alias: alias,
+	}
+}
+
+func (k *streamSink) noteSource(name, model string) {
+	k.mu.Lock()
+	k.source, k.model = name, model
+	k.attempts = append(k.attempts, name)
+	k.mu.Unlock()
+}
+
+// Delta relays (first_token) or holds (buffer) one piece of the answer.
+func (k *streamSink) Delta(content, thinking string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.buffer {
+		k.pieces = append(k.pieces, piece{content, thinking})
+		return nil
+	}
+	if k.out.err != nil {
+		return k.out.err
+	}
+	if !k.committed {
+		k.committed = true
+		source, attempts := k.source, strings.Join(k.attempts, ",")
+		k.out.start(func(h http.Header) {
+			h.Set("X-PolyGateway-Source", source)
+			h.Set("X-PolyGateway-Attempts", attempts)
+			h.Set("X-PolyGateway-Cache", "miss")
+			h.Set("X-PolyGateway-Degraded", "false")
+		})
+	}
+	model := k.model
+	if model == "" {
+		model = k.alias
+	}
+	k.sent.WriteString(content)
+	k.sentThink.WriteString(thinking)
+	k.out.event(k.delta(model, content, thinking))
+	return k.out.flush()
+}
+
+// Committed reports whether anything was sent to the client.
+func (k *streamSink) Committed() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.committed
+}
+
+// Reset drops the deltas a failed attempt left (buffer).
+func (k *streamSink) Reset() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	clear(k.pieces)
+	k.pieces = k.pieces[:0]
+}
+
+// delta builds a content/thinking chunk; the first one carries the role.
+func (k *streamSink) delta(model, content, thinking string) *chunkBody {
+	d := deltaBody{ReasoningContent: thinking}
+	if content != "" || thinking == "" {
+		d.Content = &content
+	}
+	if !k.roleSent {
+		d.Role, k.roleSent = "assistant", true
+	}
+	return &chunkBody{ID: k.id, Object: "chat.completion.chunk", Created: k.created, Model: model, Choices: []chunkChoice{{Delta: d}}}
+}
+
+// finish sends the rest of a successful answer: what was not relayed yet,
+// the tool calls, the finish chunk, the usage chunk when asked for, and
+// [DONE].
+//
+// When part of an answer was already relayed and the final answer does not
+// continue it (a fallback answered after the stream broke), nothing can
+// complete the stream honestly: it ends with an error event instead, and
+// errStreamBroken is returned.
+func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.buffer && (k.sent.Len() > 0 || k.sentThink.Len() > 0) && (resp.Degraded ||
+		!strings.HasPrefix(resp.Content, k.sent.String()) || !strings.HasPrefix(resp.Thinking, k.sentThink.String())) {
+		k.out.event((&apiError{typ: "upstream_error", code: "stream_interrupted",
+			msg: "the stream broke after it had started; the fallback answer cannot continue it"}).envelope())
+		_ = k.out.flush()
+		return errStreamBroken
+	}
+	model := resp.Model
+	if !k.out.started {
+		k.committed = true
+		k.out.start(func(h http.Header) { setGatewayHeaders(h, resp) })
+	}
+	switch {
+	case k.buffer && len(k.pieces) > 0 && matches(k.pieces, resp):
+		for _, p := range k.pieces {
+			k.out.event(k.delta(model, p.content, p.thinking))
+		}
+	case k.buffer || k.sent.Len() == 0 && k.sentThink.Len() == 0:
+		if resp.Content != "" || resp.Thinking != "" || len(resp.ToolCalls) == 0 {
+			k.out.event(k.delta(model, resp.Content, resp.Thinking))
+		}
+	default:
+		// Relayed deltas normally are the whole answer; send what the
+		// final answer has beyond them, if anything.
+		var rest, restThink string
+		if sent := k.sent.String(); len(resp.Content) > len(sent) && strings.HasPrefix(resp.Content, sent) {
+			rest = resp.Content[len(sent):]
+		}
+		if sent := k.sentThink.String(); len(resp.Thinking) > len(sent) && strings.HasPrefix(resp.Thinking, sent) {
+			restThink = resp.Thinking[len(sent):]
+		}
+		if rest != "" || restThink != "" {
+			k.out.event(k.delta(model, rest, restThink))
+		}
+	}
+	if tcs := toolCalls(resp, true); len(tcs) > 0 {
+		c := k.delta(model, "", "")
+		c.Choices[0].Delta.Content = nil
+		c.Choices[0].Delta.ToolCalls = tcs
+		k.out.event(c)
+	}
+	reason := finishReason(resp)
+	fin := &chunkBody{ID: k.id, Object: "chat.completion.chunk", Created: k.created, Model: model,
+		Choices: []chunkChoice{{Delta: deltaBody{}, FinishReason: &reason}}}
+	gw := newGatewayInfo(k.ri, resp)
+	if includeUsage {
+		k.out.event(fin)
+		k.out.event(&chunkBody{ID: k.id, Object: "chat.completion.chunk", Created: k.created, Model: model,
+			Choices: []chunkChoice{}, Usage: usageOf(resp), Gateway: gw})
+	} else {
+		fin.Gateway = gw
+		k.out.event(fin)
+	}
+	k.out.write([]byte("data: [DONE]\n\n"))
+	return k.out.flush()
+}
+
+// matches reports whether the held pieces add up to the final answer.
+func matches(pieces []piece, resp *polygateway.LLMResponse) bool {
+	var c, t int
+	for _, p := range pieces {
+		if !strings.HasPrefix(resp.Content[c:], p.content) || !strings.HasPrefix(resp.Thinking[t:], p.thinking) {
+			return false
+		}
+		c += len(p.content)
+		t += len(p.thinking)
+	}
+	return c == len(resp.Content) && t == len(resp.Thinking)
+}
+
+// fail ends a committed stream with an OpenAI-style error event and no
+// [DONE], so that no client mistakes it for a complete answer.
+func (k *streamSink) fail(e *apiError) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.out.event(e.envelope())
+	_ = k.out.flush()
+}
+
+// writeFailed reports whether a write to the client failed.
+func (k *streamSink) writeFailed() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.out.err != nil
+}
+
+// started reports whether the response headers went out.
+func (k *streamSink) started() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.out.started
+}
+
+// tracked returns the source and attempts seen so far.
+func (k *streamSink) tracked() (string, []string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.source, append([]string(nil), k.attempts...)
+}
+
+// streamChat serves a chat completion with "stream": true.
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo, client *polygateway.GatewayClient, req *chatRequest) {
+	ctx, done := s.callContext(r)
+	defer done()
+	callID := polygateway.NewCallID()
+	sink := s.newStreamSink(w, ri, callID, req.model)
+	resp, err := client.Invoke(ctx, &polygateway.Call{
+		ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink,
+	})
+	if err == nil {
+		s.note(ri, resp)
+		if werr := sink.finish(resp, req.includeUsage); errors.Is(werr, errStreamBroken) {
+			ri.status, ri.code = http.StatusBadGateway, "stream_interrupted"
+		} else if werr != nil {
+			ri.status, ri.code = StatusClientClosedRequest, "client_write_failed"
+		}
+		return
+	}
+	ae := s.callError(r, err)
+	ri.source, ri.attempts = sink.tracked()
+	if sink.writeFailed() {
+		// The client stopped reading (write timeout) or went away mid-stream:
+		// the call was aborted for its sake, nothing more can be sent.
+		ri.status, ri.code = StatusClientClosedRequest, "client_write_failed"
+		return
+	}
+	if !sink.started() {
+		if len(ri.attempts) > 0 {
+			w.Header().Set("X-PolyGateway-Attempts", strings.Join(ri.attempts, ","))
+		}
+		s.fail(w, ri, ae)
+		return
+	}
+	ri.code = ae.code
+	if ae.status == StatusClientClosedRequest {
+		ri.status = ae.status
+		return
+	}
+	ri.status = ae.status
+	sink.fail(ae)
+}

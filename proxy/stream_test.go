@@ -1,0 +1,233 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/fakeupstream"
+	"github.com/polygateway/polygateway/proxy"
+)
+
+// lastEvent returns the last SSE data payload.
+func lastEvent(events []string) string {
+	if len(events) == 0 {
+		return ""
+	}
+	return events[len(events)-1]
+}
+
+func countErrorEvents(events []string) int {
+	n := 0
+	for _, ev := range events {
+		if strings.HasPrefix(ev, `{"error"`) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStreamFirstTokenFailsOverInvisiblyBeforeFirstToken(t *testing.T) {
+	for name, b := range map[string]fakeupstream.Behavior{
+		"cut before any token": fakeupstream.CutAfter(0),
+		"http 503":             fakeupstream.ServerError(503),
+	} {
+		t.Run(name, func(t *testing.T) {
+			primary := fake(t, fakeupstream.WithBehavior(b))
+			fallback := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(6)))
+			f := sdkFixture(t, primary, fallback, proxy.Config{})
+			resp, body := f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", true, ""))
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+				t.Fatalf("status %d, content type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+			}
+			events := sseEvents(body)
+			if got := streamText(t, events); got != tokens(6) {
+				t.Fatalf("client saw %q, want exactly the fallback's answer %q", got, tokens(6))
+			}
+			if lastEvent(events) != "[DONE]" || countErrorEvents(events) != 0 {
+				t.Fatalf("stream does not end cleanly: %v", events)
+			}
+			if got := resp.Header.Get("X-PolyGateway-Attempts"); got != "primary_1,fallback_2" {
+				t.Errorf("X-PolyGateway-Attempts = %q", got)
+			}
+			if got := resp.Header.Get("X-PolyGateway-Source"); got != "fallback_2" {
+				t.Errorf("X-PolyGateway-Source = %q", got)
+			}
+			var first struct {
+				Model string `json:"model"`
+			}
+			_ = json.Unmarshal([]byte(events[0]), &first)
+			if first.Model != "fallback-model" {
+				t.Errorf("first chunk model = %q, want the fallback's", first.Model)
+			}
+			// The SDK sees one clean stream too.
+			client := f.sdk()
+			s := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+				Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+			})
+			acc := openai.ChatCompletionAccumulator{}
+			for s.Next() {
+				acc.AddChunk(s.Current())
+			}
+			if s.Err() != nil || acc.Choices[0].Message.Content != tokens(6) {
+				t.Fatalf("SDK: err %v content %q", s.Err(), acc.Choices[0].Message.Content)
+			}
+		})
+	}
+}
+
+func TestStreamFirstTokenCutAfterTokensEndsWithErrorEvent(t *testing.T) {
+	primary := fake(t, fakeupstream.WithBehavior(fakeupstream.CutAfter(3).WithTokens(10)))
+	fallback := fake(t, fakeupstream.WithBehavior(fakeupstream.CutAfter(3).WithTokens(10)))
+	f := sdkFixture(t, primary, fallback, proxy.Config{})
+	resp, body := f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", true, `,"stream_options":{"include_usage":true}`))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	events := sseEvents(body)
+	if got := streamText(t, events); got != tokens(3) {
+		t.Errorf("relayed %q, want the 3 tokens sent before the cut", got)
+	}
+	if strings.Contains(string(body), "data: [DONE]") {
+		t.Fatalf("a cut stream ended with [DONE]: %v", events)
+	}
+	last := lastEvent(events)
+	var ev struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(last), &ev); err != nil || ev.Error.Message == "" || ev.Error.Type == "" {
+		t.Fatalf("last event %q is not an OpenAI error event", last)
+	}
+	if strings.Contains(string(body), `"finish_reason":"stop"`) {
+		t.Errorf("a cut stream carried a finish chunk")
+	}
+	if fallback.Requests() != 0 {
+		t.Errorf("a committed stream failed over (%d fallback requests)", fallback.Requests())
+	}
+	// The SDK reports the failure instead of a short answer (whichever
+	// source it gets: both cut).
+	client := f.sdk()
+	s := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	})
+	for s.Next() {
+	}
+	if s.Err() == nil {
+		t.Fatal("SDK saw a cut stream as complete")
+	}
+	if !strings.Contains(f.logs.String(), `"status":502`) {
+		t.Errorf("log does not record the failed stream: %s", f.logs.String())
+	}
+}
+
+func TestStreamBufferReplacesCutStreamWithFallbackAnswer(t *testing.T) {
+	primary := fake(t, fakeupstream.WithBehavior(fakeupstream.CutAfter(4).WithTokens(10)))
+	fallback := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(7)))
+	f := sdkFixture(t, primary, fallback, proxy.Config{StreamCommit: proxy.CommitBuffer})
+	resp, body := f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", true, `,"stream_options":{"include_usage":true}`))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	events := sseEvents(body)
+	if got := streamText(t, events); got != tokens(7) {
+		t.Fatalf("client saw %q, want only the fallback's complete answer %q", got, tokens(7))
+	}
+	if lastEvent(events) != "[DONE]" || countErrorEvents(events) != 0 {
+		t.Fatalf("stream does not end cleanly: %v", events)
+	}
+	if resp.Header.Get("X-PolyGateway-Attempts") != "primary_1,fallback_2" || resp.Header.Get("X-PolyGateway-Source") != "fallback_2" {
+		t.Errorf("headers %v", resp.Header)
+	}
+	// Token by token as the fallback sent them, then finish, usage, [DONE].
+	if len(events) < 7+3 {
+		t.Errorf("only %d events", len(events))
+	}
+	var usage struct {
+		Choices []any `json:"choices"`
+		Usage   struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+		Model   string `json:"model"`
+		Gateway struct {
+			Attempts []string `json:"attempts"`
+		} `json:"gateway"`
+	}
+	if err := json.Unmarshal([]byte(events[len(events)-2]), &usage); err != nil {
+		t.Fatal(err)
+	}
+	if len(usage.Choices) != 0 || usage.Usage.CompletionTokens != 7 || usage.Model != "fallback-model" || len(usage.Gateway.Attempts) != 2 {
+		t.Errorf("usage chunk = %s", events[len(events)-2])
+	}
+}
+
+func TestStreamBufferFailureBeforeAnythingIsAJSONError(t *testing.T) {
+	primary := fake(t, fakeupstream.WithBehavior(fakeupstream.ContextLength()))
+	f := sdkFixture(t, primary, fake(t), proxy.Config{StreamCommit: proxy.CommitBuffer})
+	resp, body := f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", true, ""))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"code":"context_length_exceeded"`) {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+}
+
+func TestStreamClientDisconnectCancelsTheCall(t *testing.T) {
+	primary := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(200).WithInterTokenDelay(20*time.Millisecond)))
+	f := sdkFixture(t, primary, fake(t), proxy.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", f.ts.URL+"/v1/chat/completions", strings.NewReader(chatBody("gpt-4o", true, "")))
+	resp, err := f.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	cancel()
+	resp.Body.Close()
+	waitFor(t, 5*time.Second, "the upstream call to be cancelled", func() bool { return primary.InFlight() == 0 && f.srv.InFlight() == 0 })
+	waitFor(t, 5*time.Second, "the 499 log line", func() bool { return strings.Contains(f.logs.String(), `"status":499`) })
+}
+
+func TestFallbackAnswerNeverCompletesABrokenStream(t *testing.T) {
+	fallback := polygateway.WithFallback(func(ctx context.Context, msgs []polygateway.Message, cause error) (*polygateway.LLMResponse, error) {
+		return &polygateway.LLMResponse{Content: "canned answer", Model: "canned", FinishReason: "stop"}, nil
+	})
+	for _, commit := range []string{proxy.CommitFirstToken, proxy.CommitBuffer} {
+		t.Run(commit, func(t *testing.T) {
+			up := fake(t, fakeupstream.WithBehavior(fakeupstream.CutAfter(3).WithTokens(10)))
+			e := baseEnv().source("LLM", "only", 1, up.URL(), secretKey1, "only-model").set("LLM__RETRY__MAX_ATTEMPTS", "1")
+			f := serve(t, proxy.Config{
+				Backends:     proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e, fallback)}, DefaultScope: "LLM"},
+				StreamCommit: commit,
+			})
+			resp, body := f.do("POST", "/v1/chat/completions", chatBody("m", true, ""))
+			events := sseEvents(body)
+			if commit == proxy.CommitFirstToken {
+				// tok0..tok2 went out: the canned answer cannot continue them.
+				if lastEvent(events) == "[DONE]" || !strings.Contains(lastEvent(events), "stream_interrupted") || streamText(t, events) != tokens(3) {
+					t.Fatalf("broken stream completed by a fallback: %v", events)
+				}
+				return
+			}
+			if resp.Header.Get("X-PolyGateway-Degraded") != "true" || streamText(t, events) != "canned answer" || lastEvent(events) != "[DONE]" {
+				t.Fatalf("buffered degraded answer: %v %v", resp.Header, events)
+			}
+			// Non-streaming: the degraded answer, marked.
+			resp, body = f.do("POST", "/v1/chat/completions", chatBody("m", false, ""))
+			if resp.StatusCode != 200 || resp.Header.Get("X-PolyGateway-Degraded") != "true" || !strings.Contains(string(body), `"degraded":true`) {
+				t.Fatalf("non-streaming degraded: %v %s", resp.Header, body)
+			}
+		})
+	}
+}
