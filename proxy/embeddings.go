@@ -44,17 +44,11 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri.model = req.model
-	g := s.acquire()
+	g, leave := s.enter(w, ri)
 	if g == nil {
-		s.fail(w, ri, mapError(errShuttingDown, false))
 		return
 	}
-	defer g.release()
-	if !s.admit() {
-		s.fail(w, ri, overloaded)
-		return
-	}
-	defer s.leave()
+	defer leave()
 	scope, client, ok := g.embedRoute(req.model)
 	if !ok {
 		s.fail(w, ri, modelNotFound(req.model))

@@ -328,6 +328,26 @@ func (s *Server) admit() bool {
 
 func (s *Server) leave() { s.calls.Add(-1) }
 
+// enter pins the current generation of clients and admits the request
+// under MaxInFlight. On refusal it has answered the client and returns a nil
+// generation; otherwise the caller defers leave.
+func (s *Server) enter(w http.ResponseWriter, ri *reqInfo) (*generation, func()) {
+	g := s.acquire()
+	if g == nil {
+		s.fail(w, ri, mapError(errShuttingDown, false))
+		return nil, nil
+	}
+	if !s.admit() {
+		g.release()
+		s.fail(w, ri, overloaded)
+		return nil, nil
+	}
+	return g, func() {
+		s.leave()
+		g.release()
+	}
+}
+
 // overloaded is the answer beyond MaxInFlight.
 var overloaded = &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "server_overloaded",
 	msg: "the gateway is serving its maximum number of calls; retry", retryAfter: time.Second}
