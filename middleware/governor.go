@@ -397,7 +397,7 @@ func (g *Governor) fillSource(s *sourceState, resp *core.LLMResponse) {
 		resp.Model = s.cfg.Model
 	}
 	if resp.Cost == nil && g.pricing != nil {
-		resp.Cost = g.pricing.Cost(s.cfg.Model, resp.PromptTokens, resp.CompletionTokens)
+		resp.Cost = g.pricing.CostCached(s.cfg.Model, resp.PromptTokens, resp.CachedPromptTokens, resp.CompletionTokens)
 	}
 }
 

@@ -4,6 +4,10 @@ package transport
 type usageVals struct {
 	prompt, completion, total          int64
 	hasPrompt, hasCompletion, hasTotal bool
+	// cached is the part of prompt served from the provider's prompt cache
+	// (OpenAI prompt_tokens_details.cached_tokens, DeepSeek
+	// prompt_cache_hit_tokens).
+	cached int64
 }
 
 // complete reports whether the usage object carries both halves (completion
@@ -150,11 +154,30 @@ func parseUsage(l *lexer, u *usageVals) {
 			v.completion, v.hasCompletion = l.int()
 		case "total_tokens":
 			v.total, v.hasTotal = l.int()
+		case "prompt_cache_hit_tokens":
+			v.cached, _ = l.int()
+		case "prompt_tokens_details":
+			parseCachedDetails(l, &v)
 		default:
 			l.skip()
 		}
 	}
 	*u = v
+}
+
+// parseCachedDetails reads cached_tokens out of prompt_tokens_details.
+func parseCachedDetails(l *lexer, v *usageVals) {
+	if !l.open('{') {
+		return
+	}
+	first := true
+	for l.more('}', &first) {
+		if string(l.key()) == "cached_tokens" {
+			v.cached, _ = l.int()
+			continue
+		}
+		l.skip()
+	}
 }
 
 func parseChoices(l *lexer, c *chunk) {

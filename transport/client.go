@@ -435,6 +435,7 @@ func (c *Client) result(src *core.SourceConfig, call *core.Call, st *attemptStat
 	st.asm.fill(r)
 	if st.asm.usageOK {
 		r.PromptTokens, r.CompletionTokens = st.asm.usage.tokens()
+		r.CachedPromptTokens = int(min(max(st.asm.usage.cached, 0), int64(r.PromptTokens)))
 		r.UsageSource = core.UsageMeasured
 	} else {
 		r.PromptTokens = EstimatePromptTokens(call.Messages)

@@ -118,3 +118,26 @@ func TestDeltasArriveInOrderAndAConsumerFailureAbortsTheAttempt(t *testing.T) {
 		t.Fatalf("err = %v, want the attempt aborted as rejected", err)
 	}
 }
+
+func TestCachedPromptTokensAreReadInBothDialects(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	cases := map[string]string{
+		"openai":   `{"prompt_tokens":100,"completion_tokens":5,"total_tokens":105,"prompt_tokens_details":{"cached_tokens":64,"audio_tokens":0}}`,
+		"deepseek": `{"prompt_tokens":100,"completion_tokens":5,"total_tokens":105,"prompt_cache_hit_tokens":64,"prompt_cache_miss_tokens":36}`,
+	}
+	for provider, usage := range cases {
+		srv := newServer(t, sse(
+			data(`{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`),
+			data(`{"choices":[],"usage":`+usage+`}`),
+			data(`[DONE]`),
+		))
+		r, err := c.Do(context.Background(), source(srv, provider), chatCall(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.PromptTokens != 100 || r.CachedPromptTokens != 64 {
+			t.Errorf("%s: prompt %d cached %d, want 100 and 64", provider, r.PromptTokens, r.CachedPromptTokens)
+		}
+	}
+}

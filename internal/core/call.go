@@ -79,6 +79,9 @@ type LLMResponse struct {
 	Model, Provider, SourceName string
 	// PromptTokens and CompletionTokens are the usage of the answering attempt.
 	PromptTokens, CompletionTokens int
+	// CachedPromptTokens is the part of PromptTokens the provider served from
+	// its prompt cache (priced at CachedInputPer1M when the table has one).
+	CachedPromptTokens int
 	// Latency is the wall time of the whole call.
 	Latency time.Duration
 	// TTFT and MaxInterToken are zero when not streamed or a cache hit.

@@ -60,3 +60,30 @@ func TestPricingTablePrice(t *testing.T) {
 }
 
 func ptr(f float64) *float64 { return &f }
+
+func TestCostCachedPricesTheCachedPartOfThePrompt(t *testing.T) {
+	t.Parallel()
+	table := PricingTable{
+		"with-cache":    {InputPer1M: 2, OutputPer1M: 8, CachedInputPer1M: 0.5},
+		"without-cache": {InputPer1M: 2, OutputPer1M: 8},
+	}
+	cases := []struct {
+		model                     string
+		prompt, cached, completed int
+		want                      float64
+	}{
+		{"with-cache", 1000, 400, 100, (600*2 + 400*0.5 + 100*8) / 1e6},
+		{"without-cache", 1000, 400, 100, (1000*2 + 100*8) / 1e6},
+		{"with-cache", 100, 500, 0, 100 * 0.5 / 1e6}, // cached never exceeds the prompt
+		{"with-cache", 100, -3, 0, 100 * 2 / 1e6},
+	}
+	for _, tc := range cases {
+		got := table.CostCached(tc.model, tc.prompt, tc.cached, tc.completed)
+		if got == nil || math.Abs(*got-tc.want) > 1e-12 {
+			t.Errorf("CostCached(%s, %d, %d, %d) = %v, want %v", tc.model, tc.prompt, tc.cached, tc.completed, got, tc.want)
+		}
+	}
+	if table.CostCached("unknown", 1, 0, 1) != nil {
+		t.Error("an unpriced model got a cost")
+	}
+}
