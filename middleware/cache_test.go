@@ -131,9 +131,14 @@ func TestCacheKeyDistinguishesEveryGenerationInput(t *testing.T) {
 		"message role":     {prefix, ns, func() *core.Call { c := base(); c.Messages[0].Role = core.RoleUser; return c }()},
 		"message name":     {prefix, ns, func() *core.Call { c := base(); c.Messages[0].Name = "n"; return c }()},
 		"tool call id":     {prefix, ns, func() *core.Call { c := base(); c.Messages[0].ToolCallID = "x"; return c }()},
-		"extra message":    {prefix, ns, func() *core.Call { c := base(); c.Messages = append(c.Messages, core.User("more")); return c }()},
-		"part text":        {prefix, ns, func() *core.Call { c := base(); c.Messages[1].Parts[0].Text = "see"; return c }()},
-		"image bytes":      {prefix, ns, func() *core.Call { c := base(); c.Messages[1].Parts[1] = img(1, 2, 4); return c }()},
+		"assistant tool call": {prefix, ns, func() *core.Call {
+			c := base()
+			c.Messages[0].ToolCalls = []core.ToolCall{{ID: "c1", Name: "f", Arguments: "{}"}}
+			return c
+		}()},
+		"extra message": {prefix, ns, func() *core.Call { c := base(); c.Messages = append(c.Messages, core.User("more")); return c }()},
+		"part text":     {prefix, ns, func() *core.Call { c := base(); c.Messages[1].Parts[0].Text = "see"; return c }()},
+		"image bytes":   {prefix, ns, func() *core.Call { c := base(); c.Messages[1].Parts[1] = img(1, 2, 4); return c }()},
 		"image mime": {prefix, ns, func() *core.Call {
 			c := base()
 			c.Messages[1].Parts[1] = core.ImageBytesPart("image/jpeg", []byte{1, 2, 3})

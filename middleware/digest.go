@@ -31,6 +31,13 @@ func hashMessages(h hash.Hash, msgs []core.Message) {
 		writeField(h, m.Role)
 		writeField(h, m.Name)
 		writeField(h, m.ToolCallID)
+		for _, tc := range m.ToolCalls {
+			writeField(h, "t")
+			writeField(h, tc.ID)
+			writeField(h, tc.Type)
+			writeField(h, tc.Name)
+			writeField(h, tc.Arguments)
+		}
 		if len(m.Parts) == 0 {
 			writeField(h, "s")
 			writeField(h, m.Content)

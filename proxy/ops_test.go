@@ -111,6 +111,7 @@ func TestRequestParsing(t *testing.T) {
 	ok := `{"model":"m","messages":[
 		{"role":"system","content":"s","name":"sys","x_unknown":1},
 		{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","detail":"low"}}]},
+		{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"answer","arguments":"{\"q\":1}"}}]},
 		{"role":"tool","content":"42","tool_call_id":"call_1"}]}`
 	resp, body := f.do("POST", "/v1/chat/completions", ok)
 	if resp.StatusCode != http.StatusOK {
@@ -119,12 +120,17 @@ func TestRequestParsing(t *testing.T) {
 	var sent struct {
 		Messages []map[string]any `json:"messages"`
 	}
-	if err := json.Unmarshal(up.LastBody(), &sent); err != nil || len(sent.Messages) != 3 {
+	if err := json.Unmarshal(up.LastBody(), &sent); err != nil || len(sent.Messages) != 4 {
 		t.Fatalf("upstream body %s", up.LastBody())
 	}
 	parts, _ := sent.Messages[1]["content"].([]any)
-	if len(parts) != 2 || !strings.Contains(fmt.Sprint(parts[1]), "data:image/png;base64,AAAA") || sent.Messages[2]["tool_call_id"] != "call_1" || sent.Messages[0]["name"] != "sys" {
+	if len(parts) != 2 || !strings.Contains(fmt.Sprint(parts[1]), "data:image/png;base64,AAAA") || sent.Messages[3]["tool_call_id"] != "call_1" || sent.Messages[0]["name"] != "sys" {
 		t.Errorf("upstream messages = %v", sent.Messages)
+	}
+	// The assistant's tool call goes upstream as it came in.
+	calls, _ := sent.Messages[2]["tool_calls"].([]any)
+	if len(calls) != 1 || !strings.Contains(fmt.Sprint(calls[0]), "answer") || !strings.Contains(fmt.Sprint(calls[0]), `{"q":1}`) {
+		t.Errorf("assistant tool_calls upstream = %v", sent.Messages[2])
 	}
 	for name, tc := range map[string]struct {
 		body, code string
@@ -135,7 +141,7 @@ func TestRequestParsing(t *testing.T) {
 		"bad role":          {`{"model":"m","messages":[{"role":"wizard","content":"x"}]}`, "invalid_value"},
 		"audio part":        {`{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`, "unsupported_value"},
 		"n=2":               {`{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, "unsupported_value"},
-		"history tool call": {`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "unsupported_parameter"},
+		"nameless tool call": {`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"arguments":"{}"}}]}]}`, "missing_required_parameter"},
 	} {
 		resp, body := f.do("POST", "/v1/chat/completions", tc.body)
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"code":"`+tc.code+`"`) || !strings.Contains(string(body), `"type":"invalid_request_error"`) {

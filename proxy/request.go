@@ -45,6 +45,16 @@ type wireMessage struct {
 	ToolCalls  json.RawMessage `json:"tool_calls"`
 }
 
+// wireToolCall is one element of an assistant message's tool_calls.
+type wireToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
 // wirePart is one element of a content array.
 type wirePart struct {
 	Type     string          `json:"type"`
@@ -126,11 +136,20 @@ func convertMessage(w *wireMessage, i int) (polygateway.Message, error) {
 	default:
 		return m, badRequest(param+".role", "invalid_value", "%s.role %q is not a chat role", param, w.Role)
 	}
-	if len(w.ToolCalls) > 0 && !isNull(w.ToolCalls) && !bytes.Equal(bytes.TrimSpace(w.ToolCalls), []byte("[]")) {
-		// The library's message carries no tool_calls: dropping them would
-		// send the upstream a conversation it must reject or misread.
-		return m, badRequest(param+".tool_calls", "unsupported_parameter",
-			"%s.tool_calls: assistant messages with tool_calls are not supported by this gateway", param)
+	if len(w.ToolCalls) > 0 && !isNull(w.ToolCalls) {
+		var calls []wireToolCall
+		if err := json.Unmarshal(w.ToolCalls, &calls); err != nil {
+			return m, badRequest(param+".tool_calls", "invalid_type", "%s.tool_calls: %v", param, err)
+		}
+		for j, c := range calls {
+			if c.Function.Name == "" {
+				return m, badRequest(fmt.Sprintf("%s.tool_calls[%d].function.name", param, j), "missing_required_parameter",
+					"%s.tool_calls[%d].function.name is required", param, j)
+			}
+			m.ToolCalls = append(m.ToolCalls, polygateway.ToolCall{
+				Index: j, ID: c.ID, Type: c.Type, Name: c.Function.Name, Arguments: c.Function.Arguments,
+			})
+		}
 	}
 	content := bytes.TrimSpace(w.Content)
 	switch {

@@ -207,6 +207,29 @@ func appendMessage(b []byte, m *core.Message) []byte {
 		b = append(b, `,"tool_call_id":`...)
 		b = appendJSONString(b, m.ToolCallID)
 	}
+	if len(m.ToolCalls) > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		for i := range m.ToolCalls {
+			tc := &m.ToolCalls[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			typ := tc.Type
+			if typ == "" {
+				typ = "function"
+			}
+			b = append(b, `{"id":`...)
+			b = appendJSONString(b, tc.ID)
+			b = append(b, `,"type":`...)
+			b = appendJSONString(b, typ)
+			b = append(b, `,"function":{"name":`...)
+			b = appendJSONString(b, tc.Name)
+			b = append(b, `,"arguments":`...)
+			b = appendJSONString(b, tc.Arguments)
+			b = append(b, `}}`...)
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}')
 }
 

@@ -324,3 +324,22 @@ func TestNativeJSONSchemaGoesUpstreamOnlyWhereSupported(t *testing.T) {
 		}
 	}
 }
+
+func TestAssistantToolCallsAreSentBack(t *testing.T) {
+	t.Parallel()
+	src := &core.SourceConfig{Name: "s_1", Provider: "openai", Model: "m"}
+	prof := ProfileFor(DefaultProfiles(), "openai")
+	call := &core.Call{Messages: []core.Message{
+		core.User("weather in Paris?"),
+		{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "call_1", Name: "weather", Arguments: `{"city":"Paris"}`}}},
+		{Role: core.RoleTool, ToolCallID: "call_1", Content: "18C"},
+	}}
+	body, err := encodeRequest(nil, src, call, &prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"tool_calls":[{"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Paris\"}"}}]`
+	if !strings.Contains(string(body), want) || !json.Valid(body) {
+		t.Fatalf("body %s lacks %s", body, want)
+	}
+}

@@ -34,6 +34,10 @@ type Message struct {
 	Parts      []ContentPart
 	Name       string
 	ToolCallID string
+	// ToolCalls are the function calls an assistant turn asked for, sent
+	// back in multi-turn tool use (answered by RoleTool messages carrying
+	// their ToolCallID).
+	ToolCalls []ToolCall
 }
 
 // System returns a system message.

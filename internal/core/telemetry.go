@@ -17,10 +17,17 @@ func ImageDigest(url string) string {
 // telemetryMessage is the stored shape of one message: OpenAI-like, with
 // images replaced by their digest.
 type telemetryMessage struct {
-	Role       string `json:"role"`
-	Content    any    `json:"content"`
-	Name       string `json:"name,omitempty"`
-	ToolCallID string `json:"tool_call_id,omitempty"`
+	Role       string              `json:"role"`
+	Content    any                 `json:"content"`
+	Name       string              `json:"name,omitempty"`
+	ToolCallID string              `json:"tool_call_id,omitempty"`
+	ToolCalls  []telemetryToolCall `json:"tool_calls,omitempty"`
+}
+
+type telemetryToolCall struct {
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 type telemetryPart struct {
@@ -36,6 +43,9 @@ func MessagesJSON(msgs []Message) string {
 	out := make([]telemetryMessage, len(msgs))
 	for i, m := range msgs {
 		tm := telemetryMessage{Role: m.Role, Name: m.Name, ToolCallID: m.ToolCallID, Content: m.Content}
+		for _, tc := range m.ToolCalls {
+			tm.ToolCalls = append(tm.ToolCalls, telemetryToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+		}
 		if len(m.Parts) > 0 {
 			parts := make([]telemetryPart, len(m.Parts))
 			for j, p := range m.Parts {
