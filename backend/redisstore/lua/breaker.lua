@@ -8,8 +8,9 @@
 --   probe  '1' while the half-open probe is out
 --   pexp   end of the probe's lease (µs; -1 = no expiry)
 --   wins   probe successes in this half-open period
---   win    the failure-rate window: 'width i s f ...', ten buckets of
---          (index, samples, failure weight); '' when empty
+--   ww     the failure-rate window's bucket width (µs)
+--   b0..b9 its ten buckets, each 'index samples failure-weight' ('' = empty),
+--          one field each so that recording a success rewrites one bucket
 
 local SLACK = 1e-9            -- absorbs rounding of fractional weights
 local BUCKETS = 10
@@ -21,37 +22,28 @@ local function win_clear(w)
   end
 end
 
-local function win_parse(s)
-  local w = { width = 0, b = {} }
-  win_clear(w)
-  if not s or s == '' then
-    return w
+-- bucket_parse reads one bucket field ('' or missing = empty).
+local function bucket_parse(v)
+  if not v or v == '' then
+    return { idx = 0, s = 0, f = 0 }
   end
-  local p = {}
-  for x in string.gmatch(s, '%S+') do
-    p[#p + 1] = tonumber(x)
-  end
-  w.width = p[1]
-  for k = 0, BUCKETS - 1 do
-    w.b[k] = { idx = p[2 + 3 * k], s = p[3 + 3 * k], f = p[4 + 3 * k] }
-  end
-  return w
+  local i, n, f = string.match(v, '^(%S+) (%S+) (%S+)$')
+  return { idx = tonumber(i) or 0, s = tonumber(n) or 0, f = tonumber(f) or 0 }
 end
 
-local function win_encode(w)
-  local out = { int(w.width) }
-  local any = false
-  for k = 0, BUCKETS - 1 do
-    local b = w.b[k]
-    if b.s > 0 then
-      any = true
-    end
-    out[#out + 1] = int(b.idx) .. ' ' .. int(b.s) .. ' ' .. flt(b.f)
-  end
-  if not any then
+local function bucket_encode(b)
+  if b.s <= 0 then
     return ''
   end
-  return table.concat(out, ' ')
+  return int(b.idx) .. ' ' .. int(b.s) .. ' ' .. flt(b.f)
+end
+
+local function win_parse(h)
+  local w = { width = num(h.ww, 0), b = {} }
+  for k = 0, BUCKETS - 1 do
+    w.b[k] = bucket_parse(h['b' .. k])
+  end
+  return w
 end
 
 -- win_add counts one sample weighing failure of a failure at now.
@@ -103,7 +95,7 @@ local function load(key)
     probe = h.probe == '1',
     pexp = num(h.pexp, 0),
     wins = num(h.wins, 0),
-    win = win_parse(h.win),
+    win = win_parse(h),
   }
 end
 
@@ -115,11 +107,16 @@ local function bool(b)
 end
 
 local function save(key, c, now)
+  local w = c.win
   redis.call('HSET', key,
     'open', bool(c.open), 'till', int(c.till), 'cd', int(c.cd),
     'epoch', int(c.epoch), 'opens', int(c.opens), 'cons', flt(c.cons),
     'probe', bool(c.probe), 'pexp', int(c.pexp), 'wins', int(c.wins),
-    'win', win_encode(c.win))
+    'ww', int(w.width),
+    'b0', bucket_encode(w.b[0]), 'b1', bucket_encode(w.b[1]), 'b2', bucket_encode(w.b[2]),
+    'b3', bucket_encode(w.b[3]), 'b4', bucket_encode(w.b[4]), 'b5', bucket_encode(w.b[5]),
+    'b6', bucket_encode(w.b[6]), 'b7', bucket_encode(w.b[7]), 'b8', bucket_encode(w.b[8]),
+    'b9', bucket_encode(w.b[9]))
   local ttl = IDLE_MS
   if c.open and c.till > now then
     ttl = ttl + math.ceil((c.till - now) / 1000)

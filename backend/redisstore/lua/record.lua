@@ -4,6 +4,39 @@
 --       5 abandoned), then the configuration (see config).
 -- Returns 1 when applied, 0 when fenced.
 local key = KEYS[1]
+
+-- Fast path: a success on a closed circuit resets the consecutive count and
+-- adds one sample to one bucket; nothing else changes.
+if ARGV[4] == '0' and ARGV[3] == '0' then
+  local h = redis.call('HMGET', key, 'open', 'epoch', 'cons', 'ww')
+  if num(h[2], 0) ~= tonumber(ARGV[2]) or h[1] == '1' then
+    return 0
+  end
+  local cfg = config(5)
+  if not rate_on(cfg) then
+    if num(h[3], 0) ~= 0 then
+      redis.call('HSET', key, 'cons', '0')
+      redis.call('PEXPIRE', key, int(IDLE_MS))
+    end
+    return 1
+  end
+  local now = now_us(ARGV[1])
+  local width = math.max(math.floor(cfg.window / BUCKETS), 1)
+  if num(h[4], 0) == width then
+    local idx = math.floor(now / width)
+    local field = 'b' .. (idx % BUCKETS)
+    local b = bucket_parse(redis.call('HGET', key, field))
+    if b.idx ~= idx or b.s == 0 then
+      b.idx, b.s, b.f = idx, 0, 0
+    end
+    b.s = b.s + 1
+    redis.call('HSET', key, field, bucket_encode(b), 'cons', '0')
+    redis.call('PEXPIRE', key, int(IDLE_MS))
+    return 1
+  end
+  -- A new window width: the full path below clears the window.
+end
+
 local c = load(key)
 if c.epoch ~= tonumber(ARGV[2]) or c.open ~= (ARGV[3] == '1') then
   return 0

@@ -4,6 +4,7 @@ local key = KEYS[1]
 local epoch = num(redis.call('HGET', key, 'epoch'), 0) + 1
 redis.call('HSET', key,
   'open', '0', 'till', '0', 'cd', '0', 'epoch', int(epoch), 'cons', '0',
-  'probe', '0', 'pexp', '0', 'wins', '0', 'win', '')
+  'probe', '0', 'pexp', '0', 'wins', '0', 'ww', '0',
+  'b0', '', 'b1', '', 'b2', '', 'b3', '', 'b4', '', 'b5', '', 'b6', '', 'b7', '', 'b8', '', 'b9', '')
 redis.call('PEXPIRE', key, int(IDLE_MS))
 return epoch
