@@ -135,12 +135,12 @@ func TestRequestParsing(t *testing.T) {
 	for name, tc := range map[string]struct {
 		body, code string
 	}{
-		"not json":          {`{"model":`, "invalid_json"},
-		"no messages":       {`{"model":"m"}`, "missing_required_parameter"},
-		"empty messages":    {`{"model":"m","messages":[]}`, "empty_array"},
-		"bad role":          {`{"model":"m","messages":[{"role":"wizard","content":"x"}]}`, "invalid_value"},
-		"audio part":        {`{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`, "unsupported_value"},
-		"n=2":               {`{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, "unsupported_value"},
+		"not json":           {`{"model":`, "invalid_json"},
+		"no messages":        {`{"model":"m"}`, "missing_required_parameter"},
+		"empty messages":     {`{"model":"m","messages":[]}`, "empty_array"},
+		"bad role":           {`{"model":"m","messages":[{"role":"wizard","content":"x"}]}`, "invalid_value"},
+		"audio part":         {`{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`, "unsupported_value"},
+		"n=2":                {`{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, "unsupported_value"},
 		"nameless tool call": {`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"arguments":"{}"}}]}]}`, "missing_required_parameter"},
 	} {
 		resp, body := f.do("POST", "/v1/chat/completions", tc.body)
