@@ -225,12 +225,22 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 	s := g.sources[i]
 	n := len(g.sources)
 	name := s.cfg.Name
-	adm, err := g.breaker.Allow(ctx, g.settings.Scope, name, s.breaker)
+	if float64(s.inflight.Load()) >= s.aimdLimit() {
+		// The adaptive limit is full: no backend is asked.
+		if g.obs != nil {
+			g.obs.Refused(g.settings.Scope, name, core.ReasonRateLimited)
+		}
+		st.excluded.add(i, n)
+		st.busy.add(i, n)
+		st.fail(name, core.ReasonRateLimited)
+		return nil, nil, false
+	}
+	adm, grant, err := g.admit(ctx, s)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &core.CanceledError{Err: ctx.Err()}, false
 		}
-		return nil, &core.GovernanceBackendError{Backend: "breaker", Op: "allow", Err: err}, false
+		return nil, err, false
 	}
 	now := g.clock.Now()
 	g.observeState(s, adm.State)
@@ -252,36 +262,10 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 		s.setMemo(now, now.Add(max(wait, time.Millisecond)), memoCircuitOpen)
 		return nil, nil, false
 	}
-	if float64(s.inflight.Load()) >= s.aimdLimit() {
-		if g.obs != nil {
-			g.obs.Refused(g.settings.Scope, name, core.ReasonRateLimited)
-		}
-		g.abandon(ctx, s, adm)
-		st.excluded.add(i, n)
-		st.busy.add(i, n)
-		st.fail(name, core.ReasonRateLimited)
-		return nil, nil, false
-	}
-	grant, err := g.limiter.TryAcquire(ctx, core.PermitRequest{
-		Scope:        g.settings.Scope,
-		Source:       name,
-		SourceLimits: s.cfg.Limits,
-		GlobalLimits: g.settings.Global,
-		Tokens:       s.cfg.EstTokens,
-		LeaseTTL:     g.settings.LeaseTTL,
-	})
-	if err != nil {
-		g.abandon(ctx, s, adm)
-		if ctx.Err() != nil {
-			return nil, &core.CanceledError{Err: ctx.Err()}, false
-		}
-		return nil, &core.GovernanceBackendError{Backend: "limiter", Op: "acquire", Err: err}, false
-	}
 	if !grant.OK {
 		if g.obs != nil {
 			g.obs.Refused(g.settings.Scope, name, core.ReasonRateLimited)
 		}
-		g.abandon(ctx, s, adm)
 		st.excluded.add(i, n)
 		st.quotaRefused = true
 		if grant.RetryAfter > 0 && (st.quotaRetryAfter == 0 || grant.RetryAfter < st.quotaRetryAfter) {
@@ -302,6 +286,45 @@ func (g *Governor) tryAttempt(ctx context.Context, call *core.Call, i int, st *c
 	}
 	resp, err = g.attempt(ctx, call, s, adm, grant.Permit)
 	return resp, err, true
+}
+
+// admit passes the breaker and, when it admits, the limiter: in one backend
+// round trip when the limiter can admit with this breaker. When the limiter
+// refuses, a probe the breaker granted has been given back. A backend
+// failure is a GovernanceBackendError (nothing is left held).
+func (g *Governor) admit(ctx context.Context, s *sourceState) (core.Admission, core.Grant, error) {
+	req := core.PermitRequest{
+		Scope:        g.settings.Scope,
+		Source:       s.cfg.Name,
+		SourceLimits: s.cfg.Limits,
+		GlobalLimits: g.settings.Global,
+		Tokens:       s.cfg.EstTokens,
+		LeaseTTL:     g.settings.LeaseTTL,
+	}
+	if a, ok := g.limiter.(core.Admitter); ok {
+		adm, grant, done, err := a.Admit(ctx, g.breaker, g.settings.Scope, s.cfg.Name, s.breaker, req)
+		if done {
+			if err != nil {
+				return adm, grant, &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
+			}
+			return adm, grant, nil
+		}
+	}
+	adm, err := g.breaker.Allow(ctx, g.settings.Scope, s.cfg.Name, s.breaker)
+	if err != nil {
+		return adm, core.Grant{}, &core.GovernanceBackendError{Backend: "breaker", Op: "allow", Err: err}
+	}
+	if !adm.Allowed {
+		return adm, core.Grant{}, nil
+	}
+	grant, err := g.limiter.TryAcquire(ctx, req)
+	if err != nil || !grant.OK {
+		g.abandon(ctx, s, adm)
+	}
+	if err != nil {
+		return adm, grant, &core.GovernanceBackendError{Backend: "limiter", Op: "acquire", Err: err}
+	}
+	return adm, grant, nil
 }
 
 // attempt performs one upstream attempt holding the breaker admission and

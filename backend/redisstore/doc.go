@@ -45,10 +45,13 @@
 // EVAL the first time a server meets the script (NOSCRIPT, for example
 // after a restart). TryAcquire checks and takes all six gates in its one
 // script; Release frees the slots and settles TPM in its one script; a
-// breaker's Allow, Record, Snapshot and Reset are one script each. A
-// governed call therefore costs two round trips before the upstream call
-// (Allow, TryAcquire) and one after: the Limiter's Finish sends Release and
-// Record in one pipeline when the breaker is a Breaker on the same client.
+// breaker's Allow, Record, Snapshot and Reset are one script each. When the
+// breaker is a Breaker on the same client, the governor uses the Limiter's
+// Admit (Allow and TryAcquire in one script, a granted probe given back when
+// a gate refuses) and Finish (Release and Record in one script): a governed
+// call costs one round trip before the upstream call and one after. The
+// keys of one scope share a hash tag, so both scripts also run on Redis
+// Cluster.
 //
 // Scripts take "now" from the Redis server's TIME, so every process agrees
 // on one clock whatever its own says. WithClock replaces it with a

@@ -4,63 +4,93 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
+	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-var _ core.Finisher = (*Limiter)(nil)
+var (
+	_ core.Finisher = (*Limiter)(nil)
+	_ core.Admitter = (*Limiter)(nil)
+)
 
-// Finish releases p and records the attempt's outcome on b in one round
-// trip: the two scripts go to Redis in one pipeline. It reports ok=false
-// (doing nothing) when b is not a Breaker of this package on the same
-// client. A script the server does not know yet (NOSCRIPT after a restart
-// or a SCRIPT FLUSH) is run again on its own, so correctness never depends
-// on the pipeline.
-func (l *Limiter) Finish(ctx context.Context, p core.Permit, s core.Settlement, b core.Breaker, scope, source string, adm core.Admission, o core.Outcome, cfg core.BreakerConfig) (applied, ok bool, err error) {
-	br, same := b.(*Breaker)
-	if !same || br.c != l.c {
-		return false, false, nil
+// partner returns b as a Breaker of this package on the same client, or nil.
+func (l *Limiter) partner(b core.Breaker) *Breaker {
+	if br, ok := b.(*Breaker); ok && br.c == l.c {
+		return br
 	}
-	if p.Lease == 0 || !adm.Allowed {
-		// Nothing to pipeline: fall back to the plain calls.
+	return nil
+}
+
+// Admit runs the breaker's Allow and, when it admits, TryAcquire in one
+// script (one round trip); a probe the breaker grants is given back inside
+// the same script when the limiter refuses. ok=false (nothing done) when b
+// is not a Breaker of this package on the same client.
+func (l *Limiter) Admit(ctx context.Context, b core.Breaker, scope, source string, cfg core.BreakerConfig, req core.PermitRequest) (core.Admission, core.Grant, bool, error) {
+	br := l.partner(b)
+	if br == nil {
+		return core.Admission{}, core.Grant{}, false, nil
+	}
+	bnow, _ := br.opt.nowArg()
+	now, nowT := l.opt.nowArg()
+	lease := newLease()
+	tokens := max(req.Tokens, 0)
+	s, g := req.SourceLimits, req.GlobalLimits
+	keys := append(l.keys(req.Scope, req.Source), br.key(scope, source)...)
+	res, err := admitScript.Run(ctx, l.c, keys,
+		bnow, micros(cfg.ProbeTTL),
+		now, strconv.FormatUint(lease, 10), tokens, micros(req.LeaseTTL),
+		max(s.MaxConcurrency, 0), max(s.RPM, 0), max(s.TPM, 0),
+		max(g.MaxConcurrency, 0), max(g.RPM, 0), max(g.TPM, 0),
+	).Int64Slice()
+	if err != nil {
+		return core.Admission{}, core.Grant{}, true, fmt.Errorf("polygateway: redisstore: admit: %w", err)
+	}
+	if len(res) != 9 {
+		return core.Admission{}, core.Grant{}, true, fmt.Errorf("polygateway: redisstore: admit: unexpected reply %v", res)
+	}
+	adm := core.Admission{
+		Allowed: res[0] == 1, Probe: res[1] == 1, Epoch: uint64(res[2]),
+		State: core.BreakerState(res[3]), RetryAfter: fromMicros(max(res[4], 0)),
+	}
+	if !adm.Allowed {
+		return adm, core.Grant{}, true, nil
+	}
+	if res[5] != 1 {
+		return adm, core.Grant{Gate: core.Gate(res[6]), RetryAfter: fromMicros(max(res[7], 0))}, true, nil
+	}
+	if l.opt.clock == nil {
+		nowT = time.UnixMicro(res[8])
+	}
+	return adm, core.Grant{OK: true, Permit: core.Permit{
+		Scope: req.Scope, Source: req.Source, Lease: lease, Tokens: tokens, AcquiredAt: nowT,
+	}}, true, nil
+}
+
+// Finish releases p and records the attempt's outcome on b in one script
+// (one round trip). It reports ok=false (doing nothing) when b is not a
+// Breaker of this package on the same client, or when there is nothing to
+// combine (no lease, or an admission that was refused).
+func (l *Limiter) Finish(ctx context.Context, p core.Permit, s core.Settlement, b core.Breaker, scope, source string, adm core.Admission, o core.Outcome, cfg core.BreakerConfig) (applied, ok bool, err error) {
+	br := l.partner(b)
+	if br == nil || p.Lease == 0 || !adm.Allowed {
 		return false, false, nil
 	}
 	now, _ := l.opt.nowArg()
-	relKeys := l.keys(p.Scope, p.Source)
-	relArgs := []any{now, strconv.FormatUint(p.Lease, 10), int(s.Kind), max(s.Tokens, 0)}
 	bnow, _ := br.opt.nowArg()
 	probe := 0
 	if adm.Probe {
 		probe = 1
 	}
-	recKeys := br.key(scope, source)
-	recArgs := append([]any{bnow, strconv.FormatUint(adm.Epoch, 10), probe, int(o)}, cfgArgs(cfg)...)
-
-	pipe := l.c.Pipeline()
-	rel := releaseScript.EvalSha(ctx, pipe, relKeys, relArgs...)
-	rec := recordScript.EvalSha(ctx, pipe, recKeys, recArgs...)
-	_, _ = pipe.Exec(ctx)
-
-	if err := rel.Err(); isNoScript(err) {
-		err = releaseScript.Run(ctx, l.c, relKeys, relArgs...).Err()
-		if err != nil {
-			return false, true, fmt.Errorf("polygateway: redisstore: limiter release: %w", err)
-		}
-	} else if err != nil {
-		return false, true, fmt.Errorf("polygateway: redisstore: limiter release: %w", err)
-	}
-	n, err := rec.Int64()
-	if isNoScript(err) {
-		n, err = recordScript.Run(ctx, br.c, recKeys, recArgs...).Int64()
-	}
+	keys := append(l.keys(p.Scope, p.Source), br.key(scope, source)...)
+	args := append([]any{now, strconv.FormatUint(p.Lease, 10), int(s.Kind), max(s.Tokens, 0),
+		bnow, strconv.FormatUint(adm.Epoch, 10), probe, int(o)}, cfgArgs(cfg)...)
+	res, err := finishScript.Run(ctx, l.c, keys, args...).Int64Slice()
 	if err != nil {
-		return false, true, fmt.Errorf("polygateway: redisstore: breaker record: %w", err)
+		return false, true, fmt.Errorf("polygateway: redisstore: finish: %w", err)
 	}
-	return n == 1, true, nil
-}
-
-// isNoScript reports whether err is Redis's NOSCRIPT reply.
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+	if len(res) != 2 {
+		return false, true, fmt.Errorf("polygateway: redisstore: finish: unexpected reply %v", res)
+	}
+	return res[1] == 1, true, nil
 }

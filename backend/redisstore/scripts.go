@@ -38,4 +38,8 @@ var (
 	recordScript   = script("breaker.lua", "record.lua")
 	snapshotScript = script("breaker.lua", "snapshot.lua")
 	resetScript    = script("breaker.lua", "reset.lua")
+	// admitScript and finishScript serve a Limiter and Breaker on one
+	// client: one script before the upstream call, one after.
+	admitScript  = script("breaker.lua", "limiter.lua", "admit.lua")
+	finishScript = script("breaker.lua", "limiter.lua", "finish.lua")
 )

@@ -272,3 +272,16 @@ type Upstream interface {
 type Finisher interface {
 	Finish(ctx context.Context, p Permit, s Settlement, b Breaker, scope, source string, adm Admission, o Outcome, cfg BreakerConfig) (applied, ok bool, err error)
 }
+
+// Admitter is an optional interface of a Limiter whose backend can pass an
+// attempt through the breaker and the limiter together, in one backend
+// round trip.
+//
+// Contract: Admit does what b.Allow(scope, source, cfg) followed — only when
+// it admits — by TryAcquire(req) would do, except that a probe granted by
+// the breaker is given back (no verdict) when the limiter refuses, so the
+// caller must not return it again. ok=false means b is not a breaker it can
+// admit with, and nothing was done. Safe for concurrent use.
+type Admitter interface {
+	Admit(ctx context.Context, b Breaker, scope, source string, cfg BreakerConfig, req PermitRequest) (adm Admission, grant Grant, ok bool, err error)
+}

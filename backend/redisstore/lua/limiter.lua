@@ -114,3 +114,64 @@ local function settle(tok, lease, amount)
   redis.call('HSET', tok, lease, int(amount))
   redis.call('HINCRBY', tok, '_sum', int(amount - old))
 end
+
+-- TryAcquire: check all six gates and take them all, or take nothing.
+-- KEYS: source slots, log, tok; global slots, log, tok.
+-- ARGV: now ('' = TIME), lease, tokens, lease ttl (µs, 0 = none),
+--       source concurrency, rpm, tpm, global concurrency, rpm, tpm.
+-- Returns {granted 1/0, gate, retry after µs, now µs}.
+local function acquire(K, A)
+  local now = now_us(A[1])
+  local lease = A[2]
+  local tokens = tonumber(A[3])
+  local ttl = tonumber(A[4])
+  local lim = {
+    { tonumber(A[5]), tonumber(A[6]), tonumber(A[7]) },
+    { tonumber(A[8]), tonumber(A[9]), tonumber(A[10]) },
+  }
+  for lv = 1, 2 do
+    purge(K[3 * lv - 2], K[3 * lv - 1], K[3 * lv], now)
+  end
+  for lv = 1, 2 do
+    local l = lim[lv]
+    local gate, retry = check(K[3 * lv - 2], K[3 * lv - 1], K[3 * lv],
+      l[1], l[2], l[3], tokens, now, 3 * lv - 2)
+    if gate ~= 0 then
+      return { 0, gate, retry, now }
+    end
+  end
+  local expires = '+inf'
+  if ttl > 0 then
+    expires = int(now + ttl)
+  end
+  for lv = 1, 2 do
+    local l = lim[lv]
+    take(K[3 * lv - 2], K[3 * lv - 1], K[3 * lv], l[2], l[3], lease, expires, tokens, now)
+  end
+  return { 1, 0, 0, now }
+end
+
+-- Release: free the permit's slots and settle its TPM entries in place.
+-- KEYS: source slots, log, tok; global slots, log, tok.
+-- ARGV: now ('' = TIME), lease, kind (0 actual, 1 estimate, 2 refund), tokens.
+-- Returns 1 when the permit was live, 0 when releasing it was a no-op.
+local function release(K, A)
+  local now = now_us(A[1])
+  local lease = A[2]
+  local kind = tonumber(A[3])
+  local amount = tonumber(A[4])
+  purge(K[1], K[2], K[3], now)
+  purge(K[4], K[5], K[6], now)
+  if redis.call('ZREM', K[1], lease) == 0 then
+    return 0
+  end
+  redis.call('ZREM', K[4], lease)
+  if kind == 0 or kind == 2 then
+    if kind == 2 then
+      amount = 0
+    end
+    settle(K[3], lease, amount)
+    settle(K[6], lease, amount)
+  end
+  return 1
+end
