@@ -512,17 +512,7 @@ func TestShutdownDrainsInFlightStreams(t *testing.T) {
 	up := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(10).WithInterTokenDelay(50*time.Millisecond)))
 	e := baseEnv().source("LLM", "big", 1, up.URL(), secretKey1, "big-model")
 	f := serve(t, proxy.Config{Backends: proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)}, DefaultScope: "LLM"}})
-	got := make(chan []byte, 1)
-	go func() {
-		resp, err := f.ts.Client().Post(f.ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody("m", true, "")))
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		got <- b
-	}()
+	got := startStream(f)
 	waitFor(t, 5*time.Second, "the stream to start", func() bool { return up.InFlight() == 1 })
 	done := make(chan error, 1)
 	go func() {
@@ -552,17 +542,7 @@ func TestShutdownDeadlineCutsStreamsHonestly(t *testing.T) {
 	up := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(100).WithInterTokenDelay(50*time.Millisecond)))
 	e := baseEnv().source("LLM", "big", 1, up.URL(), secretKey1, "big-model")
 	f := serve(t, proxy.Config{Backends: proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)}, DefaultScope: "LLM"}})
-	got := make(chan []byte, 1)
-	go func() {
-		resp, err := f.ts.Client().Post(f.ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody("m", true, "")))
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		got <- b
-	}()
+	got := startStream(f)
 	waitFor(t, 5*time.Second, "the stream to start", func() bool { return up.InFlight() == 1 })
 	time.Sleep(150 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -605,4 +585,21 @@ func TestMaxInFlightShedsLoad(t *testing.T) {
 	if resp, _ := f.do("POST", "/v1/chat/completions", chatBody("m", false, "")); resp.StatusCode != http.StatusOK {
 		t.Fatalf("after the first call ended: %d", resp.StatusCode)
 	}
+}
+
+// startStream posts a streaming chat request in the background; the channel
+// receives the whole response body (nil if the request failed).
+func startStream(f *fixture) <-chan []byte {
+	got := make(chan []byte, 1)
+	go func() {
+		resp, err := f.ts.Client().Post(f.ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody("m", true, "")))
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- b
+	}()
+	return got
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -297,9 +296,6 @@ func cleanID(s string) string {
 	}
 	return s
 }
-
-// errBodyTooLarge is reported for bodies over MaxBodyBytes.
-var errBodyTooLarge = errors.New("request body too large")
 
 // joinComma joins names for the X-PolyGateway-Attempts header.
 func joinComma(names []string) string { return strings.Join(names, ",") }

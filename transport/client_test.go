@@ -136,8 +136,11 @@ func TestConfigDefaultsAndCopies(t *testing.T) {
 	if c.transportFor(&core.SourceConfig{TrustEnv: true}) != c.own[0] || c.transportFor(&core.SourceConfig{TrustEnv: false}) != c.own[1] {
 		t.Fatal("TrustEnv not honoured")
 	}
-	if c.Close() != nil || c.Close() != nil {
-		t.Fatal("Close not idempotent")
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v (not idempotent)", err)
 	}
 	// A caller's http.Client is used for every source.
 	var used atomic.Int64

@@ -92,7 +92,7 @@ func (w *watchdog) arm(start time.Time, timeout, ttft, inter time.Duration, canc
 	w.start = start
 	w.deadline, w.ttft, w.inter = timeout, ttft, inter
 	w.last.Store(-1)
-	_, wait := w.check(time.Since(start))
+	wait, _ := w.check(time.Since(start))
 	w.mu.Unlock()
 	w.timer.Reset(max(wait, time.Nanosecond))
 }
@@ -106,10 +106,11 @@ func (w *watchdog) disarm() {
 	w.timer.Stop()
 }
 
-// check returns the cause of a limit that has passed at now (since start),
-// or else how long until the next limit could pass (0 = none left).
+// check returns the cause of a limit that has passed at now (since start)
+// with wait 0, or else how long until the next limit could pass (0 = none
+// left) with a nil cause.
 // Called with mu held.
-func (w *watchdog) check(now time.Duration) (cause error, wait time.Duration) {
+func (w *watchdog) check(now time.Duration) (wait time.Duration, cause error) {
 	next := func(at time.Duration) {
 		if d := at - now; wait == 0 || d < wait {
 			wait = d
@@ -117,24 +118,24 @@ func (w *watchdog) check(now time.Duration) (cause error, wait time.Duration) {
 	}
 	if w.deadline > 0 {
 		if now >= w.deadline {
-			return errAttemptTimeout, 0
+			return 0, errAttemptTimeout
 		}
 		next(w.deadline)
 	}
 	if l := time.Duration(w.last.Load()); l < 0 {
 		if w.ttft > 0 {
 			if now >= w.ttft {
-				return errTTFTTimeout, 0
+				return 0, errTTFTTimeout
 			}
 			next(w.ttft)
 		}
 	} else if w.inter > 0 {
 		if now >= l+w.inter {
-			return errStalled, 0
+			return 0, errStalled
 		}
 		next(l + w.inter)
 	}
-	return nil, wait
+	return wait, nil
 }
 
 func (w *watchdog) fire() {
@@ -143,7 +144,7 @@ func (w *watchdog) fire() {
 	if !w.armed {
 		return
 	}
-	cause, wait := w.check(time.Since(w.start))
+	wait, cause := w.check(time.Since(w.start))
 	if cause != nil {
 		w.armed = false
 		w.cancel(cause)
