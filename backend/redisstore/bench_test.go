@@ -56,3 +56,27 @@ func BenchmarkBreakerAllowRecord(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAdmitFinish is the governed call's Redis work: Admit (breaker
+// Allow and all six gates) and Finish (Release and Record), one script each.
+// The source's three gates are on and the scope's are off, as in most
+// deployments.
+func BenchmarkAdmitFinish(b *testing.B) {
+	c := newClient(b)
+	prefix := freshPrefix(b, c)
+	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix))
+	br := redisstore.NewBreaker(c, redisstore.WithPrefix(prefix))
+	ctx := b.Context()
+	cfg := backendtest.SuiteBreakerConfig()
+	lim := core.Limits{MaxConcurrency: 100, RPM: 1 << 30, TPM: 1 << 40}
+	req := core.PermitRequest{Scope: "BENCH", Source: "a", SourceLimits: lim, Tokens: 100, LeaseTTL: time.Minute}
+	for b.Loop() {
+		adm, g, ok, err := l.Admit(ctx, br, "BENCH", "a", cfg, req)
+		if err != nil || !ok || !adm.Allowed || !g.OK {
+			b.Fatalf("Admit = %+v, %+v, %v, %v", adm, g, ok, err)
+		}
+		if _, ok, err := l.Finish(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 80}, br, "BENCH", "a", adm, core.OutcomeSuccess, cfg); err != nil || !ok {
+			b.Fatalf("Finish = %v, %v", ok, err)
+		}
+	}
+}

@@ -33,15 +33,16 @@ func (l *Limiter) Admit(ctx context.Context, b core.Breaker, scope, source strin
 	}
 	bnow, _ := br.opt.nowArg()
 	now, nowT := l.opt.nowArg()
-	lease := newLease()
-	tokens := max(req.Tokens, 0)
 	s, g := req.SourceLimits, req.GlobalLimits
+	lease := newLease(s, g)
+	tokens := max(req.Tokens, 0)
 	keys := append(l.keys(req.Scope, req.Source), br.key(scope, source)...)
+	member, global := members(lease, req.Source)
 	res, err := admitScript.Run(ctx, l.c, keys,
 		bnow, micros(cfg.ProbeTTL),
-		now, strconv.FormatUint(lease, 10), tokens, micros(req.LeaseTTL),
+		now, member, tokens, micros(req.LeaseTTL),
 		max(s.MaxConcurrency, 0), max(s.RPM, 0), max(s.TPM, 0),
-		max(g.MaxConcurrency, 0), max(g.RPM, 0), max(g.TPM, 0),
+		max(g.MaxConcurrency, 0), max(g.RPM, 0), max(g.TPM, 0), global,
 	).Int64Slice()
 	if err != nil {
 		return core.Admission{}, core.Grant{}, true, fmt.Errorf("polygateway: redisstore: admit: %w", err)
@@ -83,14 +84,12 @@ func (l *Limiter) Finish(ctx context.Context, p core.Permit, s core.Settlement, 
 		probe = 1
 	}
 	keys := append(l.keys(p.Scope, p.Source), br.key(scope, source)...)
-	args := append([]any{now, strconv.FormatUint(p.Lease, 10), int(s.Kind), max(s.Tokens, 0),
+	member, global := members(p.Lease, p.Source)
+	args := append([]any{now, member, int(s.Kind), max(s.Tokens, 0), p.Lease & leaseLevels, global,
 		bnow, strconv.FormatUint(adm.Epoch, 10), probe, int(o)}, cfgArgs(cfg)...)
-	res, err := finishScript.Run(ctx, l.c, keys, args...).Int64Slice()
+	n, err := finishScript.Run(ctx, l.c, keys, args...).Int64()
 	if err != nil {
 		return false, true, fmt.Errorf("polygateway: redisstore: finish: %w", err)
 	}
-	if len(res) != 2 {
-		return false, true, fmt.Errorf("polygateway: redisstore: finish: unexpected reply %v", res)
-	}
-	return res[1] == 1, true, nil
+	return n == 1, true, nil
 }

@@ -26,19 +26,27 @@ import (
 //     or TPM gate is on): a grant at t counts while now < t+60s. RetryAfter
 //     is exact for RPM and TPM refusals and 0 for concurrency refusals and
 //     for a request whose Tokens alone exceed the TPM.
-//   - Every permit holds a concurrency slot on its source and on its scope
-//     (a ZSET of lease→expiry), until Release or PermitRequest.LeaseTTL after
-//     the acquire; expired slots are purged lazily by the next script that
-//     touches the level. A non-positive LeaseTTL means no expiry.
-//   - Release is one script: it frees both slots and settles TPM in place in
+//   - A permit holds a concurrency slot on each level whose concurrency
+//     gate is on (a ZSET of lease→expiry), until Release or
+//     PermitRequest.LeaseTTL after the acquire. A non-positive LeaseTTL
+//     means no expiry.
+//   - Release is one script: it frees the slots and settles TPM in place in
 //     the log entries of the acquire; SettleActual sets them to
 //     Settlement.Tokens, SettleRefund to zero, SettleEstimate keeps them. The
 //     RPM count stays. A permit that expired, was released, or was never
-//     granted is a no-op.
+//     granted is a no-op. A permit of a request with every gate off was
+//     stored nowhere, and its Release makes no round trip.
+//   - Expired slots and entries that left the window are dropped lazily:
+//     a level's log at least once a second while it is used, and everything
+//     whenever a gate would refuse, so refusals and RetryAfter are computed
+//     on exact counts (leftovers only ever overstate a count). The common
+//     grant is then a handful of commands inside the script.
 //
 // Time is the Redis server's TIME, so every process agrees on it (WithClock
 // replaces it in tests). Leases are random 64-bit numbers drawn by the
-// client. Keys carry PEXPIRE so an idle scope vanishes from Redis.
+// client, their low four bits naming the keys the acquire stored them in.
+// Keys carry a TTL so an idle scope vanishes from Redis; it runs 1 to 11 s
+// past what a key must cover and is extended at most once per 10 s.
 //
 // Differences from memory.Limiter that a shared store brings: time is not
 // clamped to run forwards per scope (every process reads the one server
@@ -83,13 +91,14 @@ func (l *Limiter) keys(scope, source string) []string {
 // for quota. An error means Redis failed.
 func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.Grant, error) {
 	now, nowT := l.opt.nowArg()
-	lease := newLease()
-	tokens := max(req.Tokens, 0)
 	s, g := req.SourceLimits, req.GlobalLimits
+	lease := newLease(s, g)
+	tokens := max(req.Tokens, 0)
+	member, global := members(lease, req.Source)
 	res, err := acquireScript.Run(ctx, l.c, l.keys(req.Scope, req.Source),
-		now, strconv.FormatUint(lease, 10), tokens, micros(req.LeaseTTL),
+		now, member, tokens, micros(req.LeaseTTL),
 		max(s.MaxConcurrency, 0), max(s.RPM, 0), max(s.TPM, 0),
-		max(g.MaxConcurrency, 0), max(g.RPM, 0), max(g.TPM, 0),
+		max(g.MaxConcurrency, 0), max(g.RPM, 0), max(g.TPM, 0), global,
 	).Int64Slice()
 	if err != nil {
 		return core.Grant{}, fmt.Errorf("polygateway: redisstore: limiter acquire: %w", err)
@@ -114,12 +123,13 @@ func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.
 // permit that expired, was already released or was never granted is a
 // no-op. An error means Redis failed.
 func (l *Limiter) Release(ctx context.Context, p core.Permit, s core.Settlement) error {
-	if p.Lease == 0 {
-		return nil
+	if p.Lease&leaseLevels == 0 {
+		return nil // no gate was on: the acquire stored nothing
 	}
 	now, _ := l.opt.nowArg()
+	member, global := members(p.Lease, p.Source)
 	err := releaseScript.Run(ctx, l.c, l.keys(p.Scope, p.Source),
-		now, strconv.FormatUint(p.Lease, 10), int(s.Kind), max(s.Tokens, 0),
+		now, member, int(s.Kind), max(s.Tokens, 0), p.Lease&leaseLevels, global,
 	).Err()
 	if err != nil {
 		return fmt.Errorf("polygateway: redisstore: limiter release: %w", err)
@@ -143,12 +153,41 @@ func (l *Limiter) Usage(ctx context.Context, scope, source string) (core.Limiter
 	return core.LimiterUsage{InFlight: int(res[0]), Requests: int(res[1]), Tokens: int(res[2])}, nil
 }
 
-// newLease draws a random non-zero lease. Leases need only be unique among
-// the permits of one source that are alive at once; 64 random bits make a
-// collision negligible and, unlike a counter, need no key of their own.
-func newLease() uint64 {
+// leaseLevels masks the low bits of a lease that say where the acquire
+// stored it: bit 0 the source's slots, bit 1 the source's log, bits 2 and 3
+// the same for the scope's global gates. Release reads them back and
+// touches only those keys.
+const leaseLevels = 0xf
+
+// members returns a permit's member on its source's level (the lease) and
+// on the scope's global level (lease/source), so that a release naming
+// another source never frees the permit's global slot.
+func members(lease uint64, source string) (string, string) {
+	m := strconv.FormatUint(lease, 10)
+	return m, m + "/" + escape(source)
+}
+
+// newLease draws a random lease whose low bits name the structures the
+// acquire with limits s and g stores it in (see leaseLevels). Leases need
+// only be unique among the permits of one source that are alive at once;
+// 60 random bits make a collision negligible and, unlike a counter, need no
+// key of their own. A lease is never zero.
+func newLease(s, g core.Limits) uint64 {
+	var levels uint64
+	if s.MaxConcurrency > 0 {
+		levels |= 1
+	}
+	if s.RPM > 0 || s.TPM > 0 {
+		levels |= 2
+	}
+	if g.MaxConcurrency > 0 {
+		levels |= 4
+	}
+	if g.RPM > 0 || g.TPM > 0 {
+		levels |= 8
+	}
 	for {
-		if v := rand.Uint64(); v != 0 {
+		if v := rand.Uint64()&^leaseLevels | levels; v != 0 {
 			return v
 		}
 	}

@@ -15,6 +15,7 @@
 local SLACK = 1e-9            -- absorbs rounding of fractional weights
 local BUCKETS = 10
 local IDLE_MS = 86400000      -- an untouched circuit vanishes after a day
+local RENEW_MS = 3600000      -- or up to an hour sooner (see record)
 
 local function win_clear(w)
   for k = 0, BUCKETS - 1 do
@@ -195,15 +196,16 @@ local function fail(c, now, w, cfg)
 end
 
 -- Allow. KEYS: the circuit. ARGV: now ('' = TIME), probe ttl (µs, 0 = none).
+-- now, when given, is the time already read from ARGV[1].
 -- Returns {allowed, probe, epoch, state (0 closed, 1 open, 2 half-open), retry after µs}.
-local function allow(K, A)
+local function allow(K, A, now)
   local key = K[1]
   local h = redis.call('HMGET', key, 'open', 'till', 'epoch', 'probe', 'pexp')
   local epoch = num(h[3], 0)
   if h[1] ~= '1' then
     return { 1, 0, epoch, 0, 0 }
   end
-  local now = now_us(A[1])
+  now = now or now_us(A[1])
   local till = num(h[2], 0)
   if now < till then
     return { 0, 0, epoch, 1, till - now }
@@ -231,37 +233,48 @@ end
 -- ARGV: now ('' = TIME), admission epoch, admission probe (1/0), outcome
 --       (0 success, 1 failure, 2 timeout, 3 rate limited, 4 dead,
 --       5 abandoned), then the configuration (see config).
+-- now, when given, is the time already read from ARGV[1].
 -- Returns 1 when applied, 0 when fenced.
-local function record(K, A)
+local function record(K, A, now)
   local key = K[1]
 
   -- Fast path: a success on a closed circuit resets the consecutive count and
-  -- adds one sample to one bucket; nothing else changes.
+  -- adds one sample to one bucket; nothing else changes. The field xt says
+  -- until when the key's TTL runs at least, so the TTL is renewed hourly
+  -- rather than on every call.
   if A[4] == '0' and A[3] == '0' then
-    local h = redis.call('HMGET', key, 'open', 'epoch', 'cons', 'ww')
-    if num(h[2], 0) ~= tonumber(A[2]) or h[1] == '1' then
-      return 0
-    end
     local cfg = config(A, 5)
     if not rate_on(cfg) then
+      local h = redis.call('HMGET', key, 'open', 'epoch', 'cons')
+      if num(h[2], 0) ~= tonumber(A[2]) or h[1] == '1' then
+        return 0
+      end
       if num(h[3], 0) ~= 0 then
         redis.call('HSET', key, 'cons', '0')
         redis.call('PEXPIRE', key, int(IDLE_MS))
       end
       return 1
     end
-    local now = now_us(A[1])
+    now = now or now_us(A[1])
     local width = math.max(math.floor(cfg.window / BUCKETS), 1)
-    if num(h[4], 0) == width then
-      local idx = math.floor(now / width)
-      local field = 'b' .. (idx % BUCKETS)
-      local b = bucket_parse(redis.call('HGET', key, field))
+    local idx = math.floor(now / width)
+    local field = 'b' .. (idx % BUCKETS)
+    local h = redis.call('HMGET', key, 'open', 'epoch', 'ww', 'xt', field)
+    if num(h[2], 0) ~= tonumber(A[2]) or h[1] == '1' then
+      return 0
+    end
+    if num(h[3], 0) == width then
+      local b = bucket_parse(h[5])
       if b.idx ~= idx or b.s == 0 then
         b.idx, b.s, b.f = idx, 0, 0
       end
       b.s = b.s + 1
-      redis.call('HSET', key, field, bucket_encode(b), 'cons', '0')
-      redis.call('PEXPIRE', key, int(IDLE_MS))
+      if num(h[4], 0) >= now + (IDLE_MS - RENEW_MS) * 1000 then
+        redis.call('HSET', key, field, bucket_encode(b), 'cons', '0')
+      else
+        redis.call('HSET', key, field, bucket_encode(b), 'cons', '0', 'xt', int(now + IDLE_MS * 1000))
+        redis.call('PEXPIRE', key, int(IDLE_MS))
+      end
       return 1
     end
     -- A new window width: the full path below clears the window.
@@ -273,7 +286,7 @@ local function record(K, A)
   end
   local o = tonumber(A[4])
   local cfg = config(A, 5)
-  local now = now_us(A[1])
+  now = now or now_us(A[1])
   if c.open then
     -- The probe holder's verdict.
     if o == 0 then

@@ -1,10 +1,15 @@
 -- Finish: the limiter's Release and the breaker's Record in one script.
 -- KEYS: the six limiter keys (see release), then the circuit.
--- ARGV: 1-4 the release arguments, 5-16 the record arguments.
--- Returns {released 1/0, applied 1/0}.
-local r = release(KEYS, { ARGV[1], ARGV[2], ARGV[3], ARGV[4] })
-local rec = { }
-for i = 5, #ARGV do
+-- ARGV: 1-6 the release arguments, 7-18 the record arguments.
+-- Returns 1 when the record was applied, 0 when it was fenced.
+local now = now_us(ARGV[1])
+local bnow = now
+if ARGV[7] ~= ARGV[1] then
+  bnow = now_us(ARGV[7])
+end
+release(KEYS, { ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6] }, now)
+local rec = {}
+for i = 7, #ARGV do
   rec[#rec + 1] = ARGV[i]
 end
-return { r, record({ KEYS[7] }, rec) }
+return record({ KEYS[7] }, rec, bnow)

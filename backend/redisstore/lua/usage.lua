@@ -1,10 +1,8 @@
--- Usage: one level's state as of now.
+-- Usage: one level's state as of now, on exact counts.
 -- KEYS: slots, log, tok. ARGV: now ('' = TIME).
 -- Returns {in flight, requests, tokens}.
 local now = now_us(ARGV[1])
-purge(KEYS[1], KEYS[2], KEYS[3], now)
-return {
-  redis.call('ZCARD', KEYS[1]),
-  redis.call('ZCARD', KEYS[2]),
-  num(redis.call('HGET', KEYS[3], '_sum'), 0),
-}
+local v = { slots = KEYS[1], log = KEYS[2], tok = KEYS[3], conc = 1, rpm = 1, tpm = 1, logged = true }
+peek(v)
+purge(v, now)
+return { v.card, v.n, v.sum }
