@@ -437,3 +437,49 @@ func TestLeaseWithoutExpiry(t *testing.T) {
 		t.Fatalf("Usage = %+v, %v; want the slot freed", u, err)
 	}
 }
+
+// TestExpiredLogLeavesNoTokens: with a lease longer than the window, a
+// level's book (which keeps the slots' TTL mark) outlives its log. Once the
+// log's TTL runs out its entries no longer count, even though the book still
+// holds their tokens.
+func TestExpiredLogLeavesNoTokens(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	ctx := t.Context()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := backendtest.NewFakeClock(t0)
+	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+	lim := core.Limits{MaxConcurrency: 2, RPM: 1, TPM: 1000}
+	req := core.PermitRequest{Scope: "EXP", Source: "a", SourceLimits: lim, Tokens: 1000, LeaseTTL: 25 * time.Minute}
+	g, err := l.TryAcquire(ctx, req)
+	if err != nil || !g.OK {
+		t.Fatalf("TryAcquire = %+v, %v", g, err)
+	}
+	if err := l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	base := prefix + ":lim:{EXP}:src:a:"
+	logTTL, err := c.PTTL(ctx, base+"log").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokTTL, err := c.PTTL(ctx, base+"tok").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logTTL > 71*time.Second || tokTTL < 25*time.Minute {
+		t.Fatalf("PTTL of the log %v and of the book %v; want the book to outlive the log", logTTL, tokTTL)
+	}
+	// 75 s later the log's TTL has run out: Redis deleted it.
+	clk.Set(t0.Add(75 * time.Second))
+	if err := c.Del(ctx, base+"log").Err(); err != nil {
+		t.Fatal(err)
+	}
+	g, err = l.TryAcquire(ctx, req)
+	if err != nil || !g.OK {
+		t.Fatalf("TryAcquire after the window = %+v, %v; want granted", g, err)
+	}
+	if u, err := l.Usage(ctx, "EXP", "a"); err != nil || u != (core.LimiterUsage{InFlight: 1, Requests: 1, Tokens: 1000}) {
+		t.Fatalf("Usage = %+v, %v; want only the new permit", u, err)
+	}
+}

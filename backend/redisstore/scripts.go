@@ -6,19 +6,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed lua/*.lua
+//go:embed lua/*.lua lua/lib/*.lua
 var luaFiles embed.FS
 
-// script assembles a script from the shared prelude, a library and a body.
-// Each becomes one redis.Script: Run sends EVALSHA and falls back to EVAL
-// when the server does not know the script yet (NOSCRIPT), so a call is one
-// round trip once the server has seen the script.
-func script(parts ...string) *redis.Script {
-	src := mustRead("common.lua")
-	for _, p := range parts {
-		src += "\n" + mustRead(p)
+// script assembles a script from lib/common.lua, the libraries it uses
+// (lua/lib, in order) and its body (lua/<body>). Each becomes one
+// redis.Script: Run sends EVALSHA and falls back to EVAL when the server
+// does not know the script yet (NOSCRIPT), so a call is one round trip once
+// the server has seen the script.
+func script(body string, libs ...string) *redis.Script {
+	src := mustRead("lib/common.lua")
+	for _, l := range libs {
+		src += "\n" + mustRead("lib/"+l)
 	}
-	return redis.NewScript(src)
+	return redis.NewScript(src + "\n" + mustRead(body))
 }
 
 func mustRead(name string) string {
@@ -31,15 +32,15 @@ func mustRead(name string) string {
 
 // The scripts. Every Limiter and Breaker method is exactly one of them.
 var (
-	acquireScript  = script("limiter.lua", "acquire.lua")
-	releaseScript  = script("limiter.lua", "release.lua")
-	usageScript    = script("limiter.lua", "usage.lua")
-	allowScript    = script("breaker.lua", "allow.lua")
-	recordScript   = script("breaker.lua", "record.lua")
-	snapshotScript = script("breaker.lua", "snapshot.lua")
-	resetScript    = script("breaker.lua", "reset.lua")
+	acquireScript  = script("acquire.lua", "limiter.lua", "acquire.lua")
+	releaseScript  = script("release.lua", "limiter.lua", "release.lua")
+	usageScript    = script("usage.lua", "limiter.lua")
+	allowScript    = script("allow.lua", "allow.lua")
+	recordScript   = script("record.lua", "breaker.lua", "record.lua")
+	snapshotScript = script("snapshot.lua")
+	resetScript    = script("reset.lua")
 	// admitScript and finishScript serve a Limiter and Breaker on one
 	// client: one script before the upstream call, one after.
-	admitScript  = script("breaker.lua", "limiter.lua", "admit.lua")
-	finishScript = script("breaker.lua", "limiter.lua", "finish.lua")
+	admitScript  = script("admit.lua", "allow.lua", "limiter.lua", "acquire.lua")
+	finishScript = script("finish.lua", "breaker.lua", "record.lua", "limiter.lua", "release.lua")
 )

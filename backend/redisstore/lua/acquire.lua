@@ -1,2 +1,2 @@
--- TryAcquire (see acquire in limiter.lua).
+-- TryAcquire (see acquire in lib/acquire.lua).
 return acquire(KEYS, ARGV)

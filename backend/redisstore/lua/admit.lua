@@ -1,7 +1,7 @@
 -- Admit: the breaker's Allow and, when it admits, the limiter's TryAcquire,
 -- in one script. A probe granted here is given back when the limiter
 -- refuses, so a refusal leaves the circuit as it was.
--- KEYS: the six limiter keys (see acquire), then the circuit.
+-- KEYS: the six limiter keys (see lib/acquire.lua), then the circuit.
 -- ARGV: 1-2 the allow arguments (now, probe ttl), 3-13 the acquire
 --       arguments (now, lease, tokens, lease ttl, six limits, global member).
 -- Returns the allow reply (5 values) followed by the acquire reply (4).

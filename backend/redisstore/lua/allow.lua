@@ -1,2 +1,2 @@
--- Allow (see allow in breaker.lua).
+-- Allow (see allow in lib/allow.lua).
 return allow(KEYS, ARGV)

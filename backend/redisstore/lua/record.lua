@@ -1,2 +1,2 @@
--- Record (see record in breaker.lua).
+-- Record (see record in lib/record.lua).
 return record(KEYS, ARGV)

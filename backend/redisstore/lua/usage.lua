@@ -4,5 +4,5 @@
 local now = now_us(ARGV[1])
 local v = { slots = KEYS[1], log = KEYS[2], tok = KEYS[3], conc = 1, rpm = 1, tpm = 1, logged = true }
 peek(v)
-purge(v, now)
-return { v.card, v.n, v.sum }
+limiter().purge(v, now)
+return { v.card, redis.call('ZCARD', v.log), v.sum }
