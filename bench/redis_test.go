@@ -18,7 +18,11 @@ import (
 
 // BenchmarkSequentialRedis: one call at a time with the Redis limiter and
 // breaker on loopback, beside a raw call and one bare Redis round trip. It
-// reports the bound 1 + 3·RTT/raw + 0.15 next to the measured ratio.
+// reports the target 1 + 3·RTT/raw + 0.15 next to the measured ratio, with
+// RTT measured back to back (bound) and right after a raw call
+// (bound-after-call), and the floor 1 + 2·noop/raw: the ratio of a call
+// whose two scripts did nothing and whose own code took no time, noop being
+// a script that returns at once, run right after a raw call.
 func BenchmarkSequentialRedis(b *testing.B) {
 	url := os.Getenv("PGW_TEST_REDIS_URL")
 	if url == "" {
@@ -60,7 +64,10 @@ func BenchmarkSequentialRedis(b *testing.B) {
 	}
 	defer c.Close()
 
-	// One bare round trip, measured in the same run.
+	// One bare round trip, measured in the same run in two ways: PINGs back
+	// to back (the client, the connection and Redis all busy), and a PING
+	// made right after a raw upstream call, as the governed call makes its
+	// round trips (Redis idle meanwhile, so woken by the request).
 	const pings = 2000
 	start := time.Now()
 	for range pings {
@@ -73,6 +80,29 @@ func BenchmarkSequentialRedis(b *testing.B) {
 	var r, g arm
 	raw := func(int) error { _, err := rawChat(ctx, hc, srv.URL(), false, "hello"); return err }
 	gov := func(int) error { return govChat(c, false, "hello") }
+	// afterCall times op made right after a raw call.
+	afterCall := func(op func() error) (func(int) error, func() float64) {
+		var total time.Duration
+		var n int
+		f := func(int) error {
+			if err := raw(0); err != nil {
+				return err
+			}
+			t := time.Now()
+			err := op()
+			total += time.Since(t)
+			n++
+			return err
+		}
+		return f, func() float64 { return float64(total) / 1e3 / float64(max(n, 1)) }
+	}
+	rawPing, pingMean := afterCall(func() error { return rc.Ping(ctx).Err() })
+	// A script that does nothing, with the governed scripts' keys and
+	// arguments: the least any two-script call can cost on this machine.
+	noop := redis.NewScript("return {1, 0, 0, 0, 0, 1, 0, 0, 0}")
+	noopKeys := []string{prefix + ":{S}:1", prefix + ":{S}:2", prefix + ":{S}:3", prefix + ":{S}:4", prefix + ":{S}:5", prefix + ":{S}:6", prefix + ":{S}:7"}
+	noopArgs := []any{"", 60000000, "", "12345678901234567890", 100, 1500000000, 1000, 100000000, 1000000000, 0, 0, 0, "12345678901234567890/openai_1"}
+	rawNoop, noopMean := afterCall(func() error { return noop.Run(ctx, rc, noopKeys, noopArgs...).Err() })
 	warm(b, 50, raw, gov)
 	b.ResetTimer()
 	per := max(b.N/4, 1)
@@ -85,10 +115,19 @@ func BenchmarkSequentialRedis(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		for _, f := range []func(int) error{rawPing, rawNoop} {
+			if _, err := measure(max(per/4, 1), 1, f); err != nil {
+				b.Fatal(err)
+			}
+		}
 		r.elapsed, r.allocs, r.bytes, r.ops = r.elapsed+ra.elapsed, r.allocs+ra.allocs, r.bytes+ra.bytes, r.ops+ra.ops
 		g.elapsed, g.allocs, g.bytes, g.ops = g.elapsed+ga.elapsed, g.allocs+ga.allocs, g.bytes+ga.bytes, g.ops+ga.ops
 	}
 	report(b, r, g)
 	b.ReportMetric(rtt, "redis-rtt-µs")
+	b.ReportMetric(pingMean(), "redis-rtt-after-call-µs")
+	b.ReportMetric(noopMean(), "noop-script-after-call-µs")
 	b.ReportMetric(1+3*rtt/r.perOp()+0.15, "bound")
+	b.ReportMetric(1+3*pingMean()/r.perOp()+0.15, "bound-after-call")
+	b.ReportMetric(1+2*noopMean()/r.perOp(), "floor")
 }

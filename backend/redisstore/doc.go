@@ -26,17 +26,21 @@
 // %7D) and the scope is a hash tag, so all the keys of one scope fall in one
 // Redis Cluster slot and one script may touch them all:
 //
-//	{prefix}:lim:{SCOPE}:src:{source}:slots   ZSET lease → slot expiry (µs)
-//	{prefix}:lim:{SCOPE}:src:{source}:log     ZSET lease → acquire time (µs)
-//	{prefix}:lim:{SCOPE}:src:{source}:tok     HASH lease → TPM tokens, "_sum" → their total
-//	{prefix}:lim:{SCOPE}:global:slots|log|tok the same for the scope's global gates
+//	{prefix}:lim:{SCOPE}:src:{source}:slots   ZSET lease → slot expiry (µs), while MAX_CONCURRENCY is set
+//	{prefix}:lim:{SCOPE}:src:{source}:log     ZSET lease → acquire time (µs), while RPM or TPM is set
+//	{prefix}:lim:{SCOPE}:src:{source}:tok     HASH lease → "tokens expiry", and the level's totals and TTL marks
+//	{prefix}:lim:{SCOPE}:global:slots|log|tok the same for the scope's global gates (members lease/source)
 //	{prefix}:brk:{SCOPE}:{source}             HASH, one circuit
 //	{prefix}:cache:{key}                      STRING, one cached answer
 //
-// Keys expire on their own: a log and its tokens 61 s after the last grant,
-// slots one second after the latest lease ends, a circuit a day after it was
-// last written (plus any remaining cooldown), a cache entry at its TTL. An
-// idle scope leaves nothing behind.
+// Keys expire on their own: a log 61 to 71 s after the last grant, slots 1
+// to 11 s after the latest lease ends, a level's tok hash when both are
+// gone, a circuit 23 to 24 hours after it was last written (plus any
+// remaining cooldown), a cache entry at its TTL. TTLs carry up to 10 s (a
+// circuit's an hour) of slack so that a busy level extends them once per
+// 10 s rather than on every call. An idle scope leaves nothing behind. The
+// exact layout of the limiter's keys is described in lua/lib/limiter.lua;
+// it is internal to this package.
 //
 // # Atomicity and round trips
 //
@@ -52,6 +56,13 @@
 // call costs one round trip before the upstream call and one after. The
 // keys of one scope share a hash tag, so both scripts also run on Redis
 // Cluster.
+//
+// The scripts are built for the common call: a grant, a release and a
+// success on a closed circuit run 13 Redis commands in all (7 before the
+// upstream call, 6 after). Expired slots and log entries are dropped lazily
+// (a log at least once a second, and everything whenever a gate would
+// refuse, so refusals and RetryAfter are exact); the functions of those rare
+// paths are made only by a script run that takes them.
 //
 // Scripts take "now" from the Redis server's TIME, so every process agrees
 // on one clock whatever its own says. WithClock replaces it with a

@@ -1,2 +1,2 @@
 -- TryAcquire (see acquire in lib/acquire.lua).
-return acquire(KEYS, ARGV)
+return acquire(KEYS, ARGV, 0)

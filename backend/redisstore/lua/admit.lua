@@ -10,11 +10,11 @@ local bnow = now
 if ARGV[1] ~= ARGV[3] then
   bnow = now_us(ARGV[1])
 end
-local a = allow({ KEYS[7] }, { ARGV[1], ARGV[2] }, bnow)
+local a = allow(KEYS[7], ARGV, 0, bnow)
 if a[1] ~= 1 then
   return { a[1], a[2], a[3], a[4], a[5], 0, 0, 0, 0 }
 end
-local g = acquire(KEYS, { ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13] }, now)
+local g = acquire(KEYS, ARGV, 2, now)
 if g[1] ~= 1 and a[2] == 1 then
   -- Return the probe just granted: no attempt will report on it.
   redis.call('HSET', KEYS[7], 'probe', '0')

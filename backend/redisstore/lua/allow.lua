@@ -1,2 +1,2 @@
 -- Allow (see allow in lib/allow.lua).
-return allow(KEYS, ARGV)
+return allow(KEYS[1], ARGV, 0)

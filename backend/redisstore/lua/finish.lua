@@ -7,9 +7,5 @@ local bnow = now
 if ARGV[7] ~= ARGV[1] then
   bnow = now_us(ARGV[7])
 end
-release(KEYS, { ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6] }, now)
-local rec = {}
-for i = 7, #ARGV do
-  rec[#rec + 1] = ARGV[i]
-end
-return record({ KEYS[7] }, rec, bnow)
+release(KEYS, ARGV, 0, now)
+return record(KEYS[7], ARGV, 6, bnow)

@@ -1,2 +1,2 @@
 -- Record (see record in lib/record.lua).
-return record(KEYS, ARGV)
+return record(KEYS[1], ARGV, 0)

@@ -1,2 +1,2 @@
 -- Release (see release in lib/release.lua).
-return release(KEYS, ARGV)
+return release(KEYS, ARGV, 0)

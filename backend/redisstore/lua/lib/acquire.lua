@@ -1,32 +1,36 @@
 -- TryAcquire: check all six gates and take them all, or take nothing.
--- KEYS: source slots, log, tok; global slots, log, tok.
--- ARGV: now ('' = TIME), lease, tokens, lease ttl (µs, 0 = none),
+-- K: source slots, log, tok; global slots, log, tok.
+-- A[o+1..o+11]: now ('' = TIME), lease, tokens, lease ttl (µs, 0 = none),
 --       source concurrency, rpm, tpm, global concurrency, rpm, tpm,
 --       the global member.
--- now, when given, is the time already read from ARGV[1].
+-- now, when given, is the time already read from A[o+1].
 -- Returns {granted 1/0, gate, retry after µs, now µs}.
 --
 -- A grant that needs no purge and no TTL extension is done here; the rest
 -- is in limiter().
-local function acquire(K, A, now)
-  now = now or now_us(A[1])
-  local tokens = tonumber(A[3])
-  local ttl = tonumber(A[4])
+local function acquire(K, A, o, now)
+  now = now or now_us(A[o + 1])
+  local tokens = tonumber(A[o + 3])
+  local ttl = tonumber(A[o + 4])
   local expires, exp = '+inf', nil
   if ttl > 0 then
     exp = now + ttl
     expires = int(exp)
   end
-  local members = { A[2], A[11] }
   local lv = {}
   local refused = false
   for i = 1, 2 do
-    local conc, rpm, tpm = tonumber(A[3 * i + 2]), tonumber(A[3 * i + 3]), tonumber(A[3 * i + 4])
+    local conc, rpm, tpm = tonumber(A[o + 3 * i + 2]), tonumber(A[o + 3 * i + 3]), tonumber(A[o + 3 * i + 4])
     if conc > 0 or rpm > 0 or tpm > 0 then
       local k = 3 * i - 2
+      local member = A[o + 2]
+      if i == 2 then
+        member = A[o + 11]
+      end
       local v = {
-        slots = K[k], log = K[k + 1], tok = K[k + 2], gate = k, member = members[i],
-        conc = conc, rpm = rpm, tpm = tpm, logged = rpm > 0 or tpm > 0,
+        slots = K[k], log = K[k + 1], tok = K[k + 2], gate = k, member = member,
+        conc = conc, rpm = rpm, tpm = tpm, logged = rpm > 0 or tpm > 0, purged = false,
+        card = 0, fresh = false, sum = 0, n = 0, p = 0, x = 0, xs = 0,
       }
       peek(v)
       if v.logged and now - v.p >= PURGE_EVERY then
@@ -44,6 +48,7 @@ local function acquire(K, A, now)
       return { 0, gate, retry, now }
     end
   end
+  local nows = int(now)
   local state = expires
   if not exp then
     state = '0'
@@ -51,10 +56,10 @@ local function acquire(K, A, now)
   for _, v in ipairs(lv) do
     local book = {}
     if v.logged then
-      redis.call('ZADD', v.log, int(now), v.member)
-      book = { v.member, A[3] .. ' ' .. state, '_sum', int(v.sum + tokens), '_n', int(v.n + 1) }
+      redis.call('ZADD', v.log, nows, v.member)
+      book = { v.member, A[o + 3] .. ' ' .. state, '_sum', int(v.sum + tokens), '_n', int(v.n + 1) }
       if v.p == now then
-        book[7], book[8] = '_p', int(now)
+        book[7], book[8] = '_p', nows
       end
     end
     if v.conc > 0 then

@@ -207,25 +207,25 @@ local function breaker()
     end
   end
 
-  -- record applies outcome A[4] of an admission (see record.lua) to the
+  -- record applies outcome A[o+4] of an admission (see record.lua) to the
   -- circuit at key, unless the admission is fenced.
-  local function record(key, A, now)
+  local function record(key, A, o, now)
     local c = load(key)
-    if c.epoch ~= tonumber(A[2]) or c.open ~= (A[3] == '1') then
+    if c.epoch ~= tonumber(A[o + 2]) or c.open ~= (A[o + 3] == '1') then
       return 0
     end
-    local o = tonumber(A[4])
-    local cfg = config(A, 5)
+    local out = tonumber(A[o + 4])
+    local cfg = config(A, o + 5)
     if c.open then
       -- The probe holder's verdict.
-      if o == 0 then
+      if out == 0 then
         c.wins = c.wins + 1
         if c.wins >= math.max(cfg.half_open_successes, 1) then
           close(c)
         else
           c.probe = false
         end
-      elseif o == 1 or o == 2 or o == 4 then
+      elseif out == 1 or out == 2 or out == 4 then
         local nxt = math.max(2 * c.cd, cfg.cooldown)
         local limit = math.max(cfg.max_cooldown, cfg.cooldown)
         if nxt > limit or c.cd > limit / 2 then
@@ -235,7 +235,7 @@ local function breaker()
       else
         c.probe = false -- rate limited or abandoned: no verdict
       end
-    elseif o == 0 then
+    elseif out == 0 then
       if c.cons == 0 and not rate_on(cfg) then
         return 1
       end
@@ -243,11 +243,11 @@ local function breaker()
       if rate_on(cfg) then
         win_add(c.win, now, 0, cfg.window)
       end
-    elseif o == 1 then
+    elseif out == 1 then
       fail(c, now, 1, cfg)
-    elseif o == 2 then
+    elseif out == 2 then
       fail(c, now, math.max(cfg.timeout_weight, 0), cfg)
-    elseif o == 4 then
+    elseif out == 4 then
       trip(c, now, cfg.cooldown)
     else
       return 1 -- rate limited or abandoned: nothing changes
