@@ -91,7 +91,9 @@ func renderBench(n, dim int, b64Form bool) []byte {
 	raw := make([]byte, 4*dim)
 	for i := range n {
 		for k := range v {
-			v[k] = float32(((i*31+k*17)%2001)-1000) / 1000
+			// Like a real embedding: values of about ±1/√dim with all the
+			// digits of a float32 (json.Marshal writes 8 or 9 of them).
+			v[k] = float32(math.Sin(float64(i*7919+k*104729)) * 0.08)
 		}
 		if i > 0 {
 			buf.WriteByte(',')

@@ -249,7 +249,9 @@ func benchBody(n, dim int, base64Form bool) []byte {
 	raw := make([]byte, 4*dim)
 	for i := n - 1; i >= 0; i-- {
 		for k := range v {
-			v[k] = float32(((i*31+k*17)%2001)-1000) / 1000
+			// Like a real embedding: values of about ±1/√dim with all the
+			// digits of a float32 (json.Marshal writes 8 or 9 of them).
+			v[k] = float32(math.Sin(float64(i*7919+k*104729)) * 0.08)
 		}
 		if i != n-1 {
 			buf.WriteByte(',')
@@ -400,4 +402,75 @@ func TestDecodeFloatsMatchStrconv(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestEightDigits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"00000000", 0, true},
+		{"12345678", 12345678, true},
+		{"99999999", 99999999, true},
+		{"00000001", 1, true},
+		{"10000000", 10000000, true},
+		{"07034592", 7034592, true},
+		{"1234567x", 0, false},
+		{"x2345678", 0, false},
+		{"1234.678", 0, false},
+		{"123456/8", 0, false}, // '/' is '0'-1
+		{"123:5678", 0, false}, // ':' is '9'+1
+		{"12345678\xff", 12345678, true},
+		{"\xff2345678", 0, false},
+		{"1234567\x7f", 0, false},
+	} {
+		got, ok := eightDigits([]byte(tc.in))
+		if ok != tc.ok || ok && got != tc.want {
+			t.Errorf("eightDigits(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+	// Every byte value in every position, against the byte-wise answer.
+	for pos := range 8 {
+		for c := range 256 {
+			b := []byte("31415926")
+			b[pos] = byte(c)
+			got, ok := eightDigits(b)
+			want, err := strconv.ParseUint(string(b), 10, 64)
+			wantOK := err == nil && c >= '0' && c <= '9'
+			if ok != wantOK || ok && got != want {
+				t.Fatalf("eightDigits(%q) = %d, %v; want %d, %v", b, got, ok, want, wantOK)
+			}
+		}
+	}
+}
+
+// FuzzParseFloat32 holds parseFloat32 to strconv.ParseFloat on any input.
+func FuzzParseFloat32(f *testing.F) {
+	for _, s := range []string{"0", "-0.0070322244", "1e-7", "0.123456789012345678", "12345678.87654321", "3.4028235e38", "1e39", "-", "1.", ".5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseFloat32([]byte(s))
+		want, err := strconv.ParseFloat(s, 32)
+		switch {
+		case err == nil && !math.IsInf(want, 0) && !math.IsNaN(want):
+			if !ok || math.Float32bits(got) != math.Float32bits(float32(want)) {
+				t.Fatalf("parseFloat32(%q) = %v, %v; want %v", s, got, ok, float32(want))
+			}
+		case errors.Is(err, strconv.ErrRange) && !math.IsInf(want, 0):
+			// Underflow: kept as strconv rounds it.
+			if !ok || math.Float32bits(got) != math.Float32bits(float32(want)) {
+				t.Fatalf("parseFloat32(%q) = %v, %v; want the underflowed %v", s, got, ok, float32(want))
+			}
+		default:
+			// Malformed, infinite or NaN for strconv: a JSON number never
+			// parses to a non-finite value here. Inputs strconv accepts
+			// but JSON forbids ("inf", "0x1p3", "1_0") may fail too.
+			if ok && (math.IsInf(float64(got), 0) || math.IsNaN(float64(got))) {
+				t.Fatalf("parseFloat32(%q) = %v, a non-finite value", s, got)
+			}
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package embed
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"strconv"
@@ -21,9 +22,9 @@ func parseFloat32(tok []byte) (float32, bool) {
 
 // fastFloat parses the number starting at buf[p] and returns it with the
 // index just past it. ok is false when the fast path does not apply (the
-// caller then uses strconv): odd syntax, more than 19 significant digits,
-// a mantissa above 2^53 or a decimal exponent beyond ±22, or a float64
-// result exactly on a float32 halfway point.
+// caller then uses strconv): odd syntax, a mantissa above 2^53 (which
+// includes more than 19 significant digits) or a decimal exponent beyond
+// ±22, or a float64 result exactly on a float32 halfway point.
 //
 // Why it is exact (Clinger's fast path): a mantissa of at most 2^53 and a
 // power of ten of at most 1e22 are exact float64 values, so one
@@ -33,6 +34,9 @@ func parseFloat32(tok []byte) (float32, bool) {
 // to float32 gives the float32 nearest x — unless y is such a halfway
 // point, which is left to strconv. Results are never beyond float32's
 // range (at most 2^53·1e22 < 3.4e38, at least 1e-22).
+//
+// Digits after the point are read eight at a time where eight are there
+// (embeddings usually carry eight or nine), one at a time otherwise.
 func fastFloat(buf []byte, p int) (float32, int, bool) {
 	n := len(buf)
 	neg := false
@@ -41,40 +45,48 @@ func fastFloat(buf []byte, p int) (float32, int, bool) {
 		p++
 	}
 	var mant uint64
-	digits, exp := 0, 0
+	exp := 0
 	start := p
-	for ; p < n; p++ {
+	for p < n {
 		c := buf[p] - '0'
 		if c > 9 {
 			break
 		}
-		if mant == 0 && c == 0 {
-			continue
+		if mant > maxMantBefore1 {
+			return 0, p, false
 		}
 		mant = mant*10 + uint64(c)
-		digits++
+		p++
 	}
 	intDigits := p - start
 	if p < n && buf[p] == '.' {
 		p++
 		fstart := p
-		for ; p < n; p++ {
+		for p < n {
+			if p+8 <= n && mant < maxMantBefore8 {
+				if v, ok := eightDigits(buf[p:]); ok {
+					mant = mant*1e8 + v
+					exp -= 8
+					p += 8
+					continue
+				}
+			}
 			c := buf[p] - '0'
 			if c > 9 {
 				break
 			}
-			exp--
-			if mant == 0 && c == 0 {
-				continue
+			if mant > maxMantBefore1 {
+				return 0, p, false
 			}
 			mant = mant*10 + uint64(c)
-			digits++
+			exp--
+			p++
 		}
 		if p == fstart {
 			return 0, p, false
 		}
 	}
-	if intDigits == 0 && exp == 0 || digits > 19 {
+	if intDigits == 0 && exp == 0 {
 		return 0, p, false
 	}
 	if p < n && (buf[p] == 'e' || buf[p] == 'E') {
@@ -127,6 +139,33 @@ func fastFloat(buf []byte, p int) (float32, int, bool) {
 		f = -f
 	}
 	return float32(f), p, true
+}
+
+// The largest mantissas that one more digit, or eight more, cannot make
+// overflow a uint64.
+const (
+	maxMantBefore1 = (math.MaxUint64 - 9) / 10
+	maxMantBefore8 = 1e11
+)
+
+// eightDigits reports whether b[:8] are eight ASCII digits and returns
+// their value. b must hold at least eight bytes.
+//
+// The test and the conversion work on the eight bytes as one
+// little-endian word: a byte is a digit when its high nibble is 3 and
+// adding 6 keeps it 3; the conversion then combines neighbouring digits
+// pairwise (tens and units, then hundreds, then ten-thousands) with three
+// multiplications.
+func eightDigits(b []byte) (uint64, bool) {
+	v := binary.LittleEndian.Uint64(b)
+	if v&0xF0F0F0F0F0F0F0F0|(v+0x0606060606060606)&0xF0F0F0F0F0F0F0F0>>4 != 0x3333333333333333 {
+		return 0, false
+	}
+	v &= 0x0F0F0F0F0F0F0F0F
+	v = v * (10<<8 + 1) >> 8                             // each 16-bit lane: two digits
+	v = (v & 0x00FF00FF00FF00FF) * (100<<16 + 1) >> 16   // each 32-bit lane: four digits
+	v = (v & 0x0000FFFF0000FFFF) * (10000<<32 + 1) >> 32 // eight digits
+	return v, true
 }
 
 // slowFloat32 parses tok with strconv; underflow to zero or a denormal
