@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"unsafe"
 )
 
 // Decoding an embeddings answer.
@@ -477,20 +478,18 @@ func (s *scanner) base64Vector(vs *vectorSet, pos int) ([]float32, error) {
 	if len(raw)%4 != 0 {
 		enc = base64.RawStdEncoding
 	}
-	if need := enc.DecodedLen(len(raw)); cap(s.b64) < need {
-		s.b64 = make([]byte, need)
+	// The exact decoded length, so that the vector can be decoded in place.
+	size := enc.DecodedLen(len(raw))
+	if enc == base64.StdEncoding {
+		for i := len(raw) - 1; i >= len(raw)-2 && i >= 0 && raw[i] == '='; i-- {
+			size--
+		}
 	}
-	nb, derr := enc.Decode(s.b64[:cap(s.b64)], raw)
-	if derr != nil {
-		vs.fail(invalidf("embedding of data entry %d is not valid base64: %v", pos, derr))
+	if size%4 != 0 {
+		vs.fail(invalidf("embedding of data entry %d has %d bytes, not a whole number of float32 values", pos, size))
 		return nil, nil
 	}
-	b := s.b64[:nb]
-	if len(b)%4 != 0 {
-		vs.fail(invalidf("embedding of data entry %d has %d bytes, not a whole number of float32 values", pos, len(b)))
-		return nil, nil
-	}
-	dim := len(b) / 4
+	dim := size / 4
 	switch {
 	case dim == 0:
 		vs.fail(invalidf("embedding of data entry %d is empty", pos))
@@ -500,6 +499,31 @@ func (s *scanner) base64Vector(vs *vectorSet, pos int) ([]float32, error) {
 		return nil, nil
 	}
 	dst := vs.slot(pos, dim)
+	if littleEndian {
+		// The wire format is little-endian float32, as is the machine's:
+		// decode straight into the vector's memory.
+		b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 4*dim)
+		if nb, err := enc.Decode(b, raw); err != nil || nb != len(b) {
+			clear(dst)
+			vs.fail(invalidf("embedding of data entry %d is not valid base64: %v", pos, err))
+			return nil, nil
+		}
+		for k, f := range dst {
+			if math.Float32bits(f)&0x7f800000 == 0x7f800000 {
+				vs.fail(invalidf("embedding of data entry %d has a non-finite value at %d", pos, k))
+				return nil, nil
+			}
+		}
+		return dst, nil
+	}
+	if cap(s.b64) < size {
+		s.b64 = make([]byte, size)
+	}
+	b := s.b64[:size]
+	if nb, err := enc.Decode(b, raw); err != nil || nb != size {
+		vs.fail(invalidf("embedding of data entry %d is not valid base64: %v", pos, err))
+		return nil, nil
+	}
 	for k := range dst {
 		bits := binary.LittleEndian.Uint32(b[4*k:])
 		if bits&0x7f800000 == 0x7f800000 {
@@ -510,6 +534,10 @@ func (s *scanner) base64Vector(vs *vectorSet, pos int) ([]float32, error) {
 	}
 	return dst, nil
 }
+
+// littleEndian reports whether the machine stores a uint32 as the base64
+// form of embeddings does.
+var littleEndian = binary.NativeEndian.Uint32([]byte{1, 0, 0, 0}) == 1
 
 // unescape returns the string of raw JSON string contents.
 func unescape(raw []byte, esc bool) string {

@@ -340,6 +340,24 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportMetric(testing.AllocsPerRun(5, decode)/n, "allocs/vector")
 		})
 	}
+	// The floor of any base64 decoder: the standard library's base64
+	// decoding of the vectors' strings alone, without JSON, checks or
+	// conversion to float32.
+	b.Run("base64/stdlib_floor", func(b *testing.B) {
+		var strs [][]byte
+		for _, part := range bytes.Split(benchBody(n, dim, true), []byte(`"embedding":"`))[1:] {
+			strs = append(strs, part[:bytes.IndexByte(part, '"')])
+		}
+		dst := make([]byte, 4*dim)
+		for b.Loop() {
+			for _, s := range strs {
+				if _, err := base64.StdEncoding.Decode(dst, s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(strs)), "ns/vector")
+	})
 }
 
 // TestDecodeFloatsMatchStrconv decodes arrays of numbers in many spellings,
@@ -473,4 +491,56 @@ func FuzzParseFloat32(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDecodeBase64Vectors covers the base64 form's spellings and each way
+// it can be wrong.
+func TestDecodeBase64Vectors(t *testing.T) {
+	t.Parallel()
+	enc := func(vals ...float32) []byte {
+		b := make([]byte, 4*len(vals))
+		for k, v := range vals {
+			binary.LittleEndian.PutUint32(b[4*k:], math.Float32bits(v))
+		}
+		return b
+	}
+	body := func(strs ...string) string {
+		var sb strings.Builder
+		sb.WriteString(`{"data":[`)
+		for i, s := range strs {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString(`{"index":` + strconv.Itoa(i) + `,"embedding":"` + s + `"}`)
+		}
+		sb.WriteString(`]}`)
+		return sb.String()
+	}
+	want := []float32{0.25, -1.5, 3e-7}
+	for name, s := range map[string]string{
+		"padded":   base64.StdEncoding.EncodeToString(enc(want...)),
+		"unpadded": base64.RawStdEncoding.EncodeToString(enc(want...)),
+		"escaped":  strings.ReplaceAll(base64.StdEncoding.EncodeToString(enc(want...)), "/", `\/`),
+	} {
+		d, err := decodeEmbeddings(strings.NewReader(body(s)), 1)
+		if err != nil || !reflect.DeepEqual(d.vectors[0], want) {
+			t.Errorf("%s (%s): %v, %v; want %v", name, s, d.vectors, err, want)
+		}
+	}
+	one := base64.StdEncoding.EncodeToString(enc(1))
+	for name, strs := range map[string][]string{
+		"not base64":          {"AAAA!AAA"},
+		"bad padding":         {"AAAAAA=A"},
+		"six bytes":           {base64.StdEncoding.EncodeToString([]byte{1, 2, 3, 4, 5, 6})},
+		"empty":               {""},
+		"NaN":                 {base64.StdEncoding.EncodeToString(enc(1, float32(math.NaN())))},
+		"infinity":            {base64.StdEncoding.EncodeToString(enc(float32(math.Inf(-1))))},
+		"dimension mismatch":  {one, base64.StdEncoding.EncodeToString(enc(1, 2))},
+		"after a good vector": {one, "AAAA!AAA"},
+	} {
+		var ie *invalidError
+		if _, err := decodeEmbeddings(strings.NewReader(body(strs...)), len(strs)); !errors.As(err, &ie) {
+			t.Errorf("%s: err = %v, want invalid", name, err)
+		}
+	}
 }
