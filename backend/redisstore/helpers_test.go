@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/polygateway/polygateway/backend/backendtest"
+	"github.com/polygateway/polygateway/backend/redisstore"
 )
 
 // redisURL is the Redis the tests use.
@@ -108,3 +111,23 @@ func countKeys(t testing.TB, c redis.UniversalClient, pattern string) int {
 
 // upper returns s in upper case (scope names are upper case).
 func upper(s string) string { return strings.ToUpper(s) }
+
+// clockEpoch is where the fake clocks of these tests start.
+var clockEpoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// clocked is a Limiter on the test Redis, under a fresh prefix, whose time
+// is a fake clock starting at clockEpoch.
+type clocked struct {
+	c      *redis.Client
+	prefix string
+	clk    *backendtest.FakeClock
+	l      *redisstore.Limiter
+}
+
+func newClocked(t *testing.T) clocked {
+	t.Helper()
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	clk := backendtest.NewFakeClock(clockEpoch)
+	return clocked{c: c, prefix: prefix, clk: clk, l: redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))}
+}

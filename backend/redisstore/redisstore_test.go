@@ -231,11 +231,9 @@ func TestServerTime(t *testing.T) {
 
 // TestKeyLayout checks the key names, their shared hash tag and their TTLs.
 func TestKeyLayout(t *testing.T) {
-	c := newClient(t)
-	prefix := freshPrefix(t, c)
+	cl := newClocked(t)
+	c, prefix, clk, l := cl.c, cl.prefix, cl.clk, cl.l
 	ctx := t.Context()
-	clk := backendtest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
 	b := redisstore.NewBreaker(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
 	lim := core.Limits{MaxConcurrency: 2, RPM: 10, TPM: 1000}
 	const scope, source = "OCR:{x}", "qwen_1"
@@ -370,12 +368,9 @@ func TestCacheForeignValues(t *testing.T) {
 // TestLargeLogs walks logs longer than the scripts' batch of 500 members:
 // the TPM RetryAfter walk and the purge of many expired entries at once.
 func TestLargeLogs(t *testing.T) {
-	c := newClient(t)
-	prefix := freshPrefix(t, c)
+	cl := newClocked(t)
+	c, prefix, clk, l, t0 := cl.c, cl.prefix, cl.clk, cl.l, clockEpoch
 	ctx := t.Context()
-	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := backendtest.NewFakeClock(t0)
-	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
 	lim := core.Limits{TPM: 1200}
 	req := core.PermitRequest{Scope: "BIG", Source: "a", SourceLimits: lim, Tokens: 1, LeaseTTL: time.Second}
 	for i := range 1200 {
@@ -413,11 +408,9 @@ func TestLargeLogs(t *testing.T) {
 // TestLeaseWithoutExpiry: a non-positive LeaseTTL holds the slot until
 // Release, and its key does not expire meanwhile.
 func TestLeaseWithoutExpiry(t *testing.T) {
-	c := newClient(t)
-	prefix := freshPrefix(t, c)
+	cl := newClocked(t)
+	c, prefix, clk, l := cl.c, cl.prefix, cl.clk, cl.l
 	ctx := t.Context()
-	clk := backendtest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
 	req := core.PermitRequest{Scope: "NOTTL", Source: "a", SourceLimits: core.Limits{MaxConcurrency: 1}}
 	g, err := l.TryAcquire(ctx, req)
 	if err != nil || !g.OK {
@@ -443,12 +436,9 @@ func TestLeaseWithoutExpiry(t *testing.T) {
 // log's TTL runs out its entries no longer count, even though the book still
 // holds their tokens.
 func TestExpiredLogLeavesNoTokens(t *testing.T) {
-	c := newClient(t)
-	prefix := freshPrefix(t, c)
+	cl := newClocked(t)
+	c, prefix, clk, l, t0 := cl.c, cl.prefix, cl.clk, cl.l, clockEpoch
 	ctx := t.Context()
-	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := backendtest.NewFakeClock(t0)
-	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
 	lim := core.Limits{MaxConcurrency: 2, RPM: 1, TPM: 1000}
 	req := core.PermitRequest{Scope: "EXP", Source: "a", SourceLimits: lim, Tokens: 1000, LeaseTTL: 25 * time.Minute}
 	g, err := l.TryAcquire(ctx, req)
