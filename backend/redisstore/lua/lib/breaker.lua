@@ -43,7 +43,7 @@ local function breaker()
   if BRK then
     return BRK
   end
-  local SLACK = 1e-9 -- absorbs rounding of fractional weights
+  local EPS = 1e-9 -- absorbs rounding of fractional weights
 
   local function win_clear(w)
     for k = 0, BUCKETS - 1 do
@@ -194,13 +194,13 @@ local function breaker()
       if s > 0 then
         rate = f / s
       end
-      if s >= min_calls and rate >= cfg.fail_rate - SLACK then
+      if s >= min_calls and rate >= cfg.fail_rate - EPS then
         trip(c, now, cfg.cooldown)
         return
       end
     end
-    if cfg.threshold > 0 and c.cons >= cfg.threshold - SLACK then
-      local suppressed = on and samples >= min_calls and rate < cfg.fail_rate / 2 - SLACK
+    if cfg.threshold > 0 and c.cons >= cfg.threshold - EPS then
+      local suppressed = on and samples >= min_calls and rate < cfg.fail_rate / 2 - EPS
       if not suppressed then
         trip(c, now, cfg.cooldown)
       end
