@@ -43,8 +43,8 @@ import (
 //     grant is then a handful of commands inside the script.
 //
 // Time is the Redis server's TIME, so every process agrees on it (WithClock
-// replaces it in tests). Leases are random 64-bit numbers drawn by the
-// client, their low four bits naming the keys the acquire stored them in.
+// replaces it in tests). Leases are drawn by the client: 60 random bits,
+// and four low bits naming the keys the acquire stored the permit in.
 // Keys carry a TTL so an idle scope vanishes from Redis; it runs 1 to 11 s
 // past what a key must cover and is extended at most once per 10 s.
 //
