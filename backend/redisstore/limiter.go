@@ -35,7 +35,9 @@ import (
 //     Settlement.Tokens, SettleRefund to zero, SettleEstimate keeps them. The
 //     RPM count stays. A permit that expired, was released, or was never
 //     granted is a no-op. A permit of a request with every gate off was
-//     stored nowhere, and its Release makes no round trip.
+//     stored nowhere, and its Release makes no round trip. (Its acquire
+//     still makes one: with Redis down it fails like any other, so no call
+//     goes through while the limiter's backend is unreachable.)
 //   - Expired slots and entries that left the window are dropped lazily:
 //     a level's log at least once a second while it is used, and everything
 //     whenever a gate would refuse, so refusals and RetryAfter are computed

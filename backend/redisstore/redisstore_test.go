@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -471,5 +472,59 @@ func TestExpiredLogLeavesNoTokens(t *testing.T) {
 	}
 	if u, err := l.Usage(ctx, "EXP", "a"); err != nil || u != (core.LimiterUsage{InFlight: 1, Requests: 1, Tokens: 1000}) {
 		t.Fatalf("Usage = %+v, %v; want only the new permit", u, err)
+	}
+}
+
+// TestKeysFollowTheGatesThatAreOn: a level keeps slots only while its
+// concurrency gate is on and a log only while its RPM or TPM gate is on; a
+// permit with every gate off is stored nowhere, so its Release sends
+// nothing to Redis (its acquire still asks Redis, to fail closed when Redis
+// is down).
+func TestKeysFollowTheGatesThatAreOn(t *testing.T) {
+	log := &cmdLog{}
+	c := newClient(t, log)
+	prefix := freshPrefix(t, c)
+	ctx := t.Context()
+	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix))
+	for _, tc := range []struct {
+		name         string
+		src, global  core.Limits
+		wantSuffixes []string
+	}{
+		{"concurrency only", core.Limits{MaxConcurrency: 5}, core.Limits{}, []string{"src:a:slots", "src:a:tok"}},
+		{"rpm only", core.Limits{RPM: 5}, core.Limits{}, []string{"src:a:log", "src:a:tok"}},
+		{"global tpm", core.Limits{}, core.Limits{TPM: 1000}, []string{"global:log", "global:tok"}},
+		{"none", core.Limits{}, core.Limits{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scope := strings.ReplaceAll(tc.name, " ", "_")
+			start := log.roundTrips()
+			g, err := l.TryAcquire(ctx, core.PermitRequest{Scope: scope, Source: "a", SourceLimits: tc.src, GlobalLimits: tc.global, Tokens: 10, LeaseTTL: time.Minute})
+			if err != nil || !g.OK || g.Permit.Lease == 0 || g.Permit.AcquiredAt.IsZero() {
+				t.Fatalf("TryAcquire = %+v, %v", g, err)
+			}
+			if trips := log.roundTrips() - start; trips != 1 {
+				t.Errorf("TryAcquire made %d round trips, want 1", trips)
+			}
+			var got []string
+			iter := c.Scan(ctx, 0, prefix+":lim:{"+scope+"}:*", 100).Iterator()
+			for iter.Next(ctx) {
+				got = append(got, strings.TrimPrefix(iter.Val(), prefix+":lim:{"+scope+"}:"))
+			}
+			if err := iter.Err(); err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.wantSuffixes) {
+				t.Errorf("keys %v, want %v", got, tc.wantSuffixes)
+			}
+			before := log.roundTrips()
+			if err := l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 10}); err != nil {
+				t.Fatal(err)
+			}
+			if trips := log.roundTrips() - before; (trips == 0) != (tc.wantSuffixes == nil) {
+				t.Errorf("Release made %d round trips", trips)
+			}
+		})
 	}
 }
