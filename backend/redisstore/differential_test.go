@@ -1,0 +1,110 @@
+package redisstore_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// TestLimiterMatchesMemory drives the Redis limiter and the memory limiter
+// with the same random operations on one fake clock and compares every
+// answer: grants, the refusing gate, RetryAfter, and the usage of the
+// gates that are on. Long runs of grants, releases (twice, sometimes),
+// expiries and window slides reach the scripts' lazy purges, refusal
+// rechecks and TTL marks in every order.
+func TestLimiterMatchesMemory(t *testing.T) {
+	cl := newClocked(t)
+	mem := memory.NewLimiter(memory.WithClock(cl.clk))
+	rng := rand.New(rand.NewPCG(7, 8))
+	ctx := t.Context()
+	limits := func() core.Limits {
+		var l core.Limits
+		if rng.IntN(3) > 0 {
+			l.MaxConcurrency = 1 + rng.IntN(4)
+		}
+		if rng.IntN(3) > 0 {
+			l.RPM = 1 + rng.IntN(12)
+		}
+		if rng.IntN(3) > 0 {
+			l.TPM = 100 + rng.IntN(2000)
+		}
+		return l
+	}
+	type permit struct{ m, r core.Permit }
+	grants, refusals := 0, map[core.Gate]int{}
+	for round := range 30 {
+		scope := fmt.Sprintf("DIFF%d", round)
+		src := map[string]core.Limits{"a": limits(), "b": limits()}
+		glob := limits()
+		ttl := []time.Duration{0, 10 * time.Second, 45 * time.Second, 5 * time.Minute}[rng.IntN(4)]
+		var live []permit
+		for step := range 250 {
+			where := fmt.Sprintf("round %d (source %+v %+v, global %+v, lease %v) step %d at %v",
+				round, src["a"], src["b"], glob, ttl, step, cl.clk.Now().Sub(clockEpoch))
+			switch op := rng.IntN(20); {
+			case op < 9:
+				source := []string{"a", "b"}[rng.IntN(2)]
+				req := core.PermitRequest{Scope: scope, Source: source, SourceLimits: src[source], GlobalLimits: glob,
+					Tokens: rng.IntN(400), LeaseTTL: ttl}
+				gm, _ := mem.TryAcquire(ctx, req)
+				gr, err := cl.l.TryAcquire(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if gm.OK != gr.OK || gm.Gate != gr.Gate || gm.RetryAfter != gr.RetryAfter {
+					t.Fatalf("%s: acquire %+v: memory %+v, redis %+v", where, req, gm, gr)
+				}
+				if gm.OK {
+					grants++
+					live = append(live, permit{gm.Permit, gr.Permit})
+				} else {
+					refusals[gm.Gate]++
+				}
+			case op < 15 && len(live) > 0:
+				i := rng.IntN(len(live))
+				p := live[i]
+				s := core.Settlement{Kind: core.SettleKind(rng.IntN(3)), Tokens: rng.IntN(600)}
+				if err := mem.Release(ctx, p.m, s); err != nil {
+					t.Fatal(err)
+				}
+				if err := cl.l.Release(ctx, p.r, s); err != nil {
+					t.Fatal(err)
+				}
+				if rng.IntN(5) > 0 { // now and then a permit is released twice
+					live = append(live[:i], live[i+1:]...)
+				}
+			case op < 18:
+				d := time.Duration(rng.IntN(15_000)) * time.Millisecond
+				if rng.IntN(10) == 0 {
+					d = 61*time.Second + time.Duration(rng.IntN(60))*time.Second
+				}
+				cl.clk.Advance(d)
+			default:
+				for _, source := range []string{"a", "b", ""} {
+					lim := glob
+					if source != "" {
+						lim = src[source]
+					}
+					um, _ := mem.Usage(ctx, scope, source)
+					ur, err := cl.l.Usage(ctx, scope, source)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if lim.MaxConcurrency > 0 && um.InFlight != ur.InFlight ||
+						lim.RPM > 0 && um.Requests != ur.Requests ||
+						lim.TPM > 0 && um.Tokens != ur.Tokens {
+						t.Fatalf("%s: usage of %q: memory %+v, redis %+v", where, source, um, ur)
+					}
+				}
+			}
+		}
+	}
+	// The run must have reached both grants and refusals by every gate.
+	if grants < 100 || len(refusals) < 6 {
+		t.Fatalf("%d grants, refusals by gate %v: the run is too tame to compare anything", grants, refusals)
+	}
+}
