@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/internal/core"
 )
 
@@ -106,5 +107,88 @@ func TestLimiterMatchesMemory(t *testing.T) {
 	// The run must have reached both grants and refusals by every gate.
 	if grants < 100 || len(refusals) < 6 {
 		t.Fatalf("%d grants, refusals by gate %v: the run is too tame to compare anything", grants, refusals)
+	}
+}
+
+// TestBreakerMatchesMemory drives the Redis breaker and the memory breaker
+// with the same random admissions, outcomes and clock steps and compares
+// every admission, every fencing verdict and the snapshots: closed-circuit
+// successes (the scripts' fast path) interleave with failures, timeouts,
+// dead sources, pushback, abandoned probes and stale reports.
+func TestBreakerMatchesMemory(t *testing.T) {
+	cl := newClocked(t)
+	rb := redisstore.NewBreaker(cl.c, redisstore.WithPrefix(cl.prefix), redisstore.WithClock(cl.clk))
+	mb := memory.NewBreaker(memory.WithClock(cl.clk))
+	rng := rand.New(rand.NewPCG(9, 10))
+	ctx := t.Context()
+	type admission struct{ m, r core.Admission }
+	states := map[core.BreakerState]int{}
+	applied := 0
+	for round := range 12 {
+		scope := fmt.Sprintf("BDIFF%d", round)
+		cfg := core.BreakerConfig{
+			FailThreshold: 1 + rng.IntN(5), Cooldown: time.Duration(1+rng.IntN(20)) * time.Second,
+			MaxCooldown: time.Duration(20+rng.IntN(100)) * time.Second, ProbeTTL: time.Duration(5+rng.IntN(30)) * time.Second,
+			HalfOpenSuccesses: 1 + rng.IntN(2), TimeoutWeight: []float64{0.5, 1}[rng.IntN(2)],
+		}
+		if rng.IntN(3) > 0 {
+			cfg.MinCalls, cfg.FailRate, cfg.Window = 2+rng.IntN(10), 0.3+0.4*rng.Float64(), time.Duration(5+rng.IntN(60))*time.Second
+		}
+		// Mostly successes, as in life, so that the fast path runs between the rest.
+		outcomes := []core.Outcome{core.OutcomeSuccess, core.OutcomeSuccess, core.OutcomeSuccess, core.OutcomeSuccess,
+			core.OutcomeFailure, core.OutcomeFailure, core.OutcomeTimeout, core.OutcomeRateLimited, core.OutcomeAbandoned, core.OutcomeDead}
+		var out []admission
+		for step := range 300 {
+			where := fmt.Sprintf("round %d (%+v) step %d at %v", round, cfg, step, cl.clk.Now().Sub(clockEpoch))
+			switch op := rng.IntN(10); {
+			case op < 4:
+				am, _ := mb.Allow(ctx, scope, "s", cfg)
+				ar, err := rb.Allow(ctx, scope, "s", cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if am != ar {
+					t.Fatalf("%s: allow: memory %+v, redis %+v", where, am, ar)
+				}
+				states[am.State]++
+				if am.Allowed {
+					out = append(out, admission{am, ar})
+				}
+			case op < 8 && len(out) > 0:
+				// Mostly the newest admission, sometimes a stale one.
+				i := len(out) - 1
+				if rng.IntN(4) == 0 {
+					i = rng.IntN(len(out))
+				}
+				a := out[i]
+				o := outcomes[rng.IntN(len(outcomes))]
+				okm, _ := mb.Record(ctx, scope, "s", a.m, o, cfg)
+				okr, err := rb.Record(ctx, scope, "s", a.r, o, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if okm != okr {
+					t.Fatalf("%s: record %v of %+v: memory applied=%v, redis applied=%v", where, o, a.m, okm, okr)
+				}
+				if okm {
+					applied++
+				}
+				out = append(out[:i], out[i+1:]...)
+			case op < 9:
+				cl.clk.Advance(time.Duration(rng.IntN(8000)) * time.Millisecond)
+			default:
+				sm, _ := mb.Snapshot(ctx, scope, "s", cfg)
+				sr, err := rb.Snapshot(ctx, scope, "s", cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sm != sr {
+					t.Fatalf("%s: snapshot: memory %+v, redis %+v", where, sm, sr)
+				}
+			}
+		}
+	}
+	if applied < 200 || len(states) < 3 {
+		t.Fatalf("%d records applied, admissions by state %v: the run is too tame to compare anything", applied, states)
 	}
 }
