@@ -82,3 +82,34 @@ func TestAdmitAndFinishDeclineAForeignBreaker(t *testing.T) {
 		t.Fatalf("Finish with a breaker on another client: ok=%v err=%v, want declined", ok, err)
 	}
 }
+
+// TestAdmitAndFinishUseTheBreakersOwnPrefix: a Breaker on the same client
+// under another prefix keeps its circuits there, through Admit and Finish
+// as through its own methods.
+func TestAdmitAndFinishUseTheBreakersOwnPrefix(t *testing.T) {
+	c := newClient(t)
+	lp, bp := freshPrefix(t, c), freshPrefix(t, c)
+	l := redisstore.NewLimiter(c, redisstore.WithPrefix(lp))
+	b := redisstore.NewBreaker(c, redisstore.WithPrefix(bp))
+	ctx := t.Context()
+	cfg := backendtest.SuiteBreakerConfig()
+	req := core.PermitRequest{Scope: "P", Source: "a", SourceLimits: core.Limits{MaxConcurrency: 2}, LeaseTTL: time.Minute}
+	for range 2 { // the second time through the Limiter's key cache
+		adm, g, ok, err := l.Admit(ctx, b, "P", "a", cfg, req)
+		if err != nil || !ok || !adm.Allowed || !g.OK {
+			t.Fatalf("Admit = %+v, %+v, %v, %v", adm, g, ok, err)
+		}
+		if applied, _, err := l.Finish(ctx, g.Permit, core.Settlement{Kind: core.SettleRefund}, b, "P", "a", adm, core.OutcomeDead, cfg); err != nil || !applied {
+			t.Fatalf("Finish: applied=%v err=%v", applied, err)
+		}
+		if snap, err := b.Snapshot(ctx, "P", "a", cfg); err != nil || snap.State != core.StateOpen {
+			t.Fatalf("Snapshot = %+v, %v; want the circuit opened under the breaker's prefix", snap, err)
+		}
+		if n := countKeys(t, c, lp+":brk:*"); n != 0 {
+			t.Fatalf("%d circuits under the limiter's prefix", n)
+		}
+		if err := b.Reset(ctx, "P", "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

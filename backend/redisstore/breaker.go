@@ -50,7 +50,7 @@ func NewBreaker(c redis.UniversalClient, opts ...Option) *Breaker {
 
 // key returns the circuit's key.
 func (b *Breaker) key(scope, source string) []string {
-	return []string{b.opt.prefix + ":brk:" + scopeTag(scope) + ":" + escape(source)}
+	return []string{circuitKey(b.opt.prefix, scope, source)}
 }
 
 // Allow admits a call when the circuit is closed, grants the single probe

@@ -36,8 +36,9 @@ func (l *Limiter) Admit(ctx context.Context, b core.Breaker, scope, source strin
 	s, g := req.SourceLimits, req.GlobalLimits
 	lease := newLease(s, g)
 	tokens := max(req.Tokens, 0)
-	keys := append(l.keys(req.Scope, req.Source), br.key(scope, source)...)
-	member, global := members(lease, req.Source)
+	sk := l.scriptKeys(req.Scope, req.Source)
+	keys := sk.withCircuit(l, br, scope, source)
+	member, global := sk.members(lease)
 	res, err := admitScript.Run(ctx, l.c, keys,
 		bnow, micros(cfg.ProbeTTL),
 		now, member, tokens, micros(req.LeaseTTL),
@@ -83,8 +84,9 @@ func (l *Limiter) Finish(ctx context.Context, p core.Permit, s core.Settlement, 
 	if adm.Probe {
 		probe = 1
 	}
-	keys := append(l.keys(p.Scope, p.Source), br.key(scope, source)...)
-	member, global := members(p.Lease, p.Source)
+	sk := l.scriptKeys(p.Scope, p.Source)
+	keys := sk.withCircuit(l, br, scope, source)
+	member, global := sk.members(p.Lease)
 	args := append([]any{now, member, int(s.Kind), max(s.Tokens, 0), p.Lease & leaseLevels, global,
 		bnow, strconv.FormatUint(adm.Epoch, 10), probe, int(o)}, cfgArgs(cfg)...)
 	n, err := finishScript.Run(ctx, l.c, keys, args...).Int64()

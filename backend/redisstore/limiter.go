@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -59,8 +58,9 @@ import (
 // A Limiter is safe for concurrent use. It does not own its client: close
 // the client when done. Create one with NewLimiter.
 type Limiter struct {
-	c   redis.UniversalClient
-	opt options
+	c    redis.UniversalClient
+	opt  options
+	keys keyCache
 }
 
 var _ core.Limiter = (*Limiter)(nil)
@@ -68,24 +68,6 @@ var _ core.Limiter = (*Limiter)(nil)
 // NewLimiter returns a Limiter on c. WithPrefix and WithClock apply.
 func NewLimiter(c redis.UniversalClient, opts ...Option) *Limiter {
 	return &Limiter{c: c, opt: buildOptions(opts)}
-}
-
-// levelKeys returns the slots, log and tok keys of a level: a source, or
-// the scope's global gates when source is "".
-func (l *Limiter) levelKeys(scope, source string) [3]string {
-	base := l.opt.prefix + ":lim:" + scopeTag(scope) + ":"
-	if source == "" {
-		base += "global:"
-	} else {
-		base += "src:" + escape(source) + ":"
-	}
-	return [3]string{base + "slots", base + "log", base + "tok"}
-}
-
-// keys returns the six keys of a script: the source's level, then the global one.
-func (l *Limiter) keys(scope, source string) []string {
-	s, g := l.levelKeys(scope, source), l.levelKeys(scope, "")
-	return []string{s[0], s[1], s[2], g[0], g[1], g[2]}
 }
 
 // TryAcquire checks every enabled gate of req's source and scope and takes
@@ -96,8 +78,9 @@ func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.
 	s, g := req.SourceLimits, req.GlobalLimits
 	lease := newLease(s, g)
 	tokens := max(req.Tokens, 0)
-	member, global := members(lease, req.Source)
-	res, err := acquireScript.Run(ctx, l.c, l.keys(req.Scope, req.Source),
+	sk := l.scriptKeys(req.Scope, req.Source)
+	member, global := sk.members(lease)
+	res, err := acquireScript.Run(ctx, l.c, sk.limiter,
 		now, member, tokens, micros(req.LeaseTTL),
 		max(s.MaxConcurrency, 0), max(s.RPM, 0), max(s.TPM, 0),
 		max(g.MaxConcurrency, 0), max(g.RPM, 0), max(g.TPM, 0), global,
@@ -129,8 +112,9 @@ func (l *Limiter) Release(ctx context.Context, p core.Permit, s core.Settlement)
 		return nil // no gate was on: the acquire stored nothing
 	}
 	now, _ := l.opt.nowArg()
-	member, global := members(p.Lease, p.Source)
-	err := releaseScript.Run(ctx, l.c, l.keys(p.Scope, p.Source),
+	sk := l.scriptKeys(p.Scope, p.Source)
+	member, global := sk.members(p.Lease)
+	err := releaseScript.Run(ctx, l.c, sk.limiter,
 		now, member, int(s.Kind), max(s.Tokens, 0), p.Lease&leaseLevels, global,
 	).Err()
 	if err != nil {
@@ -160,14 +144,6 @@ func (l *Limiter) Usage(ctx context.Context, scope, source string) (core.Limiter
 // the same for the scope's global gates. Release reads them back and
 // touches only those keys.
 const leaseLevels = 0xf
-
-// members returns a permit's member on its source's level (the lease) and
-// on the scope's global level (lease/source), so that a release naming
-// another source never frees the permit's global slot.
-func members(lease uint64, source string) (string, string) {
-	m := strconv.FormatUint(lease, 10)
-	return m, m + "/" + escape(source)
-}
 
 // newLease draws a random lease whose low bits name the structures the
 // acquire with limits s and g stores it in (see leaseLevels). Leases need
