@@ -108,41 +108,29 @@ func (s *scanner) decode(n int) (*decoded, error) {
 	if c != '{' {
 		return nil, &malformedError{msg: "response body is not a JSON object"}
 	}
-	s.pos++
 	out := &decoded{}
 	vs := &vectorSet{n: n, slots: make([][]float32, n)}
 	sawData := false
-	for first := true; ; first = false {
-		more, err := s.next(first, '}')
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			break
-		}
-		k, err := s.key()
-		if err != nil {
-			return nil, err
-		}
+	err = s.object(func(k []byte) error {
 		switch string(k) {
 		case "data":
 			sawData = true
-			err = s.data(vs)
+			return s.data(vs)
 		case "model":
-			err = s.model(out)
+			return s.model(out)
 		case "usage":
-			err = s.usage(out)
+			return s.usage(out)
 		case "error":
-			var raw []byte
-			if raw, err = s.capture(); err == nil && !emptyJSON(raw) {
+			raw, err := s.capture()
+			if err == nil && !emptyJSON(raw) {
 				out.errorBody = append(append([]byte(`{"error":`), raw...), '}')
 			}
-		default:
-			err = s.skip(0)
+			return err
 		}
-		if err != nil {
-			return nil, err
-		}
+		return s.skip(0)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if out.errorBody != nil {
 		return out, nil
@@ -183,43 +171,33 @@ func (s *scanner) usage(out *decoded) error {
 	if c != '{' {
 		return s.skip(0)
 	}
-	s.pos++
 	prompt, total := -1.0, -1.0
-	for first := true; ; first = false {
-		more, err := s.next(first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
-		k, err := s.key()
-		if err != nil {
-			return err
-		}
+	err = s.object(func(k []byte) error {
 		field := string(k)
-		if c, err = s.peek(); err != nil {
+		c, err := s.peek()
+		if err != nil {
 			return err
 		}
-		if (field == "prompt_tokens" || field == "total_tokens") && (c == '-' || c >= '0' && c <= '9') {
-			tok, err := s.number()
-			if err != nil {
-				return err
-			}
-			v, perr := strconv.ParseFloat(string(tok), 64)
-			if perr != nil {
-				v = -1
-			}
-			if field == "prompt_tokens" {
-				prompt = v
-			} else {
-				total = v
-			}
-			continue
+		if (field != "prompt_tokens" && field != "total_tokens") || c != '-' && (c < '0' || c > '9') {
+			return s.skip(1)
 		}
-		if err := s.skip(1); err != nil {
+		tok, err := s.number()
+		if err != nil {
 			return err
 		}
+		v, perr := strconv.ParseFloat(string(tok), 64)
+		if perr != nil {
+			v = -1
+		}
+		if field == "prompt_tokens" {
+			prompt = v
+		} else {
+			total = v
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	switch {
 	case prompt > 0 && prompt < math.MaxInt32:
@@ -266,33 +244,19 @@ func (s *scanner) entry(vs *vectorSet) error {
 		vs.fail(invalidf("data entry %d is not an object", pos))
 		return s.skip(0)
 	}
-	s.pos++
 	index := -1
 	var vec []float32
 	sawVec := false
-	for first := true; ; first = false {
-		more, err := s.next(first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
-		k, err := s.key()
-		if err != nil {
-			return err
-		}
+	err = s.object(func(k []byte) error {
 		switch string(k) {
 		case "index":
-			if c, err = s.peek(); err != nil {
+			c, err := s.peek()
+			if err != nil {
 				return err
 			}
 			if c != '-' && (c < '0' || c > '9') {
 				vs.fail(invalidf("data entry %d has a non-numeric index", pos))
-				if err := s.skip(1); err != nil {
-					return err
-				}
-				continue
+				return s.skip(1)
 			}
 			tok, err := s.number()
 			if err != nil {
@@ -301,19 +265,20 @@ func (s *scanner) entry(vs *vectorSet) error {
 			v, perr := strconv.Atoi(string(tok))
 			if perr != nil || v < 0 {
 				vs.fail(invalidf("data entry %d has index %s", pos, tok))
-				continue
+				return nil
 			}
 			index = v
+			return nil
 		case "embedding":
 			sawVec = true
-			if vec, err = s.vector(vs, pos); err != nil {
-				return err
-			}
-		default:
-			if err := s.skip(1); err != nil {
-				return err
-			}
+			var err error
+			vec, err = s.vector(vs, pos)
+			return err
 		}
+		return s.skip(1)
+	})
+	if err != nil {
+		return err
 	}
 	if vs.problem != nil {
 		return nil

@@ -285,6 +285,27 @@ func (s *scanner) literal() error {
 	return nil
 }
 
+// object reads the object at the current position (after peek returned
+// '{'): for each member it reads the key and calls member, which must
+// consume the value. The key is a slice of the buffer, valid until member
+// reads on.
+func (s *scanner) object(member func(key []byte) error) error {
+	s.pos++
+	for first := true; ; first = false {
+		more, err := s.next(first, '}')
+		if err != nil || !more {
+			return err
+		}
+		k, err := s.key()
+		if err != nil {
+			return err
+		}
+		if err := member(k); err != nil {
+			return err
+		}
+	}
+}
+
 // skip consumes one value of any kind.
 func (s *scanner) skip(depth int) error {
 	if depth > maxDepth {
@@ -304,19 +325,7 @@ func (s *scanner) skip(depth int) error {
 	case c == 't' || c == 'f' || c == 'n':
 		return s.literal()
 	case c == '{':
-		s.pos++
-		for first := true; ; first = false {
-			more, err := s.next(first, '}')
-			if err != nil || !more {
-				return err
-			}
-			if _, err := s.key(); err != nil {
-				return err
-			}
-			if err := s.skip(depth + 1); err != nil {
-				return err
-			}
-		}
+		return s.object(func([]byte) error { return s.skip(depth + 1) })
 	case c == '[':
 		s.pos++
 		for first := true; ; first = false {
