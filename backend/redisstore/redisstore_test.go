@@ -528,3 +528,42 @@ func TestKeysFollowTheGatesThatAreOn(t *testing.T) {
 		})
 	}
 }
+
+// TestLogIsPurgedWithoutRefusals: a level whose gates never refuse still
+// drops the entries that left the window (at most a second late), so its
+// log and book do not grow without bound.
+func TestLogIsPurgedWithoutRefusals(t *testing.T) {
+	cl := newClocked(t)
+	ctx := t.Context()
+	lim := core.Limits{RPM: 1_000_000, TPM: 1_000_000_000}
+	req := core.PermitRequest{Scope: "GROW", Source: "a", SourceLimits: lim, Tokens: 10, LeaseTTL: time.Minute}
+	grant := func() {
+		t.Helper()
+		g, err := cl.l.TryAcquire(ctx, req)
+		if err != nil || !g.OK {
+			t.Fatalf("TryAcquire = %+v, %v", g, err)
+		}
+		if err := cl.l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 20}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 100 {
+		grant()
+	}
+	cl.clk.Advance(70 * time.Second)
+	grant()
+	base := cl.prefix + ":lim:{GROW}:src:a:"
+	if n, err := cl.c.ZCard(ctx, base+"log").Result(); err != nil || n != 1 {
+		t.Fatalf("log holds %d entries, %v; want only the last grant's", n, err)
+	}
+	fields, err := cl.c.HKeys(ctx, base+"tok").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries := slices.DeleteFunc(fields, func(f string) bool { return strings.HasPrefix(f, "_") }); len(entries) != 1 {
+		t.Fatalf("book holds %d entries, want only the last grant's", len(entries))
+	}
+	if sum, err := cl.c.HGet(ctx, base+"tok", "_sum").Result(); err != nil || sum != "20" {
+		t.Fatalf("book _sum = %q, %v; want the last grant's 20 tokens", sum, err)
+	}
+}

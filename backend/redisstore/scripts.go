@@ -35,12 +35,12 @@ var (
 	acquireScript  = script("acquire.lua", "limiter.lua", "acquire.lua")
 	releaseScript  = script("release.lua", "limiter.lua", "release.lua")
 	usageScript    = script("usage.lua", "limiter.lua")
-	allowScript    = script("allow.lua", "allow.lua")
+	allowScript    = script("allow.lua", "circuit.lua", "allow.lua")
 	recordScript   = script("record.lua", "breaker.lua", "record.lua")
-	snapshotScript = script("snapshot.lua")
+	snapshotScript = script("snapshot.lua", "circuit.lua")
 	resetScript    = script("reset.lua")
 	// admitScript and finishScript serve a Limiter and Breaker on one
 	// client: one script before the upstream call, one after.
-	admitScript  = script("admit.lua", "allow.lua", "limiter.lua", "acquire.lua")
+	admitScript  = script("admit.lua", "circuit.lua", "allow.lua", "limiter.lua", "acquire.lua")
 	finishScript = script("finish.lua", "breaker.lua", "record.lua", "limiter.lua", "release.lua")
 )

@@ -69,10 +69,15 @@ local function acquire(K, A, o, now)
         redis.call('ZADD', v.slots, expires, v.member)
       end
     end
-    if (v.conc > 0 and (v.fresh or (not exp and v.xs ~= -1)
-          or (exp and v.xs < exp + MARGIN and (v.xs ~= -1 or v.card == 0))))
-        or (v.logged and v.x < now + WINDOW + MARGIN) then
-      limiter().extend(v, expires, now, book)
+    -- Which TTLs no longer cover this grant: the slots' when the key is
+    -- new, when a lease without expiry joins, or when this lease outlasts
+    -- the TTL (one that held a lease without expiry gets a TTL back once
+    -- it holds no slot); the log's when the grant outlasts it.
+    local slots = v.conc > 0 and (v.fresh or (not exp and v.xs ~= -1)
+      or (exp and v.xs < exp + MARGIN and (v.xs ~= -1 or v.card == 0)))
+    local log = v.logged and v.x < now + WINDOW + MARGIN
+    if slots or log then
+      limiter().extend(v, expires, now, book, slots, log)
     elseif #book > 0 then
       redis.call('HSET', v.tok, unpack(book))
     end

@@ -8,20 +8,12 @@ local function allow(key, A, o, now)
     return { 1, 0, epoch, 0, 0 }
   end
   now = now or now_us(A[o + 1])
-  local till = num(h[2], 0)
-  if now < till then
-    return { 0, 0, epoch, 1, till - now }
-  end
-  local pexp = num(h[5], 0)
-  if h[4] == '1' and (pexp < 0 or now < pexp) then
-    local left = 0
-    if pexp >= 0 then
-      left = pexp - now
-    end
-    return { 0, 0, epoch, 2, left }
+  local state, left, held = circuit_state(h[2], h[4], h[5], now)
+  if state == 1 or held then
+    return { 0, 0, epoch, state, left }
   end
   local ttl = tonumber(A[o + 2])
-  pexp = -1
+  local pexp = -1
   if ttl > 0 then
     pexp = now + ttl
   end

@@ -187,23 +187,20 @@ local function limiter()
   end
 
   -- extend writes the level's book with new TTL marks and extends the TTLs
-  -- of its keys: slots to cover a grant expiring at expires, log to cover
-  -- one made now, and the book to outlive both.
-  local function extend(v, expires, now, book)
-    if v.conc > 0 then
+  -- acquire found short (slots, log: see there): slots to cover a grant
+  -- expiring at expires (or none, for '+inf'), log to cover one made now,
+  -- and the book to outlive both.
+  local function extend(v, expires, now, book, slots, log)
+    if slots then
       if expires == '+inf' then
-        if v.xs ~= -1 then
-          redis.call('PERSIST', v.slots)
-          v.xs = -1
-        end
-      elseif v.fresh or v.xs < tonumber(expires) + MARGIN and (v.xs ~= -1 or v.card == 0) then
-        -- A new key has no TTL yet; one that held a slot without expiry
-        -- gets one back once it holds no slot.
+        redis.call('PERSIST', v.slots)
+        v.xs = -1
+      else
         v.xs = tonumber(expires) + MARGIN + SLACK
         redis.call('PEXPIRE', v.slots, int(math.ceil((v.xs - now) / 1000)))
       end
     end
-    if v.logged and v.x < now + WINDOW + MARGIN then
+    if log then
       v.x = now + WINDOW + MARGIN + SLACK
       redis.call('PEXPIRE', v.log, int(math.ceil((v.x - now) / 1000)))
     end
