@@ -122,6 +122,19 @@ func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 			return nil, err
 		}
 	}
+	admitter := o.admitter
+	if admitter == nil && o.limiter == nil && o.breaker == nil && s.LimiterBackend == s.BreakerBackend {
+		// Both live in one store: pass attempts through it in one round trip.
+		if f, ok := registry.Lookup(registry.KindAdmitter, s.LimiterBackend); ok {
+			v, ferr := f(asm)
+			if ferr != nil {
+				return nil, fmt.Errorf("polygateway: admitter backend %q: %w", s.LimiterBackend, ferr)
+			}
+			if a, ok := v.(core.Admitter); ok && a != nil {
+				admitter = a
+			}
+		}
+	}
 	cache := o.cache
 	if o.noCache {
 		cache = nil
@@ -161,7 +174,7 @@ func assemble(s GatewaySettings, o *options) (_ *GatewayClient, err error) {
 		up = o.upstreamFn(c.transport)
 	}
 	c.governor, err = middleware.NewGovernor(middleware.GovernorConfig{
-		Settings: s, Upstream: up, Limiter: limiter, Breaker: breaker,
+		Settings: s, Upstream: up, Limiter: limiter, Breaker: breaker, Admitter: admitter,
 		Pricing: pricing, Clock: clock, Logger: logger, Observer: o.observer,
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ type options struct {
 	dotenvSet  bool
 	limiter    Limiter
 	breaker    Breaker
+	admitter   Admitter
 	cache      Cache
 	telemetry  TelemetrySink
 	profiles   map[string]ProviderProfile
@@ -54,6 +55,14 @@ func WithLimiter(l Limiter) Option { return func(o *options) { o.limiter = l } }
 // WithBreaker uses b instead of the configured breaker backend (shared state
 // across clients when given the same instance). Close does not close it.
 func WithBreaker(b Breaker) Option { return func(o *options) { o.breaker = b } }
+
+// WithAdmitter passes every attempt through a instead of composing the
+// limiter and the breaker (two backend calls each way): give a backend's
+// native admission port, such as redisstore.NewAdmitter, to keep one round
+// trip before and one after each attempt. Use it with WithLimiter and
+// WithBreaker over the same store, so that Sources reads the same state.
+// Close does not close it.
+func WithAdmitter(a Admitter) Option { return func(o *options) { o.admitter = a } }
 
 // WithCache uses c as the cache backend; the cache layer is on even when
 // PGW_CACHE_BACKEND is none (PGW_CACHE_NAMESPACE and PGW_CACHE_TTL_S are then

@@ -68,9 +68,21 @@ type (
 	BackpressureSettings = core.BackpressureSettings
 )
 
-// Finisher is the optional Limiter interface that settles a permit and
-// records the breaker outcome in one backend round trip.
-type Finisher = core.Finisher
+// Admitter is the admission port: an attempt passes the breaker and the six
+// gates in one step (Admit) and reports its settlement and outcome in one
+// step (Finish). Redis implements it natively in one round trip each way;
+// ComposeAdmitter builds one from a separate Limiter and Breaker.
+type Admitter = core.Admitter
+
+// AdmitRequest and Ticket are the admission port's values.
+type (
+	AdmitRequest = core.AdmitRequest
+	Ticket       = core.Ticket
+	Timer        = core.Timer
+)
+
+// ComposeAdmitter returns the Admitter made of a separate Limiter and Breaker.
+func ComposeAdmitter(l Limiter, b Breaker) Admitter { return core.ComposeAdmitter(l, b) }
 
 // Settings parts of the degradation chain and the quality guard.
 type (

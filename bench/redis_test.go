@@ -56,9 +56,10 @@ func BenchmarkSequentialRedis(b *testing.B) {
 		"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 		"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 	}
+	lim := redisstore.NewLimiter(rc, redisstore.WithPrefix(prefix))
+	br := redisstore.NewBreaker(rc, redisstore.WithPrefix(prefix))
 	c, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env), polygateway.WithTelemetry(telemetry.Discard{}),
-		polygateway.WithLimiter(redisstore.NewLimiter(rc, redisstore.WithPrefix(prefix))),
-		polygateway.WithBreaker(redisstore.NewBreaker(rc, redisstore.WithPrefix(prefix))))
+		polygateway.WithLimiter(lim), polygateway.WithBreaker(br), polygateway.WithAdmitter(redisstore.NewAdmitter(lim, br)))
 	if err != nil {
 		b.Fatal(err)
 	}

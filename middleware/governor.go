@@ -21,6 +21,9 @@ type GovernorConfig struct {
 	// Limiter and Breaker are the governance backends (required).
 	Limiter core.Limiter
 	Breaker core.Breaker
+	// Admitter passes attempts through the breaker and the limiter.
+	// Default: core.ComposeAdmitter(Limiter, Breaker).
+	Admitter core.Admitter
 	// Pricing prices answers (Cost) and ranks sources for cost_aware. Optional.
 	Pricing core.PricingTable
 	// Clock defaults to the wall clock.
@@ -40,6 +43,7 @@ type Governor struct {
 	up       core.Upstream
 	limiter  core.Limiter
 	breaker  core.Breaker
+	admitter core.Admitter
 	pricing  core.PricingTable
 	clock    core.Clock
 	log      *slog.Logger
@@ -72,6 +76,7 @@ func NewGovernor(cfg GovernorConfig) (*Governor, error) {
 		up:       cfg.Upstream,
 		limiter:  cfg.Limiter,
 		breaker:  cfg.Breaker,
+		admitter: cfg.Admitter,
 		pricing:  cfg.Pricing,
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
@@ -79,6 +84,9 @@ func NewGovernor(cfg GovernorConfig) (*Governor, error) {
 	}
 	if g.clock == nil {
 		g.clock = core.SystemClock{}
+	}
+	if g.admitter == nil {
+		g.admitter = core.ComposeAdmitter(g.limiter, g.breaker)
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -301,30 +309,8 @@ func (g *Governor) admit(ctx context.Context, s *sourceState) (core.Admission, c
 		Tokens:       s.cfg.EstTokens,
 		LeaseTTL:     g.settings.LeaseTTL,
 	}
-	if a, ok := g.limiter.(core.Admitter); ok {
-		adm, grant, done, err := a.Admit(ctx, g.breaker, g.settings.Scope, s.cfg.Name, s.breaker, req)
-		if done {
-			if err != nil {
-				return adm, grant, &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
-			}
-			return adm, grant, nil
-		}
-	}
-	adm, err := g.breaker.Allow(ctx, g.settings.Scope, s.cfg.Name, s.breaker)
-	if err != nil {
-		return adm, core.Grant{}, &core.GovernanceBackendError{Backend: "breaker", Op: "allow", Err: err}
-	}
-	if !adm.Allowed {
-		return adm, core.Grant{}, nil
-	}
-	grant, err := g.limiter.TryAcquire(ctx, req)
-	if err != nil || !grant.OK {
-		g.abandon(ctx, s, adm)
-	}
-	if err != nil {
-		return adm, grant, &core.GovernanceBackendError{Backend: "limiter", Op: "acquire", Err: err}
-	}
-	return adm, grant, nil
+	t, err := g.admitter.Admit(ctx, core.AdmitRequest{Permit: req, Breaker: s.breaker})
+	return t.Admission, t.Grant, err
 }
 
 // attempt performs one upstream attempt holding the breaker admission and
@@ -699,14 +685,8 @@ func attemptEvent(scope, source string, latency time.Duration, resp *core.LLMRes
 // finish releases the permit and records the breaker outcome: in one
 // backend round trip when the limiter can finish with this breaker.
 func (g *Governor) finish(ctx context.Context, s *sourceState, permit core.Permit, settle core.Settlement, adm core.Admission, o core.Outcome) error {
-	if f, ok := g.limiter.(core.Finisher); ok {
-		if _, done, err := f.Finish(ctx, permit, settle, g.breaker, g.settings.Scope, s.cfg.Name, adm, o, s.breaker); done {
-			return err
-		}
-	}
-	rerr := g.limiter.Release(ctx, permit, settle)
-	_, berr := g.breaker.Record(ctx, g.settings.Scope, s.cfg.Name, adm, o, s.breaker)
-	return errors.Join(rerr, berr)
+	_, err := g.admitter.Finish(ctx, core.Ticket{Admission: adm, Grant: core.Grant{OK: true, Permit: permit}, Breaker: s.breaker}, settle, o)
+	return err
 }
 
 // waitSlot waits until an attempt finishes somewhere in the scope (an

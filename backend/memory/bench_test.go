@@ -21,6 +21,9 @@ func (c *stepClock) Now() time.Time {
 	return allocEpoch.Add(time.Duration(c.n.Add(1)) * time.Millisecond)
 }
 
+// NewTimer is never used by the backends.
+func (*stepClock) NewTimer(d time.Duration) core.Timer { return core.SystemClock{}.NewTimer(d) }
+
 func benchRequest(source string) core.PermitRequest {
 	return core.PermitRequest{
 		Scope: "bench", Source: source,

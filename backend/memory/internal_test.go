@@ -12,6 +12,9 @@ type stubClock struct{ t time.Time }
 
 func (c *stubClock) Now() time.Time { return c.t }
 
+// NewTimer is never used by the backends.
+func (*stubClock) NewTimer(d time.Duration) core.Timer { return core.SystemClock{}.NewTimer(d) }
+
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestRingWrapsGrowsAndFinds(t *testing.T) {

@@ -42,6 +42,9 @@ type switchClock struct {
 
 func (s *switchClock) Now() time.Time { return s.cur.Load().Now() }
 
+// NewTimer is never used by the backends.
+func (*switchClock) NewTimer(d time.Duration) core.Timer { return core.SystemClock{}.NewTimer(d) }
+
 func newSwitchClock(t *testing.T) *switchClock {
 	t.Helper()
 	s := &switchClock{}

@@ -9,10 +9,47 @@ import (
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-var (
-	_ core.Finisher = (*Limiter)(nil)
-	_ core.Admitter = (*Limiter)(nil)
-)
+// Admitter is the native admission port of a Limiter and a Breaker of this
+// package on the same client: Admit and Finish each run one script (one
+// round trip). Safe for concurrent use.
+type Admitter struct {
+	l *Limiter
+	b *Breaker
+}
+
+var _ core.Admitter = (*Admitter)(nil)
+
+// NewAdmitter returns the native Admitter of l and b, or nil when they do
+// not share one client (compose them with core.ComposeAdmitter then).
+func NewAdmitter(l *Limiter, b *Breaker) *Admitter {
+	if l == nil || l.partner(b) == nil {
+		return nil
+	}
+	return &Admitter{l: l, b: b}
+}
+
+// Admit implements core.Admitter.
+func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
+	p := req.Permit
+	adm, grant, _, err := a.l.Admit(ctx, a.b, p.Scope, p.Source, req.Breaker, p)
+	if err != nil {
+		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
+	}
+	return core.Ticket{Admission: adm, Grant: grant, Breaker: req.Breaker}, nil
+}
+
+// Finish implements core.Admitter.
+func (a *Admitter) Finish(ctx context.Context, t core.Ticket, s core.Settlement, o core.Outcome) (bool, error) {
+	p := t.Grant.Permit
+	applied, ok, err := a.l.Finish(ctx, p, s, a.b, p.Scope, p.Source, t.Admission, o, t.Breaker)
+	if !ok {
+		return core.ComposeAdmitter(a.l, a.b).Finish(ctx, t, s, o)
+	}
+	if err != nil {
+		return false, &core.GovernanceBackendError{Backend: "limiter", Op: "finish", Err: err}
+	}
+	return applied, nil
+}
 
 // partner returns b as a Breaker of this package on the same client, or nil.
 func (l *Limiter) partner(b core.Breaker) *Breaker {

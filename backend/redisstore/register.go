@@ -23,6 +23,13 @@ func init() {
 		}
 		return NewBreaker(c), nil
 	})
+	registry.Register(registry.KindAdmitter, "redis", func(a *registry.Assembly) (any, error) {
+		c, err := sharedClient(a)
+		if err != nil {
+			return nil, err
+		}
+		return NewAdmitter(NewLimiter(c), NewBreaker(c)), nil
+	})
 	registry.Register(registry.KindCache, "redis", func(a *registry.Assembly) (any, error) {
 		c, err := sharedClient(a)
 		if err != nil {

@@ -66,8 +66,9 @@ func TestRoundTripsPerGovernedCall(t *testing.T) {
 	}))
 	env := newGWEnv("RT", rs.URL(), srv).set("FAKE__1__RPM", "1000", "FAKE__1__TPM", "1000000",
 		"FAKE__1__EST_TOKENS", "100", "FAKE__1__MAX_CONCURRENCY", "10", "GLOBAL__RPM", "1000")
-	gw, err := polygateway.FromEnv("RT", polygateway.WithEnv(env.m),
-		polygateway.WithLimiter(redisstore.NewLimiter(c)), polygateway.WithBreaker(redisstore.NewBreaker(c)))
+	lim, br := redisstore.NewLimiter(c), redisstore.NewBreaker(c)
+	gw, err := polygateway.FromEnv("RT", polygateway.WithEnv(env.m), polygateway.WithLimiter(lim),
+		polygateway.WithBreaker(br), polygateway.WithAdmitter(redisstore.NewAdmitter(lim, br)))
 	if err != nil {
 		t.Fatal(err)
 	}

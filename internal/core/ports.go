@@ -5,18 +5,61 @@ import (
 	"time"
 )
 
-// Clock tells the time. Implementations must be safe for concurrent use.
-// Backends and state machines read time only through it so tests can run
-// cooldowns and windows without sleeping.
+// Clock tells the time and waits. Implementations must be safe for
+// concurrent use. Backends and state machines read time only through it,
+// and the engine waits (backoffs, pushback, cooldown memos, slot waits)
+// only on its timers, so tests can run cooldowns, windows and waits without
+// sleeping: with a fake clock, or with SystemClock inside a
+// testing/synctest bubble.
 type Clock interface {
+	// Now returns the current time.
 	Now() time.Time
+	// NewTimer returns a timer that fires once, d after now on this clock.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer of a Clock.
+type Timer interface {
+	// C delivers the time once when the timer fires.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it did.
+	Stop() bool
 }
 
 // SystemClock is the wall clock.
 type SystemClock struct{}
 
+var _ Clock = SystemClock{}
+
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
+
+// NewTimer returns a time.Timer.
+func (SystemClock) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTimer(d)} }
+
+type sysTimer struct{ t *time.Timer }
+
+func (t sysTimer) C() <-chan time.Time { return t.t.C }
+func (t sysTimer) Stop() bool          { return t.t.Stop() }
+
+// Sleep waits d on c, or until ctx ends; it returns a *CanceledError then.
+// A d <= 0 returns at once (nil unless ctx has already ended).
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if d <= 0 {
+		if err := ctx.Err(); err != nil {
+			return &CanceledError{Err: err}
+		}
+		return nil
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return &CanceledError{Err: ctx.Err()}
+	case <-t.C():
+		return nil
+	}
+}
 
 // Gate names one of the six rate-limit gates.
 type Gate uint8
@@ -51,6 +94,10 @@ type PermitRequest struct {
 	Tokens int
 	// LeaseTTL bounds how long a concurrency slot lives without release.
 	LeaseTTL time.Duration
+	// Pool names the global gates: scopes naming the same pool share
+	// GlobalLimits (their counts live under the pool's name). "" = the
+	// scope's own global gates.
+	Pool string
 }
 
 // Permit is what a granted acquire holds. It is a value: release it exactly once.
@@ -258,30 +305,4 @@ type TelemetrySink interface {
 // port the governor calls. Safe for concurrent use.
 type Upstream interface {
 	Do(ctx context.Context, src *SourceConfig, call *Call) (*LLMResponse, error)
-}
-
-// Finisher is an optional interface of a Limiter whose backend can settle an
-// attempt's permit and record its breaker outcome together, in one backend
-// round trip.
-//
-// Contract: Finish does what Release(p, s) followed by
-// Record(scope, source, adm, o, cfg) on b would do, and reports ok=false
-// without doing anything when b is not a breaker it can finish with (for
-// example one of another backend); the caller then calls Release and Record
-// itself. Safe for concurrent use.
-type Finisher interface {
-	Finish(ctx context.Context, p Permit, s Settlement, b Breaker, scope, source string, adm Admission, o Outcome, cfg BreakerConfig) (applied, ok bool, err error)
-}
-
-// Admitter is an optional interface of a Limiter whose backend can pass an
-// attempt through the breaker and the limiter together, in one backend
-// round trip.
-//
-// Contract: Admit does what b.Allow(scope, source, cfg) followed — only when
-// it admits — by TryAcquire(req) would do, except that a probe granted by
-// the breaker is given back (no verdict) when the limiter refuses, so the
-// caller must not return it again. ok=false means b is not a breaker it can
-// admit with, and nothing was done. Safe for concurrent use.
-type Admitter interface {
-	Admit(ctx context.Context, b Breaker, scope, source string, cfg BreakerConfig, req PermitRequest) (adm Admission, grant Grant, ok bool, err error)
 }

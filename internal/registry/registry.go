@@ -22,6 +22,9 @@ const (
 	KindBreaker   Kind = "breaker"
 	KindCache     Kind = "cache"
 	KindTelemetry Kind = "telemetry"
+	// KindAdmitter is a native admission port: used when the limiter and
+	// the breaker are configured with the same backend name.
+	KindAdmitter Kind = "admitter"
 )
 
 // Assembly is the context of one client's assembly, handed to factories. It
@@ -62,7 +65,8 @@ func (a *Assembly) Shared(key string, mk func() (any, error)) (any, error) {
 func (a *Assembly) Closers() []io.Closer { return append([]io.Closer(nil), a.closers...) }
 
 // Factory builds a backend for an assembly. It returns a core.Limiter,
-// core.Breaker, core.Cache or core.TelemetrySink according to its kind.
+// core.Breaker, core.Cache, core.TelemetrySink or core.Admitter according
+// to its kind.
 type Factory func(a *Assembly) (any, error)
 
 var (
