@@ -97,6 +97,7 @@ func NewGovernor(cfg GovernorConfig) (*Governor, error) {
 	if g.settings.Backpressure.PollInterval <= 0 {
 		g.settings.Backpressure.PollInterval = 250 * time.Millisecond
 	}
+	g.settings.Breaker.Pool = g.settings.GlobalPool
 	g.settings.Sources = append([]core.SourceConfig(nil), cfg.Settings.Sources...)
 	for _, sc := range g.settings.Sources {
 		if sc.Weight <= 0 {
@@ -307,7 +308,8 @@ func (g *Governor) admit(ctx context.Context, s *sourceState) (core.Admission, c
 		SourceLimits: s.cfg.Limits,
 		GlobalLimits: g.settings.Global,
 		Tokens:       s.cfg.EstTokens,
-		LeaseTTL:     g.settings.LeaseTTL,
+		LeaseTTL:     leaseTTL(g.settings.LeaseTTL, s.cfg.Timeout),
+		Pool:         g.settings.GlobalPool,
 	}
 	t, err := g.admitter.Admit(ctx, core.AdmitRequest{Permit: req, Breaker: s.breaker})
 	return t.Admission, t.Grant, err
@@ -350,7 +352,8 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 	default:
 		outcome, settle.Kind, verdict = classifyOutcome(err)
 	}
-	bg := context.WithoutCancel(ctx)
+	bg, cancel := finishContext(ctx)
+	defer cancel()
 	if rerr := g.finish(bg, s, permit, settle, adm, outcome); rerr != nil {
 		g.warnOnce("limiter release or breaker record failed", rerr)
 	} else if g.obs != nil && outcome != core.OutcomeSuccess && outcome != core.OutcomeAbandoned {
@@ -392,6 +395,44 @@ func (g *Governor) attempt(ctx context.Context, call *core.Call, s *sourceState,
 	g.lastProgress.Store(now.UnixNano())
 	g.fillSource(s, resp)
 	return resp, nil
+}
+
+// Bounds of the work around an attempt.
+const (
+	// leaseSlack is what a concurrency slot's lease adds to the attempt's
+	// timeout: the time to admit, finish and retry a lost release. A slot
+	// whose release never lands frees by itself this long after the
+	// attempt's deadline.
+	leaseSlack = 5 * time.Second
+	// finishTimeout bounds the release and record after an attempt; a
+	// backend that cannot finish in time heals the slot itself (Admitter).
+	finishTimeout = time.Second
+	// finishGrace is how long finishing may run past the caller's deadline.
+	finishGrace = 50 * time.Millisecond
+)
+
+// leaseTTL is the lease of an attempt's slots: the attempt's timeout plus
+// leaseSlack, never above PGW_LEASE_TTL_S (max).
+func leaseTTL(max, timeout time.Duration) time.Duration {
+	if timeout <= 0 {
+		return max
+	}
+	if l := timeout + leaseSlack; max <= 0 || l < max {
+		return l
+	}
+	return max
+}
+
+// finishContext returns the context of the work after an attempt: not
+// cancelled with the call, bounded by finishTimeout and by the call's
+// deadline plus finishGrace, so that a slow backend cannot hold the caller
+// past its deadline.
+func finishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := finishTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, max(time.Until(dl)+finishGrace, finishGrace))
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
 
 // fillSource completes the provenance and cost of an answer from s.
@@ -630,7 +671,7 @@ func (g *Governor) Sources(ctx context.Context) []core.SourceStatus {
 func (g *Governor) Reset(ctx context.Context, source string) error {
 	for _, s := range g.sources {
 		if s.cfg.Name == source {
-			if err := g.breaker.Reset(ctx, g.settings.Scope, source); err != nil {
+			if err := g.breaker.Reset(ctx, g.settings.Scope, source, s.breaker); err != nil {
 				return &core.GovernanceBackendError{Backend: "breaker", Op: "reset", Err: err}
 			}
 			s.mu.Lock()

@@ -157,7 +157,9 @@ func (b failingBreaker) Record(context.Context, string, string, core.Admission, 
 func (b failingBreaker) Snapshot(context.Context, string, string, core.BreakerConfig) (core.BreakerSnapshot, error) {
 	return core.BreakerSnapshot{}, b.err
 }
-func (b failingBreaker) Reset(context.Context, string, string) error { return b.err }
+func (b failingBreaker) Reset(context.Context, string, string, core.BreakerConfig) error {
+	return b.err
+}
 
 // countingHandler is a slog.Handler that keeps the messages it is given.
 type countingHandler struct {

@@ -657,7 +657,7 @@ func breakerReset(h *breakerHarness) {
 	probe := h.probe()
 	h.apply(probe, sFail)
 	s := h.wantOpen(20*time.Second, 2)
-	if err := h.b.Reset(h.t.Context(), h.scope, h.source); err != nil {
+	if err := h.b.Reset(h.t.Context(), h.scope, h.source, h.cfg); err != nil {
 		h.t.Fatalf("Reset: %v", err)
 	}
 	r := h.wantState(core.StateClosed)
@@ -673,7 +673,7 @@ func breakerReset(h *breakerHarness) {
 	c := h.on(h.scope, "consecutive")
 	c.record(sFail, sFail)
 	early := c.admit()
-	if err := c.b.Reset(c.t.Context(), c.scope, c.source); err != nil {
+	if err := c.b.Reset(c.t.Context(), c.scope, c.source, c.cfg); err != nil {
 		c.t.Fatalf("Reset: %v", err)
 	}
 	if c.recordAdm(early, sFail) {
@@ -688,14 +688,14 @@ func breakerReset(h *breakerHarness) {
 	w := h.on(h.scope, "window")
 	w.cfg.FailThreshold = 1000
 	w.record(repeat(sFail, 19)...)
-	if err := w.b.Reset(w.t.Context(), w.scope, w.source); err != nil {
+	if err := w.b.Reset(w.t.Context(), w.scope, w.source, w.cfg); err != nil {
 		w.t.Fatalf("Reset: %v", err)
 	}
 	w.record(sFail)
 	w.wantState(core.StateClosed)
 
 	// Reset of a circuit never seen is harmless.
-	if err := h.b.Reset(h.t.Context(), h.scope, "never"); err != nil {
+	if err := h.b.Reset(h.t.Context(), h.scope, "never", h.cfg); err != nil {
 		h.t.Fatalf("Reset: %v", err)
 	}
 	h.on(h.scope, "never").wantState(core.StateClosed)

@@ -188,7 +188,7 @@ func (b *Breaker) Snapshot(_ context.Context, scope, source string, _ core.Break
 
 // Reset closes the circuit, clears its history and increments its epoch so
 // that calls admitted before it are fenced. It never fails; ctx is not used.
-func (b *Breaker) Reset(_ context.Context, scope, source string) error {
+func (b *Breaker) Reset(_ context.Context, scope, source string, _ core.BreakerConfig) error {
 	c := b.lookup(scope, source)
 	if c == nil {
 		return nil

@@ -108,7 +108,7 @@ func TestAdmitAndFinishUseTheBreakersOwnPrefix(t *testing.T) {
 		if n := countKeys(t, c, lp+":brk:*"); n != 0 {
 			t.Fatalf("%d circuits under the limiter's prefix", n)
 		}
-		if err := b.Reset(ctx, "P", "a"); err != nil {
+		if err := b.Reset(ctx, "P", "a", core.BreakerConfig{}); err != nil {
 			t.Fatal(err)
 		}
 	}

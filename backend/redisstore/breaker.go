@@ -133,7 +133,7 @@ func (b *Breaker) Snapshot(ctx context.Context, scope, source string, _ core.Bre
 
 // Reset closes the circuit, clears its history and increments its epoch so
 // that calls admitted before it are fenced. An error means Redis failed.
-func (b *Breaker) Reset(ctx context.Context, scope, source string) error {
+func (b *Breaker) Reset(ctx context.Context, scope, source string, _ core.BreakerConfig) error {
 	if err := resetScript.Run(ctx, b.c, b.key(scope, source)).Err(); err != nil {
 		return fmt.Errorf("polygateway: redisstore: breaker reset: %w", err)
 	}

@@ -116,7 +116,7 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 		},
 		"Snapshot": func() error { _, err := b.Snapshot(ctx, "RT", "a", cfg); return err },
 		"Usage":    func() error { _, err := l.Usage(ctx, "RT", "a"); return err },
-		"Reset":    func() error { return b.Reset(ctx, "RT", "b") },
+		"Reset":    func() error { return b.Reset(ctx, "RT", "b", core.BreakerConfig{}) },
 	}
 	// Warm up: the first use of a script on a server may cost EVALSHA+EVAL.
 	for round := range 2 {

@@ -108,6 +108,8 @@ var keyTable = []KeyDoc{
 		Meaning: "Scope-wide requests per minute.", Example: "120"},
 	{Pattern: scopeP + "GLOBAL__TPM", Default: "0 (off)", Form: formIntNonNeg,
 		Meaning: "Scope-wide tokens per minute; when > 0, every source needs EST_TOKENS.", Example: "200000"},
+	{Pattern: scopeP + "GLOBAL__POOL", Form: "name: letters, digits, _ and -",
+		Meaning: "Scopes naming the same pool share their GLOBAL gates (one count for all of them, in memory within a process and in Redis across processes); each scope's GLOBAL limits apply to the pool's count.", Example: "shared"},
 	{Pattern: scopeP + "SELECTOR", Default: "health_aware",
 		Values: []string{"health_aware", "round_robin", "least_inflight", "cost_aware"},
 		Form:   "health_aware | round_robin | least_inflight | cost_aware", Meaning: "Source selection strategy.", Example: "health_aware"},

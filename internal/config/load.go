@@ -534,6 +534,12 @@ func (l *loader) scopeValues() *Error {
 	if s.Global.TPM, err = l.intOr(p+"GLOBAL__TPM", 0, 0); err != nil {
 		return err
 	}
+	if e := l.get(p + "GLOBAL__POOL"); e.key != "" {
+		if !validName(e.val) {
+			return errf(e.key, fmt.Sprintf("%q is not a pool name: use letters, digits, _ and -", e.val))
+		}
+		s.GlobalPool = e.val
+	}
 
 	// Singles.
 	if s.Selector, err = l.enumOr(p+"SELECTOR", scopeP+"SELECTOR", core.SelectorHealthAware); err != nil {

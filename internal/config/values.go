@@ -178,3 +178,18 @@ func parseEnum(e entry, pattern string) (string, *Error) {
 const minInt = math.MinInt
 
 var posInf = math.Inf(1)
+
+// validName reports whether v is a non-empty name of letters, digits, '_'
+// and '-' (at most 64 bytes): safe inside backend keys.
+func validName(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -241,12 +241,14 @@ type BreakerSnapshot struct {
 // cfg.ProbeTTL; all others are refused with RetryAfter. Record applies an
 // outcome only if adm.Epoch is still the circuit's epoch (otherwise it
 // returns applied=false). Reset closes the circuit and clears its history.
+// Every method gets the scope's configuration, so that a shared backend
+// needs none of its own (cfg.Pool tells where a scope's state lives).
 // All methods are safe for concurrent use; an error means the backend failed.
 type Breaker interface {
 	Allow(ctx context.Context, scope, source string, cfg BreakerConfig) (Admission, error)
 	Record(ctx context.Context, scope, source string, adm Admission, o Outcome, cfg BreakerConfig) (applied bool, err error)
 	Snapshot(ctx context.Context, scope, source string, cfg BreakerConfig) (BreakerSnapshot, error)
-	Reset(ctx context.Context, scope, source string) error
+	Reset(ctx context.Context, scope, source string, cfg BreakerConfig) error
 }
 
 // Cache is the response cache port.

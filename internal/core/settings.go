@@ -103,6 +103,10 @@ type BreakerConfig struct {
 	HalfOpenSuccesses int
 	// TimeoutWeight is the fraction of a failure a timeout counts as. Default 1.
 	TimeoutWeight float64
+	// Pool is the scope's global pool ({SCOPE}__GLOBAL__POOL), "" when it
+	// has none. A backend that keeps a scope's state beside its pool's (one
+	// Redis Cluster slot for every key one admission touches) reads it.
+	Pool string
 }
 
 // BackpressureSettings tune waiting for quota and 429 pushback.
@@ -123,6 +127,9 @@ type GatewaySettings struct {
 	Sources []SourceConfig
 	// Global are the scope-wide gates.
 	Global Limits
+	// GlobalPool, when set, names the pool whose global gates the scope
+	// shares with every scope naming the same pool ({SCOPE}__GLOBAL__POOL).
+	GlobalPool string
 	// Selector is one of the Selector* names. Default health_aware.
 	Selector string
 	// PreferredRegion puts same-region sources first when set.
