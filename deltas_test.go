@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/core"
 	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	"github.com/polygateway/polygateway/internal/kernel"
 )
 
 // relay is a DeltaSink that "sends" deltas to a client: with commit, the
@@ -50,7 +52,11 @@ func TestCommittedStreamIsNotFailedOverAndABufferedOneIs(t *testing.T) {
 		full := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(20)))
 		c := baseEnv().source("openai", 1, cut).source("qwen", 2, full, "PRIORITY", "1").client(t)
 		r := &relay{commit: commit}
-		resp, err := c.Invoke(context.Background(), &polygateway.Call{
+		k, err := kernel.Unwrap(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := k.Handle(context.Background(), &core.Call{
 			Messages: []polygateway.Message{polygateway.User("x")}, Stream: true, Deltas: r,
 		})
 		if commit {

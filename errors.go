@@ -14,6 +14,10 @@ const (
 	ReasonCircuitOpen    = core.ReasonCircuitOpen
 	ReasonRetryExhausted = core.ReasonRetryExhausted
 	ReasonStalled        = core.ReasonStalled
+	ReasonServerError    = core.ReasonServerError
+	ReasonContextLength  = core.ReasonContextLength
+	ReasonContentFilter  = core.ReasonContentFilter
+	ReasonLowQuality     = core.ReasonLowQuality
 )
 
 // Sentinels, matched with errors.Is.

@@ -6,7 +6,8 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/kernel"
 )
 
 // Option configures assembly (FromEnv, FromSettings).
@@ -28,11 +29,27 @@ type options struct {
 	logger     *slog.Logger
 	middleware []Middleware
 	clock      Clock
-	upstream   Upstream
-	upstreamFn func(*transport.Client) Upstream
-	noCache    bool
 	observer   Observer
 	fallback   FallbackFunc
+	selector   Selector
+}
+
+// kernel returns the options in the kernel's terms.
+func (o *options) kernel() kernel.Options {
+	ko := kernel.Options{
+		Limiter: o.limiter, Breaker: o.breaker, Admitter: o.admitter, Cache: o.cache, Telemetry: o.telemetry,
+		Profiles: o.profiles, Pricing: o.pricing, HTTPClient: o.httpClient, Logger: o.logger,
+		Clock: o.clock, Observer: o.observer, Selector: o.selector, Environment: o.environment,
+	}
+	for _, m := range o.middleware {
+		if km := kernelMiddleware(m); km != nil {
+			ko.Middleware = append(ko.Middleware, km)
+		}
+	}
+	if o.fallback != nil {
+		ko.Fallback = o.fallback
+	}
+	return ko
 }
 
 // WithEnv makes FromEnv read keys from env only: no process environment and
@@ -100,19 +117,6 @@ func WithMiddleware(mw ...Middleware) Option {
 // bookkeeping (default: the wall clock). Intended for tests.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 
-// WithUpstream makes every attempt go through up instead of the built-in
-// OpenAI chat transport. Sibling clients (embed, ocr) use it to put their own
-// protocol under the same governance; the client's Invoke runs their calls.
-func WithUpstream(up Upstream) Option { return func(o *options) { o.upstream = up } }
-
-// WithUpstreamFrom is WithUpstream for protocols that reuse the client's
-// HTTP machinery: build is called once during assembly with the client's
-// transport (its connection pools, proxy handling, profiles and error
-// classification) and returns the upstream every attempt goes through.
-func WithUpstreamFrom(build func(*transport.Client) Upstream) Option {
-	return func(o *options) { o.upstreamFn = build }
-}
-
 // WithObserver sends the governor's events (attempts, refusals, waits,
 // breaker transitions) to obs, e.g. the metrics package's collector.
 func WithObserver(obs Observer) Option { return func(o *options) { o.observer = obs } }
@@ -122,9 +126,12 @@ func WithObserver(obs Observer) Option { return func(o *options) { o.observer = 
 // cache entry could stand in); its answer is returned marked Degraded.
 func WithFallback(fn FallbackFunc) Option { return func(o *options) { o.fallback = fn } }
 
-// WithoutCache turns the response cache off whatever PGW_CACHE_BACKEND says
-// (used by clients whose answers must not be cached, such as OCR).
-func WithoutCache() Option { return func(o *options) { o.noCache = true } }
+// WithSelector makes sel choose among the eligible sources of every
+// attempt, instead of the built-in named by {SCOPE}__SELECTOR. Breakers,
+// gates, cooldowns and tiers stay the engine's business: sel only chooses
+// among candidates of the best group. Sharing one sel between clients
+// shares its state (a round robin's rotation).
+func WithSelector(sel Selector) Option { return func(o *options) { o.selector = sel } }
 
 // CallOption configures one call.
 type CallOption func(*callOptions)
@@ -137,6 +144,26 @@ type callOptions struct {
 	jsonMode                  bool
 	schema                    []byte
 	fallback                  FallbackFunc
+	events                    core.AttemptListener
+}
+
+// resolveCall applies opts over the defaults.
+func resolveCall(opts []CallOption) callOptions {
+	co := callOptions{stream: true}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&co)
+		}
+	}
+	return co
+}
+
+// kernel returns the call options in the kernel's terms.
+func (co callOptions) kernel() kernel.CallOptions {
+	return kernel.CallOptions{
+		SessionID: co.sessionID, ParentCallID: co.parentCallID, CacheSalt: co.cacheSalt, CacheNamespace: co.cacheNamespace,
+		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: co.fallback, Events: co.events,
+	}
 }
 
 // WithSessionID links the call's telemetry row to a session.
@@ -169,30 +196,13 @@ func WithCallFallback(fn FallbackFunc) CallOption {
 	return func(o *callOptions) { o.fallback = fn }
 }
 
-// CallSettings is the resolved form of a list of CallOptions. Sibling
-// clients (embed, ocr) read it to honour the same call options as Chat.
-type CallSettings struct {
-	SessionID, ParentCallID   string
-	CacheSalt, CacheNamespace string
-	// Stream defaults to true.
-	Stream bool
-	Params map[string]any
-	// JSON is set by WithJSON and WithJSONSchema; Schema by WithJSONSchema.
-	JSON   bool
-	Schema []byte
-}
-
-// ResolveCallOptions applies opts over the defaults and returns the result.
-func ResolveCallOptions(opts ...CallOption) CallSettings {
-	co := callOptions{stream: true}
+// collect applies opts in order.
+func collect(opts []Option) *options {
+	o := &options{}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&co)
+			opt(o)
 		}
 	}
-	return CallSettings{
-		SessionID: co.sessionID, ParentCallID: co.parentCallID,
-		CacheSalt: co.cacheSalt, CacheNamespace: co.cacheNamespace,
-		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema,
-	}
+	return o
 }

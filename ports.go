@@ -19,10 +19,6 @@ type TelemetrySink = core.TelemetrySink
 // TelemetryRecord is one row of the llm_calls table.
 type TelemetryRecord = core.TelemetryRecord
 
-// Upstream performs exactly one attempt of a call against one source and
-// classifies its failure; the governor calls it. See WithUpstream.
-type Upstream = core.Upstream
-
 // Observer receives the governor's events, for metrics.
 type Observer = core.Observer
 
@@ -34,13 +30,6 @@ type DeltaSink = core.DeltaSink
 
 // Clock tells the time; backends read time only through it.
 type Clock = core.Clock
-
-// Handler serves one governed call; Middleware wraps it (first listed = outermost).
-type (
-	Handler    = core.Handler
-	Middleware = core.Middleware
-	Call       = core.Call
-)
 
 // Port value types.
 type (
@@ -88,7 +77,6 @@ func ComposeAdmitter(l Limiter, b Breaker) Admitter { return core.ComposeAdmitte
 type (
 	FallbackSettings = core.FallbackSettings
 	QualitySettings  = core.QualitySettings
-	BreakerSettings  = core.BreakerConfig
 	Class            = core.Class
 	Classified       = core.Classified
 )
@@ -96,7 +84,31 @@ type (
 // Classify finds the class, source and reason of an error of this library.
 func Classify(err error) Classified { return core.Classify(err) }
 
-// Selector names, QUOTA_FULL and MISSING_DONE policies.
+// Selector chooses the source of each attempt among the eligible ones; see
+// WithSelector. Candidate is one eligible source as a Selector sees it.
+type (
+	Selector      = core.Selector
+	Candidate     = core.Candidate
+	SelectorError = core.SelectorError
+)
+
+// Typed settings values.
+type (
+	SelectorName      = core.SelectorName
+	QuotaFullPolicy   = core.QuotaFullPolicy
+	MissingDonePolicy = core.MissingDonePolicy
+	AttemptOutcome    = core.AttemptOutcome
+	Degradation       = core.Degradation
+)
+
+// Degradation strategies (LLMResponse.DegradedBy).
+const (
+	DegradedNone       = core.DegradedNone
+	DegradedStaleCache = core.DegradedStaleCache
+	DegradedFallback   = core.DegradedFallback
+)
+
+// Built-in selectors, QUOTA_FULL and MISSING_DONE policies.
 const (
 	SelectorHealthAware   = core.SelectorHealthAware
 	SelectorRoundRobin    = core.SelectorRoundRobin

@@ -43,7 +43,7 @@ const reaskPrompt = "Your previous reply could not be used: %s\n" +
 // response. Combine with WithJSONSchema to enforce required fields.
 func ChatInto[T any](ctx context.Context, c *GatewayClient, msgs []Message, opts ...CallOption) (T, *LLMResponse, error) {
 	var zero T
-	co := c.callOptions(opts)
+	co := resolveCall(opts)
 	co.jsonMode = true
 	decode := func(raw []byte) (any, error) {
 		var v T
@@ -189,12 +189,12 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 		} else {
 			firstID = call.ID
 		}
-		resp, err := c.Invoke(ctx, call)
+		resp, err := c.k.Handle(ctx, call)
 		if err == nil {
 			return resp, nil
 		}
 		var invalid *ResultInvalidError
-		if !errors.As(err, &invalid) || resp == nil || attempt >= c.settings.StructuredMaxRetries {
+		if !errors.As(err, &invalid) || resp == nil || attempt >= c.k.Settings().StructuredMaxRetries {
 			return resp, err
 		}
 		conversation = append(conversation, Assistant(resp.Content), User(fmt.Sprintf(reaskPrompt, invalid.Message)))

@@ -24,7 +24,7 @@
 // # Calls
 //
 // Embed splits its input into batches of BATCH_SIZE texts. Every batch is
-// one governed call (polygateway.GatewayClient.Invoke with Op "embed"): it
+// one governed call of the scope's engine, with a typed attempt: it
 // has its own retry budget and failover, passes the breaker and the limiter
 // on every attempt, and writes its own telemetry row. A transient failure
 // therefore retries only the batch it hit. Batches run one after another

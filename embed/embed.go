@@ -2,6 +2,7 @@ package embed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/kernel"
 )
 
 // Response is the result of one Embed call.
@@ -79,7 +81,7 @@ func (e *BatchError) Is(target error) bool { return target == polygateway.ErrGat
 // call. The call options used are WithSessionID, WithParentCallID and
 // WithParams; the others do not apply to embeddings.
 func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.CallOption) (*Response, error) {
-	if c.closed.Load() {
+	if c.k.Closed() {
 		return nil, polygateway.ErrClientClosed
 	}
 	start := time.Now()
@@ -99,40 +101,37 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 	if err := ctx.Err(); err != nil {
 		return nil, &polygateway.CanceledError{Err: err}
 	}
-	co := polygateway.ResolveCallOptions(opts...)
+	co := kernel.ResolveCall(opts)
 	parent := co.ParentCallID
 	if parent == "" {
 		parent = out.CallID
 	}
 	bs := c.cfg.BatchSize
 	nb := (len(texts) + bs - 1) / bs
-	calls := make([]*polygateway.Call, nb)
+	batches := make([]batch, nb)
 	out.BatchCallIDs = make([]string, nb)
-	for b := range calls {
+	for b := range batches {
 		lo := b * bs
 		hi := min(lo+bs, len(texts))
 		id := polygateway.NewCallID()
 		out.BatchCallIDs[b] = id
-		calls[b] = &polygateway.Call{
+		batches[b] = batch{texts: texts[lo:hi:hi], call: &core.Call{
 			ID:           id,
-			Op:           OpEmbed,
-			Payload:      texts[lo:hi:hi],
 			Params:       co.Params,
 			SessionID:    co.SessionID,
 			ParentCallID: parent,
-			Check:        c.check,
-		}
+		}}
 	}
-	results, err := c.run(ctx, calls)
-	if err != nil {
+	if err := c.run(ctx, batches); err != nil {
 		return nil, err
 	}
 
 	out.Vectors = make([][]float32, 0, len(texts))
 	var cost float64
 	costOK := true
-	for _, r := range results {
-		out.Vectors = append(out.Vectors, r.Payload.([][]float32)...)
+	for _, bt := range batches {
+		r := bt.resp
+		out.Vectors = append(out.Vectors, bt.vecs...)
 		out.PromptTokens += r.PromptTokens
 		if r.UsageSource == core.UsageEstimated {
 			out.UsageSource = core.UsageEstimated
@@ -146,20 +145,31 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 	if costOK {
 		out.Cost = &cost
 	}
-	last := results[len(results)-1]
+	last := batches[len(batches)-1].resp
 	out.Model, out.Provider, out.SourceName = last.Model, last.Provider, last.SourceName
 	out.Dim = len(out.Vectors[0])
 	out.Latency = time.Since(start)
 	return out, nil
 }
 
-// check validates a batch's answer after the upstream's own checks: the
-// payload's type and EXPECTED_DIM. Failing here makes the attempt a
+// batch is one governed call of an Embed call: its inputs, and once it
+// succeeded, its vectors and response.
+type batch struct {
+	texts []string
+	call  *core.Call
+	vecs  [][]float32
+	resp  *core.LLMResponse
+}
+
+// check validates a batch's vectors after the upstream's own checks: one
+// per input, one dimension, EXPECTED_DIM. Failing here makes the attempt a
 // ResultInvalidError while the billed answer is still recorded.
-func (c *Client) check(r *core.LLMResponse) error {
-	vecs, ok := r.Payload.([][]float32)
-	if !ok || len(vecs) == 0 {
-		return fmt.Errorf("embedding answer has no vectors (payload %T)", r.Payload)
+func (c *Client) check(vecs [][]float32, inputs int) error {
+	if len(vecs) != inputs {
+		return fmt.Errorf("embedding answer has %d vectors for %d inputs", len(vecs), inputs)
+	}
+	if len(vecs) == 0 {
+		return errors.New("embedding answer has no vectors")
 	}
 	dim := len(vecs[0])
 	for i, v := range vecs {
@@ -176,22 +186,18 @@ func (c *Client) check(r *core.LLMResponse) error {
 // run performs the batches, one after another or with up to
 // Config.Concurrency in flight; the first failure ends the call and
 // cancels the batches still running.
-func (c *Client) run(ctx context.Context, calls []*polygateway.Call) ([]*polygateway.LLMResponse, error) {
-	results := make([]*polygateway.LLMResponse, len(calls))
+func (c *Client) run(ctx context.Context, batches []batch) error {
 	batchErr := func(b int, err error) error {
-		p := calls[b].Payload.([]string)
-		return &BatchError{Batch: b, Offset: b * c.cfg.BatchSize, Count: len(p), CallID: calls[b].ID, Err: err}
+		return &BatchError{Batch: b, Offset: b * c.cfg.BatchSize, Count: len(batches[b].texts), CallID: batches[b].call.ID, Err: err}
 	}
-	workers := min(c.cfg.Concurrency, len(calls))
+	workers := min(c.cfg.Concurrency, len(batches))
 	if workers <= 1 {
-		for b, call := range calls {
-			r, err := c.invoke(ctx, call)
-			if err != nil {
-				return nil, batchErr(b, err)
+		for b := range batches {
+			if err := c.invoke(ctx, &batches[b]); err != nil {
+				return batchErr(b, err)
 			}
-			results[b] = r
 		}
-		return results, nil
+		return nil
 	}
 
 	wctx, cancel := context.WithCancel(ctx)
@@ -206,11 +212,10 @@ func (c *Client) run(ctx context.Context, calls []*polygateway.Call) ([]*polygat
 		wg.Go(func() {
 			for {
 				b := int(next.Add(1) - 1)
-				if b >= len(calls) || wctx.Err() != nil {
+				if b >= len(batches) || wctx.Err() != nil {
 					return
 				}
-				r, err := c.invoke(wctx, calls[b])
-				if err != nil {
+				if err := c.invoke(wctx, &batches[b]); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = batchErr(b, err)
@@ -219,31 +224,32 @@ func (c *Client) run(ctx context.Context, calls []*polygateway.Call) ([]*polygat
 					cancel()
 					return
 				}
-				results[b] = r
 			}
 		})
 	}
 	wg.Wait()
 	if first != nil {
-		return nil, first
+		return first
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, &polygateway.CanceledError{Err: err}
+		return &polygateway.CanceledError{Err: err}
 	}
-	return results, nil
+	return nil
 }
 
-// invoke runs one batch and makes sure a success carries its vectors.
-func (c *Client) invoke(ctx context.Context, call *polygateway.Call) (*polygateway.LLMResponse, error) {
-	r, err := c.gw.Invoke(ctx, call)
+// invoke runs one batch as a governed call with a typed attempt.
+func (c *Client) invoke(ctx context.Context, b *batch) error {
+	vecs, resp, err := kernel.Do(ctx, c.k, b.call, func(ctx context.Context, src *core.SourceConfig) ([][]float32, *core.LLMResponse, error) {
+		return c.up.embed(ctx, src, b.texts, b.call.Params)
+	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	vecs, ok := r.Payload.([][]float32)
-	if n := len(call.Payload.([]string)); !ok || len(vecs) != n {
-		// Only a foreign upstream (WithUpstream) can get here.
-		return nil, &polygateway.ResultInvalidError{Source: r.SourceName,
-			Message: fmt.Sprintf("embedding answer has %d vectors for %d inputs", len(vecs), n)}
+	if len(vecs) != len(b.texts) {
+		// A fallback (WithFallback) answered: it has no vectors.
+		return &polygateway.ResultInvalidError{Source: resp.SourceName,
+			Message: fmt.Sprintf("embedding answer has %d vectors for %d inputs", len(vecs), len(b.texts))}
 	}
-	return r, nil
+	b.vecs, b.resp = vecs, resp
+	return nil
 }

@@ -19,9 +19,6 @@ import (
 	"github.com/polygateway/polygateway/transport"
 )
 
-// OpEmbed is the core.Call Op of one embedding batch.
-const OpEmbed = "embed"
-
 // Bounds of the response bodies read.
 const (
 	// maxBodyBytes bounds a successful answer. Large batches of large
@@ -39,30 +36,34 @@ type upstream struct {
 	t         *transport.Client
 	normalize bool
 	format    string
+	// check validates a decoded batch (count, dimensions, EXPECTED_DIM).
+	check func(vecs [][]float32, inputs int) error
 }
 
-var _ core.Upstream = (*upstream)(nil)
-
-// Do sends call's texts (call.Payload, a []string) to src's /embeddings
-// endpoint and returns the vectors in input order as the response Payload
-// ([][]float32). Failures are classified like chat attempts: the caller's
-// cancellation is a *core.CanceledError, the attempt's own timeout
+// embed sends one batch of texts to src's /embeddings endpoint and returns
+// the vectors in input order beside the response that accounts for them
+// (usage, model, latency). Failures are classified like chat attempts: the
+// caller's cancellation is a *core.CanceledError, the attempt's own timeout
 // (src.Timeout) a TransientError with reason timeout, HTTP errors go
 // through transport.ClassifyResponse, network errors through
-// transport.ClassifyNetError, and answers that fail the checks are
-// *core.ResultInvalidError.
-func (u *upstream) Do(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
-	if src == nil || call == nil {
-		return nil, &core.RequestRejectedError{Message: "nil source or call"}
+// transport.ClassifyNetError, and answers that fail the checks (count,
+// dimensions, EXPECTED_DIM) are *core.ResultInvalidError.
+func (u *upstream) embed(ctx context.Context, src *core.SourceConfig, texts []string, params map[string]any) ([][]float32, *core.LLMResponse, error) {
+	var vecs [][]float32
+	resp, err := u.attempt(ctx, src, texts, params, &vecs)
+	if err == nil && u.check != nil {
+		if cerr := u.check(vecs, len(texts)); cerr != nil {
+			// The answer is billed and recorded; the source is alive.
+			return nil, resp, &core.ResultInvalidError{Source: src.Name, Message: cerr.Error(), Err: cerr}
+		}
 	}
-	if call.Op != OpEmbed {
-		return nil, &core.RequestRejectedError{Source: src.Name, Code: "unsupported_operation",
-			Message: "the embedding client cannot serve operation " + strconv.Quote(call.Op)}
-	}
-	texts, ok := call.Payload.([]string)
-	if !ok || len(texts) == 0 {
-		return nil, &core.RequestRejectedError{Source: src.Name, Code: "invalid_request",
-			Message: "an embedding batch needs a non-empty []string payload"}
+	return vecs, resp, err
+}
+
+// attempt performs the exchange of embed; the vectors go to *vecs.
+func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []string, params map[string]any, vecs *[][]float32) (*core.LLMResponse, error) {
+	if src == nil || len(texts) == 0 {
+		return nil, &core.RequestRejectedError{Code: "invalid_request", Message: "an embedding batch needs a source and texts"}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, &core.CanceledError{Err: err}
@@ -71,7 +72,7 @@ func (u *upstream) Do(ctx context.Context, src *core.SourceConfig, call *core.Ca
 		return nil, &core.RequestRejectedError{Source: src.Name, Code: "invalid_request", Message: "embedding upstream has no transport"}
 	}
 	start := time.Now()
-	body, err := u.encode(src, call, texts)
+	body, err := u.encode(src, params, texts)
 	if err != nil {
 		return nil, &core.RequestRejectedError{Source: src.Name, Code: "invalid_request", Message: err.Error(), Err: err}
 	}
@@ -131,7 +132,6 @@ func (u *upstream) Do(ctx context.Context, src *core.SourceConfig, call *core.Ca
 		Model:      dec.model,
 		Provider:   src.Provider,
 		SourceName: src.Name,
-		Payload:    dec.vectors,
 		Latency:    time.Since(start),
 	}
 	if r.Model == "" {
@@ -142,6 +142,7 @@ func (u *upstream) Do(ctx context.Context, src *core.SourceConfig, call *core.Ca
 	} else {
 		r.PromptTokens, r.UsageSource = estimateTokens(texts), core.UsageEstimated
 	}
+	*vecs = dec.vectors
 	return r, nil
 }
 
@@ -190,8 +191,8 @@ func ioFailure(ctx, actx context.Context, src *core.SourceConfig, status int, er
 
 // encode builds the request body. Layers, later ones winning per
 // top-level key: model and input (never overridden), encoding_format,
-// call.Params, src.ExtraBody. Keys after input are written sorted.
-func (u *upstream) encode(src *core.SourceConfig, call *core.Call, texts []string) ([]byte, error) {
+// params, src.ExtraBody. Keys after input are written sorted.
+func (u *upstream) encode(src *core.SourceConfig, params map[string]any, texts []string) ([]byte, error) {
 	size := 96 + len(src.Model)
 	for _, t := range texts {
 		size += len(t) + 3
@@ -219,15 +220,15 @@ func (u *upstream) encode(src *core.SourceConfig, call *core.Call, texts []strin
 	if format == "" {
 		format = EncodingFloat
 	}
-	if len(call.Params) == 0 && len(src.ExtraBody) == 0 {
+	if len(params) == 0 && len(src.ExtraBody) == 0 {
 		buf.WriteString(`,"encoding_format":`)
 		_ = put(format)
 		buf.WriteByte('}')
 		return buf.Bytes(), nil
 	}
-	fields := make(map[string]any, 1+len(call.Params)+len(src.ExtraBody))
+	fields := make(map[string]any, 1+len(params)+len(src.ExtraBody))
 	fields["encoding_format"] = format
-	maps.Copy(fields, call.Params)
+	maps.Copy(fields, params)
 	maps.Copy(fields, src.ExtraBody)
 	delete(fields, "model")
 	delete(fields, "input")

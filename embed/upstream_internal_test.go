@@ -10,37 +10,35 @@ func TestEncodeRequestBody(t *testing.T) {
 	t.Parallel()
 	u := &upstream{format: EncodingBase64}
 	src := &core.SourceConfig{Model: "emb-1"}
-	call := &core.Call{Op: OpEmbed}
-	got, err := u.encode(src, call, []string{"a <b>", `q"uote`})
+	got, err := u.encode(src, nil, []string{"a <b>", `q"uote`})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := `{"model":"emb-1","input":["a <b>","q\"uote"],"encoding_format":"base64"}`; string(got) != want {
 		t.Errorf("body = %s, want %s", got, want)
 	}
-	call.Params = map[string]any{"dimensions": 64, "model": "x", "encoding_format": "float", "user": "p"}
+	params := map[string]any{"dimensions": 64, "model": "x", "encoding_format": "float", "user": "p"}
 	src.ExtraBody = map[string]any{"user": "e", "input": "y"}
-	got, err = u.encode(src, call, []string{"a"})
+	got, err = u.encode(src, params, []string{"a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := `{"model":"emb-1","input":["a"],"dimensions":64,"encoding_format":"float","user":"e"}`; string(got) != want {
 		t.Errorf("body = %s, want %s", got, want)
 	}
-	call.Params = map[string]any{"bad": func() {}}
-	if _, err := u.encode(src, call, []string{"a"}); err == nil {
+	if _, err := u.encode(src, map[string]any{"bad": func() {}}, []string{"a"}); err == nil {
 		t.Error("an unencodable param was accepted")
 	}
 }
 
-func TestUpstreamRejectsOtherOps(t *testing.T) {
+func TestUpstreamRejectsAnEmptyBatch(t *testing.T) {
 	t.Parallel()
 	u := &upstream{}
 	src := &core.SourceConfig{Name: "s_1"}
-	for _, call := range []*core.Call{{Op: ""}, {Op: OpEmbed}, {Op: OpEmbed, Payload: []string{}}, {Op: OpEmbed, Payload: "x"}} {
-		_, err := u.Do(t.Context(), src, call)
+	for _, texts := range [][]string{nil, {}} {
+		_, _, err := u.embed(t.Context(), src, texts, nil)
 		if _, ok := err.(*core.RequestRejectedError); !ok {
-			t.Errorf("Do(%+v) = %v, want a RequestRejectedError", call, err)
+			t.Errorf("embed(%v) = %v, want a RequestRejectedError", texts, err)
 		}
 	}
 }

@@ -33,6 +33,10 @@ func (c *Collector) Attempt(ev polygateway.AttemptEvent) {
 	}
 }
 
+// AttemptStarted is part of polygateway.Observer; the collector counts
+// attempts when they finish.
+func (c *Collector) AttemptStarted(polygateway.AttemptEvent) {}
+
 // Refused records a source refused before an attempt (polygateway.Observer):
 // refusals_total by reason.
 func (c *Collector) Refused(scope, source string, reason polygateway.Reason) {

@@ -59,7 +59,7 @@ const (
 
 // attemptOutcomes is the closed vocabulary of attempt outcomes (the
 // kernel's Attempt* constants), by index; anything else is "other".
-var attemptOutcomes = [...]string{
+var attemptOutcomes = [...]polygateway.AttemptOutcome{
 	core.AttemptSuccess, core.AttemptTransient, core.AttemptTimeout, core.AttemptRateLimited,
 	core.AttemptDead, core.AttemptRejected, core.AttemptInvalid, core.AttemptCancelled,
 }
@@ -72,7 +72,8 @@ var knownReasons = map[polygateway.Reason]bool{
 	polygateway.ReasonNetworkError: true, polygateway.ReasonTimeout: true,
 	polygateway.ReasonRateLimited: true, polygateway.ReasonSourceDead: true,
 	polygateway.ReasonCircuitOpen: true, polygateway.ReasonRetryExhausted: true,
-	polygateway.ReasonStalled: true,
+	polygateway.ReasonStalled: true, polygateway.ReasonServerError: true,
+	polygateway.ReasonContextLength: true, polygateway.ReasonContentFilter: true, polygateway.ReasonLowQuality: true,
 }
 
 // breakerStates are the state label values, indexed by the gauge value of
@@ -163,7 +164,7 @@ func (c *Collector) source(scope, source string) *sourceMetrics {
 			itl:  c.attemptITL.WithLabelValues(ls, lsrc),
 		}
 		for i, o := range attemptOutcomes {
-			m.attempts[i] = c.attempts.WithLabelValues(ls, lsrc, o)
+			m.attempts[i] = c.attempts.WithLabelValues(ls, lsrc, string(o))
 		}
 		for i, r := range refusalReasons {
 			m.refusals[i] = c.refusals.WithLabelValues(ls, lsrc, string(r))

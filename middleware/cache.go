@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -39,9 +38,6 @@ type CacheConfig struct {
 	// degraded, when no source could answer (unavailable scope, backend
 	// down, transient failure with a budget of one). 0 = off.
 	Stale time.Duration
-	// Recorder, when set, records cache hits (the telemetry layer sits inside
-	// the cache layer and never sees them).
-	Recorder *Recorder
 }
 
 // cacheEntry is the stored form of an answer.
@@ -111,10 +107,13 @@ func (e *cacheEntry) decode(b []byte) bool {
 	return true
 }
 
-// Cache returns the cache layer: outermost, a hit skips everything inside
-// and returns CacheHit=true with zero usage and zero cost. Only complete
-// answers (a finish_reason present) are stored. A backend failure degrades
-// to a miss and is logged once.
+// Cache returns the cache layer, the outermost of the onion. A hit travels
+// inward as the call's Served answer, so that the telemetry layer records it
+// and no source is asked (CacheHit=true, zero usage and cost); an expired
+// entry within the stale window travels as the call's Stale answer, for the
+// degradation step. Only complete answers (a finish_reason present) that a
+// source gave are stored. A backend failure degrades to a miss and is
+// logged once.
 func Cache(cfg CacheConfig) core.Middleware {
 	if cfg.Clock == nil {
 		cfg.Clock = core.SystemClock{}
@@ -158,21 +157,16 @@ func Cache(cfg CacheConfig) core.Middleware {
 					// answer that no longer passes reads as a miss.
 					if call.Check == nil || call.Check(resp) == nil {
 						if start.UnixNano() < e.FreshUntil {
-							resp.Latency = cfg.Clock.Now().Sub(start)
-							cfg.Recorder.Record(ctx, call, start, resp.Latency, resp, nil)
-							return resp, nil
+							call.Served = resp
+							return next(ctx, call)
 						}
 						stale = resp
 					}
 				}
 			}
+			call.Stale = stale
 			resp, err := next(ctx, call)
-			if err != nil && stale != nil && unavailable(err) {
-				stale.Degraded = true
-				stale.Latency = cfg.Clock.Now().Sub(start)
-				return stale, nil
-			}
-			if err != nil || resp == nil || resp.FinishReason == "" {
+			if err != nil || resp == nil || resp.FinishReason == "" || resp.Degraded || resp.CacheHit {
 				return resp, err
 			}
 			entry := cacheEntry{
@@ -216,16 +210,4 @@ func cacheKey(prefix, namespace string, call *core.Call) (key string, ok bool) {
 	}
 	var sum [sha256.Size]byte
 	return "pgw:" + ns + ":" + hex.EncodeToString(h.Sum(sum[:0])), true
-}
-
-// unavailable reports whether err means no source produced an answer — the
-// cases a stale answer may stand in for: not a rejected request, not an
-// invalid result, not a cancellation.
-func unavailable(err error) bool {
-	var (
-		re *core.RequestRejectedError
-		ie *core.ResultInvalidError
-		ce *core.CanceledError
-	)
-	return !errors.As(err, &re) && !errors.As(err, &ie) && !errors.As(err, &ce)
 }

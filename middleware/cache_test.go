@@ -27,7 +27,12 @@ type stubHandler struct {
 	during func()
 }
 
-func (h *stubHandler) handle(_ context.Context, _ *core.Call) (*core.LLMResponse, error) {
+// handle answers as the engine would: a call carrying a Served answer (a
+// cache hit) gets it back without an attempt, which is not counted.
+func (h *stubHandler) handle(_ context.Context, call *core.Call) (*core.LLMResponse, error) {
+	if call.Served != nil {
+		return call.Served, nil
+	}
 	h.mu.Lock()
 	h.calls++
 	resp, err, during := h.resp, h.err, h.during
@@ -375,12 +380,10 @@ func TestCacheHitsAreRecorded(t *testing.T) {
 	t.Parallel()
 	sink := &recordingSink{}
 	clk := backendtest.NewFakeClock(testEpoch)
-	rec := NewRecorder(TelemetryConfig{Sink: sink, Scope: testScope, Clock: clk})
 	cfg := cacheConfig(memory.NewCache())
-	cfg.Recorder = rec
 	cfg.Clock = clk
 	inner := &stubHandler{resp: answer()}
-	h := core.Chain(inner.handle, Cache(cfg), rec.Middleware())
+	h := core.Chain(inner.handle, Cache(cfg), Telemetry(TelemetryConfig{Sink: sink, Scope: testScope, Clock: clk}))
 	call := callWithID("c1")
 	call.SessionID, call.ParentCallID = "sess", "parent"
 	if _, err := h(context.Background(), call); err != nil {

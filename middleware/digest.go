@@ -8,13 +8,6 @@ import (
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-// imageDigest returns "sha256:<hex>" of an image URL (core.ImageDigest).
-func imageDigest(url string) string { return core.ImageDigest(url) }
-
-// MessagesJSON renders msgs as stored in the telemetry messages column
-// (core.MessagesJSON).
-func MessagesJSON(msgs []core.Message) string { return core.MessagesJSON(msgs) }
-
 // writeField writes a length-prefixed field so that field boundaries cannot
 // be forged by content.
 func writeField(h hash.Hash, s string) {

@@ -6,10 +6,8 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -17,94 +15,6 @@ import (
 const testScope = "LLM"
 
 var testEpoch = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// step is one scripted attempt result.
-type step struct {
-	err   error
-	resp  *core.LLMResponse
-	delay time.Duration
-	block bool // wait until the attempt's context ends
-}
-
-func okStep() step            { return step{} }
-func failStep(err error) step { return step{err: err} }
-func hangStep() step          { return step{block: true} }
-
-// scriptedUpstream is a core.Upstream whose attempts follow a per-source
-// script; the last step of a script repeats, and a source without a script
-// answers successfully.
-type scriptedUpstream struct {
-	mu      sync.Mutex
-	scripts map[string][]step
-	calls   []string
-	started chan string
-}
-
-func newScriptedUpstream() *scriptedUpstream {
-	return &scriptedUpstream{scripts: map[string][]step{}, started: make(chan string, 4096)}
-}
-
-func (u *scriptedUpstream) script(source string, steps ...step) *scriptedUpstream {
-	u.mu.Lock()
-	u.scripts[source] = steps
-	u.mu.Unlock()
-	return u
-}
-
-func (u *scriptedUpstream) Do(ctx context.Context, src *core.SourceConfig, _ *core.Call) (*core.LLMResponse, error) {
-	u.mu.Lock()
-	u.calls = append(u.calls, src.Name)
-	var st step
-	if q := u.scripts[src.Name]; len(q) > 0 {
-		st = q[0]
-		if len(q) > 1 {
-			u.scripts[src.Name] = q[1:]
-		}
-	}
-	u.mu.Unlock()
-	select {
-	case u.started <- src.Name:
-	default:
-	}
-	if st.block {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	if st.delay > 0 {
-		t := time.NewTimer(st.delay)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
-	if st.err != nil {
-		return nil, st.err
-	}
-	resp := &core.LLMResponse{
-		Content: "answer from " + src.Name, PromptTokens: 10, CompletionTokens: 5,
-		FinishReason: "stop", UsageSource: core.UsageMeasured,
-	}
-	if st.resp != nil {
-		r := *st.resp
-		resp = &r
-	}
-	return resp, nil
-}
-
-func (u *scriptedUpstream) callLog() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return slices.Clone(u.calls)
-}
-
-// upstreamFunc adapts a function to core.Upstream.
-type upstreamFunc func(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error)
-
-func (f upstreamFunc) Do(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
-	return f(ctx, src, call)
-}
 
 func transientErr(source string) error {
 	return &core.TransientError{Source: source, Reason: core.ReasonNetworkError, StatusCode: 503, Message: "service unavailable"}
@@ -132,33 +42,6 @@ func rejectedErr(source string) error {
 
 func invalidErr(source string) error {
 	return &core.ResultInvalidError{Source: source, Raw: "{", Message: "not JSON"}
-}
-
-// failingLimiter is a core.Limiter whose backend is down.
-type failingLimiter struct{ err error }
-
-func (l failingLimiter) TryAcquire(context.Context, core.PermitRequest) (core.Grant, error) {
-	return core.Grant{}, l.err
-}
-func (l failingLimiter) Release(context.Context, core.Permit, core.Settlement) error { return l.err }
-func (l failingLimiter) Usage(context.Context, string, string) (core.LimiterUsage, error) {
-	return core.LimiterUsage{}, l.err
-}
-
-// failingBreaker is a core.Breaker whose backend is down.
-type failingBreaker struct{ err error }
-
-func (b failingBreaker) Allow(context.Context, string, string, core.BreakerConfig) (core.Admission, error) {
-	return core.Admission{}, b.err
-}
-func (b failingBreaker) Record(context.Context, string, string, core.Admission, core.Outcome, core.BreakerConfig) (bool, error) {
-	return false, b.err
-}
-func (b failingBreaker) Snapshot(context.Context, string, string, core.BreakerConfig) (core.BreakerSnapshot, error) {
-	return core.BreakerSnapshot{}, b.err
-}
-func (b failingBreaker) Reset(context.Context, string, string, core.BreakerConfig) error {
-	return b.err
 }
 
 // countingHandler is a slog.Handler that keeps the messages it is given.
@@ -210,6 +93,28 @@ func (s *recordingSink) records() []core.TelemetryRecord {
 	return slices.Clone(s.recs)
 }
 
+// failingCache is a core.Cache whose backend is down.
+type failingCache struct {
+	mu         sync.Mutex
+	gets, sets int
+}
+
+var errCacheDown = errors.New("cache backend down")
+
+func (c *failingCache) Get(context.Context, string) ([]byte, bool, error) {
+	c.mu.Lock()
+	c.gets++
+	c.mu.Unlock()
+	return nil, false, errCacheDown
+}
+
+func (c *failingCache) Set(context.Context, string, []byte, time.Duration) error {
+	c.mu.Lock()
+	c.sets++
+	c.mu.Unlock()
+	return errCacheDown
+}
+
 // recordingCache wraps a core.Cache and keeps every key and value it sees.
 type recordingCache struct {
 	inner core.Cache
@@ -245,178 +150,4 @@ func (c *recordingCache) stored() map[string][]byte {
 		out[k] = v
 	}
 	return out
-}
-
-// failingCache is a core.Cache whose backend is down.
-type failingCache struct {
-	mu         sync.Mutex
-	gets, sets int
-}
-
-var errCacheDown = errors.New("cache backend down")
-
-func (c *failingCache) Get(context.Context, string) ([]byte, bool, error) {
-	c.mu.Lock()
-	c.gets++
-	c.mu.Unlock()
-	return nil, false, errCacheDown
-}
-
-func (c *failingCache) Set(context.Context, string, []byte, time.Duration) error {
-	c.mu.Lock()
-	c.sets++
-	c.mu.Unlock()
-	return errCacheDown
-}
-
-// testSettings returns a scope with fast retries and the given sources.
-func testSettings(sources ...core.SourceConfig) core.GatewaySettings {
-	return core.GatewaySettings{
-		Scope:    testScope,
-		Sources:  sources,
-		Selector: core.SelectorHealthAware,
-		Retry:    core.RetrySettings{MaxAttempts: 3, BackoffBase: time.Millisecond, BackoffMax: 4 * time.Millisecond},
-		Breaker: core.BreakerConfig{
-			FailThreshold: 5, Cooldown: 30 * time.Second, MaxCooldown: 5 * time.Minute, ProbeTTL: 30 * time.Second,
-		},
-		Backpressure: core.BackpressureSettings{StallWindow: 10 * time.Second, PollInterval: 5 * time.Millisecond},
-		QuotaFull:    core.QuotaFullWait,
-		LeaseTTL:     time.Minute,
-	}
-}
-
-func src(name string, priority int) core.SourceConfig {
-	return core.SourceConfig{
-		Name: name, Provider: "prov", Index: 1, BaseURL: "http://" + name + ".invalid/v1", APIKey: "none",
-		Model: "model-" + name, Timeout: 5 * time.Second, Priority: priority, Weight: 1, TrustEnv: true,
-	}
-}
-
-func weighted(name string, priority int, weight float64) core.SourceConfig {
-	s := src(name, priority)
-	s.Weight = weight
-	return s
-}
-
-// fixture is a governor over real memory backends; the breaker reads a fake
-// clock so that tests open and half-open circuits without sleeping.
-type fixture struct {
-	g       *Governor
-	up      *scriptedUpstream
-	lim     *memory.Limiter
-	br      *memory.Breaker
-	brClock *backendtest.FakeClock
-	set     core.GatewaySettings
-}
-
-func newFixture(t *testing.T, set core.GatewaySettings, opts ...func(*GovernorConfig)) *fixture {
-	t.Helper()
-	f := &fixture{up: newScriptedUpstream(), brClock: backendtest.NewFakeClock(testEpoch), set: set}
-	f.lim = memory.NewLimiter()
-	f.br = memory.NewBreaker(memory.WithClock(f.brClock))
-	cfg := GovernorConfig{Settings: set, Upstream: f.up, Limiter: f.lim, Breaker: f.br}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	g, err := NewGovernor(cfg)
-	if err != nil {
-		t.Fatalf("NewGovernor: %v", err)
-	}
-	f.g = g
-	return f
-}
-
-func withClock(c core.Clock) func(*GovernorConfig) {
-	return func(cfg *GovernorConfig) { cfg.Clock = c }
-}
-
-func withPricing(p core.PricingTable) func(*GovernorConfig) {
-	return func(cfg *GovernorConfig) { cfg.Pricing = p }
-}
-
-func (f *fixture) snapshot(t *testing.T, source string) core.BreakerSnapshot {
-	t.Helper()
-	s, err := f.br.Snapshot(context.Background(), testScope, source, f.set.Breaker)
-	if err != nil {
-		t.Fatalf("Snapshot: %v", err)
-	}
-	return s
-}
-
-// openBreaker opens source's circuit directly in the breaker backend.
-func (f *fixture) openBreaker(t *testing.T, source string) {
-	t.Helper()
-	ctx := context.Background()
-	adm, err := f.br.Allow(ctx, testScope, source, f.set.Breaker)
-	if err != nil || !adm.Allowed {
-		t.Fatalf("Allow = %+v, %v", adm, err)
-	}
-	if ok, err := f.br.Record(ctx, testScope, source, adm, core.OutcomeDead, f.set.Breaker); !ok || err != nil {
-		t.Fatalf("Record(dead) = %v, %v", ok, err)
-	}
-}
-
-// holdSlot takes the only concurrency slot of source in the limiter.
-func (f *fixture) holdSlot(t *testing.T, source string, limits core.Limits) core.Permit {
-	t.Helper()
-	g, err := f.lim.TryAcquire(context.Background(), core.PermitRequest{
-		Scope: testScope, Source: source, SourceLimits: limits, LeaseTTL: time.Minute,
-	})
-	if err != nil || !g.OK {
-		t.Fatalf("TryAcquire = %+v, %v", g, err)
-	}
-	return g.Permit
-}
-
-func (f *fixture) usage(t *testing.T, source string) core.LimiterUsage {
-	t.Helper()
-	u, err := f.lim.Usage(context.Background(), testScope, source)
-	if err != nil {
-		t.Fatalf("Usage: %v", err)
-	}
-	return u
-}
-
-func (f *fixture) status(t *testing.T, source string) core.SourceStatus {
-	t.Helper()
-	for _, s := range f.g.Sources(context.Background()) {
-		if s.Name == source {
-			return s
-		}
-	}
-	t.Fatalf("no source %q in Sources()", source)
-	return core.SourceStatus{}
-}
-
-func (g *Governor) sourceNamed(name string) *sourceState {
-	for _, s := range g.sources {
-		if s.cfg.Name == name {
-			return s
-		}
-	}
-	panic("no source " + name)
-}
-
-func newCall() *core.Call {
-	return &core.Call{ID: "call-1", Scope: testScope, Messages: []core.Message{core.User("hello")}}
-}
-
-func asUnavailable(t *testing.T, err error) *core.GatewayUnavailableError {
-	t.Helper()
-	var ue *core.GatewayUnavailableError
-	if !errors.As(err, &ue) {
-		t.Fatalf("err = %v (%T), want a *core.GatewayUnavailableError", err, err)
-	}
-	return ue
-}
-
-func waitStarted(t *testing.T, up *scriptedUpstream) string {
-	t.Helper()
-	select {
-	case name := <-up.started:
-		return name
-	case <-time.After(5 * time.Second):
-		t.Fatal("the upstream was never called")
-		return ""
-	}
 }

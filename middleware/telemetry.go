@@ -22,30 +22,17 @@ type TelemetryConfig struct {
 	Logger *slog.Logger
 }
 
-// Recorder writes telemetry rows. Telemetry wraps it as the onion layer;
-// the cache layer, which sits outside it, hands it its hits so that they are
-// recorded too. Safe for concurrent use.
-type Recorder struct {
+// recorder writes telemetry rows. Safe for concurrent use.
+type recorder struct {
 	cfg    TelemetryConfig
 	warned atomic.Bool
 }
 
-// NewRecorder returns a recorder for cfg.
-func NewRecorder(cfg TelemetryConfig) *Recorder {
-	if cfg.Clock == nil {
-		cfg.Clock = core.SystemClock{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Recorder{cfg: cfg}
-}
-
-// Record writes the row of one finished call: exactly one per call, none for
+// record writes the row of one finished call: exactly one per call, none for
 // a cancelled call, nothing when the sink is nil. A sink that refuses a row
 // is logged once; the call is never affected.
-func (r *Recorder) Record(ctx context.Context, call *core.Call, start time.Time, latency time.Duration, resp *core.LLMResponse, err error) {
-	if r == nil || r.cfg.Sink == nil {
+func (r *recorder) record(ctx context.Context, call *core.Call, start time.Time, latency time.Duration, resp *core.LLMResponse, err error) {
+	if r.cfg.Sink == nil {
 		return
 	}
 	var ce *core.CanceledError
@@ -66,6 +53,7 @@ func (r *Recorder) Record(ctx context.Context, call *core.Call, start time.Time,
 		rec.Response, rec.Thinking = resp.Content, resp.Thinking
 		rec.PromptTokens, rec.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
 		rec.UsageSource, rec.CacheHit, rec.Cost = resp.UsageSource, resp.CacheHit, resp.Cost
+		rec.Degraded = string(resp.DegradedBy)
 		if resp.TTFT > 0 {
 			v := float64(resp.TTFT) / 1e6
 			rec.TTFTMS = &v
@@ -77,16 +65,25 @@ func (r *Recorder) Record(ctx context.Context, call *core.Call, start time.Time,
 	}
 	if err != nil {
 		rec.Error = core.ErrorClass(err) + ": " + err.Error()
-		rec.SourceName = sourceOf(err)
+		rec.SourceName = core.Classify(err).Source
 	}
 	if werr := r.cfg.Sink.Write(ctx, rec); werr != nil && r.warned.CompareAndSwap(false, true) {
 		r.cfg.Logger.Warn("polygateway: telemetry sink refused a record", "err", werr)
 	}
 }
 
-// Middleware returns the telemetry layer: it stamps the response's Latency
-// over everything inside it and records one row per call.
-func (r *Recorder) Middleware() core.Middleware {
+// Telemetry returns the telemetry layer: it stamps the response's Latency
+// over everything inside it and records one row per call — what the caller
+// got: a source's answer, a cache hit (the call's Served answer), a
+// degraded answer with its strategy, or the failure.
+func Telemetry(cfg TelemetryConfig) core.Middleware {
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &recorder{cfg: cfg}
 	return func(next core.Handler) core.Handler {
 		return func(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
 			start := r.cfg.Clock.Now()
@@ -95,14 +92,8 @@ func (r *Recorder) Middleware() core.Middleware {
 			if resp != nil {
 				resp.Latency = latency
 			}
-			r.Record(ctx, call, start, latency, resp, err)
+			r.record(ctx, call, start, latency, resp, err)
 			return resp, err
 		}
 	}
 }
-
-// Telemetry returns the telemetry layer for cfg (NewRecorder(cfg).Middleware()).
-func Telemetry(cfg TelemetryConfig) core.Middleware { return NewRecorder(cfg).Middleware() }
-
-// sourceOf returns the source named by a classified error, if any.
-func sourceOf(err error) string { return core.Classify(err).Source }

@@ -2,12 +2,10 @@ package ocr
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/kernel"
 )
 
 // Defaults of Config's zero fields.
@@ -73,16 +71,13 @@ func (c Config) withDefaults() Config {
 }
 
 // Client is the OcrClient: MonkeyOCR servers behind the full governance
-// stack of a polygateway.GatewayClient (source selection, retry and
-// failover, rate limits, circuit breaker, telemetry). It is safe for
-// concurrent use; make one per scope and process and Close it at shutdown.
+// stack (source selection, retry and failover, rate limits, circuit
+// breaker, telemetry). It is safe for concurrent use; make one per scope
+// and process and Close it at shutdown.
 type Client struct {
-	gw  *polygateway.GatewayClient
+	k   *kernel.Client
 	up  *upstream
 	cfg Config
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // FromEnv assembles the OCR client of scope (e.g. "OCR") from the .env file
@@ -97,23 +92,21 @@ type Client struct {
 // The response cache is always off, whatever PGW_CACHE_BACKEND says (the
 // shared settings loader still requires the key and validates it: "none"
 // is the natural value), and the structured-output keys have no effect.
-// The caller's options apply, except that a polygateway.WithUpstream is
-// refused (the upstream is the MonkeyOCR protocol), and so is
-// {SCOPE}__QUALITY__GUARD=true (it would retry valid empty texts).
-// A polygateway.WithFallback cannot stand in for an OCR result: when it
-// answers, the call fails with ErrNoResult.
+// The caller's options apply, except {SCOPE}__QUALITY__GUARD=true, which is
+// refused (it would retry valid empty texts). A polygateway.WithFallback
+// cannot stand in for an OCR result: when it answers, the call fails with
+// ErrNoResult.
 func FromEnv(scope string, opts ...polygateway.Option) (*Client, error) {
 	return FromEnvWithConfig(scope, Config{}, opts...)
 }
 
 // FromEnvWithConfig is FromEnv with a Config.
 func FromEnvWithConfig(scope string, cfg Config, opts ...polygateway.Option) (*Client, error) {
-	c, all := prepare(cfg, opts)
-	gw, err := polygateway.FromEnv(scope, all...)
+	k, err := kernel.FromEnv(scope, opts, noCache)
 	if err != nil {
 		return nil, err
 	}
-	return c.finish(gw)
+	return finish(k, cfg)
 }
 
 // FromSettings assembles the OCR client from parsed settings (see
@@ -124,62 +117,45 @@ func FromSettings(s polygateway.GatewaySettings, opts ...polygateway.Option) (*C
 
 // FromSettingsWithConfig is FromSettings with a Config.
 func FromSettingsWithConfig(s polygateway.GatewaySettings, cfg Config, opts ...polygateway.Option) (*Client, error) {
-	c, all := prepare(cfg, opts)
-	gw, err := polygateway.FromSettings(s, all...)
+	k, err := kernel.FromSettings(s, opts, noCache)
 	if err != nil {
 		return nil, err
 	}
-	return c.finish(gw)
+	return finish(k, cfg)
 }
 
-// prepare builds the client shell and the option list: the caller's
-// options, then the MonkeyOCR upstream and no cache (these two win).
-func prepare(cfg Config, opts []polygateway.Option) (*Client, []polygateway.Option) {
-	c := &Client{cfg: cfg.withDefaults()}
-	all := append(append(make([]polygateway.Option, 0, len(opts)+2), opts...),
-		polygateway.WithUpstreamFrom(func(t *transport.Client) polygateway.Upstream {
-			c.up = &upstream{tc: t, cfg: c.cfg}
-			return c.up
-		}),
-		polygateway.WithoutCache(),
-	)
-	return c, all
-}
+// noCache turns the response cache off: OCR results are never cached.
+func noCache(o *kernel.Options) { o.NoCache = true }
 
-// finish checks that the MonkeyOCR upstream is in place (a
-// polygateway.WithUpstream among the caller's options would replace it).
-func (c *Client) finish(gw *polygateway.GatewayClient) (*Client, error) {
-	if c.up == nil {
-		_ = gw.Close()
-		return nil, errNoUpstream
-	}
-	if s := gw.Settings(); s.Quality.Guard {
+// finish checks the settings and completes the client.
+func finish(k *kernel.Client, cfg Config) (*Client, error) {
+	if s := k.Settings(); s.Quality.Guard {
 		// The guard judges chat answers: it would retry an empty
 		// transcription, which is a valid OCR result.
-		_ = gw.Close()
+		_ = k.Close()
 		return nil, &polygateway.ConfigError{Key: s.Scope + "__QUALITY__GUARD",
 			Problem: "the quality guard judges chat answers and would retry valid OCR results (an empty text); turn it off for an OCR scope"}
 	}
-	c.gw = gw
+	c := &Client{k: k, cfg: cfg.withDefaults()}
+	c.up = &upstream{tc: k.Transport(), cfg: c.cfg}
 	return c, nil
 }
 
-// Gateway returns the underlying governed client (for Sources,
-// ResetSource, Settings). Do not Close it directly; Close the OCR client.
-func (c *Client) Gateway() *polygateway.GatewayClient { return c.gw }
+// Scope returns the client's scope name (upper case).
+func (c *Client) Scope() string { return c.k.Settings().Scope }
 
 // Sources reports every source's breaker state, in-flight count, health and
 // limits (see polygateway.GatewayClient.Sources).
 func (c *Client) Sources(ctx context.Context) []polygateway.SourceStatus {
-	return c.gw.Sources(ctx)
+	return c.k.Sources(ctx)
+}
+
+// ResetSource closes the breaker of the named source at once and clears
+// its local health history.
+func (c *Client) ResetSource(ctx context.Context, source string) error {
+	return c.k.Reset(ctx, source)
 }
 
 // Close releases connections and the backends the client created. It is
 // idempotent; calls after Close fail with polygateway.ErrClientClosed.
-func (c *Client) Close() error {
-	c.closeOnce.Do(func() { c.closeErr = c.gw.Close() })
-	return c.closeErr
-}
-
-// errNoUpstream guards against an assembly that ignored the upstream option.
-var errNoUpstream = fmt.Errorf("%w: ocr: polygateway.WithUpstream would replace the MonkeyOCR upstream", polygateway.ErrGateway)
+func (c *Client) Close() error { return c.k.Close() }

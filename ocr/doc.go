@@ -26,8 +26,8 @@
 //
 // # Calls
 //
-// RecognizeText and ParseLayout are each one governed call
-// (polygateway.GatewayClient.Invoke with Op OpText or OpLayout): every
+// RecognizeText and ParseLayout are each one governed call of the scope's
+// engine, with a typed attempt speaking MonkeyOCR (OpText or OpLayout): every
 // attempt passes the breaker and the limiter of the source it picked, and
 // the call writes one telemetry row with zero usage (OCR has no token
 // billing: PromptTokens and CompletionTokens 0, usage_source "measured";

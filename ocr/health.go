@@ -23,7 +23,7 @@ import (
 // They send no credentials (the endpoint is public). When ctx ends, the
 // probes still running report false.
 func (c *Client) CheckHealth(ctx context.Context) map[string]bool {
-	sources := c.gw.Settings().Sources
+	sources := c.k.Settings().Sources
 	ok := make([]bool, len(sources)) // one slot per goroutine: no lock needed
 	var wg sync.WaitGroup
 	for i := range sources {

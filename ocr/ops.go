@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/kernel"
 )
 
-// Operation names (polygateway.Call.Op) of the governed calls this package
-// makes; telemetry rows and middleware can tell OCR calls apart by them.
+// Operation names of the governed calls this package makes; the telemetry
+// row of each call (its messages column) starts with one, so rows and
+// middleware can tell OCR calls apart.
 const (
 	OpText   = "ocr_text"
 	OpLayout = "ocr_layout"
@@ -74,7 +77,7 @@ type LayoutResult struct {
 	Raw []byte
 }
 
-// request is the Payload of one governed OCR call: the multipart body,
+// request is the input of one governed OCR call: the multipart body,
 // built once and sent by every attempt.
 type request struct {
 	op          string
@@ -83,8 +86,7 @@ type request struct {
 	contentType string
 }
 
-// textPayload and layoutPayload are the LLMResponse.Payload of the two
-// operations.
+// textPayload and layoutPayload are what the two operations read.
 type textPayload struct {
 	text, message string
 	raw           []byte
@@ -109,12 +111,12 @@ type layoutPayload struct {
 // and end as *polygateway.GatewayUnavailableError when the budget is
 // spent.
 func (c *Client) RecognizeText(ctx context.Context, image []byte) (*TextResult, error) {
-	resp, err := c.invoke(ctx, OpText, "/ocr/text", image)
+	out, resp, err := c.invoke(ctx, OpText, "/ocr/text", image)
 	if err != nil {
 		return nil, err
 	}
-	p, ok := resp.Payload.(*textPayload)
-	if !ok {
+	p := out.text
+	if p == nil {
 		return nil, ErrNoResult
 	}
 	return &TextResult{
@@ -135,12 +137,12 @@ func (c *Client) RecognizeText(ctx context.Context, image []byte) (*TextResult, 
 // ZIP is transient (code CodeArchiveNotFound): the next attempt posts
 // again.
 func (c *Client) ParseLayout(ctx context.Context, image []byte) (*LayoutResult, error) {
-	resp, err := c.invoke(ctx, OpLayout, "/parse", image)
+	out, resp, err := c.invoke(ctx, OpLayout, "/parse", image)
 	if err != nil {
 		return nil, err
 	}
-	p, ok := resp.Payload.(*layoutPayload)
-	if !ok {
+	p := out.layout
+	if p == nil {
 		return nil, ErrNoResult
 	}
 	return &LayoutResult{
@@ -151,28 +153,28 @@ func (c *Client) ParseLayout(ctx context.Context, image []byte) (*LayoutResult, 
 }
 
 // invoke validates image, builds the upload and runs one governed call.
-func (c *Client) invoke(ctx context.Context, op, path string, image []byte) (*polygateway.LLMResponse, error) {
+func (c *Client) invoke(ctx context.Context, op, path string, image []byte) (result, *polygateway.LLMResponse, error) {
 	if len(image) == 0 {
-		return nil, &polygateway.RequestRejectedError{Code: CodeEmptyImage, Message: "no image bytes"}
+		return result{}, nil, &polygateway.RequestRejectedError{Code: CodeEmptyImage, Message: "no image bytes"}
 	}
 	ext, mimeType, ok := sniff(image)
 	if !ok {
-		return nil, &polygateway.RequestRejectedError{Code: CodeUnsupportedFileType,
+		return result{}, nil, &polygateway.RequestRejectedError{Code: CodeUnsupportedFileType,
 			Message: "the image is neither PDF, PNG nor JPEG (the formats MonkeyOCR accepts)"}
 	}
 	req, err := newRequest(op, path, ext, mimeType, image)
 	if err != nil {
-		return nil, &polygateway.RequestRejectedError{Code: "invalid_request", Message: err.Error(), Err: err}
+		return result{}, nil, &polygateway.RequestRejectedError{Code: "invalid_request", Message: err.Error(), Err: err}
 	}
 	sum := sha256.Sum256(image)
-	call := &polygateway.Call{
-		Op:      op,
-		Payload: req,
+	call := &core.Call{
 		// The telemetry row describes the upload; the bytes never enter it.
-		Messages: []polygateway.Message{polygateway.User(fmt.Sprintf("%s %s %d bytes sha256:%s",
+		Messages: []core.Message{core.User(fmt.Sprintf("%s %s %d bytes sha256:%s",
 			op, mimeType, len(image), hex.EncodeToString(sum[:])))},
 	}
-	return c.gw.Invoke(ctx, call)
+	return kernel.Do(ctx, c.k, call, func(ctx context.Context, src *core.SourceConfig) (result, *core.LLMResponse, error) {
+		return c.up.do(ctx, src, req)
+	})
 }
 
 // sniff recognises the formats the server accepts and returns the

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/polygateway/polygateway/internal/core"
@@ -30,31 +29,32 @@ var errAttemptTimeout = errors.New("ocr: attempt timeout")
 var errTooLarge = errors.New("ocr: body too large")
 
 // upstream speaks the MonkeyOCR protocol for one source per attempt. The
-// governor calls Do; everything it returns is classified.
+// engine calls do once per attempt; everything it returns is classified.
 type upstream struct {
 	tc  *transport.Client
 	cfg Config
 }
 
-var _ core.Upstream = (*upstream)(nil)
+// result is what one successful attempt read: the transcription or the
+// layout, by the request's operation.
+type result struct {
+	text   *textPayload
+	layout *layoutPayload
+}
 
-// Do performs one attempt of an OCR call against src.
-func (u *upstream) Do(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
-	if src == nil || call == nil {
-		return nil, &core.RequestRejectedError{Message: "nil source or call"}
-	}
-	req, ok := call.Payload.(*request)
-	if !ok || req.op != call.Op {
-		return nil, &core.RequestRejectedError{Source: src.Name, Code: "unsupported_operation",
-			Message: "the OCR upstream cannot serve operation " + strconv.Quote(call.Op)}
+// do performs one attempt of an OCR request against src.
+func (u *upstream) do(ctx context.Context, src *core.SourceConfig, req *request) (result, *core.LLMResponse, error) {
+	var out result
+	if src == nil || req == nil {
+		return out, nil, &core.RequestRejectedError{Message: "nil source or request"}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, &core.CanceledError{Err: err}
+		return out, nil, &core.CanceledError{Err: err}
 	}
 	base, err := baseURL(src.BaseURL)
 	if err != nil {
 		// A source that can never be reached: open its breaker at once.
-		return nil, &core.SourceDeadError{Source: src.Name, Message: "invalid base url: " + err.Error(), Err: err}
+		return out, nil, &core.SourceDeadError{Source: src.Name, Message: "invalid base url: " + err.Error(), Err: err}
 	}
 	actx := ctx
 	if src.Timeout > 0 {
@@ -62,11 +62,14 @@ func (u *upstream) Do(ctx context.Context, src *core.SourceConfig, call *core.Ca
 		actx, cancel = context.WithTimeoutCause(ctx, src.Timeout, errAttemptTimeout)
 		defer cancel()
 	}
-	a := &attempt{u: u, src: src, ctx: ctx, actx: actx, base: base}
+	a := &attempt{u: u, src: src, ctx: ctx, actx: actx, base: base, out: &out}
+	var resp *core.LLMResponse
 	if req.op == OpLayout {
-		return a.layout(req)
+		resp, err = a.layout(req)
+	} else {
+		resp, err = a.text(req)
 	}
-	return a.text(req)
+	return out, resp, err
 }
 
 // attempt is the state of one Do.
@@ -76,6 +79,7 @@ type attempt struct {
 	ctx  context.Context // the caller's
 	actx context.Context // bounded by src.Timeout
 	base *url.URL
+	out  *result // what a successful attempt read
 }
 
 // baseURL parses a source's BASE_URL, the server root.
@@ -244,11 +248,11 @@ func (a *attempt) text(req *request) (*core.LLMResponse, error) {
 		return nil, a.businessFailure(status, msg, body)
 	}
 	text := deref(ans.Content)
+	a.out.text = &textPayload{text: text, message: msg, raw: body}
 	return &core.LLMResponse{
 		Content:      text,
 		UsageSource:  core.UsageMeasured,
 		FinishReason: "stop",
-		Payload:      &textPayload{text: text, message: msg, raw: body},
 	}, nil
 }
 
@@ -297,11 +301,11 @@ func (a *attempt) layout(req *request) (*core.LLMResponse, error) {
 	if err != nil {
 		return nil, asInvalid(a.src.Name, middle, err)
 	}
+	a.out.layout = &layoutPayload{elements: elements, pageSizes: sizes, raw: middle}
 	return &core.LLMResponse{
 		Content:      fmt.Sprintf(`{"pages":%d,"elements":%d}`, len(sizes), len(elements)),
 		UsageSource:  core.UsageMeasured,
 		FinishReason: "stop",
-		Payload:      &layoutPayload{elements: elements, pageSizes: sizes, raw: middle},
 	}, nil
 }
 

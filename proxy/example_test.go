@@ -12,7 +12,7 @@ import (
 // The server over one scope, served with its timeouts, reloaded with Swap
 // and drained with Shutdown.
 func ExampleNew() {
-	llm, err := polygateway.FromEnv("LLM", proxy.SourceTracking())
+	llm, err := polygateway.FromEnv("LLM")
 	if err != nil {
 		log.Fatal(err) // names the missing or bad key
 	}

@@ -65,7 +65,7 @@ func (e env) set(kv ...string) env {
 // chatClient builds a chat client of scope; the server will own it.
 func chatClient(t testing.TB, scope string, e env, opts ...polygateway.Option) *polygateway.GatewayClient {
 	t.Helper()
-	c, err := polygateway.FromEnv(scope, append([]polygateway.Option{polygateway.WithEnv(e), proxy.SourceTracking()}, opts...)...)
+	c, err := polygateway.FromEnv(scope, append([]polygateway.Option{polygateway.WithEnv(e)}, opts...)...)
 	if err != nil {
 		t.Fatalf("FromEnv(%s): %v", scope, err)
 	}

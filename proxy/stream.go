@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,37 +9,9 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/kernel"
 )
-
-// SourceTracking returns the assembly option that tells the server, at the
-// start of every upstream attempt, which source it goes to. Pass it to
-// every chat client the server routes to (cmd/polygateway does): a stream
-// relayed under the first_token policy can then name the answering
-// source's model in its chunks and its X-PolyGateway-Source and
-// X-PolyGateway-Attempts headers before the answer is complete. Without it
-// those chunks carry the requested model name and the headers are empty;
-// the final chunk and the "gateway" object are exact either way.
-func SourceTracking() polygateway.Option {
-	return polygateway.WithUpstreamFrom(func(t *transport.Client) polygateway.Upstream {
-		return tracker{next: t}
-	})
-}
-
-// sourceNoter is implemented by the server's delta sinks.
-type sourceNoter interface {
-	noteSource(name, model string)
-}
-
-// tracker tells a call's sink which source each attempt goes to.
-type tracker struct{ next polygateway.Upstream }
-
-func (t tracker) Do(ctx context.Context, src *polygateway.SourceConfig, call *polygateway.Call) (*polygateway.LLMResponse, error) {
-	if n, ok := call.Deltas.(sourceNoter); ok {
-		n.noteSource(src.Name, src.Model)
-	}
-	return t.next.Do(ctx, src, call)
-}
 
 // errStreamBroken reports a relayed stream that could not be completed.
 var errStreamBroken = errors.New("stream broken after the first byte")
@@ -166,12 +137,18 @@ func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias
 	}
 }
 
-func (k *streamSink) noteSource(name, model string) {
+// AttemptStarted notes the source an attempt goes to (core.AttemptListener):
+// chunks relayed before the answer is complete name its model, and the
+// headers name it and the attempts so far.
+func (k *streamSink) AttemptStarted(ev core.AttemptEvent) {
 	k.mu.Lock()
-	k.source, k.model = name, model
-	k.attempts = append(k.attempts, name)
+	k.source, k.model = ev.Source, ev.Model
+	k.attempts = append(k.attempts, ev.Source)
 	k.mu.Unlock()
 }
+
+// AttemptFinished is part of core.AttemptListener.
+func (k *streamSink) AttemptFinished(core.AttemptEvent) {}
 
 // Delta relays (first_token) or holds (buffer) one piece of the answer.
 func (k *streamSink) Delta(content, thinking string) error {
@@ -348,9 +325,13 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo,
 	defer done()
 	callID := polygateway.NewCallID()
 	sink := s.newStreamSink(w, ri, callID, req.model)
-	resp, err := client.Invoke(ctx, &polygateway.Call{
-		ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink,
-	})
+	var resp *polygateway.LLMResponse
+	k, err := kernel.Unwrap(client)
+	if err == nil {
+		resp, err = k.Handle(ctx, &core.Call{
+			ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
+		})
+	}
 	if err == nil {
 		s.note(ri, resp)
 		if werr := sink.finish(resp, req.includeUsage); errors.Is(werr, errStreamBroken) {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -262,9 +261,6 @@ func (c *Client) endpointFor(src *core.SourceConfig) *endpoint {
 func (c *Client) Do(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
 	if src == nil || call == nil {
 		return nil, &core.RequestRejectedError{Message: "nil source or call"}
-	}
-	if call.Op != "" && call.Op != "chat" {
-		return nil, errMaker{src: src, msg: "the chat transport cannot serve operation " + strconv.Quote(cutUTF8(call.Op, 64))}.rejected("unsupported_operation")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, &core.CanceledError{Err: err}

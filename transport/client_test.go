@@ -242,13 +242,6 @@ func TestNilArgumentsAndBadURL(t *testing.T) {
 	if _, err := c.Do(context.Background(), &core.SourceConfig{}, nil); err == nil {
 		t.Fatal("nil call accepted")
 	}
-	call := chatCall(false)
-	call.Op = "embed"
-	if _, err := c.Do(context.Background(), &core.SourceConfig{Name: "x_1", BaseURL: "http://127.0.0.1:1/v1"}, call); err == nil {
-		t.Fatal("non-chat operation accepted")
-	} else if e := asRejected(t, err); e.Code != "unsupported_operation" {
-		t.Fatalf("%+v", e)
-	}
 	for _, base := range []string{"http://[::1", "", "localhost:8000/v1", "ftp://x/v1"} {
 		_, err := c.Do(context.Background(), &core.SourceConfig{Name: "bad_1", BaseURL: base, APIKey: testKey}, chatCall(false))
 		if e := asDead(t, err); e.Source != "bad_1" {

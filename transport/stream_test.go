@@ -21,7 +21,7 @@ func TestStreamCompleteness(t *testing.T) {
 	tests := []struct {
 		name        string
 		frames      []string
-		missingDone string
+		missingDone core.MissingDonePolicy
 		wantErr     bool
 		content     string
 		finish      string
@@ -161,7 +161,7 @@ func TestStreamCutConnection(t *testing.T) {
 			conn.Close()
 		}
 	}))
-	for _, policy := range []string{"", core.MissingDoneSalvage} {
+	for _, policy := range []core.MissingDonePolicy{"", core.MissingDoneSalvage} {
 		src := source(srv, "openai")
 		src.MissingDone = policy
 		r, err := c.Do(context.Background(), src, chatCall(true))

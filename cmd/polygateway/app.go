@@ -87,7 +87,7 @@ func (a *app) build(env map[string]string, r routing) (b proxy.Backends, err err
 	}()
 	opts := a.clientOptions(env)
 	for _, scope := range r.chatScopes() {
-		c, cerr := polygateway.FromEnv(scope, append(opts, proxy.SourceTracking())...)
+		c, cerr := polygateway.FromEnv(scope, opts...)
 		if cerr != nil {
 			return b, fmt.Errorf("scope %s: %w", scope, cerr)
 		}

@@ -155,7 +155,7 @@ func startDemo() (string, func(), error) {
 		"EMBED__OPENAI__1__BASE_URL": embeddings.URL(), "EMBED__OPENAI__1__API_KEY": "sk-demo", "EMBED__OPENAI__1__MODEL": "embed-model", "EMBED__OPENAI__1__TIMEOUT_S": "10",
 		"EMBED__BATCH_SIZE": "16",
 	}
-	chat, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env), proxy.SourceTracking())
+	chat, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env))
 	if err != nil {
 		closeFakes()
 		return "", nil, err

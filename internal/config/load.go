@@ -338,12 +338,13 @@ func (l *loader) intOr(key string, min, def int) (int, *Error) {
 }
 
 // enumOr parses the enumerated key when present, else returns def.
-func (l *loader) enumOr(key, pattern, def string) (string, *Error) {
+func enumOr[T ~string](l *loader, key, pattern string, def T) (T, *Error) {
 	e := l.get(key)
 	if !e.present() {
 		return def, nil
 	}
-	return parseEnum(e, pattern)
+	v, err := parseEnum(e, pattern)
+	return T(v), err
 }
 
 func (l *loader) assembly() *Error {
@@ -542,11 +543,11 @@ func (l *loader) scopeValues() *Error {
 	}
 
 	// Singles.
-	if s.Selector, err = l.enumOr(p+"SELECTOR", scopeP+"SELECTOR", core.SelectorHealthAware); err != nil {
+	if s.Selector, err = enumOr(l, p+"SELECTOR", scopeP+"SELECTOR", core.SelectorHealthAware); err != nil {
 		return err
 	}
 	s.PreferredRegion = l.get(p + "PREFERRED_REGION").val
-	if s.QuotaFull, err = l.enumOr(p+"QUOTA_FULL", scopeP+"QUOTA_FULL", core.QuotaFullWait); err != nil {
+	if s.QuotaFull, err = enumOr(l, p+"QUOTA_FULL", scopeP+"QUOTA_FULL", core.QuotaFullWait); err != nil {
 		return err
 	}
 

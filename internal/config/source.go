@@ -148,7 +148,7 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 	}
 
 	// MISSING_DONE
-	if sc.MissingDone, err = l.enumOr(pre+"MISSING_DONE", sourceP+"MISSING_DONE", core.MissingDoneRetry); err != nil {
+	if sc.MissingDone, err = enumOr(l, pre+"MISSING_DONE", sourceP+"MISSING_DONE", core.MissingDoneRetry); err != nil {
 		return sc, err
 	}
 

@@ -12,14 +12,15 @@ const (
 )
 
 // Call is one governed call as it travels through the onion. The client
-// builds it once; middleware may read it and fill its bookkeeping fields but
-// never changes Messages or Params.
+// builds it once; layers may read it and fill its bookkeeping fields
+// (Served, Stale) but never change Messages or Params.
 type Call struct {
 	// ID is the call_id of the telemetry row and LLMResponse.CallID.
 	ID string
 	// Scope is the logical role (upper case), e.g. "LLM".
 	Scope string
-	// Messages is the conversation to send.
+	// Messages is the conversation to send (for other operations, what
+	// telemetry records as the call's input).
 	Messages []Message
 	// Params holds extra request fields passed through (temperature, max_tokens, tools…).
 	Params map[string]any
@@ -30,31 +31,37 @@ type Call struct {
 	// CacheSalt and CacheNamespace refine the cache key; empty namespace means
 	// the scope's configured namespace.
 	CacheSalt, CacheNamespace string
-	// Start is when the client accepted the call.
-	Start time.Time
-	// Op names the operation for upstreams that serve several ("" = chat).
-	// Sibling clients (embeddings, OCR) set their own.
-	Op string
-	// Payload is the operation's input when it is not a chat (e.g. the texts
-	// of an embedding batch); nil for chat.
-	Payload any
 	// Structured names the structured-output mode ("" = none, "json", or
 	// "schema:<digest>"); it is part of the cache key.
 	Structured string
 	// JSONSchema is the schema of a structured call, sent upstream as
 	// response_format where the provider supports it natively.
 	JSONSchema []byte
-	// Check, when set, validates a successful answer (and may fill
+	// Check, when set, validates a successful chat answer (and may fill
 	// StructuredData). An error makes the attempt a ResultInvalidError: the
 	// answer is not cached, the breaker counts the source alive, and the
-	// call is not retried by the governor.
+	// call ends with the answer and the error (the structured-output loop
+	// re-asks). The cache layer runs it on hits too.
 	Check func(*LLMResponse) error
 	// Deltas, when set, receives a streamed answer as it arrives (a server
 	// relaying the stream to its own client). See DeltaSink.
 	Deltas DeltaSink
-	// Fallback, when set, is this call's last-resort answer (the client's
-	// fallback otherwise); see the root package's FallbackFunc.
+	// Attempt performs one attempt of the call on a source; nil means the
+	// engine's chat upstream. Typed front-ends (embeddings, OCR) set it;
+	// the engine calls it once per attempt, never concurrently.
+	Attempt func(ctx context.Context, src *SourceConfig) (*LLMResponse, error)
+	// Events, when set, receives the call's attempt events.
+	Events AttemptListener
+	// Fallback, when set, is this call's last-resort answer (the scope's
+	// fallback otherwise).
 	Fallback func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
+	// Served, set by an outer layer (the cache on a hit), is the answer to
+	// return without any attempt: the layers inside record it as the call's
+	// answer and pass it back.
+	Served *LLMResponse
+	// Stale, set by the cache layer, is an expired answer that the
+	// degradation step may serve when no source can answer.
+	Stale *LLMResponse
 }
 
 // DeltaSink receives the deltas of a streamed answer as they arrive.
@@ -102,13 +109,25 @@ type LLMResponse struct {
 	Attempts []string
 	// ToolCalls are the tool calls the model asked for, assembled from deltas.
 	ToolCalls []ToolCall
-	// Payload is the operation's result when it is not a chat (e.g. the
-	// vectors of an embedding batch); nil for chat.
-	Payload any
 	// Degraded is true when the answer did not come from a governed call to
 	// a source: a stale cache entry or the caller's fallback served it.
 	Degraded bool
+	// DegradedBy names the strategy that served a degraded answer.
+	DegradedBy Degradation
 }
+
+// Degradation names the strategy that served a degraded answer.
+type Degradation string
+
+// Degradation strategies.
+const (
+	// DegradedNone: a source answered (or the cache, fresh).
+	DegradedNone Degradation = ""
+	// DegradedStaleCache: an expired cache entry stood in.
+	DegradedStaleCache Degradation = "stale_cache"
+	// DegradedFallback: the caller's fallback answered.
+	DegradedFallback Degradation = "fallback"
+)
 
 // ToolCall is one function call requested by the model.
 type ToolCall struct {

@@ -21,6 +21,16 @@ const (
 	ReasonCircuitOpen    Reason = "circuit_open"
 	ReasonRetryExhausted Reason = "retry_exhausted"
 	ReasonStalled        Reason = "stalled"
+	// ReasonServerError: the source answered with a 5xx status.
+	ReasonServerError Reason = "server_error"
+	// ReasonContextLength: the request does not fit the model's context
+	// window (context_length_exceeded and its dialects' kin); another model
+	// may take it.
+	ReasonContextLength Reason = "context_length"
+	// ReasonContentFilter: the provider's content filter refused the request.
+	ReasonContentFilter Reason = "content_filter"
+	// ReasonLowQuality: the quality guard refused the answer.
+	ReasonLowQuality Reason = "low_quality"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -88,7 +98,10 @@ type RequestRejectedError struct {
 	Source     string
 	StatusCode int
 	// Code is the provider's error code (e.g. "context_length_exceeded").
-	Code    string
+	Code string
+	// Reason is set when the rejection is of a known kind:
+	// ReasonContextLength or ReasonContentFilter; "" otherwise.
+	Reason  Reason
 	Message string
 	Err     error
 }
@@ -107,6 +120,9 @@ func (e *RequestRejectedError) Is(target error) bool { return target == ErrGatew
 // It never counts against the breaker.
 type ResultInvalidError struct {
 	Source string
+	// Reason is ReasonLowQuality when the quality guard refused the answer
+	// (it is then retried on another source); "" for a failed check.
+	Reason Reason
 	// Raw is the last raw text that failed.
 	Raw     string
 	Message string
@@ -244,8 +260,9 @@ func (c Class) String() string { return classNames[c] }
 type Classified struct {
 	Class  Class
 	Source string
-	// Reason is set for TransientError (its Reason) and
-	// GatewayUnavailableError (the scope's Reason).
+	// Reason is the error's Reason field: set for TransientError,
+	// GatewayUnavailableError (the scope's reason), and for
+	// RequestRejectedError and ResultInvalidError of a known kind.
 	Reason Reason
 }
 
@@ -277,9 +294,9 @@ func Classify(err error) Classified {
 	case errors.As(err, &d):
 		return Classified{Class: ClassSourceDead, Source: d.Source}
 	case errors.As(err, &r):
-		return Classified{Class: ClassRejected, Source: r.Source}
+		return Classified{Class: ClassRejected, Source: r.Source, Reason: r.Reason}
 	case errors.As(err, &iv):
-		return Classified{Class: ClassInvalid, Source: iv.Source}
+		return Classified{Class: ClassInvalid, Source: iv.Source, Reason: iv.Reason}
 	}
 	return Classified{Class: ClassOther}
 }
@@ -319,3 +336,24 @@ func formatErr(kind, source, reason string, status int, code, msg string, cause 
 	}
 	return b.String()
 }
+
+// SelectorError means the scope's Selector failed: it returned an error or
+// chose a candidate that does not exist. The call ends with it.
+type SelectorError struct {
+	// Choice is the index the selector returned; Candidates how many it had.
+	Choice, Candidates int
+	Err                error
+}
+
+func (e *SelectorError) Error() string {
+	if e.Err != nil {
+		return "polygateway: selector failed: " + e.Err.Error()
+	}
+	return fmt.Sprintf("polygateway: selector chose candidate %d of %d", e.Choice, e.Candidates)
+}
+
+// Unwrap returns the selector's error.
+func (e *SelectorError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrGateway.
+func (e *SelectorError) Is(target error) bool { return target == ErrGateway }

@@ -2,34 +2,47 @@ package core
 
 import "time"
 
+// AttemptOutcome says how an upstream attempt ended.
+type AttemptOutcome string
+
 // Attempt outcomes reported to an Observer.
 const (
-	AttemptSuccess     = "success"
-	AttemptTransient   = "transient"
-	AttemptTimeout     = "timeout"
-	AttemptRateLimited = "rate_limited"
-	AttemptDead        = "source_dead"
-	AttemptRejected    = "rejected"
-	AttemptInvalid     = "invalid"
-	AttemptCancelled   = "cancelled"
+	AttemptSuccess     AttemptOutcome = "success"
+	AttemptTransient   AttemptOutcome = "transient"
+	AttemptTimeout     AttemptOutcome = "timeout"
+	AttemptRateLimited AttemptOutcome = "rate_limited"
+	AttemptDead        AttemptOutcome = "source_dead"
+	AttemptRejected    AttemptOutcome = "rejected"
+	AttemptInvalid     AttemptOutcome = "invalid"
+	AttemptCancelled   AttemptOutcome = "cancelled"
 )
 
-// AttemptEvent describes one finished upstream attempt.
+// AttemptEvent describes one upstream attempt: when it starts (Outcome is
+// empty) and when it ends.
 type AttemptEvent struct {
 	Scope, Source string
-	// Outcome is one of the Attempt* constants.
-	Outcome string
+	// Provider and Model are the source's.
+	Provider, Model string
+	// CallID is the call's id; Attempt the attempt's number in the call (1 = first).
+	CallID  string
+	Attempt int
+	// Outcome is empty when the attempt starts.
+	Outcome AttemptOutcome
+	// Reason is the failure's reason, when it has one.
+	Reason  Reason
 	Latency time.Duration
 	// TTFT and MaxInterToken are zero when not streamed.
 	TTFT, MaxInterToken time.Duration
 }
 
-// Observer receives the governor's events, for metrics.
+// Observer receives the engine's events, for metrics.
 //
 // Contract: methods are called on the call path and must be cheap and
 // non-blocking; they are safe for concurrent use. A nil Observer is valid
 // wherever one is accepted.
 type Observer interface {
+	// AttemptStarted reports an upstream attempt about to be sent.
+	AttemptStarted(ev AttemptEvent)
 	// Attempt reports a finished upstream attempt.
 	Attempt(ev AttemptEvent)
 	// Refused reports a source refused before an attempt: by its breaker
@@ -38,7 +51,16 @@ type Observer interface {
 	Refused(scope, source string, reason Reason)
 	// Waited reports time a call spent waiting for quota or pushback.
 	Waited(scope string, d time.Duration)
-	// BreakerState reports a breaker state the governor observed that
+	// BreakerState reports a breaker state the engine observed that
 	// differs from the last one it saw for the source (a transition).
 	BreakerState(scope, source string, state BreakerState)
+}
+
+// AttemptListener receives the attempt events of one call (Call.Events):
+// the gateway uses it to name the answering source before a relayed
+// stream completes. Methods are called from the call's goroutine, in
+// order, and must not block.
+type AttemptListener interface {
+	AttemptStarted(ev AttemptEvent)
+	AttemptFinished(ev AttemptEvent)
 }

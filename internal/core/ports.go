@@ -288,6 +288,9 @@ type TelemetryRecord struct {
 	// Scope and CreatedAt are the added columns.
 	Scope     string
 	CreatedAt time.Time
+	// Degraded names the strategy that served a degraded answer
+	// ("stale_cache", "fallback"); empty otherwise (an added column).
+	Degraded string
 }
 
 // TelemetrySink is the telemetry port.

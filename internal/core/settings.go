@@ -2,24 +2,23 @@ package core
 
 import "time"
 
-// Selector names accepted by {SCOPE}__SELECTOR.
-const (
-	SelectorHealthAware   = "health_aware"
-	SelectorRoundRobin    = "round_robin"
-	SelectorLeastInflight = "least_inflight"
-	SelectorCostAware     = "cost_aware"
-)
+// MissingDonePolicy says what a stream that ends without [DONE] and without
+// a finish_reason is (MISSING_DONE).
+type MissingDonePolicy string
 
 // MISSING_DONE policies.
 const (
-	MissingDoneRetry   = "retry"
-	MissingDoneSalvage = "salvage"
+	MissingDoneRetry   MissingDonePolicy = "retry"
+	MissingDoneSalvage MissingDonePolicy = "salvage"
 )
+
+// QuotaFullPolicy says what a call does when every gate is full (QUOTA_FULL).
+type QuotaFullPolicy string
 
 // QUOTA_FULL policies.
 const (
-	QuotaFullWait     = "wait"
-	QuotaFullFailFast = "fail_fast"
+	QuotaFullWait     QuotaFullPolicy = "wait"
+	QuotaFullFailFast QuotaFullPolicy = "fail_fast"
 )
 
 // Limits are the three gates of one level (a source or the whole scope).
@@ -56,7 +55,7 @@ type SourceConfig struct {
 	// EnableThinking is nil when the thinking switch is not injected.
 	EnableThinking *bool
 	// MissingDone is MissingDoneRetry (default) or MissingDoneSalvage.
-	MissingDone string
+	MissingDone MissingDonePolicy
 	// TrustEnv false makes the source ignore HTTP(S)_PROXY. Default true.
 	TrustEnv bool
 	// Priority is the tier: lower is tried first. Default 0.
@@ -130,8 +129,8 @@ type GatewaySettings struct {
 	// GlobalPool, when set, names the pool whose global gates the scope
 	// shares with every scope naming the same pool ({SCOPE}__GLOBAL__POOL).
 	GlobalPool string
-	// Selector is one of the Selector* names. Default health_aware.
-	Selector string
+	// Selector is one of the built-in selectors. Default health_aware.
+	Selector SelectorName
 	// PreferredRegion puts same-region sources first when set.
 	PreferredRegion string
 	// Retry is the per-call retry budget.
@@ -141,7 +140,7 @@ type GatewaySettings struct {
 	// Backpressure tunes waiting.
 	Backpressure BackpressureSettings
 	// QuotaFull is QuotaFullWait (default) or QuotaFullFailFast.
-	QuotaFull string
+	QuotaFull QuotaFullPolicy
 	// LimiterBackend and BreakerBackend are "memory" or "redis".
 	LimiterBackend, BreakerBackend string
 	// CacheBackend is "none", "memory" or "redis".

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/polygateway/polygateway/internal/core"
@@ -110,4 +112,20 @@ func ImportPath(kind Kind, name string) string {
 		return "github.com/polygateway/polygateway/telemetry/pgsink"
 	}
 	return ""
+}
+
+// Names returns the names registered for kind, sorted and comma-separated
+// ("memory" included for the kinds that have it built in).
+func Names(kind Kind) string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(factories[kind])+1)
+	if kind == KindLimiter || kind == KindBreaker || kind == KindCache {
+		names = append(names, "memory")
+	}
+	for n := range factories[kind] {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }

@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/polygateway/polygateway/backend/backendtest"
@@ -22,15 +23,15 @@ func TestNewGovernorRejectsIncompleteConfig(t *testing.T) {
 	up, lim, br := newScriptedUpstream(), memory.NewLimiter(), memory.NewBreaker()
 	tests := []struct {
 		name string
-		cfg  GovernorConfig
+		cfg  Config
 	}{
-		{"no sources", GovernorConfig{Settings: testSettings(), Upstream: up, Limiter: lim, Breaker: br}},
-		{"no upstream", GovernorConfig{Settings: testSettings(src("a", 0)), Limiter: lim, Breaker: br}},
-		{"no limiter", GovernorConfig{Settings: testSettings(src("a", 0)), Upstream: up, Breaker: br}},
-		{"no breaker", GovernorConfig{Settings: testSettings(src("a", 0)), Upstream: up, Limiter: lim}},
+		{"no sources", Config{Settings: testSettings(), Upstream: up, Limiter: lim, Breaker: br}},
+		{"no upstream", Config{Settings: testSettings(src("a", 0)), Limiter: lim, Breaker: br}},
+		{"no limiter", Config{Settings: testSettings(src("a", 0)), Upstream: up, Breaker: br}},
+		{"no breaker", Config{Settings: testSettings(src("a", 0)), Upstream: up, Limiter: lim}},
 	}
 	for _, tc := range tests {
-		if g, err := NewGovernor(tc.cfg); err == nil || g != nil {
+		if g, err := New(tc.cfg); err == nil || g != nil {
 			t.Errorf("%s: NewGovernor = (%v, %v), want an error", tc.name, g, err)
 		}
 	}
@@ -151,7 +152,8 @@ func TestGovernorSpentRetryBudgetReturnsRetryExhausted(t *testing.T) {
 			if ue.Err != lastErr || !errors.Is(err, lastErr) {
 				t.Errorf("wrapped error = %v, want the last attempt's %v", ue.Err, lastErr)
 			}
-			wantPer := map[string]core.Reason{"a": tc.reason, "b": tc.reason}
+			// Every source is named, attempted or not: c was never reached.
+			wantPer := map[string]core.Reason{"a": tc.reason, "b": tc.reason, "c": core.ReasonRetryExhausted}
 			if !maps.Equal(ue.PerSource, wantPer) {
 				t.Errorf("PerSource = %v, want %v", ue.PerSource, wantPer)
 			}
@@ -260,42 +262,46 @@ func TestGovernorRateLimitDoesNotConsumeBudgetNorCountForTheBreaker(t *testing.T
 
 func TestGovernorRateLimitPrefersAnotherSource(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
-	f.up.script("a", failStep(rateLimitedErr("a", time.Hour)))
-	start := time.Now()
-	resp, err := f.g.Handle(context.Background(), newCall())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(resp.Attempts, []string{"a", "b"}) {
-		t.Errorf("Attempts = %v, want [a b]", resp.Attempts)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("failover after a 429 took %v", d)
-	}
-	// The pushed-back source stays out of the next call too.
-	resp, err = f.g.Handle(context.Background(), newCall())
-	if err != nil || !slices.Equal(resp.Attempts, []string{"b"}) {
-		t.Errorf("next call = (%v, %v), want Attempts [b]", resp, err)
-	}
+	inBubble(t, func(t *testing.T) {
+		f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
+		f.up.script("a", failStep(rateLimitedErr("a", time.Hour)))
+		start := time.Now()
+		resp, err := f.g.Handle(context.Background(), newCall())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(resp.Attempts, []string{"a", "b"}) {
+			t.Errorf("Attempts = %v, want [a b]", resp.Attempts)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("failover after a 429 took %v", d)
+		}
+		// The pushed-back source stays out of the next call too.
+		resp, err = f.g.Handle(context.Background(), newCall())
+		if err != nil || !slices.Equal(resp.Attempts, []string{"b"}) {
+			t.Errorf("next call = (%v, %v), want Attempts [b]", resp, err)
+		}
+	})
 }
 
 // Design §4: a 429 waits max(Retry-After, backoff) before the source is
 // tried again, not Retry-After plus another backoff.
 func TestGovernorPushbackWaitIsTheMaxOfRetryAfterAndBackoffNotTheirSum(t *testing.T) {
-	set := testSettings(src("a", 0))
-	set.Retry.BackoffBase, set.Retry.BackoffMax = 400*time.Millisecond, 400*time.Millisecond
-	f := newFixture(t, set)
-	f.up.script("a", failStep(rateLimitedErr("a", 300*time.Millisecond)), okStep())
-	start := time.Now()
-	if _, err := f.g.Handle(context.Background(), newCall()); err != nil {
-		t.Fatal(err)
-	}
-	// max(300ms, backoff ∈ [200ms, 400ms]) ≤ 400ms; a second backoff on top
-	// would make it at least 500ms.
-	if d := time.Since(start); d >= 480*time.Millisecond {
-		t.Errorf("retry after a 429 with Retry-After 300ms and backoff ≤ 400ms took %v; want ≤ ~400ms", d)
-	}
+	inBubble(t, func(t *testing.T) {
+		set := testSettings(src("a", 0))
+		set.Retry.BackoffBase, set.Retry.BackoffMax = 400*time.Millisecond, 400*time.Millisecond
+		f := newFixture(t, set)
+		f.up.script("a", failStep(rateLimitedErr("a", 300*time.Millisecond)), okStep())
+		start := time.Now()
+		if _, err := f.g.Handle(context.Background(), newCall()); err != nil {
+			t.Fatal(err)
+		}
+		// max(300ms, backoff ∈ [200ms, 400ms]) ≤ 400ms; a second backoff on top
+		// would make it at least 500ms.
+		if d := time.Since(start); d >= 480*time.Millisecond {
+			t.Errorf("retry after a 429 with Retry-After 300ms and backoff ≤ 400ms took %v; want ≤ ~400ms", d)
+		}
+	})
 }
 
 func TestGovernorSourceDeadOpensItsBreakerAtOnce(t *testing.T) {
@@ -372,35 +378,37 @@ func TestGovernorAllBreakersOpenReturnsCircuitOpenWithoutCallingUpstream(t *test
 
 func TestGovernorQuotaFullFailFastReturnsRateLimitedAtOnce(t *testing.T) {
 	t.Parallel()
-	limits := core.Limits{MaxConcurrency: 1}
-	a := src("a", 0)
-	a.Limits = limits
-	set := testSettings(a)
-	set.QuotaFull = core.QuotaFullFailFast
-	set.Backpressure.PollInterval = time.Second
-	f := newFixture(t, set)
-	held := f.holdSlot(t, "a", limits)
-	start := time.Now()
-	_, err := f.g.Handle(context.Background(), newCall())
-	ue := asUnavailable(t, err)
-	if ue.Reason != core.ReasonRateLimited || !errors.Is(err, core.ErrAllSourcesExhausted) {
-		t.Errorf("err = %v, want rate_limited", err)
-	}
-	if ue.PerSource["a"] != core.ReasonRateLimited {
-		t.Errorf("PerSource = %v", ue.PerSource)
-	}
-	if d := time.Since(start); d > 500*time.Millisecond {
-		t.Errorf("fail_fast took %v (poll interval 1s)", d)
-	}
-	if calls := f.up.callLog(); len(calls) != 0 {
-		t.Errorf("upstream called %v with the quota full", calls)
-	}
-	if err := f.lim.Release(context.Background(), held, core.Settlement{Kind: core.SettleRefund}); err != nil {
-		t.Fatal(err)
-	}
-	if u := f.usage(t, "a"); u.InFlight != 0 {
-		t.Errorf("a refused acquire left %d in flight", u.InFlight)
-	}
+	inBubble(t, func(t *testing.T) {
+		limits := core.Limits{MaxConcurrency: 1}
+		a := src("a", 0)
+		a.Limits = limits
+		set := testSettings(a)
+		set.QuotaFull = core.QuotaFullFailFast
+		set.Backpressure.PollInterval = time.Second
+		f := newFixture(t, set)
+		held := f.holdSlot(t, "a", limits)
+		start := time.Now()
+		_, err := f.g.Handle(context.Background(), newCall())
+		ue := asUnavailable(t, err)
+		if ue.Reason != core.ReasonRateLimited || !errors.Is(err, core.ErrAllSourcesExhausted) {
+			t.Errorf("err = %v, want rate_limited", err)
+		}
+		if ue.PerSource["a"] != core.ReasonRateLimited {
+			t.Errorf("PerSource = %v", ue.PerSource)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("fail_fast took %v (poll interval 1s)", d)
+		}
+		if calls := f.up.callLog(); len(calls) != 0 {
+			t.Errorf("upstream called %v with the quota full", calls)
+		}
+		if err := f.lim.Release(context.Background(), held, core.Settlement{Kind: core.SettleRefund}); err != nil {
+			t.Fatal(err)
+		}
+		if u := f.usage(t, "a"); u.InFlight != 0 {
+			t.Errorf("a refused acquire left %d in flight", u.InFlight)
+		}
+	})
 }
 
 func TestGovernorQuotaRefusalFailsOverToAnotherSource(t *testing.T) {
@@ -419,56 +427,59 @@ func TestGovernorQuotaRefusalFailsOverToAnotherSource(t *testing.T) {
 }
 
 func TestGovernorQuotaWaitStallsAfterTheStallWindow(t *testing.T) {
-	limits := core.Limits{MaxConcurrency: 1}
-	a := src("a", 0)
-	a.Limits = limits
-	set := testSettings(a)
-	set.QuotaFull = core.QuotaFullWait
-	set.Backpressure.StallWindow = 150 * time.Millisecond
-	set.Backpressure.PollInterval = 10 * time.Millisecond
-	f := newFixture(t, set)
-	f.holdSlot(t, "a", limits)
-	start := time.Now()
-	_, err := f.g.Handle(context.Background(), newCall())
-	elapsed := time.Since(start)
-	ue := asUnavailable(t, err)
-	if ue.Reason != core.ReasonStalled || !errors.Is(err, core.ErrAllSourcesExhausted) {
-		t.Errorf("err = %v, want stalled", err)
-	}
-	if elapsed < 100*time.Millisecond || elapsed > 2*time.Second {
-		t.Errorf("stalled after %v, want about the 150ms stall window", elapsed)
-	}
-	if calls := f.up.callLog(); len(calls) != 0 {
-		t.Errorf("upstream called %v", calls)
-	}
+	inBubble(t, func(t *testing.T) {
+		limits := core.Limits{MaxConcurrency: 1}
+		a := src("a", 0)
+		a.Limits = limits
+		set := testSettings(a)
+		set.QuotaFull = core.QuotaFullWait
+		set.Backpressure.StallWindow = 150 * time.Millisecond
+		set.Backpressure.PollInterval = 10 * time.Millisecond
+		f := newFixture(t, set)
+		f.holdSlot(t, "a", limits)
+		start := time.Now()
+		_, err := f.g.Handle(context.Background(), newCall())
+		elapsed := time.Since(start)
+		ue := asUnavailable(t, err)
+		if ue.Reason != core.ReasonStalled || !errors.Is(err, core.ErrAllSourcesExhausted) {
+			t.Errorf("err = %v, want stalled", err)
+		}
+		if elapsed < 100*time.Millisecond || elapsed > 2*time.Second {
+			t.Errorf("stalled after %v, want about the 150ms stall window", elapsed)
+		}
+		if calls := f.up.callLog(); len(calls) != 0 {
+			t.Errorf("upstream called %v", calls)
+		}
+	})
 }
 
 func TestGovernorQuotaWaitResumesWhenQuotaFrees(t *testing.T) {
-	limits := core.Limits{MaxConcurrency: 1}
-	a := src("a", 0)
-	a.Limits = limits
-	set := testSettings(a)
-	set.Backpressure.PollInterval = 5 * time.Millisecond
-	f := newFixture(t, set)
-	held := f.holdSlot(t, "a", limits)
-	released := make(chan struct{})
-	go func() {
-		defer close(released)
-		time.Sleep(60 * time.Millisecond)
-		_ = f.lim.Release(context.Background(), held, core.Settlement{Kind: core.SettleRefund})
-	}()
-	start := time.Now()
-	resp, err := f.g.Handle(context.Background(), newCall())
-	<-released
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(start); d < 50*time.Millisecond {
-		t.Errorf("answered after %v, before the quota freed", d)
-	}
-	if !slices.Equal(resp.Attempts, []string{"a"}) {
-		t.Errorf("Attempts = %v", resp.Attempts)
-	}
+	inBubble(t, func(t *testing.T) {
+		limits := core.Limits{MaxConcurrency: 1}
+		a := src("a", 0)
+		a.Limits = limits
+		set := testSettings(a)
+		set.Backpressure.PollInterval = 5 * time.Millisecond
+		f := newFixture(t, set)
+		held := f.holdSlot(t, "a", limits)
+		released := make(chan struct{})
+		time.AfterFunc(60*time.Millisecond, func() { // fake time: the bubble's clock
+			defer close(released)
+			_ = f.lim.Release(context.Background(), held, core.Settlement{Kind: core.SettleRefund})
+		})
+		start := time.Now()
+		resp, err := f.g.Handle(context.Background(), newCall())
+		<-released
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < 50*time.Millisecond {
+			t.Errorf("answered after %v, before the quota freed", d)
+		}
+		if !slices.Equal(resp.Attempts, []string{"a"}) {
+			t.Errorf("Attempts = %v", resp.Attempts)
+		}
+	})
 }
 
 func TestGovernorBackendFailureNeverCallsUpstream(t *testing.T) {
@@ -488,7 +499,7 @@ func TestGovernorBackendFailureNeverCallsUpstream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			up := newScriptedUpstream()
-			g, err := NewGovernor(GovernorConfig{
+			g, err := New(Config{
 				Settings: testSettings(src("a", 0), src("b", 1)), Upstream: up, Limiter: tc.limiter, Breaker: tc.breaker,
 			})
 			if err != nil {
@@ -514,7 +525,7 @@ func TestGovernorLimiterFailureGivesBackAHeldProbe(t *testing.T) {
 	f := newFixture(t, testSettings(src("a", 0)))
 	f.openBreaker(t, "a")
 	f.brClock.Advance(time.Minute)
-	g, err := NewGovernor(GovernorConfig{
+	g, err := New(Config{
 		Settings: f.set, Upstream: f.up, Limiter: failingLimiter{errors.New("down")}, Breaker: f.br,
 	})
 	if err != nil {
@@ -552,194 +563,206 @@ func TestGovernorCancellationDuringAnAttemptReturnsPromptlyAndFreesEverything(t 
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			a := src("a", 0)
-			a.Limits = core.Limits{MaxConcurrency: 4}
-			f := newFixture(t, testSettings(a, src("b", 1)))
-			if probe {
-				f.openBreaker(t, "a")
-				f.brClock.Advance(time.Minute)
-			}
-			f.up.script("a", hangStep())
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error, 1)
-			go func() {
-				_, err := f.g.Handle(ctx, newCall())
-				done <- err
-			}()
-			waitStarted(t, f.up)
-			st := f.status(t, "a")
-			if st.InFlight != 1 || st.Usage.InFlight != 1 {
-				t.Errorf("during the attempt: source in-flight %d, limiter in-flight %d, want 1 and 1", st.InFlight, st.Usage.InFlight)
-			}
-			if probe && !st.Breaker.ProbeHeld {
-				t.Errorf("during the probe attempt the breaker shows no probe held: %+v", st.Breaker)
-			}
-			cancelled := time.Now()
-			cancel()
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(2 * time.Second):
-				t.Fatal("Handle did not return after cancellation")
-			}
-			if d := time.Since(cancelled); d > 500*time.Millisecond {
-				t.Errorf("returned %v after cancellation", d)
-			}
-			if !errors.Is(err, context.Canceled) || !errors.Is(err, core.ErrGateway) {
-				t.Errorf("err = %v, want context.Canceled", err)
-			}
-			st = f.status(t, "a")
-			if st.InFlight != 0 || st.Usage.InFlight != 0 || st.Breaker.ProbeHeld {
-				t.Errorf("after cancellation: source in-flight %d, limiter in-flight %d, probe held %v",
-					st.InFlight, st.Usage.InFlight, st.Breaker.ProbeHeld)
-			}
-			if probe && st.Breaker.State != core.StateHalfOpen {
-				t.Errorf("a cancelled probe gave a verdict: %+v", st.Breaker)
-			}
-			if !probe && (st.Breaker.State != core.StateClosed || st.Breaker.ConsecutiveFailures != 0) {
-				t.Errorf("a cancelled attempt counted for the breaker: %+v", st.Breaker)
-			}
-			if calls := f.up.callLog(); !slices.Equal(calls, []string{"a"}) {
-				t.Errorf("upstream calls = %v: a cancelled call must not be retried", calls)
-			}
+			inBubble(t, func(t *testing.T) {
+				a := src("a", 0)
+				a.Limits = core.Limits{MaxConcurrency: 4}
+				f := newFixture(t, testSettings(a, src("b", 1)))
+				if probe {
+					f.openBreaker(t, "a")
+					f.brClock.Advance(time.Minute)
+				}
+				f.up.script("a", hangStep())
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := make(chan error, 1)
+				go func() {
+					_, err := f.g.Handle(ctx, newCall())
+					done <- err
+				}()
+				waitStarted(t, f.up)
+				st := f.status(t, "a")
+				if st.InFlight != 1 || st.Usage.InFlight != 1 {
+					t.Errorf("during the attempt: source in-flight %d, limiter in-flight %d, want 1 and 1", st.InFlight, st.Usage.InFlight)
+				}
+				if probe && !st.Breaker.ProbeHeld {
+					t.Errorf("during the probe attempt the breaker shows no probe held: %+v", st.Breaker)
+				}
+				cancelled := time.Now()
+				cancel()
+				var err error
+				select {
+				case err = <-done:
+				case <-time.After(2 * time.Second):
+					t.Fatal("Handle did not return after cancellation")
+				}
+				if d := time.Since(cancelled); d > 500*time.Millisecond {
+					t.Errorf("returned %v after cancellation", d)
+				}
+				if !errors.Is(err, context.Canceled) || !errors.Is(err, core.ErrGateway) {
+					t.Errorf("err = %v, want context.Canceled", err)
+				}
+				st = f.status(t, "a")
+				if st.InFlight != 0 || st.Usage.InFlight != 0 || st.Breaker.ProbeHeld {
+					t.Errorf("after cancellation: source in-flight %d, limiter in-flight %d, probe held %v",
+						st.InFlight, st.Usage.InFlight, st.Breaker.ProbeHeld)
+				}
+				if probe && st.Breaker.State != core.StateHalfOpen {
+					t.Errorf("a cancelled probe gave a verdict: %+v", st.Breaker)
+				}
+				if !probe && (st.Breaker.State != core.StateClosed || st.Breaker.ConsecutiveFailures != 0) {
+					t.Errorf("a cancelled attempt counted for the breaker: %+v", st.Breaker)
+				}
+				if calls := f.up.callLog(); !slices.Equal(calls, []string{"a"}) {
+					t.Errorf("upstream calls = %v: a cancelled call must not be retried", calls)
+				}
+			})
 		})
 	}
 }
 
 func TestGovernorDeadlineDuringAnAttemptMatchesDeadlineExceeded(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testSettings(src("a", 0)))
-	f.up.script("a", hangStep())
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	_, err := f.g.Handle(ctx, newCall())
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, core.ErrGateway) {
-		t.Errorf("err = %v, want DeadlineExceeded", err)
-	}
-	if u := f.usage(t, "a"); u.InFlight != 0 {
-		t.Errorf("limiter in-flight %d", u.InFlight)
-	}
+	inBubble(t, func(t *testing.T) {
+		f := newFixture(t, testSettings(src("a", 0)))
+		f.up.script("a", hangStep())
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := f.g.Handle(ctx, newCall())
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, core.ErrGateway) {
+			t.Errorf("err = %v, want DeadlineExceeded", err)
+		}
+		if u := f.usage(t, "a"); u.InFlight != 0 {
+			t.Errorf("limiter in-flight %d", u.InFlight)
+		}
+	})
 }
 
 func TestGovernorCancellationDuringBackoffReturnsPromptly(t *testing.T) {
 	t.Parallel()
-	set := testSettings(src("a", 0))
-	set.Retry.BackoffBase, set.Retry.BackoffMax = 10*time.Second, 10*time.Second
-	f := newFixture(t, set)
-	f.up.script("a", failStep(transientErr("a")), okStep())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := f.g.Handle(ctx, newCall())
-		done <- err
-	}()
-	waitStarted(t, f.up)
-	time.Sleep(30 * time.Millisecond) // into the 5–10s backoff
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("err = %v, want context.Canceled", err)
+	inBubble(t, func(t *testing.T) {
+		set := testSettings(src("a", 0))
+		set.Retry.BackoffBase, set.Retry.BackoffMax = 10*time.Second, 10*time.Second
+		f := newFixture(t, set)
+		f.up.script("a", failStep(transientErr("a")), okStep())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.g.Handle(ctx, newCall())
+			done <- err
+		}()
+		waitStarted(t, f.up)
+		synctest.Wait() // the call is asleep in its 5–10s backoff
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("err = %v, want context.Canceled", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("Handle did not return after cancellation during backoff")
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("Handle did not return after cancellation during backoff")
-	}
-	if calls := f.up.callLog(); len(calls) != 1 {
-		t.Errorf("upstream calls = %v, want 1", calls)
-	}
-	if st := f.status(t, "a"); st.InFlight != 0 || st.Usage.InFlight != 0 {
-		t.Errorf("in flight after cancellation: %+v", st)
-	}
+		if calls := f.up.callLog(); len(calls) != 1 {
+			t.Errorf("upstream calls = %v, want 1", calls)
+		}
+		if st := f.status(t, "a"); st.InFlight != 0 || st.Usage.InFlight != 0 {
+			t.Errorf("in flight after cancellation: %+v", st)
+		}
+	})
 }
 
 func TestGovernorCancellationDuringAQuotaWaitReturnsPromptly(t *testing.T) {
 	t.Parallel()
-	limits := core.Limits{MaxConcurrency: 1}
-	a := src("a", 0)
-	a.Limits = limits
-	set := testSettings(a)
-	set.Backpressure.StallWindow = time.Minute
-	set.Backpressure.PollInterval = 20 * time.Millisecond
-	f := newFixture(t, set)
-	held := f.holdSlot(t, "a", limits)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := f.g.Handle(ctx, newCall())
-		done <- err
-	}()
-	time.Sleep(80 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("err = %v, want context.Canceled", err)
+	inBubble(t, func(t *testing.T) {
+		limits := core.Limits{MaxConcurrency: 1}
+		a := src("a", 0)
+		a.Limits = limits
+		set := testSettings(a)
+		set.Backpressure.StallWindow = time.Minute
+		set.Backpressure.PollInterval = 20 * time.Millisecond
+		f := newFixture(t, set)
+		held := f.holdSlot(t, "a", limits)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.g.Handle(ctx, newCall())
+			done <- err
+		}()
+		synctest.Wait() // the call is waiting for quota
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("err = %v, want context.Canceled", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("Handle did not return after cancellation during a quota wait")
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("Handle did not return after cancellation during a quota wait")
-	}
-	if u := f.usage(t, "a"); u.InFlight != 1 {
-		t.Errorf("limiter in-flight = %d, want only the slot held by the test", u.InFlight)
-	}
-	_ = f.lim.Release(context.Background(), held, core.Settlement{Kind: core.SettleRefund})
-	if u := f.usage(t, "a"); u.InFlight != 0 {
-		t.Errorf("limiter in-flight = %d after releasing the held slot", u.InFlight)
-	}
-	if snap := f.snapshot(t, "a"); snap.ProbeHeld {
-		t.Errorf("probe held: %+v", snap)
-	}
-	if calls := f.up.callLog(); len(calls) != 0 {
-		t.Errorf("upstream calls = %v", calls)
-	}
+		if u := f.usage(t, "a"); u.InFlight != 1 {
+			t.Errorf("limiter in-flight = %d, want only the slot held by the test", u.InFlight)
+		}
+		_ = f.lim.Release(context.Background(), held, core.Settlement{Kind: core.SettleRefund})
+		if u := f.usage(t, "a"); u.InFlight != 0 {
+			t.Errorf("limiter in-flight = %d after releasing the held slot", u.InFlight)
+		}
+		if snap := f.snapshot(t, "a"); snap.ProbeHeld {
+			t.Errorf("probe held: %+v", snap)
+		}
+		if calls := f.up.callLog(); len(calls) != 0 {
+			t.Errorf("upstream calls = %v", calls)
+		}
+	})
 }
 
 func TestGovernorGivesBackAHalfOpenProbeThatIsNotUsed(t *testing.T) {
 	t.Parallel()
 	t.Run("refused by the limiter", func(t *testing.T) {
 		t.Parallel()
-		limits := core.Limits{MaxConcurrency: 1}
-		a := src("a", 0)
-		a.Limits = limits
-		set := testSettings(a)
-		set.QuotaFull = core.QuotaFullFailFast
-		f := newFixture(t, set)
-		f.openBreaker(t, "a")
-		f.brClock.Advance(time.Minute)
-		f.holdSlot(t, "a", limits)
-		_, err := f.g.Handle(context.Background(), newCall())
-		if ue := asUnavailable(t, err); ue.Reason != core.ReasonRateLimited {
-			t.Fatalf("err = %v, want rate_limited", err)
-		}
-		if snap := f.snapshot(t, "a"); snap.State != core.StateHalfOpen || snap.ProbeHeld {
-			t.Errorf("breaker = %+v, want half-open with the probe free", snap)
-		}
-		adm, err := f.br.Allow(context.Background(), testScope, "a", f.set.Breaker)
-		if err != nil || !adm.Allowed || !adm.Probe {
-			t.Errorf("next caller's Allow = %+v, %v; want the probe", adm, err)
-		}
+		inBubble(t, func(t *testing.T) {
+			limits := core.Limits{MaxConcurrency: 1}
+			a := src("a", 0)
+			a.Limits = limits
+			set := testSettings(a)
+			set.QuotaFull = core.QuotaFullFailFast
+			f := newFixture(t, set)
+			f.openBreaker(t, "a")
+			f.brClock.Advance(time.Minute)
+			f.holdSlot(t, "a", limits)
+			_, err := f.g.Handle(context.Background(), newCall())
+			if ue := asUnavailable(t, err); ue.Reason != core.ReasonRateLimited {
+				t.Fatalf("err = %v, want rate_limited", err)
+			}
+			if snap := f.snapshot(t, "a"); snap.State != core.StateHalfOpen || snap.ProbeHeld {
+				t.Errorf("breaker = %+v, want half-open with the probe free", snap)
+			}
+			adm, err := f.br.Allow(context.Background(), testScope, "a", f.set.Breaker)
+			if err != nil || !adm.Allowed || !adm.Probe {
+				t.Errorf("next caller's Allow = %+v, %v; want the probe", adm, err)
+			}
+		})
 	})
 	t.Run("adaptive limit full", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, testSettings(src("a", 0)))
-		f.openBreaker(t, "a")
-		f.brClock.Advance(time.Minute)
-		s := f.g.sourceNamed("a")
-		s.inflight.Store(int64(s.aimdLimit()))
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
-		defer cancel()
-		if _, err := f.g.Handle(ctx, newCall()); err == nil {
-			t.Fatal("call succeeded with the adaptive limit full")
-		}
-		s.inflight.Store(0)
-		if snap := f.snapshot(t, "a"); snap.ProbeHeld {
-			t.Errorf("breaker = %+v, want the probe given back", snap)
-		}
-		if calls := f.up.callLog(); len(calls) != 0 {
-			t.Errorf("upstream calls = %v", calls)
-		}
+		inBubble(t, func(t *testing.T) {
+			f := newFixture(t, testSettings(src("a", 0)))
+			f.openBreaker(t, "a")
+			f.brClock.Advance(time.Minute)
+			s := f.g.sourceNamed("a")
+			s.inflight.Store(int64(s.aimdLimit()))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+			defer cancel()
+			if _, err := f.g.Handle(ctx, newCall()); err == nil {
+				t.Fatal("call succeeded with the adaptive limit full")
+			}
+			s.inflight.Store(0)
+			if snap := f.snapshot(t, "a"); snap.ProbeHeld {
+				t.Errorf("breaker = %+v, want the probe given back", snap)
+			}
+			if calls := f.up.callLog(); len(calls) != 0 {
+				t.Errorf("upstream calls = %v", calls)
+			}
+		})
 	})
 }
 
@@ -759,29 +782,31 @@ func TestGovernorProbeSuccessClosesTheBreaker(t *testing.T) {
 
 func TestGovernorDeadlineShorterThanTheNextBackoffReturnsBeforeTheDeadline(t *testing.T) {
 	t.Parallel()
-	set := testSettings(src("a", 0))
-	set.Retry.BackoffBase, set.Retry.BackoffMax = 5*time.Second, 5*time.Second
-	f := newFixture(t, set)
-	last := transientErr("a")
-	f.up.script("a", failStep(last), okStep())
-	const budget = 400 * time.Millisecond
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	defer cancel()
-	_, err := f.g.Handle(ctx, newCall())
-	// The backoff cannot fit, so the call returns at once, well before the deadline.
-	if d := time.Since(start); d >= budget/2 {
-		t.Errorf("returned after %v, not before the %v deadline", d, budget)
-	}
-	if err == nil || !errors.Is(err, core.ErrGateway) {
-		t.Fatalf("err = %v, want a gateway error", err)
-	}
-	if !errors.Is(err, last) {
-		t.Errorf("err = %v, want it to wrap the last attempt's error", err)
-	}
-	if calls := f.up.callLog(); len(calls) != 1 {
-		t.Errorf("upstream calls = %v, want 1", calls)
-	}
+	inBubble(t, func(t *testing.T) {
+		set := testSettings(src("a", 0))
+		set.Retry.BackoffBase, set.Retry.BackoffMax = 5*time.Second, 5*time.Second
+		f := newFixture(t, set)
+		last := transientErr("a")
+		f.up.script("a", failStep(last), okStep())
+		const budget = 400 * time.Millisecond
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		defer cancel()
+		_, err := f.g.Handle(ctx, newCall())
+		// The backoff cannot fit, so the call returns at once, well before the deadline.
+		if d := time.Since(start); d >= budget/2 {
+			t.Errorf("returned after %v, not before the %v deadline", d, budget)
+		}
+		if err == nil || !errors.Is(err, core.ErrGateway) {
+			t.Fatalf("err = %v, want a gateway error", err)
+		}
+		if !errors.Is(err, last) {
+			t.Errorf("err = %v, want it to wrap the last attempt's error", err)
+		}
+		if calls := f.up.callLog(); len(calls) != 1 {
+			t.Errorf("upstream calls = %v, want 1", calls)
+		}
+	})
 }
 
 func TestGovernorSourcesReportsBreakerHealthAndLimits(t *testing.T) {
@@ -833,7 +858,7 @@ func TestGovernorSourcesReportsBreakerHealthAndLimits(t *testing.T) {
 func TestGovernorSourcesReportsBackendReadFailures(t *testing.T) {
 	t.Parallel()
 	limErr, brErr := errors.New("limiter down"), errors.New("breaker down")
-	g, err := NewGovernor(GovernorConfig{
+	g, err := New(Config{
 		Settings: testSettings(src("a", 0)), Upstream: newScriptedUpstream(),
 		Limiter: failingLimiter{limErr}, Breaker: failingBreaker{brErr},
 	})
@@ -878,7 +903,7 @@ func TestGovernorResetErrors(t *testing.T) {
 		t.Error("Reset of an unknown source succeeded")
 	}
 	backendErr := errors.New("down")
-	g, err := NewGovernor(GovernorConfig{
+	g, err := New(Config{
 		Settings: testSettings(src("a", 0)), Upstream: newScriptedUpstream(),
 		Limiter: memory.NewLimiter(), Breaker: failingBreaker{backendErr},
 	})
@@ -891,25 +916,42 @@ func TestGovernorResetErrors(t *testing.T) {
 	}
 }
 
-func TestGovernorWarnsOnceWhenSettlingFails(t *testing.T) {
+// A failing release is warned about while it lasts, at most once per
+// warnEvery: not once for the process's life (an outage that comes back
+// must show in the logs), not once per call (it would flood them).
+func TestEngineWarnsAboutFailingSettlementAtMostOncePerInterval(t *testing.T) {
 	t.Parallel()
-	h := &countingHandler{}
+	h := &countingHandler{min: slog.LevelWarn}
+	clk := backendtest.NewFakeClock(testEpoch)
 	set := testSettings(src("a", 0))
 	lim := &releaseFailingLimiter{Limiter: memory.NewLimiter()}
-	g, err := NewGovernor(GovernorConfig{
+	g, err := New(Config{
 		Settings: set, Upstream: newScriptedUpstream(), Limiter: lim, Breaker: memory.NewBreaker(),
-		Logger: slog.New(h),
+		Logger: slog.New(h), Clock: clk,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 5 {
-		if _, err := g.Handle(context.Background(), newCall()); err != nil {
-			t.Fatalf("a failing release broke the call: %v", err)
+	calls := func(n int) {
+		for range n {
+			if _, err := g.Handle(context.Background(), newCall()); err != nil {
+				t.Fatalf("a failing release broke the call: %v", err)
+			}
 		}
 	}
+	calls(5)
 	if n := h.count(); n != 1 {
-		t.Errorf("logged %d warnings, want 1", n)
+		t.Errorf("5 calls in one interval logged %d warnings, want 1", n)
+	}
+	clk.Advance(warnEvery / 2)
+	calls(3)
+	if n := h.count(); n != 1 {
+		t.Errorf("after half an interval: %d warnings, want still 1", n)
+	}
+	clk.Advance(warnEvery)
+	calls(3)
+	if n := h.count(); n != 2 {
+		t.Errorf("after another interval: %d warnings, want 2 (the failure goes on)", n)
 	}
 }
 
@@ -923,88 +965,92 @@ func (l *releaseFailingLimiter) Release(context.Context, core.Permit, core.Settl
 // opening circuits, nothing is left in flight and no probe is held.
 func TestGovernorStormLeavesNothingInFlight(t *testing.T) {
 	t.Parallel()
-	names := []string{"a", "b", "c"}
-	var srcs []core.SourceConfig
-	for i, n := range names {
-		s := src(n, i%2)
-		s.Limits = core.Limits{MaxConcurrency: 3}
-		srcs = append(srcs, s)
-	}
-	set := testSettings(srcs...)
-	set.Global = core.Limits{MaxConcurrency: 6}
-	set.Breaker = core.BreakerConfig{FailThreshold: 3, Cooldown: 15 * time.Millisecond, MaxCooldown: 50 * time.Millisecond, ProbeTTL: time.Second}
-	set.Backpressure = core.BackpressureSettings{StallWindow: 300 * time.Millisecond, PollInterval: 2 * time.Millisecond}
-	up := upstreamFunc(func(ctx context.Context, src *core.SourceConfig, _ *core.Call) (*core.LLMResponse, error) {
-		d := time.Duration(rand.IntN(3)) * time.Millisecond
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(d):
+	inBubble(t, func(t *testing.T) {
+		names := []string{"a", "b", "c"}
+		var srcs []core.SourceConfig
+		for i, n := range names {
+			s := src(n, i%2)
+			s.Limits = core.Limits{MaxConcurrency: 3}
+			srcs = append(srcs, s)
 		}
-		switch rand.IntN(8) {
-		case 0:
-			return nil, transientErr(src.Name)
-		case 1:
-			return nil, rateLimitedErr(src.Name, time.Millisecond)
-		case 2:
-			return nil, deadErr(src.Name)
-		case 3:
-			return nil, invalidErr(src.Name)
-		case 4:
-			return nil, timeoutErr(src.Name)
-		}
-		return &core.LLMResponse{Content: "ok", FinishReason: "stop"}, nil
-	})
-	lim, br := memory.NewLimiter(), memory.NewBreaker()
-	g, err := NewGovernor(GovernorConfig{Settings: set, Upstream: up, Limiter: lim, Breaker: br})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Go(func() {
-			for i := range 20 {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+(w+i)%40)*time.Millisecond)
-				resp, err := g.Handle(ctx, newCall())
-				cancel()
-				if err == nil && resp == nil {
-					t.Error("nil response without error")
-				}
-				if err != nil && !errors.Is(err, core.ErrGateway) {
-					t.Errorf("error outside the taxonomy: %v", err)
-				}
+		set := testSettings(srcs...)
+		set.Global = core.Limits{MaxConcurrency: 6}
+		set.Breaker = core.BreakerConfig{FailThreshold: 3, Cooldown: 15 * time.Millisecond, MaxCooldown: 50 * time.Millisecond, ProbeTTL: time.Second}
+		set.Backpressure = core.BackpressureSettings{StallWindow: 300 * time.Millisecond, PollInterval: 2 * time.Millisecond}
+		up := upstreamFunc(func(ctx context.Context, src *core.SourceConfig, _ *core.Call) (*core.LLMResponse, error) {
+			d := time.Duration(rand.IntN(3)) * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(d):
 			}
+			switch rand.IntN(8) {
+			case 0:
+				return nil, transientErr(src.Name)
+			case 1:
+				return nil, rateLimitedErr(src.Name, time.Millisecond)
+			case 2:
+				return nil, deadErr(src.Name)
+			case 3:
+				return nil, invalidErr(src.Name)
+			case 4:
+				return nil, timeoutErr(src.Name)
+			}
+			return &core.LLMResponse{Content: "ok", FinishReason: "stop"}, nil
 		})
-	}
-	wg.Wait()
-	for _, st := range g.Sources(context.Background()) {
-		if st.InFlight != 0 || st.Usage.InFlight != 0 || st.Breaker.ProbeHeld {
-			t.Errorf("%s after the storm: source in-flight %d, limiter in-flight %d, probe held %v",
-				st.Name, st.InFlight, st.Usage.InFlight, st.Breaker.ProbeHeld)
+		lim, br := memory.NewLimiter(), memory.NewBreaker()
+		g, err := New(Config{Settings: set, Upstream: up, Limiter: lim, Breaker: br})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if u, _ := lim.Usage(context.Background(), testScope, ""); u.InFlight != 0 {
-		t.Errorf("global in-flight %d after the storm", u.InFlight)
-	}
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Go(func() {
+				for i := range 20 {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+(w+i)%40)*time.Millisecond)
+					resp, err := g.Handle(ctx, newCall())
+					cancel()
+					if err == nil && resp == nil {
+						t.Error("nil response without error")
+					}
+					if err != nil && !errors.Is(err, core.ErrGateway) {
+						t.Errorf("error outside the taxonomy: %v", err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, st := range g.Sources(context.Background()) {
+			if st.InFlight != 0 || st.Usage.InFlight != 0 || st.Breaker.ProbeHeld {
+				t.Errorf("%s after the storm: source in-flight %d, limiter in-flight %d, probe held %v",
+					st.Name, st.InFlight, st.Usage.InFlight, st.Breaker.ProbeHeld)
+			}
+		}
+		if u, _ := lim.Usage(context.Background(), testScope, ""); u.InFlight != 0 {
+			t.Errorf("global in-flight %d after the storm", u.InFlight)
+		}
+	})
 }
 
 // The caller's deadline is wall-clock time; an injected Clock (used for
 // health and memo bookkeeping) must not change how it is honoured.
 func TestGovernorHonoursTheDeadlineWithAnInjectedClock(t *testing.T) {
 	t.Parallel()
-	set := testSettings(src("a", 0))
-	set.Retry.BackoffBase, set.Retry.BackoffMax = 5*time.Second, 5*time.Second
-	f := newFixture(t, set, withClock(backendtest.NewFakeClock(testEpoch)))
-	f.up.script("a", failStep(transientErr("a")), okStep())
-	const budget = 400 * time.Millisecond
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	defer cancel()
-	_, err := f.g.Handle(ctx, newCall())
-	// The backoff cannot fit, so the call returns at once, well before the deadline.
-	if d := time.Since(start); d >= budget/2 {
-		t.Errorf("returned after %v (err %v), not before the %v deadline: the 2.5–5s backoff cannot fit", d, err, budget)
-	}
+	inBubble(t, func(t *testing.T) {
+		set := testSettings(src("a", 0))
+		set.Retry.BackoffBase, set.Retry.BackoffMax = 5*time.Second, 5*time.Second
+		f := newFixture(t, set, withClock(backendtest.NewFakeClock(testEpoch)))
+		f.up.script("a", failStep(transientErr("a")), okStep())
+		const budget = 400 * time.Millisecond
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		defer cancel()
+		_, err := f.g.Handle(ctx, newCall())
+		// The backoff cannot fit, so the call returns at once, well before the deadline.
+		if d := time.Since(start); d >= budget/2 {
+			t.Errorf("returned after %v (err %v), not before the %v deadline: the 2.5–5s backoff cannot fit", d, err, budget)
+		}
+	})
 }
 
 // Design §4: a waiting call gives up only when its wait exceeds the stall
@@ -1026,83 +1072,89 @@ func TestGovernorStallsOnlyWithoutProgressAnywhereInTheScope(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			set := testSettings(src("a", 0))
-			set.Backpressure.StallWindow = window
-			set.Backpressure.PollInterval = 5 * time.Millisecond
-			g := newFixture(t, set).g
-			now := time.Now()
-			g.sourceNamed("a").setMemo(now, now.Add(5*time.Millisecond), memoRateLimited)
-			g.lastProgress.Store(now.Add(-tc.progressAgo).UnixNano())
-			st := callState{waited: tc.waited, quotaRefused: true}
-			wait, _, err := g.nothingEligible(context.Background(), now, &st)
-			if tc.wantStalled {
-				if ue := asUnavailable(t, err); ue.Reason != core.ReasonStalled {
-					t.Errorf("err = %v, want stalled", err)
+			inBubble(t, func(t *testing.T) {
+				set := testSettings(src("a", 0))
+				set.Backpressure.StallWindow = window
+				set.Backpressure.PollInterval = 5 * time.Millisecond
+				g := newFixture(t, set).g
+				now := time.Now()
+				g.sourceNamed("a").setMemo(now, now.Add(5*time.Millisecond), memoRateLimited)
+				g.lastProgress.Store(now.Add(-tc.progressAgo).UnixNano())
+				r := &run{e: g, call: newCall(), waited: tc.waited, quotaRefused: true}
+				wait, _, err := r.nothingEligible(context.Background(), now)
+				if tc.wantStalled {
+					if ue := asUnavailable(t, err); ue.Reason != core.ReasonStalled {
+						t.Errorf("err = %v, want stalled", err)
+					}
+					return
 				}
-				return
-			}
-			if err != nil || wait <= 0 || wait > 5*time.Millisecond {
-				t.Errorf("= (%v, %v), want to wait up to the poll interval", wait, err)
-			}
+				if err != nil || wait <= 0 || wait > 5*time.Millisecond {
+					t.Errorf("= (%v, %v), want to wait up to the poll interval", wait, err)
+				}
+			})
 		})
 	}
 }
 
 func TestARefusalWhileAProbeIsOutBlocksTheSourceOnlyBriefly(t *testing.T) {
 	t.Parallel()
-	set := testSettings(src("a", 0))
-	set.Backpressure.PollInterval = 50 * time.Millisecond
-	f := newFixture(t, set)
-	ctx := context.Background()
-	cfg := f.g.sources[0].breaker
-	// Another process: the source dies, the cooldown passes, it takes the probe.
-	adm, _ := f.br.Allow(ctx, testScope, "a", cfg)
-	if _, err := f.br.Record(ctx, testScope, "a", adm, core.OutcomeDead, cfg); err != nil {
-		t.Fatal(err)
-	}
-	f.brClock.Advance(cfg.Cooldown + time.Second)
-	if probe, _ := f.br.Allow(ctx, testScope, "a", cfg); !probe.Probe {
-		t.Fatal("setup: no probe granted")
-	}
-	var st callState
-	now := time.Now()
-	if _, err, admitted := f.g.tryAttempt(ctx, &core.Call{}, 0, &st); admitted || err != nil {
-		t.Fatalf("admitted=%v err=%v, want a refusal", admitted, err)
-	}
-	kind, until := f.g.sources[0].memo(now)
-	if kind != memoCircuitOpen || until.Sub(now) > 100*time.Millisecond {
-		t.Fatalf("memo %v until +%v; want a short block (the poll interval), not the probe lease", kind, until.Sub(now))
-	}
+	inBubble(t, func(t *testing.T) {
+		set := testSettings(src("a", 0))
+		set.Backpressure.PollInterval = 50 * time.Millisecond
+		f := newFixture(t, set)
+		ctx := context.Background()
+		cfg := f.g.sources[0].breaker
+		// Another process: the source dies, the cooldown passes, it takes the probe.
+		adm, _ := f.br.Allow(ctx, testScope, "a", cfg)
+		if _, err := f.br.Record(ctx, testScope, "a", adm, core.OutcomeDead, cfg); err != nil {
+			t.Fatal(err)
+		}
+		f.brClock.Advance(cfg.Cooldown + time.Second)
+		if probe, _ := f.br.Allow(ctx, testScope, "a", cfg); !probe.Probe {
+			t.Fatal("setup: no probe granted")
+		}
+		r := &run{e: f.g, call: &core.Call{}}
+		now := time.Now()
+		if _, admitted, err := r.admit(ctx, 0); admitted || err != nil {
+			t.Fatalf("admitted=%v err=%v, want a refusal", admitted, err)
+		}
+		kind, until := f.g.sources[0].memo(now)
+		if kind != memoCircuitOpen || until.Sub(now) > 100*time.Millisecond {
+			t.Fatalf("memo %v until +%v; want a short block (the poll interval), not the probe lease", kind, until.Sub(now))
+		}
+	})
 }
 
 func TestCallsWaitingForAnAdaptiveSlotAreWokenWhenOneFrees(t *testing.T) {
 	t.Parallel()
-	set := testSettings(src("a", 0))
-	set.Backpressure.PollInterval = 5 * time.Second // a poll would be far too slow
-	set.Backpressure.StallWindow = 30 * time.Second
-	up := upstreamFunc(func(ctx context.Context, _ *core.SourceConfig, _ *core.Call) (*core.LLMResponse, error) {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		return &core.LLMResponse{Content: "ok", FinishReason: "stop"}, nil
-	})
-	g, err := NewGovernor(GovernorConfig{Settings: set, Upstream: up, Limiter: memory.NewLimiter(), Breaker: memory.NewBreaker()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range 12 { // the adaptive limit starts at 8: four calls must wait
-		wg.Go(func() {
-			if _, err := g.Handle(context.Background(), newCall()); err != nil {
-				t.Error(err)
+	inBubble(t, func(t *testing.T) {
+		set := testSettings(src("a", 0))
+		set.Backpressure.PollInterval = 5 * time.Second // a poll would be far too slow
+		set.Backpressure.StallWindow = 30 * time.Second
+		up := upstreamFunc(func(ctx context.Context, _ *core.SourceConfig, _ *core.Call) (*core.LLMResponse, error) {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
 			}
+			return &core.LLMResponse{Content: "ok", FinishReason: "stop"}, nil
 		})
-	}
-	wg.Wait()
-	if took := time.Since(start); took > 1500*time.Millisecond {
-		t.Fatalf("12 calls of 100 ms over 8 slots took %v: waiters were not woken when slots freed", took)
-	}
+		g, err := New(Config{Settings: set, Upstream: up, Limiter: memory.NewLimiter(), Breaker: memory.NewBreaker()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 12 { // the adaptive limit starts at 8: four calls must wait
+			wg.Go(func() {
+				if _, err := g.Handle(context.Background(), newCall()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if took := time.Since(start); took > 1500*time.Millisecond {
+			t.Fatalf("12 calls of 100 ms over 8 slots took %v: waiters were not woken when slots freed", took)
+		}
+	})
 }

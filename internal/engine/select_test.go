@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 )
 
 // selectorGov builds a governor for choose tests.
-func selectorGov(t *testing.T, selector string, opts []func(*GovernorConfig), sources ...core.SourceConfig) *Governor {
+func selectorGov(t *testing.T, selector core.SelectorName, opts []func(*Config), sources ...core.SourceConfig) *Engine {
 	t.Helper()
 	set := testSettings(sources...)
 	set.Selector = selector
@@ -18,11 +18,11 @@ func selectorGov(t *testing.T, selector string, opts []func(*GovernorConfig), so
 }
 
 // picks runs choose n times with fresh call state and counts the names picked.
-func picks(g *Governor, now time.Time, n int, tried, excluded sourceSet) map[string]int {
+func picks(g *Engine, now time.Time, n int, tried, excluded sourceSet) map[string]int {
 	counts := map[string]int{}
 	for range n {
 		tr, ex := tried, excluded
-		i := g.choose(now, &tr, &ex, &sourceSet{})
+		i := g.pick(now, &tr, &ex, &sourceSet{})
 		if i < 0 {
 			counts[""]++
 			continue
@@ -32,7 +32,7 @@ func picks(g *Governor, now time.Time, n int, tried, excluded sourceSet) map[str
 	return counts
 }
 
-func setOf(g *Governor, names ...string) sourceSet {
+func setOf(g *Engine, names ...string) sourceSet {
 	var s sourceSet
 	for _, name := range names {
 		for i, src := range g.sources {
@@ -66,8 +66,8 @@ func onlyPicked(t *testing.T, counts map[string]int, want string) {
 func TestChoosePrefersTheLowestPriorityTier(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	for _, selector := range []string{core.SelectorHealthAware, core.SelectorRoundRobin, core.SelectorLeastInflight, core.SelectorCostAware} {
-		t.Run(selector, func(t *testing.T) {
+	for _, selector := range []core.SelectorName{core.SelectorHealthAware, core.SelectorRoundRobin, core.SelectorLeastInflight, core.SelectorCostAware} {
+		t.Run(string(selector), func(t *testing.T) {
 			t.Parallel()
 			g := selectorGov(t, selector, nil, src("backup", 1), src("main1", 0), src("last", 2), src("main2", 0))
 			counts := picks(g, now, 400, sourceSet{}, sourceSet{})
@@ -86,25 +86,25 @@ func TestChooseFallsBackATierOnlyWhenTheBestTierHasNoEligibleSource(t *testing.T
 	now := time.Now()
 	tests := []struct {
 		name     string
-		prepare  func(g *Governor) (tried, excluded sourceSet)
+		prepare  func(g *Engine) (tried, excluded sourceSet)
 		wantOnly string
 	}{
-		{"tier 0 excluded this round", func(g *Governor) (sourceSet, sourceSet) {
+		{"tier 0 excluded this round", func(g *Engine) (sourceSet, sourceSet) {
 			return sourceSet{}, setOf(g, "main")
 		}, "backup"},
-		{"tier 0 in a hard memo", func(g *Governor) (sourceSet, sourceSet) {
+		{"tier 0 in a hard memo", func(g *Engine) (sourceSet, sourceSet) {
 			g.sourceNamed("main").setMemo(now, now.Add(time.Minute), memoCircuitOpen)
 			return sourceSet{}, sourceSet{}
 		}, "backup"},
-		{"tier 0 and 1 unavailable", func(g *Governor) (sourceSet, sourceSet) {
+		{"tier 0 and 1 unavailable", func(g *Engine) (sourceSet, sourceSet) {
 			g.sourceNamed("main").setMemo(now, now.Add(time.Minute), memoRateLimited)
 			return sourceSet{}, setOf(g, "backup")
 		}, "last"},
-		{"tier 0 in an expired hard memo", func(g *Governor) (sourceSet, sourceSet) {
+		{"tier 0 in an expired hard memo", func(g *Engine) (sourceSet, sourceSet) {
 			g.sourceNamed("main").setMemo(now.Add(-time.Minute), now, memoCircuitOpen)
 			return sourceSet{}, sourceSet{}
 		}, "main"},
-		{"tier 0 weak is still preferred over a healthy fallback tier", func(g *Governor) (sourceSet, sourceSet) {
+		{"tier 0 weak is still preferred over a healthy fallback tier", func(g *Engine) (sourceSet, sourceSet) {
 			makeWeak(g.sourceNamed("main"), now)
 			return sourceSet{}, sourceSet{}
 		}, "main"},
@@ -125,7 +125,7 @@ func TestChooseReturnsNoneWhenEverySourceIsExcludedOrHardMemoed(t *testing.T) {
 	g := selectorGov(t, core.SelectorHealthAware, nil, src("a", 0), src("b", 1))
 	g.sourceNamed("a").setMemo(now, now.Add(time.Minute), memoRateLimited)
 	excluded := setOf(g, "b")
-	if i := g.choose(now, &sourceSet{}, &excluded, &sourceSet{}); i != -1 {
+	if i := g.pick(now, &sourceSet{}, &excluded, &sourceSet{}); i != -1 {
 		t.Errorf("choose = %d, want -1", i)
 	}
 }
@@ -183,7 +183,7 @@ func TestSmoothWeightedRoundRobinInterleaves(t *testing.T) {
 	prev := ""
 	for i := range 50 {
 		var tried, excluded sourceSet
-		name := g.sources[g.choose(now, &tried, &excluded, &sourceSet{})].cfg.Name
+		name := g.sources[g.pick(now, &tried, &excluded, &sourceSet{})].cfg.Name
 		if name == prev {
 			t.Fatalf("pick %d repeated %q: equal weights must alternate", i, name)
 		}
@@ -333,8 +333,8 @@ func TestCostAwarePicksTheCheapestPricedHealthySource(t *testing.T) {
 		"model-cheap": {InputPer1M: 0.5, OutputPer1M: 1.5},
 		"model-mid":   {InputPer1M: 1, OutputPer1M: 3},
 	}
-	build := func(t *testing.T) *Governor {
-		return selectorGov(t, core.SelectorCostAware, []func(*GovernorConfig){withPricing(pricing)},
+	build := func(t *testing.T) *Engine {
+		return selectorGov(t, core.SelectorCostAware, []func(*Config){withPricing(pricing)},
 			src("dear", 0), src("unpriced", 0), src("cheap", 0), src("mid", 0))
 	}
 	t.Run("cheapest", func(t *testing.T) {
@@ -355,7 +355,7 @@ func TestCostAwarePicksTheCheapestPricedHealthySource(t *testing.T) {
 	})
 	t.Run("nothing priced falls back to p2c", func(t *testing.T) {
 		t.Parallel()
-		g := selectorGov(t, core.SelectorCostAware, []func(*GovernorConfig){withPricing(pricing)}, src("x", 0), src("y", 0))
+		g := selectorGov(t, core.SelectorCostAware, []func(*Config){withPricing(pricing)}, src("x", 0), src("y", 0))
 		counts := picks(g, now, 1000, sourceSet{}, sourceSet{})
 		if counts["x"] < 300 || counts["y"] < 300 {
 			t.Errorf("unpriced sources not shared: %v", counts)
@@ -389,7 +389,7 @@ func TestChooseNeverTakesHardMemoSources(t *testing.T) {
 		g.sourceNamed("soft").setMemo(now, now.Add(time.Minute), memoFailed)
 		onlyPicked(t, picks(g, now, 100, sourceSet{}, sourceSet{}), "soft")
 		excluded := setOf(g, "soft")
-		if i := g.choose(now, &sourceSet{}, &excluded, &sourceSet{}); i != -1 {
+		if i := g.pick(now, &sourceSet{}, &excluded, &sourceSet{}); i != -1 {
 			t.Errorf("kind %d: choose = %d, want -1 with only a hard memo source left", kind, i)
 		}
 	}
@@ -413,15 +413,15 @@ func TestChooseTriesSourcesUsedInThisCallAfterFreshOnes(t *testing.T) {
 func TestChooseDoesNotAllocate(t *testing.T) {
 	now := time.Now()
 	pricing := core.PricingTable{"model-b": {InputPer1M: 1, OutputPer1M: 1}, "model-c": {InputPer1M: 2, OutputPer1M: 2}}
-	for _, selector := range []string{core.SelectorHealthAware, core.SelectorRoundRobin, core.SelectorLeastInflight, core.SelectorCostAware} {
-		t.Run(selector, func(t *testing.T) {
-			g := selectorGov(t, selector, []func(*GovernorConfig){withPricing(pricing)},
+	for _, selector := range []core.SelectorName{core.SelectorHealthAware, core.SelectorRoundRobin, core.SelectorLeastInflight, core.SelectorCostAware} {
+		t.Run(string(selector), func(t *testing.T) {
+			g := selectorGov(t, selector, []func(*Config){withPricing(pricing)},
 				weighted("a", 0, 1), weighted("b", 0, 2), weighted("c", 0, 3), weighted("d", 1, 1))
 			makeWeak(g.sourceNamed("a"), now)
 			var tried, excluded sourceSet
 			tried.add(3, 4)
 			allocs := testing.AllocsPerRun(500, func() {
-				if g.choose(now, &tried, &excluded, &sourceSet{}) < 0 {
+				if g.pick(now, &tried, &excluded, &sourceSet{}) < 0 {
 					panic("nothing chosen")
 				}
 			})
@@ -481,12 +481,12 @@ func TestChooseWaitsForABusyBetterSourceInsteadOfSpillingOntoAFailingOne(t *test
 		var tried, excluded, busy sourceSet
 		excluded.add(0, 2)
 		busy.add(0, 2)
-		if i := g.choose(now, &tried, &excluded, &busy); i != -1 {
+		if i := g.pick(now, &tried, &excluded, &busy); i != -1 {
 			t.Fatalf("chose %s while the healthy source was only busy", g.sources[i].cfg.Name)
 		}
 		// Without the busy mark (refused for another reason) the weak one is taken.
 		var notBusy sourceSet
-		if i := g.choose(now, &tried, &excluded, &notBusy); i != 1 {
+		if i := g.pick(now, &tried, &excluded, &notBusy); i != 1 {
 			t.Fatalf("chose %d, want the weak source when nothing better exists", i)
 		}
 	})
@@ -496,7 +496,7 @@ func TestChooseWaitsForABusyBetterSourceInsteadOfSpillingOntoAFailingOne(t *test
 		var tried, excluded, busy sourceSet
 		excluded.add(0, 2)
 		busy.add(0, 2)
-		if i := g.choose(now, &tried, &excluded, &busy); i != -1 {
+		if i := g.pick(now, &tried, &excluded, &busy); i != -1 {
 			t.Fatalf("chose %s, want a wait for the busy source", g.sources[i].cfg.Name)
 		}
 	})
@@ -505,7 +505,7 @@ func TestChooseWaitsForABusyBetterSourceInsteadOfSpillingOntoAFailingOne(t *test
 		var tried, excluded, busy sourceSet
 		excluded.add(1, 2)
 		busy.add(1, 2)
-		if i := g.choose(now, &tried, &excluded, &busy); i != 0 {
+		if i := g.pick(now, &tried, &excluded, &busy); i != 0 {
 			t.Fatalf("chose %d, want the tier-0 source", i)
 		}
 	})

@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"math"
@@ -57,15 +57,14 @@ type sourceState struct {
 	// lastState is the breaker state last reported to the observer.
 	lastState atomic.Uint32
 
-	mu         sync.Mutex
-	score      float64
-	scoreAt    time.Time
-	aimd       float64
-	aimdCap    float64
-	memoUntil  time.Time
-	memoKind   memoKind
-	pushbacks  int
-	swrrWeight float64 // smooth weighted round robin current weight
+	mu        sync.Mutex
+	score     float64
+	scoreAt   time.Time
+	aimd      float64
+	aimdCap   float64
+	memoUntil time.Time
+	memoKind  memoKind
+	pushbacks int
 }
 
 func newSourceState(cfg core.SourceConfig, br core.BreakerConfig, pricing core.PricingTable) *sourceState {
@@ -178,4 +177,36 @@ func (s *sourceState) memo(now time.Time) (memoKind, time.Time) {
 		return memoNone, time.Time{}
 	}
 	return s.memoKind, s.memoUntil
+}
+
+// reset clears the memo and the health history (an operator's breaker reset).
+func (s *sourceState) reset() {
+	s.mu.Lock()
+	s.memoKind, s.memoUntil, s.score, s.scoreAt = memoNone, time.Time{}, 1, time.Time{}
+	s.mu.Unlock()
+}
+
+// candidate describes s for a Selector.
+func (s *sourceState) candidate(now time.Time, tried bool) core.Candidate {
+	return core.Candidate{
+		Name: s.cfg.Name, Provider: s.cfg.Provider, Model: s.cfg.Model, Region: s.cfg.Region,
+		Priority: s.cfg.Priority, Weight: s.cfg.Weight, Health: s.health(now),
+		InFlight: int(s.inflight.Load()), Price: s.price, Tried: tried,
+	}
+}
+
+// reason is the PerSource reason of a source this call did not try, from
+// its memo.
+func (k memoKind) reason() core.Reason {
+	switch k {
+	case memoFailed:
+		return core.ReasonNetworkError
+	case memoTimeout:
+		return core.ReasonTimeout
+	case memoRateLimited:
+		return core.ReasonRateLimited
+	case memoCircuitOpen:
+		return core.ReasonCircuitOpen
+	}
+	return core.ReasonRetryExhausted
 }

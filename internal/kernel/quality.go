@@ -1,17 +1,16 @@
-package middleware
+package kernel
 
 import (
-	"errors"
+	"context"
+
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/polygateway/polygateway/transport"
+
 	"github.com/polygateway/polygateway/internal/core"
 )
-
-// errLowQuality marks a ResultInvalidError raised by the quality guard: the
-// governor retries it on another source, unlike a structured-output failure.
-var errLowQuality = errors.New("polygateway: low-quality answer")
 
 // refusalPhrases are the openings of a refusal. They are only looked for in
 // short answers, where a refusal is the whole answer.
@@ -78,4 +77,35 @@ func repetitionTail(text string) (unit, repeats int) {
 		}
 	}
 	return 0, 0
+}
+
+// chatUpstream is the engine's chat upstream: the OpenAI transport, then the
+// quality guard (when the scope turns it on) and the call's own check. A
+// refused answer is a ResultInvalidError carrying the answer: reason
+// low_quality for the guard (the engine tries another source), none for a
+// failed check (the call ends with it).
+type chatUpstream struct {
+	t       *transport.Client
+	quality core.QualitySettings
+}
+
+var _ core.Upstream = chatUpstream{}
+
+// Do implements core.Upstream.
+func (u chatUpstream) Do(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
+	resp, err := u.t.Do(ctx, src, call)
+	if err != nil || resp == nil {
+		return resp, err
+	}
+	if u.quality.Guard {
+		if problem := qualityProblem(resp, u.quality); problem != "" {
+			return resp, &core.ResultInvalidError{Source: src.Name, Reason: core.ReasonLowQuality, Raw: resp.Content, Message: problem}
+		}
+	}
+	if call.Check != nil {
+		if cerr := call.Check(resp); cerr != nil {
+			return resp, &core.ResultInvalidError{Source: src.Name, Raw: resp.Content, Message: cerr.Error(), Err: cerr}
+		}
+	}
+	return resp, nil
 }

@@ -1,4 +1,4 @@
-package middleware
+package kernel
 
 import (
 	"fmt"

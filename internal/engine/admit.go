@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// Bounds of the work around an attempt.
+const (
+	// leaseSlack is what a concurrency slot's lease adds to the attempt's
+	// timeout: the time to admit, finish and retry a lost release. A slot
+	// whose release never lands frees by itself this long after the
+	// attempt's deadline.
+	leaseSlack = 5 * time.Second
+	// finishTimeout bounds the release and record after an attempt; a
+	// backend that cannot finish in time heals the slot itself (Admitter).
+	finishTimeout = time.Second
+	// finishGrace is how long finishing may run past the caller's deadline.
+	finishGrace = 50 * time.Millisecond
+	// warnEvery rate-limits the warnings about backend failures after an
+	// attempt.
+	warnEvery = 10 * time.Second
+)
+
+// leaseTTL is the lease of an attempt's slots: the attempt's timeout plus
+// leaseSlack, never above PGW_LEASE_TTL_S (limit).
+func leaseTTL(limit, timeout time.Duration) time.Duration {
+	if timeout <= 0 {
+		return limit
+	}
+	if l := timeout + leaseSlack; limit <= 0 || l < limit {
+		return l
+	}
+	return limit
+}
+
+// finishContext returns the context of the work after an attempt: not
+// cancelled with the call, bounded by finishTimeout and by the call's
+// deadline plus finishGrace, so that a slow backend cannot hold the caller
+// past its deadline.
+func finishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := finishTimeout
+	if left, ok := untilDeadline(ctx); ok {
+		d = min(d, max(left+finishGrace, finishGrace))
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// untilDeadline is the time left before ctx's deadline. A deadline belongs
+// to its context, whose timer runs on the time package's clock (the fake
+// one inside a testing/synctest bubble), so it is measured with that clock,
+// not the engine's: an injected Clock moves the engine's bookkeeping and
+// waits, never the caller's deadline.
+func untilDeadline(ctx context.Context) (time.Duration, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return time.Until(dl), true
+}
+
+// admit passes source i through AIMD, its breaker and its gates. ok=false
+// means the source was refused (it is excluded for this round and in the
+// memo as the refusal says); an error is a backend failure or the caller's
+// cancellation, and ends the call.
+func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err error) {
+	e, s := r.e, r.e.sources[i]
+	n := len(e.sources)
+	name := s.cfg.Name
+	if float64(s.inflight.Load()) >= s.aimdLimit() {
+		// The adaptive limit is full: no backend is asked.
+		e.refused(name, core.ReasonRateLimited)
+		r.excluded.add(i, n)
+		r.busy.add(i, n)
+		r.fail(name, core.ReasonRateLimited)
+		return t, false, nil
+	}
+	req := core.AdmitRequest{Breaker: s.breaker, Permit: core.PermitRequest{
+		Scope:        e.settings.Scope,
+		Source:       name,
+		SourceLimits: s.cfg.Limits,
+		GlobalLimits: e.settings.Global,
+		Tokens:       s.cfg.EstTokens,
+		LeaseTTL:     leaseTTL(e.settings.LeaseTTL, s.cfg.Timeout),
+		Pool:         e.settings.GlobalPool,
+	}}
+	t, err = e.admitter.Admit(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return t, false, &core.CanceledError{Err: ctx.Err()}
+		}
+		return t, false, err
+	}
+	now := e.clock.Now()
+	e.observeState(ctx, r.call.ID, s, t.Admission.State)
+	if !t.Admission.Allowed {
+		e.refused(name, core.ReasonCircuitOpen)
+		r.excluded.add(i, n)
+		r.fail(name, core.ReasonCircuitOpen)
+		if r.retryAfter == 0 || t.Admission.RetryAfter < r.retryAfter {
+			r.retryAfter = t.Admission.RetryAfter
+		}
+		wait := t.Admission.RetryAfter
+		if t.Admission.State == core.StateHalfOpen {
+			// A probe is out: its verdict may come long before the probe
+			// lease ends, so look again soon rather than for the lease.
+			wait = min(wait, e.settings.Backpressure.PollInterval)
+		}
+		s.setMemo(now, now.Add(max(wait, time.Millisecond)), memoCircuitOpen)
+		return t, false, nil
+	}
+	if !t.Grant.OK {
+		e.refused(name, core.ReasonRateLimited)
+		r.excluded.add(i, n)
+		r.quotaRefused = true
+		if ra := t.Grant.RetryAfter; ra > 0 && (r.quotaRetryAfter == 0 || ra < r.quotaRetryAfter) {
+			r.quotaRetryAfter = ra
+		}
+		r.fail(name, core.ReasonRateLimited)
+		wait := t.Grant.RetryAfter
+		if wait <= 0 || wait > e.settings.Backpressure.PollInterval {
+			wait = e.settings.Backpressure.PollInterval
+		}
+		s.setMemo(now, now.Add(wait), memoRateLimited)
+		return t, false, nil
+	}
+	return t, true, nil
+}
+
+// finish releases an attempt's permit and records its outcome, bounded by
+// finishContext. A failure is logged (rate-limited); the Admitter heals
+// what it could not release.
+func (e *Engine) finish(ctx context.Context, callID string, s *sourceState, t core.Ticket, settle core.Settlement, o core.Outcome) {
+	fctx, cancel := finishContext(ctx)
+	defer cancel()
+	if _, err := e.admitter.Finish(fctx, t, settle, o); err != nil {
+		e.warnBackend(ctx, "polygateway: limiter release or breaker record failed", callID, s.cfg.Name, err)
+		return
+	}
+	if e.obs != nil && o != core.OutcomeSuccess && o != core.OutcomeAbandoned && o != core.OutcomeRateLimited {
+		// A failure may have opened the circuit: look, for the observer
+		// and the logs.
+		if snap, err := e.breaker.Snapshot(fctx, e.settings.Scope, s.cfg.Name, s.breaker); err == nil {
+			e.observeState(ctx, callID, s, snap.State)
+		}
+	}
+}
+
+// warnBackend logs a backend failure after an attempt, at most once per
+// warnEvery for the engine.
+func (e *Engine) warnBackend(ctx context.Context, msg, callID, source string, err error) {
+	now := e.clock.Now().UnixNano()
+	last := e.warnAt.Load()
+	if last != 0 && now-last < int64(warnEvery) || !e.warnAt.CompareAndSwap(last, now) {
+		return
+	}
+	e.log.LogAttrs(ctx, slog.LevelWarn, msg, slog.String("call_id", callID), slog.String("scope", e.settings.Scope), slog.String("source", source),
+		slog.String("err", err.Error()))
+}

@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// The engine's events go to three places: the Observer (metrics), the
+// call's AttemptListener (the gateway) and the logger. Every log record
+// about a call carries call_id and scope; attempts are logged at DEBUG,
+// failovers and breaker transitions at INFO (an opening at WARN).
+
+// started reports an attempt about to be sent.
+func (e *Engine) started(ctx context.Context, call *core.Call, ev core.AttemptEvent) {
+	if e.obs != nil {
+		e.obs.AttemptStarted(ev)
+	}
+	if call.Events != nil {
+		call.Events.AttemptStarted(ev)
+	}
+}
+
+// finished reports an attempt's end.
+func (e *Engine) finished(ctx context.Context, call *core.Call, ev core.AttemptEvent, err error) {
+	if e.obs != nil {
+		e.obs.Attempt(ev)
+	}
+	if call.Events != nil {
+		call.Events.AttemptFinished(ev)
+	}
+	if e.log.Enabled(ctx, slog.LevelDebug) {
+		attrs := attemptAttrs(ev)
+		if err != nil {
+			attrs = append(attrs, slog.String("class", core.ErrorClass(err)), slog.String("err", err.Error()))
+		}
+		e.log.LogAttrs(ctx, slog.LevelDebug, "polygateway: attempt", attrs...)
+	}
+}
+
+// failover reports that a failed attempt leaves the call to try again.
+func (e *Engine) failover(ctx context.Context, call *core.Call, ev core.AttemptEvent, err error) {
+	if !e.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	attrs := append(attemptAttrs(ev), slog.String("class", core.ErrorClass(err)), slog.String("err", err.Error()))
+	e.log.LogAttrs(ctx, slog.LevelInfo, "polygateway: attempt failed, trying again", attrs...)
+}
+
+func attemptAttrs(ev core.AttemptEvent) []slog.Attr {
+	attrs := make([]slog.Attr, 0, 10)
+	attrs = append(attrs,
+		slog.String("call_id", ev.CallID), slog.String("scope", ev.Scope), slog.String("source", ev.Source),
+		slog.Int("attempt", ev.Attempt), slog.String("outcome", string(ev.Outcome)),
+		slog.Float64("latency_ms", float64(ev.Latency.Microseconds())/1000))
+	if ev.Reason != "" {
+		attrs = append(attrs, slog.String("reason", string(ev.Reason)))
+	}
+	return attrs
+}
+
+// refused reports a source refused before an attempt.
+func (e *Engine) refused(source string, reason core.Reason) {
+	if e.obs != nil {
+		e.obs.Refused(e.settings.Scope, source, reason)
+	}
+}
+
+// observeState reports a breaker state to the observer and the logs when it
+// differs from the last one seen for s (a transition).
+func (e *Engine) observeState(ctx context.Context, callID string, s *sourceState, state core.BreakerState) {
+	prev := core.BreakerState(s.lastState.Swap(uint32(state)))
+	if prev == state {
+		return
+	}
+	if e.obs != nil {
+		e.obs.BreakerState(e.settings.Scope, s.cfg.Name, state)
+	}
+	level := slog.LevelInfo
+	if state == core.StateOpen {
+		level = slog.LevelWarn
+	}
+	e.log.LogAttrs(ctx, level, "polygateway: breaker "+state.String(),
+		slog.String("call_id", callID), slog.String("scope", e.settings.Scope), slog.String("source", s.cfg.Name),
+		slog.String("from", prev.String()), slog.String("to", state.String()))
+}

@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// This file is the one place that says what the end of an attempt means.
+// Every part of the engine that reacts to an attempt — the breaker, the
+// limiter's settlement, the health score, the cooldown memo, adaptive
+// concurrency, the retry budget, whether the call ends, what the observer
+// and PerSource see — reads the effect of the attempt's class and reason
+// from the table below, and nowhere else.
+
+// verdict is what an attempt says about its source's health.
+type verdict uint8
+
+const (
+	healthNeutral verdict = iota // nothing learned about the service
+	healthGood                   // the service answered
+	healthBad                    // the service failed
+)
+
+// memoRule says how an attempt sets its source's local cooldown memo.
+type memoRule uint8
+
+const (
+	// memoClear removes a soft memo (the source just worked).
+	memoClear memoRule = iota
+	// memoKeep leaves the memo as it is.
+	memoKeep
+	// memoBackoff: a soft memo for one backoff (the source just failed;
+	// used again only when nothing else is eligible).
+	memoBackoff
+	// memoCooldown: a soft memo for the breaker's cooldown (timeouts: a
+	// slow source is not asked again soon).
+	memoCooldown
+	// memoPushback: a hard memo for max(Retry-After, backoff of the
+	// source's consecutive 429s).
+	memoPushback
+	// memoDead: a hard memo for the breaker's cooldown (the source's
+	// account is unusable; its breaker opened).
+	memoDead
+)
+
+// aimdRule says how an attempt moves its source's adaptive concurrency.
+type aimdRule uint8
+
+const (
+	aimdHold  aimdRule = iota // no change
+	aimdGrow                  // a success: grow
+	aimdHalve                 // a 429: halve
+)
+
+// endRule says whether an attempt ends the call.
+type endRule uint8
+
+const (
+	// endNo: the call goes on (to another attempt, while the budget lasts).
+	endNo endRule = iota
+	// endAnswer: the call ends with the attempt's answer.
+	endAnswer
+	// endAnswerError: the call ends with the answer and the error together
+	// (a result that failed its check: billed, recorded, re-asked outside).
+	endAnswerError
+	// endError: the call ends with the attempt's error as it is.
+	endError
+	// endOtherModel: the request does not fit this model; the call goes on
+	// only on a source with another MODEL (every source of this model is
+	// excluded for the call) and ends with the error when there is none.
+	endOtherModel
+)
+
+// effect is everything the end of one attempt means.
+type effect struct {
+	// breaker is the outcome recorded on the source's circuit.
+	breaker core.Outcome
+	// settle is how the permit's pre-deducted tokens are settled.
+	settle core.SettleKind
+	// health is fed into the source's health score.
+	health verdict
+	// memo sets the source's cooldown memo.
+	memo memoRule
+	// aimd moves the source's adaptive concurrency limit.
+	aimd aimdRule
+	// spends is true when the attempt consumes one of MAX_ATTEMPTS.
+	spends bool
+	// end says whether the call ends here.
+	end endRule
+	// progress is true when the scope made progress (the stall rule).
+	progress bool
+	// observe is the outcome the observer and the logs see.
+	observe core.AttemptOutcome
+	// perSource is the reason recorded for the source in a
+	// GatewayUnavailableError ("" = the error's own reason).
+	perSource core.Reason
+}
+
+// policyKey selects a row: the class of the attempt's error and its reason.
+type policyKey struct {
+	class  core.Class
+	reason core.Reason
+}
+
+// anyReason is the row of a class used when its reason has no row of its own.
+const anyReason core.Reason = "*"
+
+// classSuccess is the pseudo-class of an attempt that answered.
+const classSuccess = core.ClassOther + 100
+
+// policy is the table. Read a row as: "an attempt that ends like this
+// records <breaker> on the circuit, settles <settle>, ...".
+var policy = map[policyKey]effect{
+	// The source answered.
+	{classSuccess, anyReason}: {breaker: core.OutcomeSuccess, settle: core.SettleActual, health: healthGood,
+		memo: memoClear, aimd: aimdGrow, end: endAnswer, progress: true, observe: core.AttemptSuccess},
+
+	// 429: pushback. Not a breaker failure, no budget spent, tokens
+	// refunded; the source waits out Retry-After (hard memo) and another
+	// source is preferred meanwhile.
+	{core.ClassTransient, core.ReasonRateLimited}: {breaker: core.OutcomeRateLimited, settle: core.SettleRefund, health: healthBad,
+		memo: memoPushback, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited},
+	// Timeouts and stalls: a failure weighted by TIMEOUT_WEIGHT; the slow
+	// source is avoided for a cooldown.
+	{core.ClassTransient, core.ReasonTimeout}: {breaker: core.OutcomeTimeout, settle: core.SettleEstimate, health: healthBad,
+		memo: memoCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
+	{core.ClassTransient, core.ReasonStalled}: {breaker: core.OutcomeTimeout, settle: core.SettleEstimate, health: healthBad,
+		memo: memoCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
+	// 5xx, resets, cut or malformed streams.
+	{core.ClassTransient, core.ReasonServerError}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
+		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonServerError},
+	{core.ClassTransient, anyReason}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
+		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+
+	// 401/403/402, insufficient quota: the breaker opens at once.
+	{core.ClassSourceDead, anyReason}: {breaker: core.OutcomeDead, settle: core.SettleRefund, health: healthBad,
+		memo: memoDead, spends: true, observe: core.AttemptDead, perSource: core.ReasonSourceDead},
+
+	// The request itself was refused: the service answered (alive for the
+	// breaker), nothing learned about its health, the call ends.
+	{core.ClassRejected, anyReason}: {breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral,
+		memo: memoKeep, end: endError, observe: core.AttemptRejected},
+	// ...unless it is too long for this model: another model may take it.
+	{core.ClassRejected, core.ReasonContextLength}: {breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral,
+		memo: memoKeep, spends: true, end: endOtherModel, observe: core.AttemptRejected, perSource: core.ReasonContextLength},
+
+	// A result that failed its check: billed and alive, not a bad service;
+	// the call ends with the answer and the error (structured output
+	// re-asks outside the engine).
+	{core.ClassInvalid, anyReason}: {breaker: core.OutcomeSuccess, settle: core.SettleActual, health: healthNeutral,
+		memo: memoClear, aimd: aimdGrow, end: endAnswerError, progress: true, observe: core.AttemptInvalid},
+	// The quality guard refused the answer: a bad answer, not a bad
+	// service; try another source while the budget lasts.
+	{core.ClassInvalid, core.ReasonLowQuality}: {breaker: core.OutcomeSuccess, settle: core.SettleActual, health: healthNeutral,
+		memo: memoBackoff, aimd: aimdGrow, spends: true, progress: true, observe: core.AttemptInvalid, perSource: core.ReasonLowQuality},
+
+	// The caller went away: no verdict, a held probe is given back.
+	{core.ClassCanceled, anyReason}: {breaker: core.OutcomeAbandoned, settle: core.SettleEstimate, health: healthNeutral,
+		memo: memoKeep, end: endError, observe: core.AttemptCancelled},
+
+	// An error of no known class (a foreign upstream's): a failure.
+	{core.ClassOther, anyReason}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
+		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+}
+
+// effectOf returns the row for an attempt's end: err == nil is a success.
+func effectOf(err error) (effect, core.Classified) {
+	if err == nil {
+		return policy[policyKey{classSuccess, anyReason}], core.Classified{}
+	}
+	c := core.Classify(err)
+	if e, ok := policy[policyKey{c.Class, c.Reason}]; ok {
+		return e, c
+	}
+	if e, ok := policy[policyKey{c.Class, anyReason}]; ok {
+		return e, c
+	}
+	// Scope-level classes (an upstream that returned one) fail the attempt.
+	return policy[policyKey{core.ClassOther, anyReason}], c
+}

@@ -1,0 +1,289 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// run is the bookkeeping of one call's retry loop. It is used by one
+// goroutine.
+type run struct {
+	e    *Engine
+	call *core.Call
+
+	tried, excluded sourceSet
+	// busy are the sources refused this round only because their adaptive
+	// concurrency limit was full (also in excluded).
+	busy sourceSet
+	// wrongModel are the sources whose MODEL refused the request as too
+	// long for it: excluded for the rest of the call.
+	wrongModel sourceSet
+	attempts   []string
+	perSource  map[string]core.Reason
+	spent      int // attempts that consumed the retry budget
+	waited     time.Duration
+	// sinceAttempt is how long the call has waited since its last attempt;
+	// that wait counts toward the next backoff.
+	sinceAttempt time.Duration
+	lastErr      error
+	// lastAnswer is the answer of the last attempt that produced one but
+	// was refused (the quality guard): returned with the error when the
+	// budget runs out.
+	lastAnswer *core.LLMResponse
+	// quotaRefused is set when the limiter refused a source in this round;
+	// quotaRetryAfter is the earliest time the limiter said a gate frees.
+	quotaRefused    bool
+	quotaRetryAfter time.Duration
+	// retryAfter is the earliest breaker RetryAfter seen in this round.
+	retryAfter time.Duration
+}
+
+func (r *run) fail(source string, reason core.Reason) {
+	if r.perSource == nil {
+		r.perSource = make(map[string]core.Reason, 4)
+	}
+	r.perSource[source] = reason
+}
+
+// newRound forgets what only held for the round of choices just made.
+func (r *run) newRound() {
+	r.excluded.clear()
+	r.busy.clear()
+	r.quotaRefused, r.quotaRetryAfter, r.retryAfter = false, 0, 0
+}
+
+// loop runs attempts until one ends the call.
+func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
+	e := r.e
+	n := len(e.sources)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, &core.CanceledError{Err: err}
+		}
+		now := e.clock.Now()
+		i, err := r.choose(ctx, now)
+		if err != nil {
+			return nil, err
+		}
+		if i < 0 {
+			if err := r.waitForEligible(ctx, now); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if r.tried.has(i, n) {
+			// Retrying a source this call already used: back off first.
+			d := backoff(e.settings.Retry.BackoffBase, e.settings.Retry.BackoffMax, r.spent) - r.sinceAttempt
+			if left, ok := untilDeadline(ctx); ok && d > 0 && d > left {
+				return nil, r.unavailable(ctx, core.ReasonTimeout)
+			}
+			if err := core.Sleep(ctx, e.clock, d); err != nil {
+				return nil, err
+			}
+		}
+		ticket, ok, err := r.admit(ctx, i)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		r.sinceAttempt = 0
+		r.newRound()
+		resp, err, done := r.attempt(ctx, i, ticket)
+		if done {
+			return resp, err
+		}
+	}
+}
+
+// attempt performs one admitted attempt on source i and applies its
+// effect. done reports that the call ends with (resp, err).
+func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLMResponse, err error, done bool) {
+	e, s, call := r.e, r.e.sources[i], r.call
+	n := len(e.sources)
+	r.tried.add(i, n)
+	r.attempts = append(r.attempts, s.cfg.Name)
+	if call.Deltas != nil {
+		call.Deltas.Reset()
+	}
+	ev := core.AttemptEvent{Scope: e.settings.Scope, Source: s.cfg.Name, Provider: s.cfg.Provider, Model: s.cfg.Model,
+		CallID: call.ID, Attempt: len(r.attempts)}
+	e.started(ctx, call, ev)
+
+	s.inflight.Add(1)
+	started := e.clock.Now()
+	if call.Attempt != nil {
+		resp, err = call.Attempt(ctx, &s.cfg)
+	} else {
+		resp, err = e.up.Do(ctx, &s.cfg, call)
+	}
+	s.inflight.Add(-1)
+	e.slotFree()
+	ev.Latency = e.clock.Now().Sub(started)
+	if err == nil && resp == nil {
+		err = &core.TransientError{Source: s.cfg.Name, Reason: core.ReasonNetworkError, Message: "upstream returned no response"}
+	}
+	if err != nil && ctx.Err() != nil {
+		// The caller went away: whatever the attempt says, it is a cancellation.
+		err = &core.CanceledError{Err: ctx.Err()}
+	}
+	eff, class := effectOf(err)
+	if resp != nil {
+		ev.TTFT, ev.MaxInterToken = resp.TTFT, resp.MaxInterToken
+	}
+	ev.Outcome, ev.Reason = eff.observe, class.Reason
+
+	// The backends: release and settle the permit, record the outcome.
+	settle := core.Settlement{Kind: eff.settle}
+	if eff.settle == core.SettleActual {
+		if resp != nil {
+			settle.Tokens = resp.PromptTokens + resp.CompletionTokens
+		} else {
+			settle.Kind = core.SettleEstimate
+		}
+	}
+	e.finish(ctx, call.ID, s, t, settle, eff.breaker)
+
+	// The process-local state: health, memo, adaptive concurrency, progress.
+	now := e.clock.Now()
+	switch eff.health {
+	case healthGood:
+		s.observe(now, true)
+	case healthBad:
+		s.observe(now, false)
+	}
+	pushbacks := 0
+	switch eff.aimd {
+	case aimdGrow:
+		s.aimdSuccess()
+	case aimdHalve:
+		pushbacks = s.aimdPushback()
+	}
+	r.setMemo(s, now, eff.memo, err, pushbacks)
+	if eff.progress {
+		e.lastProgress.Store(now.UnixNano())
+		if t.Admission.Probe {
+			// This process's probe closed the circuit: drop the block
+			// other calls put on the source while the probe was out.
+			s.clearAllMemo()
+		}
+	}
+	e.finished(ctx, call, ev, err)
+
+	if resp != nil {
+		e.fillSource(s, resp)
+		resp.Attempts = r.attempts
+	}
+	switch eff.end {
+	case endAnswer:
+		return resp, nil, true
+	case endAnswerError:
+		return resp, err, true
+	case endError:
+		return nil, err, true
+	}
+
+	// The call goes on, if it can.
+	r.lastErr = err
+	if class.Class == core.ClassInvalid {
+		r.lastAnswer = resp
+	}
+	reason := eff.perSource
+	if reason == "" {
+		reason = class.Reason
+	}
+	r.fail(s.cfg.Name, reason)
+	if eff.spends {
+		r.spent++
+	}
+	if eff.end == endOtherModel {
+		r.excludeModel(s.cfg.Model)
+		if !r.otherModelLeft() {
+			return nil, err, true
+		}
+	}
+	if call.Deltas != nil && call.Deltas.Committed() {
+		// Part of this answer already went out: no failover can complete
+		// it honestly.
+		return nil, err, true
+	}
+	if r.spent >= e.settings.Retry.MaxAttempts {
+		if r.lastAnswer != nil && class.Class == core.ClassInvalid {
+			return resp, err, true
+		}
+		if e.settings.Retry.MaxAttempts == 1 {
+			return nil, err, true
+		}
+		return nil, r.unavailable(ctx, core.ReasonRetryExhausted), true
+	}
+	e.failover(ctx, call, ev, err)
+	return nil, nil, false
+}
+
+// setMemo applies a memo rule to source s after an attempt.
+func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, pushbacks int) {
+	set := r.e.settings
+	switch rule {
+	case memoClear:
+		s.clearMemo()
+	case memoBackoff:
+		s.setMemo(now, now.Add(backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, 1)), memoFailed)
+	case memoCooldown:
+		s.setMemo(now, now.Add(set.Breaker.Cooldown), memoTimeout)
+	case memoPushback:
+		wait := max(retryAfterOf(err), backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, max(pushbacks, 1)))
+		s.setMemo(now, now.Add(wait), memoRateLimited)
+	case memoDead:
+		s.setMemo(now, now.Add(set.Breaker.Cooldown), memoCircuitOpen)
+	}
+}
+
+// excludeModel excludes, for the rest of the call, every source of model.
+func (r *run) excludeModel(model string) {
+	n := len(r.e.sources)
+	for i, s := range r.e.sources {
+		if s.cfg.Model == model {
+			r.wrongModel.add(i, n)
+		}
+	}
+}
+
+// otherModelLeft reports whether a source of another model remains.
+func (r *run) otherModelLeft() bool {
+	n := len(r.e.sources)
+	for i := range r.e.sources {
+		if !r.wrongModel.has(i, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// fillSource completes the provenance and cost of an answer from s.
+func (e *Engine) fillSource(s *sourceState, resp *core.LLMResponse) {
+	if resp.Provider == "" {
+		resp.Provider = s.cfg.Provider
+	}
+	if resp.SourceName == "" {
+		resp.SourceName = s.cfg.Name
+	}
+	if resp.Model == "" {
+		resp.Model = s.cfg.Model
+	}
+	if resp.Cost == nil && e.pricing != nil {
+		resp.Cost = e.pricing.CostCached(s.cfg.Model, resp.PromptTokens, resp.CachedPromptTokens, resp.CompletionTokens)
+	}
+}
+
+// retryAfterOf returns the upstream's Retry-After hint carried by err.
+func retryAfterOf(err error) time.Duration {
+	var te *core.TransientError
+	if errors.As(err, &te) {
+		return te.RetryAfter
+	}
+	return 0
+}

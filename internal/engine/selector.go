@@ -1,0 +1,30 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// healthGatedSelector marks the built-in selectors that choose a weak
+// candidate only when no healthy one is among the candidates; the engine
+// then also waits for a busy healthy source rather than spill onto weak ones.
+type healthGatedSelector interface {
+	healthGated()
+}
+
+// Builtin returns a fresh instance of the built-in selector named name: the
+// one place configuration names map to selectors. "" is health_aware.
+func Builtin(name core.SelectorName) (core.Selector, error) {
+	switch name {
+	case "", core.SelectorHealthAware:
+		return HealthAware(), nil
+	case core.SelectorRoundRobin:
+		return RoundRobin(), nil
+	case core.SelectorLeastInflight:
+		return LeastInflight(), nil
+	case core.SelectorCostAware:
+		return CostAware(), nil
+	}
+	return nil, fmt.Errorf("polygateway: engine: unknown selector %q", name)
+}

@@ -1,0 +1,378 @@
+// Package kernel assembles the governed machine of one scope — backends,
+// transport, engine and the onion (user middleware → cache → telemetry →
+// degradation → engine) — and runs calls through it. The root package's
+// GatewayClient is its public face; the sibling clients of this module
+// (embed, ocr, proxy) use it directly to run typed calls (Do) under the
+// same governance, without any of it being public API.
+package kernel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"sync"
+
+	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/internal/config"
+	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/engine"
+	"github.com/polygateway/polygateway/internal/registry"
+	"github.com/polygateway/polygateway/middleware"
+	"github.com/polygateway/polygateway/transport"
+)
+
+// Options are the resolved assembly options (the root package's With…
+// options, in kernel types). The zero value assembles everything from the
+// settings.
+type Options struct {
+	// Limiter, Breaker, Admitter, Cache and Telemetry replace the configured
+	// backends; the caller keeps ownership of them.
+	Limiter   core.Limiter
+	Breaker   core.Breaker
+	Admitter  core.Admitter
+	Cache     core.Cache
+	Telemetry core.TelemetrySink
+	// NoCache turns the response cache off whatever the settings say.
+	NoCache bool
+	// Profiles are added to (or replace) the default provider profiles.
+	Profiles map[string]core.ProviderProfile
+	// Pricing replaces PGW_PRICING_PATH.
+	Pricing core.PricingTable
+	// HTTPClient, when set, sends every request.
+	HTTPClient *http.Client
+	// Logger defaults to a discarding logger.
+	Logger *slog.Logger
+	// Middleware are the user's layers, outermost first.
+	Middleware []core.Middleware
+	// Clock defaults to the wall clock.
+	Clock core.Clock
+	// Observer receives the engine's events.
+	Observer core.Observer
+	// Fallback is the scope's last-resort answer.
+	Fallback middleware.FallbackFunc
+	// Selector replaces the configured selector.
+	Selector core.Selector
+	// Environment returns the keys FromEnv reads (WithEnv's map, or the
+	// .env file and the process environment).
+	Environment func() (map[string]string, error)
+}
+
+// FromEnv assembles the client of scope from the environment the root
+// options (a []polygateway.Option) name, after mod adjusts the resolved
+// options (a sibling client turns the cache off).
+func FromEnv(scope string, opts any, mod func(*Options)) (*Client, error) {
+	o := Resolve(opts)
+	if mod != nil {
+		mod(&o)
+	}
+	env, err := o.Environment()
+	if err != nil {
+		return nil, err
+	}
+	s, err := config.Load(scope, env)
+	if err != nil {
+		return nil, err
+	}
+	return Assemble(s, o)
+}
+
+// FromSettings is FromEnv for parsed settings.
+func FromSettings(s core.GatewaySettings, opts any, mod func(*Options)) (*Client, error) {
+	o := Resolve(opts)
+	if mod != nil {
+		mod(&o)
+	}
+	return Assemble(s, o)
+}
+
+// Resolve turns the root package's options (a []polygateway.Option) into
+// Options. The root package sets it in its init; the sibling clients call
+// it with the options their users gave them.
+var Resolve func(opts any) Options
+
+// Client is one assembled scope. It is safe for concurrent use.
+type Client struct {
+	settings  core.GatewaySettings
+	handler   core.Handler
+	engine    *engine.Engine
+	transport *transport.Client
+	sink      core.TelemetrySink
+	ownSink   bool
+	closers   []io.Closer
+	log       *slog.Logger
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    chan struct{}
+}
+
+// ErrClosed is returned by calls on a closed client.
+var ErrClosed = fmt.Errorf("%w: client closed", core.ErrGateway)
+
+// Assemble builds the client of s. The settings are validated as
+// LoadSettings does and copied.
+func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
+	if len(s.Sources) == 0 {
+		return nil, &config.Error{Key: s.Scope + "__{PROVIDER}__{N}__BASE_URL", Problem: "no sources configured"}
+	}
+	s.Sources = append([]core.SourceConfig(nil), s.Sources...)
+	s.Extra = maps.Clone(s.Extra)
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	clock := o.Clock
+	if clock == nil {
+		clock = core.SystemClock{}
+	}
+	asm := registry.NewAssembly(s, logger)
+	c := &Client{settings: s, log: logger, closed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			if c.ownSink && c.sink != nil {
+				_ = c.sink.Close(context.Background())
+			}
+			if c.transport != nil {
+				c.transport.Close()
+			}
+			for _, cl := range asm.Closers() {
+				_ = cl.Close()
+			}
+		}
+	}()
+
+	limiter := o.Limiter
+	if limiter == nil {
+		if limiter, err = build[core.Limiter](asm, registry.KindLimiter, "PGW_LIMITER_BACKEND", s.LimiterBackend, func() core.Limiter {
+			return memory.NewLimiter(memory.WithClock(clock))
+		}); err != nil {
+			return nil, err
+		}
+	}
+	breaker := o.Breaker
+	if breaker == nil {
+		if breaker, err = build[core.Breaker](asm, registry.KindBreaker, "PGW_BREAKER_BACKEND", s.BreakerBackend, func() core.Breaker {
+			return memory.NewBreaker(memory.WithClock(clock))
+		}); err != nil {
+			return nil, err
+		}
+	}
+	admitter := o.Admitter
+	if admitter == nil && o.Limiter == nil && o.Breaker == nil && s.LimiterBackend == s.BreakerBackend {
+		// Both live in one store: pass attempts through it in one round trip.
+		if f, ok := registry.Lookup(registry.KindAdmitter, s.LimiterBackend); ok {
+			v, ferr := f(asm)
+			if ferr != nil {
+				return nil, fmt.Errorf("polygateway: admitter backend %q: %w", s.LimiterBackend, ferr)
+			}
+			if a, ok := v.(core.Admitter); ok && a != nil {
+				admitter = a
+			}
+		}
+	}
+	cache := o.Cache
+	if o.NoCache {
+		cache = nil
+	} else if cache == nil && s.CacheBackend != "" && s.CacheBackend != "none" {
+		if cache, err = build[core.Cache](asm, registry.KindCache, "PGW_CACHE_BACKEND", s.CacheBackend, func() core.Cache {
+			return memory.NewCache(memory.WithClock(clock))
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if cache != nil && (s.CacheNamespace == "" || s.CacheTTL <= 0) {
+		return nil, &config.Error{Key: "PGW_CACHE_NAMESPACE", Problem: "a cache needs PGW_CACHE_NAMESPACE and PGW_CACHE_TTL_S > 0"}
+	}
+	sink := o.Telemetry
+	if sink == nil && s.TelemetryBackend != "" && s.TelemetryBackend != "none" {
+		if sink, err = build[core.TelemetrySink](asm, registry.KindTelemetry, "PGW_TELEMETRY_BACKEND", s.TelemetryBackend, nil); err != nil {
+			return nil, err
+		}
+		c.ownSink = true
+	}
+	c.sink = sink
+	pricing := o.Pricing
+	if pricing == nil && s.PricingPath != "" {
+		if pricing, err = config.LoadPricing(s.PricingPath); err != nil {
+			return nil, err
+		}
+	}
+	profiles := transport.DefaultProfiles()
+	maps.Copy(profiles, o.Profiles)
+	c.transport = transport.New(transport.Config{HTTPClient: o.HTTPClient, Profiles: profiles, Logger: logger})
+
+	c.engine, err = engine.New(engine.Config{
+		Settings: s, Upstream: chatUpstream{t: c.transport, quality: s.Quality}, Limiter: limiter, Breaker: breaker,
+		Admitter: admitter, Selector: o.Selector, Pricing: pricing, Clock: clock, Logger: logger, Observer: o.Observer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.closers = asm.Closers()
+
+	layers := append([]core.Middleware(nil), o.Middleware...)
+	if cache != nil {
+		models := make([]string, len(s.Sources))
+		for i, src := range s.Sources {
+			models[i] = src.Model
+		}
+		layers = append(layers, middleware.Cache(middleware.CacheConfig{
+			Cache: cache, Namespace: s.CacheNamespace, TTL: s.CacheTTL, Scope: s.Scope, Models: models,
+			Clock: clock, Logger: logger, Stale: s.Fallback.Stale,
+		}))
+	}
+	layers = append(layers,
+		middleware.Telemetry(middleware.TelemetryConfig{Sink: sink, Scope: s.Scope, Clock: clock, Logger: logger}),
+		middleware.Degrade(middleware.DegradeConfig{Fallback: o.Fallback, Logger: logger}),
+	)
+	c.handler = core.Chain(c.engine.Handle, layers...)
+	return c, nil
+}
+
+// build returns the backend named by the config key: the built-in memory
+// one, or an opt-in one from the registry. An opt-in backend whose package
+// is not linked is an error naming the import to add.
+func build[T any](asm *registry.Assembly, kind registry.Kind, key, name string, mem func() T) (T, error) {
+	var zero T
+	if name == "memory" && mem != nil {
+		return mem(), nil
+	}
+	f, ok := registry.Lookup(kind, name)
+	if !ok {
+		if path := registry.ImportPath(kind, name); path != "" {
+			return zero, &config.Error{Key: key, Problem: fmt.Sprintf("%s backend %q is not linked into this program: add `import _ %q`", kind, name, path)}
+		}
+		return zero, &config.Error{Key: key, Problem: fmt.Sprintf("unknown %s backend %q (registered: %s)", kind, name, registry.Names(kind))}
+	}
+	v, err := f(asm)
+	if err != nil {
+		return zero, fmt.Errorf("polygateway: %s backend %q: %w", kind, name, err)
+	}
+	t, ok := v.(T)
+	if !ok {
+		return zero, fmt.Errorf("polygateway: %s backend %q has the wrong type %T", kind, name, v)
+	}
+	return t, nil
+}
+
+// Handle runs call through the whole onion. An empty ID gets a fresh call
+// id, an empty scope the client's; the answer carries the call id.
+func (c *Client) Handle(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
+	select {
+	case <-c.closed:
+		return nil, ErrClosed
+	default:
+	}
+	if call.ID == "" {
+		call.ID = NewCallID()
+	}
+	if call.Scope == "" {
+		call.Scope = c.settings.Scope
+	}
+	resp, err := c.handler(ctx, call)
+	if resp != nil {
+		resp.CallID = call.ID
+	}
+	return resp, err
+}
+
+// Do runs call with a typed attempt: do performs one attempt on a source
+// and returns its value beside the response that accounts for it (usage,
+// model, latency). The value of the attempt that answered is returned with
+// the call's response; on failure the value is the zero R.
+func Do[R any](ctx context.Context, c *Client, call *core.Call, do func(ctx context.Context, src *core.SourceConfig) (R, *core.LLMResponse, error)) (R, *core.LLMResponse, error) {
+	var got R
+	call.Attempt = func(ctx context.Context, src *core.SourceConfig) (*core.LLMResponse, error) {
+		v, resp, err := do(ctx, src)
+		got = v
+		return resp, err
+	}
+	resp, err := c.Handle(ctx, call)
+	if err != nil && resp == nil {
+		var zero R
+		return zero, nil, err
+	}
+	return got, resp, err
+}
+
+// Settings returns the client's settings (not a copy: do not modify).
+func (c *Client) Settings() *core.GatewaySettings { return &c.settings }
+
+// Transport returns the client's HTTP machinery (pools, proxies, profiles,
+// classification), for sibling protocols.
+func (c *Client) Transport() *transport.Client { return c.transport }
+
+// Logger returns the client's logger.
+func (c *Client) Logger() *slog.Logger { return c.log }
+
+// Sources reports every source's state.
+func (c *Client) Sources(ctx context.Context) []core.SourceStatus { return c.engine.Sources(ctx) }
+
+// Reset closes the breaker of source and clears its local history.
+func (c *Client) Reset(ctx context.Context, source string) error { return c.engine.Reset(ctx, source) }
+
+// Close releases connections and the backends the client created; it is
+// idempotent.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		var errs []error
+		if c.ownSink && c.sink != nil {
+			errs = append(errs, c.sink.Close(context.Background()))
+		}
+		for _, cl := range c.closers {
+			errs = append(errs, cl.Close())
+		}
+		c.transport.Close()
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
+
+// Closed reports whether Close was called.
+func (c *Client) Closed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// NewCallID returns a random 128-bit hex id.
+func NewCallID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// CallOptions are the resolved call options (the root package's With…
+// call options, in kernel types).
+type CallOptions struct {
+	SessionID, ParentCallID   string
+	CacheSalt, CacheNamespace string
+	// Stream defaults to true.
+	Stream bool
+	Params map[string]any
+	// JSON is set by WithJSON and WithJSONSchema; Schema by WithJSONSchema.
+	JSON   bool
+	Schema []byte
+	// Fallback is the call's own last resort.
+	Fallback middleware.FallbackFunc
+	// Events receives the call's attempt events.
+	Events core.AttemptListener
+}
+
+// ResolveCall turns the root package's call options (a
+// []polygateway.CallOption) into CallOptions; set by the root package.
+var ResolveCall func(opts any) CallOptions
+
+// Unwrap returns the kernel client behind a *polygateway.GatewayClient
+// (given as any); set by the root package.
+var Unwrap func(gw any) (*Client, error)

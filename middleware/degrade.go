@@ -1,0 +1,78 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// FallbackFunc is a last-resort answer for a call no source could answer.
+type FallbackFunc = func(ctx context.Context, msgs []core.Message, cause error) (*core.LLMResponse, error)
+
+// DegradeConfig configures the degradation step.
+type DegradeConfig struct {
+	// Fallback is the scope's last resort; a call's own Fallback wins.
+	// Optional.
+	Fallback FallbackFunc
+	// Logger receives one WARN record per degraded answer. Nil: discard.
+	Logger *slog.Logger
+}
+
+// Degrade returns the degradation step, just inside the telemetry layer:
+// when no source produced an answer — not a rejected request, not an
+// invalid result, not a cancellation — it serves, in order, the call's
+// Stale answer (an expired cache entry the cache layer found), then the
+// call's Fallback or the scope's. The answer is marked Degraded with the
+// strategy that served it, so that telemetry records what the caller got.
+// An error from a fallback is ignored and the original error returned.
+func Degrade(cfg DegradeConfig) core.Middleware {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return func(next core.Handler) core.Handler {
+		return func(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
+			resp, err := next(ctx, call)
+			if err == nil || ctx.Err() != nil || !Unavailable(err) {
+				return resp, err
+			}
+			var alt *core.LLMResponse
+			var how core.Degradation
+			if call.Stale != nil {
+				alt, how = call.Stale, core.DegradedStaleCache
+			} else {
+				fb := call.Fallback
+				if fb == nil {
+					fb = cfg.Fallback
+				}
+				if fb == nil {
+					return resp, err
+				}
+				a, ferr := fb(ctx, call.Messages, err)
+				if ferr != nil || a == nil {
+					return resp, err
+				}
+				alt, how = a, core.DegradedFallback
+			}
+			alt.Degraded, alt.DegradedBy = true, how
+			log.LogAttrs(ctx, slog.LevelWarn, "polygateway: degraded answer",
+				slog.String("call_id", call.ID), slog.String("scope", call.Scope),
+				slog.String("strategy", string(how)), slog.String("cause", err.Error()))
+			return alt, nil
+		}
+	}
+}
+
+// Unavailable reports whether err means no source produced an answer — the
+// cases a degraded answer may stand in for: not a rejected request, not an
+// invalid result, not a cancellation.
+func Unavailable(err error) bool {
+	var (
+		re *core.RequestRejectedError
+		ie *core.ResultInvalidError
+		ce *core.CanceledError
+	)
+	return !errors.As(err, &re) && !errors.As(err, &ie) && !errors.As(err, &ce)
+}
