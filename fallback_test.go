@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/backend/backendtest"
 	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	"github.com/polygateway/polygateway/telemetry"
 )
 
 func TestQualityGuardFailsOverWithoutChargingTheBreaker(t *testing.T) {
@@ -107,4 +109,60 @@ func TestCallerFallbackIsTheLastStep(t *testing.T) {
 	if _, err := ask(t, c2); !errors.As(err, &re) {
 		t.Fatalf("rejected request: err = %v, want RequestRejectedError and no fallback", err)
 	}
+}
+
+// A degraded answer is what the caller got: its telemetry row describes
+// it — the served content, no error — and names the strategy.
+func TestADegradedAnswerWritesOneRowDescribingItAndItsStrategy(t *testing.T) {
+	t.Parallel()
+	t.Run("stale cache", func(t *testing.T) {
+		t.Parallel()
+		srv := fu.Start(t, fu.WithScript(fu.OK(), fu.BadKey()))
+		sink := telemetry.NewMemory()
+		clk := backendtest.NewFakeClock(time.Now())
+		c := baseEnv().source("openai", 1, srv).set(
+			"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "10",
+			"LLM__FALLBACK__STALE_S", "60").client(t, polygateway.WithTelemetry(sink), polygateway.WithClock(clk))
+		first, err := ask(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(20 * time.Second) // past the TTL, inside the stale window
+		stale, err := ask(t, c)
+		if err != nil || stale.DegradedBy != polygateway.DegradedStaleCache {
+			t.Fatalf("= (%+v, %v), want the stale answer", stale, err)
+		}
+		recs := sink.Records()
+		if len(recs) != 2 {
+			t.Fatalf("%d rows for two calls, want 2", len(recs))
+		}
+		row := recs[1]
+		if row.CallID != stale.CallID || row.Degraded != "stale_cache" || row.Error != "" ||
+			row.Response != first.Content || !row.CacheHit {
+			t.Errorf("stale row = %+v, want the served answer with degraded=stale_cache and no error", row)
+		}
+		if recs[0].Degraded != "" {
+			t.Errorf("the fresh answer's row says degraded=%q", recs[0].Degraded)
+		}
+	})
+	t.Run("caller fallback", func(t *testing.T) {
+		t.Parallel()
+		dead := fu.Start(t, fu.WithBehavior(fu.BadKey()))
+		sink := telemetry.NewMemory()
+		c := baseEnv().source("openai", 1, dead).client(t, polygateway.WithTelemetry(sink),
+			polygateway.WithFallback(func(context.Context, []polygateway.Message, error) (*polygateway.LLMResponse, error) {
+				return &polygateway.LLMResponse{Content: "from the fallback", Model: "canned"}, nil
+			}))
+		resp, err := ask(t, c)
+		if err != nil || resp.DegradedBy != polygateway.DegradedFallback || !resp.Degraded {
+			t.Fatalf("= (%+v, %v), want the fallback's answer", resp, err)
+		}
+		recs := sink.Records()
+		if len(recs) != 1 {
+			t.Fatalf("%d rows for one call, want 1", len(recs))
+		}
+		if row := recs[0]; row.Degraded != "fallback" || row.Error != "" || row.Response != "from the fallback" || row.Model != "canned" {
+			t.Errorf("row = %+v, want the fallback's answer with degraded=fallback and no error", row)
+		}
+	})
 }

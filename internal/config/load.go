@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/registry"
 )
 
 // Defaults of optional keys (see Keys for the documentation).
@@ -464,7 +465,29 @@ func (l *loader) requiredEnum(key string) (string, *Error) {
 	if err != nil {
 		return "", err
 	}
-	return parseEnum(e, key)
+	v, perr := parseEnum(e, key)
+	if perr == nil {
+		return v, nil
+	}
+	// A backend registered by another package (polygateway.Register…) is
+	// as good as a built-in one.
+	if kind, ok := backendKinds[key]; ok && registry.Known(kind, e.val) {
+		return e.val, nil
+	}
+	if kind, ok := backendKinds[key]; ok {
+		if names := registry.Names(kind); names != "" {
+			perr.Problem += " (registered: " + names + ")"
+		}
+	}
+	return "", perr
+}
+
+// backendKinds maps the backend keys to the registry's kinds.
+var backendKinds = map[string]registry.Kind{
+	"PGW_LIMITER_BACKEND":   registry.KindLimiter,
+	"PGW_BREAKER_BACKEND":   registry.KindBreaker,
+	"PGW_CACHE_BACKEND":     registry.KindCache,
+	"PGW_TELEMETRY_BACKEND": registry.KindTelemetry,
 }
 
 func (l *loader) flat() *Error {

@@ -81,6 +81,11 @@ func (u *scriptedUpstream) Do(ctx context.Context, src *core.SourceConfig, _ *co
 		}
 	}
 	if st.err != nil {
+		if st.resp != nil {
+			// An answer that failed its check comes back with its error.
+			r := *st.resp
+			return &r, st.err
+		}
 		return nil, st.err
 	}
 	resp := &core.LLMResponse{

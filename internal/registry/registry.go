@@ -129,3 +129,9 @@ func Names(kind Kind) string {
 	slices.Sort(names)
 	return strings.Join(names, ", ")
 }
+
+// Known reports whether a backend is registered for kind and name.
+func Known(kind Kind, name string) bool {
+	_, ok := Lookup(kind, name)
+	return ok
+}

@@ -35,7 +35,12 @@ var columns = []struct{ name, typ, constraint string }{
 	{"cost", "double precision", ""},
 	{"scope", "text", "NOT NULL DEFAULT ''"},
 	{"created_at", "timestamptz", "NOT NULL DEFAULT now()"},
+	{"degraded", "text", "NOT NULL DEFAULT ''"},
 }
+
+// addedColumns are the columns added after the first schema (the tail of
+// columns): a table made before them gets them with ALTER TABLE.
+const addedColumns = 1
 
 // names returns the column names joined with sep.
 func names(sep string) string {
@@ -52,6 +57,16 @@ func table(schema string) string {
 		return pgx.Identifier{TableName}.Sanitize()
 	}
 	return pgx.Identifier{schema, TableName}.Sanitize()
+}
+
+// alterSQL returns the statements that add the added columns to a table
+// made before them.
+func alterSQL(schema string) []string {
+	var out []string
+	for _, c := range columns[len(columns)-addedColumns:] {
+		out = append(out, "ALTER TABLE "+table(schema)+" ADD COLUMN IF NOT EXISTS "+c.name+" "+c.typ+" "+c.constraint)
+	}
+	return out
 }
 
 // schemaSQL returns the statements that create the table and its indexes
@@ -103,7 +118,7 @@ func batchArgs(recs []core.TelemetryRecord) []any {
 	var (
 		callID, parent, session, model, provider, source = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		messages, response, thinking, usage, errText     = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		scope                                            = make([]string, n)
+		scope, degraded                                  = make([]string, n), make([]string, n)
 		prompt, completion                               = make([]int64, n), make([]int64, n)
 		latency                                          = make([]float64, n)
 		ttft, gap, cost                                  = make([]*float64, n), make([]*float64, n), make([]*float64, n)
@@ -118,7 +133,8 @@ func batchArgs(recs []core.TelemetryRecord) []any {
 		prompt[i], completion[i] = int64(r.PromptTokens), int64(r.CompletionTokens)
 		latency[i], ttft[i], gap[i], cost[i] = r.LatencyMS, r.TTFTMS, r.MaxInterTokenMS, r.Cost
 		cacheHit[i], createdAt[i] = r.CacheHit, r.CreatedAt
+		degraded[i] = r.Degraded
 	}
 	return []any{callID, parent, session, model, provider, source, messages, response, thinking,
-		prompt, completion, usage, latency, ttft, gap, cacheHit, errText, cost, scope, createdAt}
+		prompt, completion, usage, latency, ttft, gap, cacheHit, errText, cost, scope, createdAt, degraded}
 }

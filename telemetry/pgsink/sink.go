@@ -120,7 +120,7 @@ func (st *pgStore) Recover(ctx context.Context) error {
 		return err
 	}
 	if exists {
-		return nil
+		return st.addMissingColumns(ctx, name)
 	}
 	return pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "polygateway.llm_calls:"+name); err != nil {
@@ -152,4 +152,32 @@ func (st *pgStore) RowLevel(err error) bool { return sqlstateClassIn(err, "22", 
 func (st *pgStore) Close() error {
 	st.pool.Close()
 	return nil
+}
+
+// addMissingColumns adds the columns a table made by an older version
+// lacks. It runs DDL only when a column is missing.
+func (st *pgStore) addMissingColumns(ctx context.Context, name string) error {
+	missing := false
+	for _, c := range columns[len(columns)-addedColumns:] {
+		var has bool
+		if err := st.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+			WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, name, c.name).Scan(&has); err != nil {
+			return err
+		}
+		missing = missing || !has
+	}
+	if !missing {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "polygateway.llm_calls:"+name); err != nil {
+			return err
+		}
+		for _, q := range alterSQL(st.schema) {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

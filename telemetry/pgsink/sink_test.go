@@ -80,6 +80,7 @@ func TestOpenCreatesTheTableWithPostgresTypesAndIndexes(t *testing.T) {
 		{"max_inter_token_ms", "double precision", "YES"}, {"cache_hit", "boolean", "NO"},
 		{"error", "text", "NO"}, {"cost", "double precision", "YES"}, {"scope", "text", "NO"},
 		{"created_at", "timestamp with time zone", "NO"},
+		{"degraded", "text", "NO"},
 	}
 	if !slices.Equal(cols, want) {
 		t.Fatalf("columns:\n got %v\nwant %v", cols, want)
@@ -498,5 +499,36 @@ func BenchmarkSinkWrite(b *testing.B) {
 	if err == nil {
 		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 		_ = conn.Close(context.Background())
+	}
+}
+
+// A table made before the degraded column existed gets it on open, and
+// keeps its rows.
+func TestOpenAddsTheDegradedColumnToAnOlderTable(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn, true)
+	stmts := schemaSQL(schema)
+	old := strings.Replace(stmts[len(stmts)-4], ",\n\tdegraded text NOT NULL DEFAULT ''", "", 1)
+	if old == stmts[len(stmts)-4] {
+		t.Fatalf("setup: the old schema still has the degraded column: %s", old)
+	}
+	exec(t, dsn, old)
+	exec(t, dsn, "INSERT INTO "+table(schema)+" (call_id, created_at) VALUES ('before', '2025-01-01T00:00:00Z')")
+	s := openSink(t, dsn, WithSchema(schema))
+	r := telemetrytest.SparseRecord("after", telemetrytest.Base)
+	r.Degraded = "stale_cache"
+	if err := s.Write(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	closeSink(t, s)
+	rows, err := pgReader{dsn: dsn, schema: schema}.Rows(context.Background())
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows = %v, %v; want the old row and the new one", rows, err)
+	}
+	for _, row := range rows {
+		if want := map[string]string{"before": "", "after": "stale_cache"}[row.CallID]; row.Degraded != want {
+			t.Errorf("%s: degraded = %q, want %q", row.CallID, row.Degraded, want)
+		}
 	}
 }

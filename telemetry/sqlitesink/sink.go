@@ -130,6 +130,9 @@ func (st *sqliteStore) Recover(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := addMissingColumns(ctx, tx); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 
@@ -179,4 +182,34 @@ func (st *sqliteStore) Close() error {
 	err := st.db.Close()
 	st.db = nil
 	return err
+}
+
+// addMissingColumns brings a table made by an older version up to the
+// current columns.
+func addMissingColumns(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, "SELECT name FROM pragma_table_info('"+TableName+"')")
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		have[name] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, c := range addedColumns {
+		if !have[c.name] {
+			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+TableName+" ADD COLUMN "+c.name+" "+c.def); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -40,7 +40,7 @@ func fileURI(path string) string { return (&url.URL{Scheme: "file", Path: path})
 func readAll(ctx context.Context, db *sql.DB) ([]core.TelemetryRecord, error) {
 	rows, err := db.QueryContext(ctx, `SELECT call_id, parent_call_id, session_id, model, provider, source_name,
 		messages, response, thinking, prompt_tokens, completion_tokens, usage_source,
-		latency_ms, ttft_ms, max_inter_token_ms, cache_hit, error, cost, scope, created_at
+		latency_ms, ttft_ms, max_inter_token_ms, cache_hit, error, cost, scope, created_at, degraded
 		FROM llm_calls ORDER BY created_at, call_id`)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func readAll(ctx context.Context, db *sql.DB) ([]core.TelemetryRecord, error) {
 		)
 		if err := rows.Scan(&r.CallID, &r.ParentCallID, &r.SessionID, &r.Model, &r.Provider, &r.SourceName,
 			&r.Messages, &r.Response, &r.Thinking, &prompt, &completion, &r.UsageSource,
-			&r.LatencyMS, &ttft, &gap, &cacheHit, &r.Error, &cost, &r.Scope, &createdAt); err != nil {
+			&r.LatencyMS, &ttft, &gap, &cacheHit, &r.Error, &cost, &r.Scope, &createdAt, &r.Degraded); err != nil {
 			return nil, err
 		}
 		r.PromptTokens, r.CompletionTokens, r.CacheHit = int(prompt), int(completion), cacheHit == 1
@@ -117,7 +117,7 @@ func TestOpenCreatesTheDirectoryTheTableAndTheIndexesInWALMode(t *testing.T) {
 	cols := columnNames(t, db)
 	want := []string{"call_id", "parent_call_id", "session_id", "model", "provider", "source_name",
 		"messages", "response", "thinking", "prompt_tokens", "completion_tokens", "usage_source",
-		"latency_ms", "ttft_ms", "max_inter_token_ms", "cache_hit", "error", "cost", "scope", "created_at"}
+		"latency_ms", "ttft_ms", "max_inter_token_ms", "cache_hit", "error", "cost", "scope", "created_at", "degraded"}
 	if !slices.Equal(cols, want) {
 		t.Fatalf("columns = %v\nwant %v", cols, want)
 	}
@@ -400,4 +400,44 @@ func BenchmarkSinkWrite(b *testing.B) {
 	})
 	b.StopTimer()
 	_ = s.Close(context.Background())
+}
+
+// A table made before the degraded column existed gets it on open, and
+// keeps its rows.
+func TestOpenAddsTheDegradedColumnToAnOlderTable(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", fileURI(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(schemaSQL[0], ",\n\tdegraded           TEXT    NOT NULL DEFAULT ''", "", 1)
+	if old == schemaSQL[0] {
+		t.Fatal("setup: the old schema still has the degraded column")
+	}
+	if _, err := db.Exec(old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO llm_calls (call_id, created_at) VALUES ('before', '2025-01-01T00:00:00.000000Z')`); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	s := openSink(t, path)
+	r := telemetrytest.SparseRecord("after", telemetrytest.Base)
+	r.Degraded = "fallback"
+	if err := s.Write(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := fileReader{path}.Rows(context.Background())
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows = %v, %v; want the old row and the new one", rows, err)
+	}
+	for _, row := range rows {
+		if want := map[string]string{"before": "", "after": "fallback"}[row.CallID]; row.Degraded != want {
+			t.Errorf("%s: degraded = %q, want %q", row.CallID, row.Degraded, want)
+		}
+	}
 }

@@ -38,7 +38,7 @@ const timeout = 30 * time.Second
 // RunSinkSuite runs the conformance tests of the TelemetrySink port against
 // the sinks newSink makes:
 //
-//   - every field (the 18 columns plus scope and created_at) round-trips,
+//   - every field (the 18 columns plus scope, created_at and degraded) round-trips,
 //     with nil and non-nil optional floats, unicode and large text;
 //     created_at keeps at least microsecond precision;
 //   - a record carrying RawMessages is stored with core.MessagesJSON of
@@ -115,6 +115,7 @@ func FullRecord(id string, at time.Time, big bool) core.TelemetryRecord {
 		Cost:             ptr(0.000123456789),
 		Scope:            "SEARCH",
 		CreatedAt:        at,
+		Degraded:         "stale_cache",
 	}
 }
 
@@ -394,6 +395,7 @@ func Diff(want, got core.TelemetryRecord) string {
 	str("usage_source", want.UsageSource, got.UsageSource)
 	str("error", want.Error, got.Error)
 	str("scope", want.Scope, got.Scope)
+	str("degraded", want.Degraded, got.Degraded)
 	if want.PromptTokens != got.PromptTokens {
 		fmt.Fprintf(&b, "  prompt_tokens: got %d, want %d\n", got.PromptTokens, want.PromptTokens)
 	}

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// recordingAdmitter composes the memory backends and records what every
+// Finish reports.
+type recordingAdmitter struct {
+	core.Admitter
+	mu       sync.Mutex
+	outcomes []core.Outcome
+	settles  []core.Settlement
+}
+
+func (a *recordingAdmitter) Finish(ctx context.Context, t core.Ticket, s core.Settlement, o core.Outcome) (bool, error) {
+	a.mu.Lock()
+	a.outcomes = append(a.outcomes, o)
+	a.settles = append(a.settles, s)
+	a.mu.Unlock()
+	return a.Admitter.Finish(ctx, t, s, o)
+}
+
+// recordingObserver keeps the attempt events.
+type recordingObserver struct {
+	mu       sync.Mutex
+	started  int
+	finished []core.AttemptEvent
+}
+
+func (o *recordingObserver) AttemptStarted(core.AttemptEvent) {
+	o.mu.Lock()
+	o.started++
+	o.mu.Unlock()
+}
+func (o *recordingObserver) Attempt(ev core.AttemptEvent) {
+	o.mu.Lock()
+	o.finished = append(o.finished, ev)
+	o.mu.Unlock()
+}
+func (o *recordingObserver) Refused(string, string, core.Reason)            {}
+func (o *recordingObserver) Waited(string, time.Duration)                   {}
+func (o *recordingObserver) BreakerState(string, string, core.BreakerState) {}
+
+// TestEveryPolicyRowHasItsEffects drives one attempt that ends as each row
+// of the policy table says, on source a (another source b, of another
+// model, is there to fail over to), and checks every effect the row names:
+// the breaker outcome and settlement reported to the admission port, the
+// health verdict, the memo, adaptive concurrency, the retry budget, whether
+// the call ends, what the observer sees and the PerSource reason.
+func TestEveryPolicyRowHasItsEffects(t *testing.T) {
+	t.Parallel()
+	answer := &core.LLMResponse{Content: "an answer", PromptTokens: 7, CompletionTokens: 3, FinishReason: "stop"}
+	tests := []struct {
+		name string
+		// err is the attempt's error (nil: it answered); withAnswer makes
+		// the attempt return the answer beside the error.
+		err        error
+		withAnswer bool
+
+		breaker   core.Outcome
+		settle    core.SettleKind
+		tokens    int // settled tokens (SettleActual)
+		health    verdict
+		memo      memoKind // a's memo after the attempt
+		aimd      aimdRule
+		ends      bool // the call ends with the attempt (b is never tried)
+		spends    bool // the retry budget is charged (visible with MAX_ATTEMPTS=1)
+		observe   core.AttemptOutcome
+		perSource core.Reason // in GatewayUnavailableError.PerSource once the budget is spent
+	}{
+		{name: "success", breaker: core.OutcomeSuccess, settle: core.SettleActual, tokens: 10, health: healthGood,
+			memo: memoNone, aimd: aimdGrow, ends: true, observe: core.AttemptSuccess},
+		{name: "429", err: rateLimitedErr("a", 5*time.Second), breaker: core.OutcomeRateLimited, settle: core.SettleRefund,
+			health: healthBad, memo: memoRateLimited, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited},
+		{name: "timeout", err: timeoutErr("a"), breaker: core.OutcomeTimeout, settle: core.SettleEstimate,
+			health: healthBad, memo: memoTimeout, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
+		{name: "stall", err: stalledErr("a"), breaker: core.OutcomeTimeout, settle: core.SettleEstimate,
+			health: healthBad, memo: memoTimeout, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
+		{name: "5xx", err: &core.TransientError{Source: "a", Reason: core.ReasonServerError, StatusCode: 503},
+			breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad, memo: memoFailed, spends: true,
+			observe: core.AttemptTransient, perSource: core.ReasonServerError},
+		{name: "network error", err: transientErr("a"), breaker: core.OutcomeFailure, settle: core.SettleEstimate,
+			health: healthBad, memo: memoFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+		{name: "source dead", err: deadErr("a"), breaker: core.OutcomeDead, settle: core.SettleRefund,
+			health: healthBad, memo: memoCircuitOpen, spends: true, observe: core.AttemptDead, perSource: core.ReasonSourceDead},
+		{name: "rejected", err: &core.RequestRejectedError{Source: "a", StatusCode: 400, Code: "invalid_request_error"},
+			breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral, memo: memoNone, ends: true,
+			observe: core.AttemptRejected},
+		{name: "content filter", err: &core.RequestRejectedError{Source: "a", StatusCode: 400, Reason: core.ReasonContentFilter},
+			breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral, memo: memoNone, ends: true,
+			observe: core.AttemptRejected},
+		{name: "context length", err: &core.RequestRejectedError{Source: "a", StatusCode: 400, Code: "context_length_exceeded", Reason: core.ReasonContextLength},
+			breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral, memo: memoNone, spends: true,
+			observe: core.AttemptRejected, perSource: core.ReasonContextLength},
+		{name: "check failed", err: &core.ResultInvalidError{Source: "a", Message: "not JSON"}, withAnswer: true,
+			breaker: core.OutcomeSuccess, settle: core.SettleActual, tokens: 10, health: healthNeutral, memo: memoNone,
+			aimd: aimdGrow, ends: true, observe: core.AttemptInvalid},
+		{name: "low quality", err: &core.ResultInvalidError{Source: "a", Reason: core.ReasonLowQuality, Message: "empty"}, withAnswer: true,
+			breaker: core.OutcomeSuccess, settle: core.SettleActual, tokens: 10, health: healthNeutral, memo: memoFailed,
+			aimd: aimdGrow, spends: true, observe: core.AttemptInvalid, perSource: core.ReasonLowQuality},
+		{name: "foreign error", err: errors.New("something else"), breaker: core.OutcomeFailure, settle: core.SettleEstimate,
+			health: healthBad, memo: memoFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, budget := range []int{3, 1} {
+				set := testSettings(src("a", 0), src("b", 1))
+				set.Retry.MaxAttempts = budget
+				obs := &recordingObserver{}
+				f := newFixture(t, set, func(c *Config) { c.Observer = obs })
+				adm := &recordingAdmitter{Admitter: core.ComposeAdmitter(f.lim, f.br)}
+				f.g.admitter = adm
+				step := step{err: tc.err}
+				if tc.err == nil || tc.withAnswer {
+					step.resp = answer
+				}
+				f.up.script("a", step)
+				a := f.g.sourceNamed("a")
+				aimdBefore := a.aimdLimit()
+				now := time.Now()
+				resp, err := f.g.Handle(context.Background(), newCall())
+
+				if len(adm.outcomes) == 0 || adm.outcomes[0] != tc.breaker {
+					t.Fatalf("budget %d: breaker outcomes %v, want %v first", budget, adm.outcomes, tc.breaker)
+				}
+				if s := adm.settles[0]; s.Kind != tc.settle || s.Tokens != tc.tokens {
+					t.Errorf("budget %d: settlement %+v, want kind %v tokens %d", budget, s, tc.settle, tc.tokens)
+				}
+				h := a.health(now)
+				switch tc.health {
+				case healthGood, healthNeutral:
+					if h != 1 {
+						t.Errorf("budget %d: health %.3f, want 1 (untouched or improved)", budget, h)
+					}
+				case healthBad:
+					if h >= 1 {
+						t.Errorf("budget %d: health %.3f, want lowered", budget, h)
+					}
+				}
+				if kind, _ := a.memo(time.Now()); kind != tc.memo {
+					t.Errorf("budget %d: memo %v, want %v", budget, kind, tc.memo)
+				}
+				switch after := a.aimdLimit(); tc.aimd {
+				case aimdGrow:
+					if after <= aimdBefore {
+						t.Errorf("budget %d: adaptive limit %.2f → %.2f, want it grown", budget, aimdBefore, after)
+					}
+				case aimdHalve:
+					if after != aimdBefore/2 {
+						t.Errorf("budget %d: adaptive limit %.2f → %.2f, want it halved", budget, aimdBefore, after)
+					}
+				default:
+					if after != aimdBefore {
+						t.Errorf("budget %d: adaptive limit %.2f → %.2f, want it unchanged", budget, aimdBefore, after)
+					}
+				}
+				if len(obs.finished) == 0 || obs.finished[0].Outcome != tc.observe || obs.started != len(obs.finished) {
+					t.Errorf("budget %d: observer saw %+v (%d started), want %q first", budget, obs.finished, obs.started, tc.observe)
+				}
+				calls := f.up.callLog()
+				switch {
+				case tc.ends:
+					if len(calls) != 1 {
+						t.Errorf("budget %d: upstream calls %v, want the call to end after a's attempt", budget, calls)
+					}
+					if tc.err == nil && (err != nil || resp == nil) || tc.withAnswer && (resp == nil || err == nil) ||
+						tc.err != nil && !tc.withAnswer && (resp != nil || !errors.Is(err, tc.err)) {
+						t.Errorf("budget %d: = (%v, %v), want the attempt's own end", budget, resp, err)
+					}
+				case budget == 1 && tc.spends:
+					// The only attempt is spent: the call ends with it.
+					if len(calls) != 1 || err == nil {
+						t.Errorf("budget %d: calls %v err %v, want one attempt and its failure", budget, calls, err)
+					}
+				default:
+					// The call goes on to b (a 429 is free: even a budget of one reaches b).
+					if len(calls) != 2 || calls[1] != "b" || err != nil {
+						t.Errorf("budget %d: calls %v err %v, want a failover to b", budget, calls, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestThePerSourceReasonOfEveryRow spends the budget on a failure of each
+// failing class and reads the reason GatewayUnavailableError names.
+func TestThePerSourceReasonOfEveryRow(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want core.Reason
+	}{
+		{timeoutErr("a"), core.ReasonTimeout},
+		{stalledErr("a"), core.ReasonTimeout},
+		{&core.TransientError{Source: "a", Reason: core.ReasonServerError, StatusCode: 500}, core.ReasonServerError},
+		{transientErr("a"), core.ReasonNetworkError},
+		{deadErr("a"), core.ReasonSourceDead},
+		{&core.ResultInvalidError{Source: "a", Reason: core.ReasonLowQuality}, core.ReasonLowQuality},
+		{errors.New("foreign"), core.ReasonNetworkError},
+	}
+	for _, tc := range tests {
+		set := testSettings(src("a", 0), src("b", 0))
+		set.Retry.MaxAttempts = 2
+		f := newFixture(t, set)
+		st := step{err: tc.err}
+		if errors.As(tc.err, new(*core.ResultInvalidError)) {
+			st.resp = &core.LLMResponse{Content: "x", FinishReason: "stop"}
+		}
+		f.up.script("a", st)
+		f.up.script("b", step{err: transientErr("b")})
+		_, err := f.g.Handle(context.Background(), newCall())
+		var ue *core.GatewayUnavailableError
+		if tc.want == core.ReasonLowQuality {
+			// The last answer is returned with its error; a's reason is in
+			// the run, not in an unavailable error.
+			continue
+		}
+		if !errors.As(err, &ue) || ue.PerSource["a"] != tc.want {
+			t.Errorf("%v: err %v, want PerSource a=%s", tc.err, err, tc.want)
+		}
+	}
+}
