@@ -103,19 +103,36 @@ func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 // attempt performs one admitted attempt on source i and applies its
 // effect. done reports that the call ends with (resp, err).
 func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLMResponse, err error, done bool) {
-	e, s, call := r.e, r.e.sources[i], r.call
-	n := len(e.sources)
-	r.tried.add(i, n)
+	s := r.e.sources[i]
+	r.tried.add(i, len(r.e.sources))
 	r.attempts = append(r.attempts, s.cfg.Name)
+	resp, err, ev := r.perform(ctx, s)
+	eff, class := effectOf(err)
+	ev.Outcome, ev.Reason = eff.observe, class.Reason
+	r.apply(ctx, s, t, eff, resp, err)
+	r.e.finished(ctx, r.call, ev, err)
+	if resp != nil {
+		r.e.fillSource(s, resp)
+		resp.Attempts = r.attempts
+	}
+	return r.next(ctx, s, eff, class, ev, resp, err)
+}
+
+// perform sends the attempt to s and reports its start and timing.
+func (r *run) perform(ctx context.Context, s *sourceState) (*core.LLMResponse, error, core.AttemptEvent) {
+	e, call := r.e, r.call
 	if call.Deltas != nil {
 		call.Deltas.Reset()
 	}
 	ev := core.AttemptEvent{Scope: e.settings.Scope, Source: s.cfg.Name, Provider: s.cfg.Provider, Model: s.cfg.Model,
 		CallID: call.ID, Attempt: len(r.attempts)}
 	e.started(ctx, call, ev)
-
 	s.inflight.Add(1)
 	started := e.clock.Now()
+	var (
+		resp *core.LLMResponse
+		err  error
+	)
 	if call.Attempt != nil {
 		resp, err = call.Attempt(ctx, &s.cfg)
 	} else {
@@ -131,13 +148,17 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 		// The caller went away: whatever the attempt says, it is a cancellation.
 		err = &core.CanceledError{Err: ctx.Err()}
 	}
-	eff, class := effectOf(err)
 	if resp != nil {
 		ev.TTFT, ev.MaxInterToken = resp.TTFT, resp.MaxInterToken
 	}
-	ev.Outcome, ev.Reason = eff.observe, class.Reason
+	return resp, err, ev
+}
 
-	// The backends: release and settle the permit, record the outcome.
+// apply carries an attempt's effect out: on the backends (release, settle,
+// record) and on the process-local state (health, memo, adaptive
+// concurrency, progress).
+func (r *run) apply(ctx context.Context, s *sourceState, t core.Ticket, eff effect, resp *core.LLMResponse, err error) {
+	e := r.e
 	settle := core.Settlement{Kind: eff.settle}
 	if eff.settle == core.SettleActual {
 		if resp != nil {
@@ -146,9 +167,8 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 			settle.Kind = core.SettleEstimate
 		}
 	}
-	e.finish(ctx, call.ID, s, t, settle, eff.breaker)
+	e.finish(ctx, r.call.ID, s, t, settle, eff.breaker)
 
-	// The process-local state: health, memo, adaptive concurrency, progress.
 	now := e.clock.Now()
 	switch eff.health {
 	case healthGood:
@@ -172,12 +192,11 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 			s.clearAllMemo()
 		}
 	}
-	e.finished(ctx, call, ev, err)
+}
 
-	if resp != nil {
-		e.fillSource(s, resp)
-		resp.Attempts = r.attempts
-	}
+// next decides, after an attempt's effect, whether the call ends (done)
+// and with what, or goes round again.
+func (r *run) next(ctx context.Context, s *sourceState, eff effect, class core.Classified, ev core.AttemptEvent, resp *core.LLMResponse, err error) (*core.LLMResponse, error, bool) {
 	switch eff.end {
 	case endAnswer:
 		return resp, nil, true
@@ -186,8 +205,6 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 	case endError:
 		return nil, err, true
 	}
-
-	// The call goes on, if it can.
 	r.lastErr = err
 	if class.Class == core.ClassInvalid {
 		r.lastAnswer = resp
@@ -206,21 +223,21 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 			return nil, err, true
 		}
 	}
-	if call.Deltas != nil && call.Deltas.Committed() {
+	if r.call.Deltas != nil && r.call.Deltas.Committed() {
 		// Part of this answer already went out: no failover can complete
 		// it honestly.
 		return nil, err, true
 	}
-	if r.spent >= e.settings.Retry.MaxAttempts {
-		if r.lastAnswer != nil && class.Class == core.ClassInvalid {
+	if max := r.e.settings.Retry.MaxAttempts; r.spent >= max {
+		switch {
+		case r.lastAnswer != nil && class.Class == core.ClassInvalid:
 			return resp, err, true
-		}
-		if e.settings.Retry.MaxAttempts == 1 {
+		case max == 1:
 			return nil, err, true
 		}
 		return nil, r.unavailable(ctx, core.ReasonRetryExhausted), true
 	}
-	e.failover(ctx, call, ev, err)
+	r.e.failover(ctx, r.call, ev, err)
 	return nil, nil, false
 }
 
