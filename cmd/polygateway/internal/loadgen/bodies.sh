@@ -9,7 +9,8 @@
 #   bash cmd/polygateway/internal/loadgen/bodies.sh [duration]
 #
 # GW_DIR=/path/to/another/checkout measures that tree's gateway with this
-# load generator (e.g. an export of an older commit). Everything stops by
+# load generator (e.g. an export of an older commit); MAX_IN_FLIGHT=0 runs
+# the gateway without an in-flight cap (default 4). Everything stops by
 # itself.
 set -euo pipefail
 dur=${1:-10s}
@@ -25,7 +26,7 @@ fake=$(head -1 "$tmp/fake.url")
 
 port=$((20000 + RANDOM % 20000))
 env -i PATH="$PATH" HOME="$HOME" \
-  PGW_LISTEN_ADDR=127.0.0.1:$port PGW_ROUTES=gpt-4o=LLM PGW_LOG_LEVEL=error PGW_MAX_IN_FLIGHT=4 \
+  PGW_LISTEN_ADDR=127.0.0.1:$port PGW_ROUTES=gpt-4o=LLM PGW_LOG_LEVEL=error PGW_MAX_IN_FLIGHT="${MAX_IN_FLIGHT:-4}" \
   PGW_LIMITER_BACKEND=memory PGW_BREAKER_BACKEND=memory PGW_CACHE_BACKEND=none PGW_TELEMETRY_BACKEND=none \
   LLM__FAKE__1__BASE_URL="$fake" LLM__FAKE__1__API_KEY=none LLM__FAKE__1__MODEL=fake-model \
   LLM__FAKE__1__TIMEOUT_S=30 LLM__FAKE__1__MAX_CONCURRENCY=4096 \
