@@ -43,7 +43,10 @@ const (
 )
 
 // Embedder is what the server needs of an embeddings client of one scope;
-// *embed.Client implements it.
+// *embed.Client implements it. An Embedder that also has a
+// Config() embed.Config method (as *embed.Client does) bounds the input
+// arrays the server decodes for it by its MaxInputs; any other by
+// embed.DefaultMaxInputs.
 type Embedder interface {
 	Embed(ctx context.Context, texts []string, opts ...polygateway.CallOption) (*embed.Response, error)
 	Sources(ctx context.Context) []polygateway.SourceStatus
@@ -173,7 +176,7 @@ type Config struct {
 	// complete; beyond it a request is refused at once, unread, with 503
 	// server_overloaded and Retry-After: 1 (load shedding instead of an
 	// unbounded queue). 0 means no cap. A client uploading slowly holds its
-	// place for at most ReadTimeout.
+	// place (and its share of MaxBufferedBodyBytes) for at most ReadTimeout.
 	MaxInFlight int
 
 	// ClientKeys, when non-empty, are the API keys clients must present as
