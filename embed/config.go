@@ -21,6 +21,16 @@ const (
 // MaxConcurrency bounds {SCOPE}__CONCURRENCY.
 const MaxConcurrency = 64
 
+// Defaults of the per-call input caps ({SCOPE}__MAX_INPUTS and
+// {SCOPE}__MAX_INPUT_BYTES).
+const (
+	// DefaultMaxInputs is OpenAI's limit of inputs per embeddings request.
+	DefaultMaxInputs = 2048
+	// DefaultMaxInputBytes bounds the summed length of one call's inputs:
+	// 2 MiB, above OpenAI's 300,000 tokens per request for ordinary text.
+	DefaultMaxInputBytes = 2 << 20
+)
+
 // Config is the embedding behaviour of a Client, read from the scope's
 // keys (see the package documentation).
 type Config struct {
@@ -35,6 +45,13 @@ type Config struct {
 	Concurrency int
 	// EncodingFormat is EncodingFloat or EncodingBase64.
 	EncodingFormat string
+	// MaxInputs is the largest number of texts one Embed call accepts
+	// (default DefaultMaxInputs); more is refused before any batch is sent.
+	MaxInputs int
+	// MaxInputBytes is the largest summed length in bytes of one Embed
+	// call's texts (default DefaultMaxInputBytes); more is refused before
+	// any batch is sent.
+	MaxInputBytes int
 }
 
 // Scope keys read by the embedding client, relative to "{SCOPE}__".
@@ -44,15 +61,17 @@ const (
 	keyExpectedDim = "EXPECTED_DIM"
 	keyConcurrency = "CONCURRENCY"
 	keyEncoding    = "ENCODING_FORMAT"
+	keyMaxInputs   = "MAX_INPUTS"
+	keyMaxBytes    = "MAX_INPUT_BYTES"
 )
 
-var knownKeys = []string{keyBatchSize, keyConcurrency, keyEncoding, keyExpectedDim, keyNormalize}
+var knownKeys = []string{keyBatchSize, keyConcurrency, keyEncoding, keyExpectedDim, keyMaxBytes, keyMaxInputs, keyNormalize}
 
 // parseConfig reads the embedding keys of scope from extra
 // (GatewaySettings.Extra). Errors are *polygateway.ConfigError naming the
 // full key.
 func parseConfig(scope string, extra map[string]string) (Config, error) {
-	cfg := Config{Concurrency: 1, EncodingFormat: EncodingFloat}
+	cfg := Config{Concurrency: 1, EncodingFormat: EncodingFloat, MaxInputs: DefaultMaxInputs, MaxInputBytes: DefaultMaxInputBytes}
 	full := func(name string) string { return scope + "__" + name }
 	bad := func(name, problem string) error {
 		return &polygateway.ConfigError{Key: full(name), Problem: problem}
@@ -100,6 +119,18 @@ func parseConfig(scope string, extra map[string]string) (Config, error) {
 			cfg.EncodingFormat = f
 		default:
 			return cfg, bad(keyEncoding, fmt.Sprintf("invalid value %q: expected float or base64", v))
+		}
+	}
+	for _, k := range []struct {
+		name string
+		dst  *int
+	}{{keyMaxInputs, &cfg.MaxInputs}, {keyMaxBytes, &cfg.MaxInputBytes}} {
+		if v, ok := extra[k.name]; ok {
+			n, err := parseCount(v)
+			if err != nil {
+				return cfg, bad(k.name, err.Error())
+			}
+			*k.dst = n
 		}
 	}
 	unknown := make([]string, 0)

@@ -15,6 +15,9 @@
 //	{SCOPE}__EXPECTED_DIM     optional integer ≥ 1: every vector must have this length
 //	{SCOPE}__CONCURRENCY      optional integer 1..64, default 1: batches in flight at once
 //	{SCOPE}__ENCODING_FORMAT  float (default) or base64: the encoding_format requested
+//	{SCOPE}__MAX_INPUTS       optional integer ≥ 1, default 2048: texts one Embed call accepts
+//	{SCOPE}__MAX_INPUT_BYTES  optional integer ≥ 1, default 2097152 (2 MiB): summed bytes of
+//	                          one Embed call's texts
 //
 // Any other single-part key of the scope is an error naming it (a typo such
 // as EMBED__NORMALISE must not be silently ignored). A bad key closes the
@@ -22,6 +25,14 @@
 // full key, e.g. "EMBED__BATCH_SIZE".
 //
 // # Calls
+//
+// One Embed call is bounded before any work is done: more than MAX_INPUTS
+// texts (2048 by default, OpenAI's own limit per request) is a
+// *polygateway.RequestRejectedError with Code "too_many_inputs", texts
+// whose lengths sum to more than MAX_INPUT_BYTES one with Code
+// "input_too_large", and an empty text one with Code "empty_input"; no
+// batch is sent, no telemetry row written. Raise the keys to embed more in
+// one call, or split the input yourself.
 //
 // Embed splits its input into batches of BATCH_SIZE texts. Every batch is
 // one governed call of the scope's engine, with a typed attempt: it

@@ -76,20 +76,18 @@ func (e *BatchError) Is(target error) bool { return target == polygateway.ErrGat
 // Embed returns one vector per text, in order. Inputs beyond BATCH_SIZE are
 // split into batches, each one governed call (see the package
 // documentation). An empty input returns an empty Response without any
-// network call; an empty string anywhere in texts is a
-// *polygateway.RequestRejectedError naming its index, before any network
-// call. The call options used are WithSessionID, WithParentCallID and
+// network call. Before any network call, more than MAX_INPUTS texts
+// (code "too_many_inputs"), texts whose lengths sum to more than
+// MAX_INPUT_BYTES ("input_too_large") and an empty string anywhere in texts
+// ("empty_input", naming its index) are a *polygateway.RequestRejectedError. The call options used are WithSessionID, WithParentCallID and
 // WithParams; the others do not apply to embeddings.
 func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.CallOption) (*Response, error) {
 	if c.k.Closed() {
 		return nil, polygateway.ErrClientClosed
 	}
 	start := time.Now()
-	for i, t := range texts {
-		if t == "" {
-			return nil, &polygateway.RequestRejectedError{Code: "empty_input",
-				Message: fmt.Sprintf("texts[%d] is an empty string: every embedding input must be non-empty", i)}
-		}
+	if err := c.checkInputs(texts); err != nil {
+		return nil, err
 	}
 	out := &Response{CallID: polygateway.NewCallID(), UsageSource: core.UsageMeasured}
 	if len(texts) == 0 {
@@ -150,6 +148,28 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 	out.Dim = len(out.Vectors[0])
 	out.Latency = time.Since(start)
 	return out, nil
+}
+
+// checkInputs refuses, before any batch is sent, more texts than
+// MAX_INPUTS (code too_many_inputs), texts longer in sum than
+// MAX_INPUT_BYTES (input_too_large) and empty texts (empty_input).
+func (c *Client) checkInputs(texts []string) error {
+	if len(texts) > c.cfg.MaxInputs {
+		return &polygateway.RequestRejectedError{Code: "too_many_inputs",
+			Message: fmt.Sprintf("%d embedding inputs, more than the limit of %d (%s__%s)", len(texts), c.cfg.MaxInputs, c.scope, keyMaxInputs)}
+	}
+	total := 0
+	for i, t := range texts {
+		if t == "" {
+			return &polygateway.RequestRejectedError{Code: "empty_input",
+				Message: fmt.Sprintf("texts[%d] is an empty string: every embedding input must be non-empty", i)}
+		}
+		if total += len(t); total > c.cfg.MaxInputBytes {
+			return &polygateway.RequestRejectedError{Code: "input_too_large",
+				Message: fmt.Sprintf("the embedding inputs up to texts[%d] hold more than the limit of %d bytes (%s__%s)", i, c.cfg.MaxInputBytes, c.scope, keyMaxBytes)}
+		}
+	}
+	return nil
 }
 
 // batch is one governed call of an Embed call: its inputs, and once it

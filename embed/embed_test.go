@@ -200,6 +200,45 @@ func TestEmbedEmptyStringIsRejected(t *testing.T) {
 	}
 }
 
+// TestEmbedInputCapsRefuseBeforeAnyBatch shows that a call over
+// MAX_INPUTS or MAX_INPUT_BYTES (the defaults, then configured values) is a
+// RequestRejectedError with its own code, and that nothing is sent.
+func TestEmbedInputCapsRefuseBeforeAnyBatch(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, 4)
+	def := newClient(t, env(f.URL(), "4"))
+	small := newClient(t, env(f.URL(), "4", "EMBED__MAX_INPUTS", "5", "EMBED__MAX_INPUT_BYTES", "20"))
+	huge := strings.Repeat("x", embed.DefaultMaxInputBytes/2+1)
+	for _, tc := range []struct {
+		name   string
+		c      *embed.Client
+		in     []string
+		code   string
+		reject bool
+	}{
+		{"default count", def, make([]string, embed.DefaultMaxInputs+1), "too_many_inputs", true},
+		{"a million inputs", def, make([]string, 1_000_000), "too_many_inputs", true},
+		{"default bytes", def, []string{huge, huge}, "input_too_large", true},
+		{"default bytes, one fits", def, []string{huge}, "", false},
+		{"configured count", small, texts(6), "too_many_inputs", true},
+		{"configured count, at the limit", small, []string{"a", "b", "c", "d", "e"}, "", false},
+		{"configured bytes", small, []string{"0123456789", "0123456789", "x"}, "input_too_large", true},
+		{"configured bytes, at the limit", small, []string{"0123456789", "0123456789"}, "", false},
+	} {
+		before := len(f.requests())
+		_, err := tc.c.Embed(ctxT(t), tc.in)
+		var rej *polygateway.RequestRejectedError
+		switch {
+		case !tc.reject && err != nil:
+			t.Errorf("%s: %v, want success", tc.name, err)
+		case tc.reject && (!errors.As(err, &rej) || rej.Code != tc.code || !strings.Contains(rej.Message, "EMBED__MAX_INPUT")):
+			t.Errorf("%s: err = %v, want a RequestRejectedError %s naming the key", tc.name, err, tc.code)
+		case tc.reject && len(f.requests()) != before:
+			t.Errorf("%s: %d requests were sent", tc.name, len(f.requests())-before)
+		}
+	}
+}
+
 func TestEmbedUsageSummedOrEstimated(t *testing.T) {
 	t.Parallel()
 	in := []string{"alpha", "beta", "gamma", "delta", "epsilon"}
@@ -303,6 +342,10 @@ func TestFromEnvConfigErrors(t *testing.T) {
 		{"bad concurrency", "EMBED__CONCURRENCY", []string{"EMBED__CONCURRENCY", "1000"}},
 		{"bad encoding", "EMBED__ENCODING_FORMAT", []string{"EMBED__ENCODING_FORMAT", "int8"}},
 		{"unknown key", "EMBED__NORMALISE", []string{"EMBED__NORMALISE", "true"}},
+		{"zero max inputs", "EMBED__MAX_INPUTS", []string{"EMBED__MAX_INPUTS", "0"}},
+		{"max inputs not a number", "EMBED__MAX_INPUTS", []string{"EMBED__MAX_INPUTS", "2k"}},
+		{"negative max input bytes", "EMBED__MAX_INPUT_BYTES", []string{"EMBED__MAX_INPUT_BYTES", "-1"}},
+		{"empty max input bytes", "EMBED__MAX_INPUT_BYTES", []string{"EMBED__MAX_INPUT_BYTES", " "}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -331,9 +374,19 @@ func TestFromEnvConfigErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		want := embed.Config{BatchSize: 32, Normalize: true, ExpectedDim: 8, Concurrency: 2, EncodingFormat: "base64"}
+		want := embed.Config{BatchSize: 32, Normalize: true, ExpectedDim: 8, Concurrency: 2, EncodingFormat: "base64",
+			MaxInputs: embed.DefaultMaxInputs, MaxInputBytes: embed.DefaultMaxInputBytes}
 		if c.Config() != want || c.Scope() != "EMBED" {
 			t.Errorf("Config() = %+v, Scope %q", c.Config(), c.Scope())
+		}
+		s.Extra["MAX_INPUTS"], s.Extra["MAX_INPUT_BYTES"] = " 10 ", "4096"
+		c2, err := embed.FromSettings(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c2.Close()
+		if got := c2.Config(); got.MaxInputs != 10 || got.MaxInputBytes != 4096 {
+			t.Errorf("Config() = %+v, want MaxInputs 10, MaxInputBytes 4096", got)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package ocr
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -37,12 +38,17 @@ func asInvalid(source string, raw []byte, err error) error {
 const middleSuffix = "_middle.json"
 
 // extractMiddle finds the *_middle.json member of a result ZIP held in
-// memory and returns its content. Nothing is written to disk. Members with
+// memory and returns its content. Nothing is written to disk. The central
+// directory is vetted by checkDirectory first, so that archive/zip never
+// allocates for more than cfg.MaxMembers members. Members with
 // unsafe names (absolute, "..", backslashes, drive letters) are ignored;
 // members in subdirectories are accepted, the shallowest (then the first
 // by name) winning. Only the chosen member is decompressed, bounded by
 // cfg.MaxMemberBytes whatever its header declares.
 func extractMiddle(archive []byte, cfg Config) ([]byte, error) {
+	if err := checkDirectory(archive, cfg.MaxMembers); err != nil {
+		return nil, err
+	}
 	zr, err := zip.NewReader(bytes.NewReader(archive), int64(len(archive)))
 	if err != nil && !(errors.Is(err, zip.ErrInsecurePath) && zr != nil) {
 		return nil, bad(ErrBadArchive, "the result is not a ZIP archive: %v", err)
@@ -85,6 +91,111 @@ func extractMiddle(archive []byte, cfg Config) ([]byte, error) {
 		return nil, bad(ErrBadArchive, "cannot read %s: %v", best.Name, err)
 	}
 	return b, nil
+}
+
+// ZIP record layouts (APPNOTE.TXT 4.3.12, 4.3.14–16).
+const (
+	sigCentralHeader = 0x02014b50
+	sigEnd           = 0x06054b50
+	sigEnd64         = 0x06064b50
+	sigEnd64Locator  = 0x07064b50
+	lenCentralHeader = 46
+	lenEnd           = 22
+	lenEnd64         = 56
+	lenEnd64Locator  = 20
+)
+
+// checkDirectory refuses, without allocating, an archive whose central
+// directory holds or announces more than maxMembers members, or announces
+// more directory bytes than the archive has. It reads the
+// end-of-central-directory record (and the ZIP64 one it points to) the way
+// archive/zip finds them, then counts the central headers archive/zip
+// would read — it reads until the first malformed header, whatever the
+// count announced, and from one of two start offsets — stopping at
+// maxMembers+1. Archives that archive/zip cannot open are left for it to
+// refuse.
+func checkDirectory(b []byte, maxMembers int) error {
+	size := int64(len(b))
+	end := findEnd(b)
+	if end < 0 {
+		return nil // no end record: archive/zip refuses it
+	}
+	records := uint64(binary.LittleEndian.Uint16(b[end+10:]))
+	dirSize := uint64(binary.LittleEndian.Uint32(b[end+12:]))
+	dirOffset := uint64(binary.LittleEndian.Uint32(b[end+16:]))
+	endOffset := end
+	// The same condition as archive/zip's for looking for ZIP64 records.
+	if records == 0xffff || dirSize == 0xffff || dirOffset == 0xffffffff {
+		if loc := end - lenEnd64Locator; loc >= 0 && binary.LittleEndian.Uint32(b[loc:]) == sigEnd64Locator &&
+			binary.LittleEndian.Uint32(b[loc+4:]) == 0 && binary.LittleEndian.Uint32(b[loc+16:]) == 1 {
+			p := binary.LittleEndian.Uint64(b[loc+8:])
+			if size < lenEnd64 || p > uint64(size-lenEnd64) || binary.LittleEndian.Uint32(b[p:]) != sigEnd64 {
+				return nil // archive/zip refuses a missing ZIP64 end record
+			}
+			endOffset = int64(p)
+			records = binary.LittleEndian.Uint64(b[p+32:])
+			dirSize = binary.LittleEndian.Uint64(b[p+40:])
+			dirOffset = binary.LittleEndian.Uint64(b[p+48:])
+		}
+	}
+	if records > uint64(maxMembers) {
+		return bad(errArchiveTooLarge, "the result archive announces %d members, more than the limit of %d", records, maxMembers)
+	}
+	if dirSize > uint64(size) || dirOffset > uint64(size) {
+		return bad(ErrBadArchive, "the result archive announces a central directory of %d bytes at offset %d in %d bytes", dirSize, dirOffset, size)
+	}
+	starts := []int64{endOffset - int64(dirSize)} // base offset + directory offset
+	if base := endOffset - int64(dirSize) - int64(dirOffset); base > 0 {
+		starts = append(starts, int64(dirOffset)) // archive/zip may fall back to base 0
+	}
+	for _, off := range starts {
+		if n := countHeaders(b, off, maxMembers+1); n > maxMembers {
+			return bad(errArchiveTooLarge, "the result archive has more than %d members", maxMembers)
+		}
+	}
+	return nil
+}
+
+// findEnd returns the offset of the end-of-central-directory record as
+// archive/zip finds it (the last signature in the final 1 KiB, else in the
+// final 65 KiB, whose comment fits), or -1.
+func findEnd(b []byte) int64 {
+	for _, n := range []int{1024, 65 * 1024} {
+		n = min(n, len(b))
+		block := b[len(b)-n:]
+		for i := len(block) - lenEnd; i >= 0; i-- {
+			if binary.LittleEndian.Uint32(block[i:]) != sigEnd {
+				continue
+			}
+			if i+lenEnd+int(binary.LittleEndian.Uint16(block[i+20:])) > len(block) {
+				return -1
+			}
+			return int64(len(b) - n + i)
+		}
+		if n == len(b) {
+			break
+		}
+	}
+	return -1
+}
+
+// countHeaders counts the consecutive complete central directory headers
+// starting at off, stopping at limit.
+func countHeaders(b []byte, off int64, limit int) int {
+	if off < 0 {
+		return 0
+	}
+	size := int64(len(b))
+	n := 0
+	for n < limit && off+lenCentralHeader <= size && binary.LittleEndian.Uint32(b[off:]) == sigCentralHeader {
+		next := off + lenCentralHeader + int64(binary.LittleEndian.Uint16(b[off+28:])) +
+			int64(binary.LittleEndian.Uint16(b[off+30:])) + int64(binary.LittleEndian.Uint16(b[off+32:]))
+		if next > size {
+			break
+		}
+		n, off = n+1, next
+	}
+	return n
 }
 
 // safeName reports whether a member name is a plain relative path: no

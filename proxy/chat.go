@@ -123,22 +123,23 @@ type messageBody struct {
 // handleChat serves POST /v1/chat/completions.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	ri := info(r)
-	body, aerr := s.readBody(w, r)
+	g, leave := s.enter(w, r, ri)
+	if g == nil {
+		return
+	}
+	defer leave()
+	body, release, aerr := s.readBody(w, r)
 	if aerr != nil {
 		s.fail(w, ri, aerr)
 		return
 	}
+	defer release()
 	req, err := parseChat(body)
 	if err != nil {
 		s.fail(w, ri, mapError(err, false))
 		return
 	}
 	ri.model, ri.stream = req.model, req.stream
-	g, leave := s.enter(w, ri)
-	if g == nil {
-		return
-	}
-	defer leave()
 	scope, client, ok := g.chatRoute(req.model)
 	if !ok {
 		s.fail(w, ri, modelNotFound(req.model))

@@ -36,10 +36,17 @@ const (
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultMaxClients        = 10000
+	// DefaultMaxBufferedBodyBytes is the default of MaxBufferedBodyBytes
+	// (raised to MaxBodyBytes when that is larger): eight bodies of the
+	// default maximum size, or thousands of ordinary ones.
+	DefaultMaxBufferedBodyBytes = 64 << 20
 )
 
 // Embedder is what the server needs of an embeddings client of one scope;
-// *embed.Client implements it.
+// *embed.Client implements it. An Embedder that also has a
+// Config() embed.Config method (as *embed.Client does) bounds the input
+// arrays the server decodes for it by its MaxInputs; any other by
+// embed.DefaultMaxInputs.
 type Embedder interface {
 	Embed(ctx context.Context, texts []string, opts ...polygateway.CallOption) (*embed.Response, error)
 	Sources(ctx context.Context) []polygateway.SourceStatus
@@ -129,31 +136,67 @@ type Config struct {
 
 	// MaxBodyBytes caps request bodies (default 8 MiB); larger ones get 413.
 	MaxBodyBytes int64
+	// MaxBufferedBodyBytes caps the bytes of request bodies held in memory
+	// at once, server-wide (default DefaultMaxBufferedBodyBytes, 64 MiB, or
+	// MaxBodyBytes when that is larger; a smaller explicit value is an
+	// error). A request takes its share before its body is read — its
+	// declared Content-Length, or for a chunked body growing steps as it is
+	// read — and gives it back when its answer is complete. A request whose
+	// share does not fit is refused at once with 503 server_overloaded and
+	// Retry-After: 1, before the rest of its body is read; it does not wait.
+	MaxBufferedBodyBytes int64
 
 	// ClientRate is the per-client token bucket's refill rate in requests
-	// per second; 0 turns per-client limiting off. Clients are keyed by the
-	// X-Client-Id header, else by the peer IP address.
+	// per second; 0 turns per-client limiting off. Without ClientKeys,
+	// clients are keyed by the X-Client-Id header, else by the peer IP
+	// address. With ClientKeys, the client is the authenticated key: every
+	// key has a bucket of its own that is never evicted, and X-Client-Id
+	// only sub-divides a key (see ClientIDRate), so a key's requests stay
+	// within ClientRate whatever ids it sends.
 	ClientRate float64
 	// ClientBurst is the bucket size (default: max(1, ceil(ClientRate))).
 	ClientBurst int
 	// MaxClients bounds the number of buckets kept (default 10000); idle
-	// full buckets are evicted first.
+	// full buckets are evicted first. With ClientKeys it bounds the
+	// X-Client-Id buckets: each key keeps at most
+	// max(1, MaxClients/len(ClientKeys)) of its own, and evicting them
+	// never touches another key's buckets.
 	MaxClients int
+	// ClientIDRate, with ClientKeys and ClientRate, gives each X-Client-Id
+	// of a key a bucket of its own at this rate (requests per second): a
+	// request then needs a token from its key's bucket and from its id's
+	// bucket. 0 (default) means ids do not sub-divide keys.
+	ClientIDRate float64
+	// ClientIDBurst is the size of an id's bucket (default:
+	// max(1, ceil(ClientIDRate))).
+	ClientIDBurst int
 
-	// MaxInFlight caps the governed calls (chat and embeddings) served at
-	// once; beyond it a request is refused at once with 503
+	// MaxInFlight caps the chat and embeddings requests served at once,
+	// counted from before their body is read until their answer is
+	// complete; beyond it a request is refused at once, unread, with 503
 	// server_overloaded and Retry-After: 1 (load shedding instead of an
-	// unbounded queue). 0 means no cap.
+	// unbounded queue). 0 means no cap. A client uploading slowly holds its
+	// place (and its share of MaxBufferedBodyBytes) for at most ReadTimeout.
 	MaxInFlight int
 
 	// ClientKeys, when non-empty, are the API keys clients must present as
 	// "Authorization: Bearer <key>" on /v1/ endpoints (401 otherwise). Only
-	// their SHA-256 digests are kept; comparison is constant-time.
+	// their SHA-256 digests are kept; comparison is constant-time. The key
+	// is checked, and the per-client limit applied, before a body is read.
 	ClientKeys []string
 
 	// AdminToken guards POST /admin/breakers/{source}/reset (bearer token,
-	// constant-time compare). Empty disables the admin endpoints (404).
+	// constant-time compare). Empty disables the admin endpoints (404). It
+	// also opens /metrics and the /readyz details, as MetricsToken does.
 	AdminToken string
+
+	// MetricsToken, when set, is the bearer token GET /metrics requires
+	// (401 otherwise; the AdminToken is accepted too). Empty leaves
+	// /metrics open. The details of GET /readyz (draining, the scopes that
+	// are not ready and every source's availability) are shown only to a
+	// request carrying MetricsToken or AdminToken; without one — or when
+	// neither is configured — /readyz answers only {"ready": true|false}.
+	MetricsToken string
 
 	// Metrics, when set, is served at GET /metrics (e.g. a Prometheus
 	// handler).
@@ -191,11 +234,28 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if c.ClientRate < 0 || c.ClientBurst < 0 || c.MaxClients < 0 || c.MaxInFlight < 0 {
-		return c, errors.New("proxy: ClientRate, ClientBurst, MaxClients and MaxInFlight must not be negative")
+	switch {
+	case c.MaxBufferedBodyBytes < 0:
+		return c, errors.New("proxy: MaxBufferedBodyBytes must not be negative")
+	case c.MaxBufferedBodyBytes == 0:
+		c.MaxBufferedBodyBytes = max(DefaultMaxBufferedBodyBytes, c.MaxBodyBytes)
+	case c.MaxBufferedBodyBytes < c.MaxBodyBytes:
+		return c, fmt.Errorf("proxy: MaxBufferedBodyBytes %d is smaller than MaxBodyBytes %d: a body of the maximum size could never be read",
+			c.MaxBufferedBodyBytes, c.MaxBodyBytes)
+	}
+	if c.ClientRate < 0 || c.ClientBurst < 0 || c.MaxClients < 0 || c.MaxInFlight < 0 || c.ClientIDRate < 0 || c.ClientIDBurst < 0 {
+		return c, errors.New("proxy: ClientRate, ClientBurst, ClientIDRate, ClientIDBurst, MaxClients and MaxInFlight must not be negative")
 	}
 	if c.ClientRate > 0 && c.ClientBurst == 0 {
 		c.ClientBurst = max(1, int(c.ClientRate+0.999999))
+	}
+	if c.ClientIDRate > 0 {
+		if len(c.ClientKeys) == 0 || c.ClientRate == 0 {
+			return c, errors.New("proxy: ClientIDRate sub-divides the rate of a client key: it needs ClientKeys and ClientRate")
+		}
+		if c.ClientIDBurst == 0 {
+			c.ClientIDBurst = max(1, int(c.ClientIDRate+0.999999))
+		}
 	}
 	if c.MaxClients == 0 {
 		c.MaxClients = DefaultMaxClients

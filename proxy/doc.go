@@ -21,15 +21,30 @@
 //     and a "gateway" object plus X-PolyGateway-Source, -Attempts, -Cache
 //     and -Degraded headers tell what happened.
 //   - POST /v1/embeddings — through the embeddings client of the scope that
-//     Backends.EmbedRoutes (or DefaultEmbedScope) names.
+//     Backends.EmbedRoutes (or DefaultEmbedScope) names. The input array is
+//     counted in the raw body against the scope's MAX_INPUTS before any
+//     input is decoded (400 too_many_inputs); the client refuses more than
+//     MAX_INPUT_BYTES (400 input_too_large) before any upstream call.
 //   - GET /v1/models — the routed model names.
 //   - GET /v1/providers — every source's tier, weight, breaker, limits and
 //     load; never a key.
-//   - GET /healthz — liveness and per-source availability; GET /readyz —
-//     200 when every scope has a source whose breaker is not open.
+//   - GET /healthz — liveness, open to anyone and naming no source; GET
+//     /readyz — 200 when every scope has a source whose breaker is not
+//     open, 503 otherwise; the details (draining, unready scopes, every
+//     source's availability) only with the MetricsToken or AdminToken.
 //   - POST /admin/breakers/{source}/reset — with "Authorization: Bearer
 //     <AdminToken>"; 404 when no admin token is configured.
-//   - GET /metrics — Config.Metrics, when set.
+//   - GET /metrics — Config.Metrics, when set; with Config.MetricsToken set
+//     it needs that bearer token (or the AdminToken).
+//
+// # Admission and bounds
+//
+// A chat or embeddings request is admitted from its headers before its
+// body is read: client key (401), per-client rate (429; per key when
+// ClientKeys are set, with X-Client-Id only sub-dividing a key), MaxInFlight
+// (503) and room in MaxBufferedBodyBytes for the body (503). A refused
+// request's body is never read. The admitted body is read into memory
+// reserved from that budget and given back when the answer is complete.
 //
 // # Streams
 //
@@ -51,7 +66,9 @@
 // message, a GatewayUnavailableError 503 with Retry-After, a
 // ResultInvalidError 422, a GovernanceBackendError 503; bad JSON 400, an
 // unknown model 404 model_not_found, an oversized body 413, a missing or
-// wrong client key 401, a client over its rate 429 with Retry-After. A
+// wrong client key 401, a client over its rate 429 with Retry-After, the
+// server over MaxInFlight or MaxBufferedBodyBytes 503 server_overloaded
+// with Retry-After: 1. A
 // client that goes away cancels its governed call; nothing is sent and
 // the request is logged with status 499.
 //

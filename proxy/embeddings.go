@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/embed"
 )
 
 type embeddingBody struct {
@@ -30,31 +31,39 @@ type embedGatewayInfo struct {
 
 // handleEmbeddings serves POST /v1/embeddings through the embeddings
 // client of the routed scope (inputs beyond the scope's batch size are
-// split and governed batch by batch).
+// split and governed batch by batch). An input array longer than the
+// scope's MAX_INPUTS is refused while it is parsed (400 too_many_inputs);
+// the client refuses inputs over MAX_INPUT_BYTES (400 input_too_large)
+// before any upstream call.
 func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	ri := info(r)
-	body, aerr := s.readBody(w, r)
+	g, leave := s.enter(w, r, ri)
+	if g == nil {
+		return
+	}
+	defer leave()
+	body, release, aerr := s.readBody(w, r)
 	if aerr != nil {
 		s.fail(w, ri, aerr)
 		return
 	}
+	defer release()
 	req, err := parseEmbed(body)
 	if err != nil {
 		s.fail(w, ri, mapError(err, false))
 		return
 	}
 	ri.model = req.model
-	g, leave := s.enter(w, ri)
-	if g == nil {
-		return
-	}
-	defer leave()
 	scope, client, ok := g.embedRoute(req.model)
 	if !ok {
 		s.fail(w, ri, modelNotFound(req.model))
 		return
 	}
 	ri.scope = scope
+	if err := req.decodeInput(maxInputs(client)); err != nil {
+		s.fail(w, ri, mapError(err, false))
+		return
+	}
 	ctx, done := s.callContext(r)
 	defer done()
 	resp, err := client.Embed(ctx, req.input, polygateway.WithParams(req.params), polygateway.WithSessionID(ri.id))
@@ -83,6 +92,16 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 			LatencyMS: ms(resp.Latency), UsageSource: resp.UsageSource, Cost: resp.Cost, Batches: len(resp.BatchCallIDs),
 		},
 	})
+}
+
+// maxInputs is the number of inputs the embedder takes in one call: its
+// scope's MAX_INPUTS for an *embed.Client (or anything with its Config
+// method), else embed.DefaultMaxInputs.
+func maxInputs(e Embedder) int {
+	if c, ok := e.(interface{ Config() embed.Config }); ok && c.Config().MaxInputs > 0 {
+		return c.Config().MaxInputs
+	}
+	return embed.DefaultMaxInputs
 }
 
 // base64Floats encodes v as OpenAI's base64 embedding format: the

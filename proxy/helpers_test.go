@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -102,6 +103,12 @@ type fixture struct {
 // HTTPServer; everything is torn down when the test ends.
 func serve(t testing.TB, cfg proxy.Config) *fixture {
 	t.Helper()
+	return serveOn(t, cfg, nil)
+}
+
+// serveOn is serve with the listener wrapped by wrap (when not nil).
+func serveOn(t testing.TB, cfg proxy.Config, wrap func(net.Listener) net.Listener) *fixture {
+	t.Helper()
 	logs := &logBuffer{}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -111,6 +118,9 @@ func serve(t testing.TB, cfg proxy.Config) *fixture {
 		t.Fatalf("proxy.New: %v", err)
 	}
 	ts := httptest.NewUnstartedServer(s)
+	if wrap != nil {
+		ts.Listener = wrap(ts.Listener)
+	}
 	hs := s.HTTPServer("")
 	ts.Config.ReadHeaderTimeout, ts.Config.ReadTimeout = hs.ReadHeaderTimeout, hs.ReadTimeout
 	ts.Config.IdleTimeout, ts.Config.MaxHeaderBytes = hs.IdleTimeout, hs.MaxHeaderBytes

@@ -1,8 +1,12 @@
 package proxy
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +86,103 @@ func TestMapErrorStatuses(t *testing.T) {
 	}
 	if e := mapError(errors.New("x"), true); e.status != StatusClientClosedRequest {
 		t.Errorf("gone client: %d", e.status)
+	}
+}
+
+func TestKeyLimiterKeepsKeysApartAndBoundsIDs(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	l := newKeyLimiter(2, tokenRate{1, 2}, tokenRate{1, 1}, 4, clock)
+	// Key 0 floods ids: its total allows two, its id buckets stay at 4.
+	admitted := 0
+	for i := range 100 {
+		if ok, _ := l.allow(0, "id-"+strconv.Itoa(i)); ok {
+			admitted++
+		}
+	}
+	if admitted != 2 || l.idBuckets(0) != 4 || l.idBuckets(1) != 0 {
+		t.Fatalf("admitted %d, id buckets %d and %d; want 2, 4 and 0", admitted, l.idBuckets(0), l.idBuckets(1))
+	}
+	// Key 1 is untouched: its first id has one token, the key two.
+	if ok, _ := l.allow(1, "a"); !ok {
+		t.Fatal("key 1 refused")
+	}
+	ok, wait := l.allow(1, "a")
+	if ok || wait != time.Second {
+		t.Fatalf("key 1 id a again = %v, wait %v; want a refusal for 1 s", ok, wait)
+	}
+	// The refusal of id a took nothing from the key: id b gets its token.
+	if ok, _ := l.allow(1, "b"); !ok {
+		t.Fatal("key 1 id b refused: the refused request spent the key's token")
+	}
+	// No id: only the key's bucket, now empty.
+	if ok, wait := l.allow(1, ""); ok || wait != time.Second {
+		t.Fatalf("key 1 without id = %v, %v", ok, wait)
+	}
+	now = now.Add(2 * time.Second)
+	if ok, _ := l.allow(1, ""); !ok {
+		t.Fatal("key 1 did not refill")
+	}
+}
+
+func TestCountElements(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want int
+	}{
+		{`[]`, 0}, {` [ ] `, 0}, {`["a"]`, 1}, {`["a","b"]`, 2}, {`[1,2,3]`, 3},
+		{`["a,b","c\"],d"]`, 2}, {`[["x","y"],{"a":[1,2]},"z"]`, 3}, {`[[]]`, 1}, {`[{}]`, 1},
+		{`["\\",""]`, 2}, {"[\n\"a\" ,\n\t\"b\"\n]", 2}, {`[null,true,false]`, 3},
+	} {
+		if got := countElements([]byte(tc.raw), 100); got != tc.want {
+			t.Errorf("countElements(%s) = %d, want %d", tc.raw, got, tc.want)
+		}
+	}
+	if got := countElements([]byte(`[1,2,3,4,5,6]`), 3); got != 4 {
+		t.Errorf("countElements beyond the limit = %d, want 4 (limit+1)", got)
+	}
+}
+
+// FuzzCountElements holds countElements to encoding/json on any valid
+// array.
+func FuzzCountElements(f *testing.F) {
+	for _, s := range []string{`[]`, `["a","b"]`, `[["x"],{"a":[1,2]},"z"]`, `["\\\"",",",""]`, `[1 , 2]`, `"a"`, `{}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var elems []json.RawMessage
+		if json.Unmarshal([]byte(s), &elems) != nil || len(bytes.TrimSpace([]byte(s))) == 0 || bytes.TrimSpace([]byte(s))[0] != '[' {
+			return
+		}
+		raw := bytes.TrimSpace([]byte(s))
+		if got := countElements(raw, 1<<30); got != len(elems) {
+			t.Fatalf("countElements(%s) = %d, encoding/json finds %d", s, got, len(elems))
+		}
+		if lim := len(elems) - 1; lim >= 0 {
+			if got := countElements(raw, lim); got != lim+1 {
+				t.Fatalf("countElements(%s, %d) = %d, want %d", s, lim, got, lim+1)
+			}
+		}
+	})
+}
+
+// TestMillionInputsAreRefusedBeforeAllocatingPerInput: decoding the input
+// of a request with 10^6 strings under a 2048 bound allocates nothing per
+// input (encoding/json would allocate a million strings).
+func TestMillionInputsAreRefusedBeforeAllocatingPerInput(t *testing.T) {
+	body := []byte(`{"model":"m","input":[` + strings.Repeat(`"text",`, 999_999) + `"text"]}`)
+	req, err := parseEmbed(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *requestError
+	if err := req.decodeInput(2048); !errors.As(err, &re) || re.code != "too_many_inputs" || re.param != "input" {
+		t.Fatalf("decodeInput = %v, want too_many_inputs", err)
+	}
+	if n := testing.AllocsPerRun(5, func() { _ = req.decodeInput(2048) }); n > 5 {
+		t.Errorf("refusing 10^6 inputs took %.0f allocations", n)
+	}
+	if err := req.decodeInput(1_000_000); err != nil || len(req.input) != 1_000_000 {
+		t.Errorf("at the bound: %v, %d inputs", err, len(req.input))
 	}
 }

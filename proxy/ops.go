@@ -66,29 +66,34 @@ func available(st *polygateway.SourceStatus) bool {
 	return st.Err == nil && st.Breaker.State != polygateway.StateOpen
 }
 
-// handleHealth serves GET /healthz: liveness (always 200 while the process
-// serves) plus every source's availability.
+// handleHealth serves GET /healthz: liveness, always 200 while the
+// process serves. It is open to anyone and so names no scope or source.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	g := s.gen.Load()
-	scopes := map[string]map[string]bool{}
-	for _, st := range s.statuses(r, g) {
-		m := map[string]bool{}
-		for i := range st.sources {
-			m[st.sources[i].Name] = available(&st.sources[i])
-		}
-		scopes[st.scope] = m
-	}
-	s.writeJSON(w, http.StatusOK, map[string]any{"ok": true, "draining": s.draining.Load(), "scopes": scopes})
+	s.writeJSON(w, http.StatusOK, map[string]any{"ok": true, "draining": s.draining.Load()})
 }
 
 // handleReady serves GET /readyz: 200 when every scope has at least one
 // source whose breaker is not open and the server is not draining; 503
-// otherwise, naming the scopes that are not ready.
+// otherwise. Only a request with the metrics or admin token sees why:
+// draining, the scopes that are not ready and every source's
+// availability; any other gets {"ready": …} alone.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	g := s.gen.Load()
 	notReady := []string{}
+	scopes := map[string]map[string]bool{}
 	for _, st := range s.statuses(r, g) {
-		if !slices.ContainsFunc(st.sources, func(x polygateway.SourceStatus) bool { return available(&x) }) {
+		m := scopes[st.scope] // a chat and an embeddings scope may share a name
+		if m == nil {
+			m = map[string]bool{}
+			scopes[st.scope] = m
+		}
+		up := false
+		for i := range st.sources {
+			ok := available(&st.sources[i])
+			m[st.sources[i].Name] = ok
+			up = up || ok
+		}
+		if !up {
 			notReady = append(notReady, st.scope)
 		}
 	}
@@ -99,7 +104,11 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
 	}
-	s.writeJSON(w, status, map[string]any{"ready": ready, "draining": draining, "unavailable_scopes": notReady})
+	if !s.opsAuthorized(r) {
+		s.writeJSON(w, status, map[string]any{"ready": ready})
+		return
+	}
+	s.writeJSON(w, status, map[string]any{"ready": ready, "draining": draining, "unavailable_scopes": notReady, "scopes": scopes})
 }
 
 type providerBody struct {

@@ -329,11 +329,14 @@ func TestProvidersHealthAndLogsNeverContainKeys(t *testing.T) {
 	}
 	_, body = f.do("GET", "/healthz", "")
 	all.Write(body)
-	if !strings.Contains(string(body), `"primary_1":false`) || !strings.Contains(string(body), `"fallback_2":true`) {
+	if string(body) != `{"draining":false,"ok":true}` {
 		t.Errorf("/healthz = %s", body)
 	}
-	_, body = f.do("GET", "/readyz", "")
+	_, body = f.do("GET", "/readyz", "", "Authorization", "Bearer admin-secret-token")
 	all.Write(body)
+	if !strings.Contains(string(body), `"primary_1":false`) || !strings.Contains(string(body), `"fallback_2":true`) {
+		t.Errorf("/readyz with the admin token = %s", body)
+	}
 	all.WriteString(f.logs.String())
 	for _, secret := range []string{secretKey1, secretKey2, secretEmbed, "admin-secret-token", "client-secret-key"} {
 		if strings.Contains(all.String(), secret) {
@@ -521,8 +524,8 @@ func TestShutdownDrainsInFlightStreams(t *testing.T) {
 		done <- f.srv.Shutdown(ctx)
 	}()
 	waitFor(t, 5*time.Second, "draining", func() bool {
-		_, body := f.do("GET", "/readyz", "")
-		return strings.Contains(string(body), `"draining":true`)
+		resp, body := f.do("GET", "/readyz", "")
+		return resp.StatusCode == http.StatusServiceUnavailable && string(body) == `{"ready":false}`
 	})
 	resp, body := f.do("POST", "/v1/chat/completions", chatBody("m", false, ""))
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "server_shutting_down") {

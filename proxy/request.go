@@ -213,16 +213,20 @@ func convertPart(p *wirePart, param string) (polygateway.ContentPart, error) {
 	}
 }
 
-// embedRequest is a parsed OpenAI embeddings request.
+// embedRequest is a parsed OpenAI embeddings request. Its input is
+// decoded by decodeInput once the route, and with it the bound on the
+// number of inputs, is known.
 type embedRequest struct {
-	model  string
-	input  []string
-	base64 bool
-	params map[string]any
+	model    string
+	rawInput json.RawMessage
+	input    []string
+	base64   bool
+	params   map[string]any
 }
 
-// parseEmbed decodes an embeddings request body. Input must be a string or
-// an array of strings (token arrays are not supported).
+// parseEmbed decodes an embeddings request body except its input array.
+// Input must be a string or an array of strings (token arrays are not
+// supported).
 func parseEmbed(body []byte) (*embedRequest, error) {
 	var w struct {
 		Model          *string         `json:"model"`
@@ -242,21 +246,10 @@ func parseEmbed(body []byte) (*embedRequest, error) {
 	switch {
 	case len(in) == 0 || isNull(in):
 		return nil, badRequest("input", "missing_required_parameter", "input is required")
-	case in[0] == '"':
-		var s string
-		if err := json.Unmarshal(in, &s); err != nil {
-			return nil, badRequest("input", "invalid_type", "input: %v", err)
-		}
-		req.input = []string{s}
-	case in[0] == '[':
-		if err := json.Unmarshal(in, &req.input); err != nil {
-			return nil, badRequest("input", "unsupported_value", "input must be a string or an array of strings (token arrays are not supported)")
-		}
+	case in[0] == '"', in[0] == '[':
+		req.rawInput = in
 	default:
 		return nil, badRequest("input", "invalid_type", "input must be a string or an array of strings")
-	}
-	if len(req.input) == 0 {
-		return nil, badRequest("input", "empty_array", "input must not be empty")
 	}
 	switch w.EncodingFormat {
 	case "", "float":
@@ -274,6 +267,79 @@ func parseEmbed(body []byte) (*embedRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// decodeInput decodes the input of req, refusing an array of more than
+// maxInputs entries (too_many_inputs) after counting them in the raw
+// bytes, before anything is allocated per input.
+func (req *embedRequest) decodeInput(maxInputs int) error {
+	in := req.rawInput
+	if in[0] == '"' {
+		var s string
+		if err := json.Unmarshal(in, &s); err != nil {
+			return badRequest("input", "invalid_type", "input: %v", err)
+		}
+		req.input = []string{s}
+		return nil
+	}
+	n := countElements(in, maxInputs)
+	if n > maxInputs {
+		return badRequest("input", "too_many_inputs", "input has more than %d entries, the limit of this model's scope", maxInputs)
+	}
+	if n == 0 {
+		return badRequest("input", "empty_array", "input must not be empty")
+	}
+	req.input = make([]string, 0, n)
+	if err := json.Unmarshal(in, &req.input); err != nil {
+		return badRequest("input", "unsupported_value", "input must be a string or an array of strings (token arrays are not supported)")
+	}
+	return nil
+}
+
+// countElements counts the elements of raw, a valid JSON array, without
+// allocating; it stops counting once more than limit are seen.
+func countElements(raw []byte, limit int) int {
+	depth, commas := 0, 0
+	seen := false // a value has begun inside the array
+	inString, escaped := false, false
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r', ']', '}':
+			if c == ']' || c == '}' {
+				depth--
+			}
+			continue
+		case '[', '{':
+			if depth++; depth == 1 {
+				continue // the array itself
+			}
+		case ',':
+			if depth == 1 {
+				if commas++; commas >= limit {
+					return commas + 1
+				}
+			}
+			continue
+		case '"':
+			inString = true
+		}
+		seen = true
+	}
+	if !seen {
+		return 0
+	}
+	return commas + 1
 }
 
 func isNull(raw json.RawMessage) bool {

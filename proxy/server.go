@@ -29,11 +29,15 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	gen     atomic.Pointer[generation]
-	limiter *clientLimiter
+	limiter *clientLimiter // without client keys
+	keyed   *keyLimiter    // with client keys
+	bodies  bodyBudget
 
-	keyHashes [][sha256.Size]byte
-	adminHash [sha256.Size]byte
-	adminOn   bool
+	keyHashes   [][sha256.Size]byte
+	adminHash   [sha256.Size]byte
+	adminOn     bool
+	metricsHash [sha256.Size]byte
+	metricsOn   bool
 
 	// hard is cancelled when a Shutdown runs out of time: the calls still
 	// running are cancelled.
@@ -68,7 +72,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AdminToken != "" {
 		s.adminHash, s.adminOn = sha256.Sum256([]byte(cfg.AdminToken)), true
 	}
-	if cfg.ClientRate > 0 {
+	if cfg.MetricsToken != "" {
+		s.metricsHash, s.metricsOn = sha256.Sum256([]byte(cfg.MetricsToken)), true
+	}
+	s.bodies.max = cfg.MaxBufferedBodyBytes
+	switch {
+	case cfg.ClientRate > 0 && len(cfg.ClientKeys) > 0:
+		s.keyed = newKeyLimiter(len(cfg.ClientKeys), tokenRate{cfg.ClientRate, float64(cfg.ClientBurst)},
+			tokenRate{cfg.ClientIDRate, float64(cfg.ClientIDBurst)}, max(1, cfg.MaxClients/len(cfg.ClientKeys)), cfg.Now)
+	case cfg.ClientRate > 0:
 		s.limiter = newClientLimiter(cfg.ClientRate, cfg.ClientBurst, cfg.MaxClients, cfg.Now)
 	}
 	s.gen.Store(newGeneration(cfg.Backends))
@@ -88,7 +100,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /readyz", s.handleReady)
 	m.HandleFunc("POST /admin/breakers/{source}/reset", s.handleResetBreaker)
 	if s.cfg.Metrics != nil {
-		m.Handle("GET /metrics", s.cfg.Metrics)
+		m.Handle("GET /metrics", s.metrics(s.cfg.Metrics))
 	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, invalidRequest(http.StatusNotFound, "", "not_found", "no route for "+r.Method+" "+r.URL.Path))
@@ -208,35 +220,73 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // api wraps a /v1/ handler with client authentication and the per-client
-// rate limit.
+// rate limit, both decided from the headers alone: a refused request's
+// body is never read.
 func (s *Server) api(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ri := info(r)
-		ri.client = clientKey(r)
-		if len(s.keyHashes) > 0 && !s.clientAuthorized(r) {
-			ri.code = "invalid_api_key"
-			w.Header().Set("WWW-Authenticate", `Bearer realm="polygateway"`)
-			writeAPIError(w, invalidRequest(http.StatusUnauthorized, "", "invalid_api_key", "missing or invalid API key: send Authorization: Bearer <key>"))
-			return
-		}
-		if s.limiter != nil {
-			if ok, wait := s.limiter.allow(ri.client); !ok {
-				ri.code = "rate_limit_exceeded"
-				writeAPIError(w, &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "rate_limit_exceeded",
-					msg: "too many requests from this client; retry after the Retry-After delay", retryAfter: wait})
+		key := -1
+		if len(s.keyHashes) > 0 {
+			var ok bool
+			if key, ok = s.clientKeyIndex(r); !ok {
+				ri.client = peerName(r)
+				ri.code = "invalid_api_key"
+				leaveUnread(w, r)
+				w.Header().Set("WWW-Authenticate", `Bearer realm="polygateway"`)
+				writeAPIError(w, invalidRequest(http.StatusUnauthorized, "", "invalid_api_key", "missing or invalid API key: send Authorization: Bearer <key>"))
 				return
 			}
+		}
+		id := cleanID(r.Header.Get("X-Client-Id"))
+		ri.client = clientName(key, id, r)
+		ok, wait := true, time.Duration(0)
+		switch {
+		case s.keyed != nil:
+			ok, wait = s.keyed.allow(key, id)
+		case s.limiter != nil:
+			ok, wait = s.limiter.allow(ri.client)
+		}
+		if !ok {
+			ri.code = "rate_limit_exceeded"
+			leaveUnread(w, r)
+			writeAPIError(w, &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "rate_limit_exceeded",
+				msg: "too many requests from this client; retry after the Retry-After delay", retryAfter: wait})
+			return
 		}
 		h(w, r)
 	})
 }
 
-// clientKey identifies the client for the rate limit: X-Client-Id (bounded
-// and sanitised) or the peer IP.
-func clientKey(r *http.Request) string {
-	if id := cleanID(r.Header.Get("X-Client-Id")); id != "" {
+// leaveUnread is called before answering a request refused before its
+// body was read. net/http would otherwise read — and discard — up to
+// 256 KiB of the body after the handler, to keep the connection alive:
+// instead the connection closes after the answer, and its read deadline is
+// set in the past so that nothing more is read from it.
+func leaveUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+}
+
+// clientName names the client for the rate limit and the log line: with
+// client keys "key:<n>" (the key's 1-based place in ClientKeys, never the
+// key) plus "/id:<X-Client-Id>" when one was sent; without, "id:<id>" or
+// the peer IP ("ip:<addr>").
+func clientName(key int, id string, r *http.Request) string {
+	switch {
+	case key >= 0 && id != "":
+		return "key:" + strconv.Itoa(key+1) + "/id:" + id
+	case key >= 0:
+		return "key:" + strconv.Itoa(key+1)
+	case id != "":
 		return "id:" + id
 	}
+	return peerName(r)
+}
+
+// peerName is "ip:" and the peer's address.
+func peerName(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -254,50 +304,159 @@ func bearer(r *http.Request) (string, bool) {
 	return strings.TrimSpace(h[len(p):]), true
 }
 
-// clientAuthorized compares the request's key with every configured key as
-// SHA-256 digests in constant time (no early exit).
-func (s *Server) clientAuthorized(r *http.Request) bool {
+// clientKeyIndex compares the request's key with every configured key as
+// SHA-256 digests in constant time (no early exit) and returns the index
+// of the one it matches.
+func (s *Server) clientKeyIndex(r *http.Request) (int, bool) {
 	tok, ok := bearer(r)
 	if !ok {
-		return false
+		return -1, false
 	}
 	sum := sha256.Sum256([]byte(tok))
-	match := 0
+	idx := -1
 	for i := range s.keyHashes {
-		match |= subtle.ConstantTimeCompare(sum[:], s.keyHashes[i][:])
+		idx = subtle.ConstantTimeSelect(subtle.ConstantTimeCompare(sum[:], s.keyHashes[i][:]), i, idx)
 	}
-	return match == 1
+	return idx, idx >= 0
 }
 
-// adminAuthorized checks the admin bearer token in constant time.
-func (s *Server) adminAuthorized(r *http.Request) bool {
+// tokenIs checks the request's bearer token against a digest in constant
+// time.
+func tokenIs(r *http.Request, digest *[sha256.Size]byte) bool {
 	tok, ok := bearer(r)
 	if !ok {
 		return false
 	}
 	sum := sha256.Sum256([]byte(tok))
-	return subtle.ConstantTimeCompare(sum[:], s.adminHash[:]) == 1
+	return subtle.ConstantTimeCompare(sum[:], digest[:]) == 1
 }
 
-// readBody reads a request body of at most MaxBodyBytes and lifts the
-// connection's read deadline afterwards, so that ReadTimeout bounds the
-// upload but not the answer.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	tooLarge := invalidRequest(http.StatusRequestEntityTooLarge, "", "request_too_large",
-		"request body larger than "+formatBytes(s.cfg.MaxBodyBytes))
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return nil, tooLarge
+// adminAuthorized checks the admin bearer token.
+func (s *Server) adminAuthorized(r *http.Request) bool {
+	return s.adminOn && tokenIs(r, &s.adminHash)
+}
+
+// opsAuthorized reports whether the request carries the metrics or the
+// admin token (each only when configured).
+func (s *Server) opsAuthorized(r *http.Request) bool {
+	m := s.metricsOn && tokenIs(r, &s.metricsHash)
+	a := s.adminAuthorized(r)
+	return m || a
+}
+
+// metrics guards the metrics handler with MetricsToken, when one is set.
+func (s *Server) metrics(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.metricsOn && !s.opsAuthorized(r) {
+			ri := info(r)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="polygateway-metrics"`)
+			s.fail(w, ri, invalidRequest(http.StatusUnauthorized, "", "invalid_metrics_token", "missing or invalid metrics token"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// bodyBudget is the server-wide count of request body bytes held in
+// memory (MaxBufferedBodyBytes).
+type bodyBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// take reserves n bytes, or reports false when they do not fit.
+func (b *bodyBudget) take(n int64) bool {
+	for {
+		u := b.used.Load()
+		if u+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+}
+
+func (b *bodyBudget) give(n int64) { b.used.Add(-n) }
+
+// bodyBusy is the answer when a body does not fit MaxBufferedBodyBytes.
+var bodyBusy = &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "server_overloaded",
+	msg: "the gateway holds its maximum of request body bytes; retry", retryAfter: time.Second}
+
+// chunkedStep is the first buffer of a body without Content-Length; the
+// buffer doubles from there, each step reserved before it is read into.
+const chunkedStep = 16 << 10
+
+// readBody reads a request body of at most MaxBodyBytes into memory
+// reserved from the server's body budget, and lifts the connection's read
+// deadline afterwards, so that ReadTimeout bounds the upload but not the
+// answer. A declared Content-Length is reserved (and allocated) whole
+// before the first byte is read; a chunked body reserves each doubling of
+// its buffer before reading into it. The caller calls release once the
+// request's answer is complete (the parsed request is made of the body's
+// bytes); on error nothing stays reserved.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), _ *apiError) {
+	limit := s.cfg.MaxBodyBytes
+	tooLarge := invalidRequest(http.StatusRequestEntityTooLarge, "", "request_too_large",
+		"request body larger than "+formatBytes(limit))
+	if r.ContentLength > limit {
+		return nil, nil, tooLarge
+	}
+	var held int64
+	release = func() { s.bodies.give(held) }
+	reserve := func(n int64) bool {
+		if !s.bodies.take(n) {
+			return false
+		}
+		held += n
+		return true
+	}
+	fail := func(e *apiError) ([]byte, func(), *apiError) {
+		release()
+		if e == bodyBusy {
+			leaveUnread(w, r)
+		}
+		return nil, nil, e
+	}
+	var err error
+	if n := r.ContentLength; n >= 0 {
+		if !reserve(n) {
+			return fail(bodyBusy)
+		}
+		body = make([]byte, n)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		mr := http.MaxBytesReader(w, r.Body, limit)
+		for {
+			if len(body) == cap(body) {
+				c := min(max(2*int64(cap(body)), chunkedStep), limit+1) // +1: room to read the EOF of a body of exactly limit bytes
+				if !reserve(c - int64(cap(body))) {
+					return fail(bodyBusy)
+				}
+				grown := make([]byte, len(body), c)
+				copy(grown, body)
+				body = grown
+			}
+			var n int
+			n, err = mr.Read(body[len(body):cap(body)])
+			body = body[:len(body)+n]
+			if err != nil {
+				if err == io.EOF {
+					err = nil
+				}
+				break
+			}
+		}
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, tooLarge
+			return fail(tooLarge)
 		}
-		return nil, invalidRequest(http.StatusBadRequest, "", "invalid_body", "could not read the request body: "+err.Error())
+		return fail(invalidRequest(http.StatusBadRequest, "", "invalid_body", "could not read the request body: "+err.Error()))
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	return body, nil
+	return body, release, nil
 }
 
 // acquire returns the current generation with a reference held, or nil
@@ -315,8 +474,8 @@ func (s *Server) acquire() *generation {
 	}
 }
 
-// admit counts a governed call in, or refuses it when MaxInFlight calls
-// are already being served; leave counts it out.
+// admit counts a request in, or refuses it when MaxInFlight requests are
+// already being served; leave counts it out.
 func (s *Server) admit() bool {
 	n := s.calls.Add(1)
 	if s.cfg.MaxInFlight > 0 && n > int64(s.cfg.MaxInFlight) {
@@ -329,16 +488,19 @@ func (s *Server) admit() bool {
 func (s *Server) leave() { s.calls.Add(-1) }
 
 // enter pins the current generation of clients and admits the request
-// under MaxInFlight. On refusal it has answered the client and returns a nil
-// generation; otherwise the caller defers leave.
-func (s *Server) enter(w http.ResponseWriter, ri *reqInfo) (*generation, func()) {
+// under MaxInFlight, before its body is read. On refusal it has answered
+// the client and returns a nil generation; otherwise the caller defers
+// leave.
+func (s *Server) enter(w http.ResponseWriter, r *http.Request, ri *reqInfo) (*generation, func()) {
 	g := s.acquire()
 	if g == nil {
+		leaveUnread(w, r)
 		s.fail(w, ri, mapError(errShuttingDown, false))
 		return nil, nil
 	}
 	if !s.admit() {
 		g.release()
+		leaveUnread(w, r)
 		s.fail(w, ri, overloaded)
 		return nil, nil
 	}
@@ -350,7 +512,7 @@ func (s *Server) enter(w http.ResponseWriter, ri *reqInfo) (*generation, func())
 
 // overloaded is the answer beyond MaxInFlight.
 var overloaded = &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "server_overloaded",
-	msg: "the gateway is serving its maximum number of calls; retry", retryAfter: time.Second}
+	msg: "the gateway is serving its maximum number of requests; retry", retryAfter: time.Second}
 
 // callContext derives the context of a governed call: it ends when the
 // client goes away or when a Shutdown runs out of time.

@@ -155,7 +155,7 @@ func (a *app) start() (net.Addr, error) {
 		slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()),
 		slog.String("stream_commit", cmp.Or(cfg.StreamCommit, proxy.CommitFirstToken)), slog.Bool("admin", cfg.AdminToken != ""),
 		slog.Int("client_keys", len(cfg.ClientKeys)), slog.Float64("client_rate", cfg.ClientRate),
-		slog.Bool("metrics", cfg.Metrics != nil))
+		slog.Bool("metrics", cfg.Metrics != nil), slog.Bool("metrics_token", cfg.MetricsToken != ""))
 	return ln.Addr(), nil
 }
 

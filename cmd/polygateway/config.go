@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"math"
@@ -74,6 +75,7 @@ func parseServerConfig(env map[string]string) (serverConfig, error) {
 		p.StreamCommit = v
 	}
 	p.AdminToken = strings.TrimSpace(env["PGW_ADMIN_TOKEN"])
+	p.MetricsToken = strings.TrimSpace(env["PGW_METRICS_TOKEN"])
 	if v, ok := get("PGW_CLIENT_KEYS"); ok {
 		for k := range strings.SplitSeq(v, ",") {
 			if k = strings.TrimSpace(k); k != "" {
@@ -114,13 +116,16 @@ func parseServerConfig(env map[string]string) (serverConfig, error) {
 		}
 		return nil
 	}
-	var maxBody int
+	var maxBody, maxBuffered int
 	for _, step := range []error{
 		floatKey("PGW_CLIENT_RATE", &p.ClientRate),
 		intKey("PGW_CLIENT_BURST", &p.ClientBurst),
+		floatKey("PGW_CLIENT_ID_RATE", &p.ClientIDRate),
+		intKey("PGW_CLIENT_ID_BURST", &p.ClientIDBurst),
 		intKey("PGW_CLIENT_MAX", &p.MaxClients),
 		intKey("PGW_MAX_IN_FLIGHT", &p.MaxInFlight),
 		intKey("PGW_MAX_BODY_BYTES", &maxBody),
+		intKey("PGW_MAX_BUFFERED_BODY_BYTES", &maxBuffered),
 		secsKey("PGW_READ_HEADER_TIMEOUT_S", &p.ReadHeaderTimeout),
 		secsKey("PGW_READ_TIMEOUT_S", &p.ReadTimeout),
 		secsKey("PGW_WRITE_TIMEOUT_S", &p.WriteTimeout),
@@ -131,7 +136,14 @@ func parseServerConfig(env map[string]string) (serverConfig, error) {
 			return sc, step
 		}
 	}
-	p.MaxBodyBytes = int64(maxBody)
+	p.MaxBodyBytes, p.MaxBufferedBodyBytes = int64(maxBody), int64(maxBuffered)
+	if maxBuffered > 0 && int64(maxBuffered) < cmp.Or(p.MaxBodyBytes, proxy.DefaultMaxBodyBytes) {
+		return sc, &configError{"PGW_MAX_BUFFERED_BODY_BYTES", fmt.Sprintf("%d is smaller than the body limit PGW_MAX_BODY_BYTES (%d)",
+			maxBuffered, cmp.Or(p.MaxBodyBytes, proxy.DefaultMaxBodyBytes))}
+	}
+	if p.ClientIDRate > 0 && (len(p.ClientKeys) == 0 || p.ClientRate == 0) {
+		return sc, &configError{"PGW_CLIENT_ID_RATE", "sub-divides the rate of a client key: needs PGW_CLIENT_KEYS and PGW_CLIENT_RATE"}
+	}
 	if v, ok := get("PGW_METRICS"); ok {
 		b, perr := strconv.ParseBool(v)
 		if perr != nil {

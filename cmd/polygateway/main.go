@@ -15,12 +15,22 @@
 //	PGW_DEFAULT_EMBED_SCOPE    scope for other embeddings models (reloadable)
 //	PGW_STREAM_COMMIT          first_token (default) | buffer
 //	PGW_ADMIN_TOKEN            bearer token of /admin/…; unset = admin endpoints off
+//	PGW_METRICS_TOKEN          bearer token /metrics requires and /readyz details need
+//	                           (the admin token works too); unset = /metrics open
 //	PGW_CLIENT_KEYS            comma-separated client API keys; unset = no client auth
-//	PGW_CLIENT_RATE            per-client requests per second (0/unset = off)
+//	PGW_CLIENT_RATE            per-client requests per second (0/unset = off); with
+//	                           client keys, per key
 //	PGW_CLIENT_BURST           per-client burst (default ceil(rate))
-//	PGW_CLIENT_MAX             per-client buckets kept (default 10000)
-//	PGW_MAX_IN_FLIGHT          calls served at once; beyond it 503 at once (default 0 = no cap)
+//	PGW_CLIENT_ID_RATE         with client keys: requests per second of each X-Client-Id
+//	                           within its key (0/unset = ids do not sub-divide keys)
+//	PGW_CLIENT_ID_BURST        burst of each X-Client-Id within its key (default ceil(rate))
+//	PGW_CLIENT_MAX             per-client buckets kept (default 10000; with keys, id
+//	                           buckets, shared out evenly between the keys)
+//	PGW_MAX_IN_FLIGHT          requests served at once, counted before their body is
+//	                           read; beyond it 503 at once, unread (default 0 = no cap)
 //	PGW_MAX_BODY_BYTES         request body limit (default 8 MiB)
+//	PGW_MAX_BUFFERED_BODY_BYTES request body bytes held in memory at once (default
+//	                           64 MiB or the body limit if larger); beyond it 503 at once
 //	PGW_READ_HEADER_TIMEOUT_S  (default 10) PGW_READ_TIMEOUT_S (default 60, the request only)
 //	PGW_WRITE_TIMEOUT_S        bound of every single write to a client (default 30)
 //	PGW_IDLE_TIMEOUT_S         keep-alive idle timeout (default 120)

@@ -65,7 +65,7 @@ func TestServeReloadAndShutdownFromEnv(t *testing.T) {
 	one := fakeupstream.Start(t)
 	two := fakeupstream.Start(t)
 	env := map[string]string{
-		"PGW_LISTEN_ADDR": "127.0.0.1:0", "PGW_ROUTES": "gpt-4o=LLM", "PGW_ADMIN_TOKEN": "tok-admin",
+		"PGW_LISTEN_ADDR": "127.0.0.1:0", "PGW_ROUTES": "gpt-4o=LLM", "PGW_ADMIN_TOKEN": "tok-admin", "PGW_METRICS_TOKEN": "tok-metrics",
 		"PGW_CLIENT_RATE": "100", "PGW_DRAIN_TIMEOUT_S": "5", "PGW_LOG_LEVEL": "debug",
 		"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory", "PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 		"LLM__ONE__1__BASE_URL": one.URL(), "LLM__ONE__1__API_KEY": "sk-one-secret", "LLM__ONE__1__MODEL": "one-model", "LLM__ONE__1__TIMEOUT_S": "5",
@@ -93,8 +93,19 @@ func TestServeReloadAndShutdownFromEnv(t *testing.T) {
 	if code, body := post(t, base+"/v1/chat/completions", strings.Replace(chat, "MODEL", "gpt-4o", 1)); code != 200 || !strings.Contains(body, `"model":"one-model"`) {
 		t.Fatalf("first call: %d %s", code, body)
 	}
-	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "polygateway_calls_total") {
-		t.Fatalf("/metrics: %d %.300s", code, body)
+	if code, body := get(t, base+"/metrics"); code != http.StatusUnauthorized || strings.Contains(body, "polygateway_calls_total") {
+		t.Fatalf("/metrics without PGW_METRICS_TOKEN: %d %.300s", code, body)
+	}
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer tok-metrics")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(mb), "polygateway_calls_total") {
+		t.Fatalf("/metrics with PGW_METRICS_TOKEN: %d %.300s", resp.StatusCode, mb)
 	}
 
 	// An invalid reload is logged and ignored.
@@ -161,7 +172,7 @@ func TestServeReloadAndShutdownFromEnv(t *testing.T) {
 	if s := <-streamed; !strings.HasSuffix(s, "data: [DONE]\n\n") {
 		t.Fatalf("stream cut by shutdown: %q", s)
 	}
-	for _, secret := range []string{"sk-one-secret", "sk-two-secret", "tok-admin"} {
+	for _, secret := range []string{"sk-one-secret", "sk-two-secret", "tok-admin", "tok-metrics"} {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("logs contain %q", secret)
 		}
@@ -175,7 +186,8 @@ func TestParseServerConfig(t *testing.T) {
 	sc, err := parseServerConfig(map[string]string{
 		"PGW_ROUTES": " gpt-4o = llm , fast=FAST ", "PGW_DEFAULT_SCOPE": "llm", "PGW_EMBED_ROUTES": "emb=EMBED",
 		"PGW_CLIENT_KEYS": "a, b,,", "PGW_CLIENT_RATE": "2.5", "PGW_CLIENT_BURST": "5", "PGW_STREAM_COMMIT": "buffer",
-		"PGW_WRITE_TIMEOUT_S": "0.5", "PGW_MAX_BODY_BYTES": "1024",
+		"PGW_WRITE_TIMEOUT_S": "0.5", "PGW_MAX_BODY_BYTES": "1024", "PGW_MAX_BUFFERED_BODY_BYTES": "4096",
+		"PGW_CLIENT_ID_RATE": "0.5", "PGW_CLIENT_ID_BURST": "2", "PGW_METRICS_TOKEN": " scrape ",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -187,12 +199,16 @@ func TestParseServerConfig(t *testing.T) {
 		t.Errorf("chat scopes %s", got)
 	}
 	p := sc.proxy
-	if len(p.ClientKeys) != 2 || p.ClientRate != 2.5 || p.ClientBurst != 5 || p.StreamCommit != "buffer" || p.WriteTimeout != 500*time.Millisecond || p.MaxBodyBytes != 1024 {
+	if len(p.ClientKeys) != 2 || p.ClientRate != 2.5 || p.ClientBurst != 5 || p.StreamCommit != "buffer" || p.WriteTimeout != 500*time.Millisecond || p.MaxBodyBytes != 1024 ||
+		p.MaxBufferedBodyBytes != 4096 || p.ClientIDRate != 0.5 || p.ClientIDBurst != 2 || p.MetricsToken != "scrape" {
 		t.Errorf("proxy config = %+v", p)
 	}
 	for key, bad := range map[string]string{
 		"PGW_ROUTES": "gpt-4o", "PGW_STREAM_COMMIT": "eventually", "PGW_CLIENT_RATE": "-1",
 		"PGW_WRITE_TIMEOUT_S": "0", "PGW_METRICS": "maybe", "PGW_LOG_LEVEL": "loud",
+		"PGW_MAX_BUFFERED_BODY_BYTES": "1048576", // below the default body limit of 8 MiB
+		"PGW_CLIENT_ID_RATE":          "1",       // without client keys
+		"PGW_CLIENT_ID_BURST":         "many",
 	} {
 		env := map[string]string{"PGW_ROUTES": "a=B", key: bad}
 		if _, err := parseServerConfig(env); err == nil || !strings.Contains(err.Error(), key) {
