@@ -251,18 +251,42 @@ func TestCompleteStreamWithoutDoneIsReturnedPromptlyWithUsage(t *testing.T) {
 	}
 }
 
-func TestContextLengthExceededIsRejectedAfterOneAttempt(t *testing.T) {
+// A request too long for a model is not a wrong request: another model
+// may take it. With only sources of that model, it is rejected after one
+// attempt.
+func TestContextLengthExceededIsRejectedAfterOneAttemptWhenNoOtherModelIsConfigured(t *testing.T) {
 	t.Parallel()
 	a := fu.Start(t, fu.WithBehavior(fu.ContextLength()))
 	b := fu.Start(t)
-	c := baseEnv().source("openai", 1, a).source("qwen", 2, b, "PRIORITY", "1").client(t)
+	c := baseEnv().source("openai", 1, a).source("openai", 2, b, "PRIORITY", "1").client(t) // same MODEL
 	_, err := ask(t, c)
 	var re *polygateway.RequestRejectedError
-	if !errors.As(err, &re) || re.Code != "context_length_exceeded" {
+	if !errors.As(err, &re) || re.Code != "context_length_exceeded" || re.Reason != polygateway.ReasonContextLength {
 		t.Fatalf("err = %v, want RequestRejectedError with code context_length_exceeded", err)
 	}
 	if a.Requests()+b.Requests() != 1 {
-		t.Fatalf("attempts = %d, want exactly 1", a.Requests()+b.Requests())
+		t.Fatalf("attempts = %d, want exactly 1: never resent to the same model", a.Requests()+b.Requests())
+	}
+}
+
+func TestContextLengthExceededRoutesToASourceOfAnotherModel(t *testing.T) {
+	t.Parallel()
+	a := fu.Start(t, fu.WithBehavior(fu.ContextLength()))
+	a2 := fu.Start(t)
+	b := fu.Start(t)
+	c := baseEnv().source("openai", 1, a).source("openai", 2, a2, "PRIORITY", "1").
+		source("qwen", 1, b, "PRIORITY", "2").client(t)
+	resp, err := ask(t, c)
+	if err != nil || resp.SourceName != "qwen_1" {
+		t.Fatalf("= (%v, %v), want the answer of the other model's source", resp, err)
+	}
+	if a.Requests() != 1 || a2.Requests() != 0 || b.Requests() != 1 {
+		t.Errorf("requests a=%d a2=%d b=%d, want A once, the other A-model source never, B once", a.Requests(), a2.Requests(), b.Requests())
+	}
+	for _, s := range c.Sources(context.Background()) {
+		if s.Name == "openai_1" && (s.Breaker.State != polygateway.StateClosed || s.Breaker.ConsecutiveFailures != 0) {
+			t.Errorf("A's breaker was charged: %+v", s.Breaker)
+		}
 	}
 }
 

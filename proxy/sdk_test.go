@@ -188,8 +188,10 @@ func TestSDKEmbeddings(t *testing.T) {
 }
 
 func TestSDKTypedErrorKeepsProviderCode(t *testing.T) {
+	// Both models refuse the prompt as too long (the fallback's model is
+	// tried too: a context-length refusal routes to another model).
 	up := fake(t, fakeupstream.WithBehavior(fakeupstream.ContextLength()))
-	fb := fake(t)
+	fb := fake(t, fakeupstream.WithBehavior(fakeupstream.ContextLength()))
 	f := sdkFixture(t, up, fb, proxy.Config{})
 	client := f.sdk()
 	for _, stream := range []bool{false, true} {
@@ -214,8 +216,9 @@ func TestSDKTypedErrorKeepsProviderCode(t *testing.T) {
 			t.Errorf("stream=%v: message %q lost the provider's message", stream, apiErr.Message)
 		}
 	}
-	if fb.Requests() != 0 {
-		t.Errorf("a rejected request was failed over (%d fallback requests)", fb.Requests())
+	// Each model was asked once per call: never resent to a model that refused it.
+	if up.Requests() != 2 || fb.Requests() != 2 {
+		t.Errorf("requests primary=%d fallback=%d, want 2 each (one per call)", up.Requests(), fb.Requests())
 	}
 }
 

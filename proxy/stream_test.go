@@ -172,8 +172,9 @@ func TestStreamBufferReplacesCutStreamWithFallbackAnswer(t *testing.T) {
 }
 
 func TestStreamBufferFailureBeforeAnythingIsAJSONError(t *testing.T) {
+	// Both models refuse the prompt: the call fails before anything is sent.
 	primary := fake(t, fakeupstream.WithBehavior(fakeupstream.ContextLength()))
-	f := sdkFixture(t, primary, fake(t), proxy.Config{StreamCommit: proxy.CommitBuffer})
+	f := sdkFixture(t, primary, fake(t, fakeupstream.WithBehavior(fakeupstream.ContextLength())), proxy.Config{StreamCommit: proxy.CommitBuffer})
 	resp, body := f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", true, ""))
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"code":"context_length_exceeded"`) {
 		t.Fatalf("%d %s", resp.StatusCode, body)

@@ -111,7 +111,7 @@ func classifyResponse(src *core.SourceConfig, prof *core.ProviderProfile, status
 		return mk.transient(core.ReasonRateLimited, retry())
 	case eff == 401 || eff == 402 || eff == 403:
 		if eff == 403 && filter() {
-			return mk.rejected(specificCode(code, has(commonContentFilterCodes, prof.ContentFilterCodes), CodeContentFilter))
+			return mk.rejectedFor(core.ReasonContentFilter, specificCode(code, has(commonContentFilterCodes, prof.ContentFilterCodes), CodeContentFilter))
 		}
 		return mk.dead()
 	case eff == 408:
@@ -120,7 +120,7 @@ func classifyResponse(src *core.SourceConfig, prof *core.ProviderProfile, status
 		if shouldRetry == "false" {
 			return mk.rejected(code)
 		}
-		return mk.transient(core.ReasonNetworkError, retry())
+		return mk.transient(core.ReasonServerError, retry())
 	case eff >= 400:
 		if dead() {
 			return mk.dead()
@@ -129,10 +129,10 @@ func classifyResponse(src *core.SourceConfig, prof *core.ProviderProfile, status
 			return mk.transient(core.ReasonNetworkError, retry())
 		}
 		if ctxLen() {
-			return mk.rejected(specificCode(code, has(commonContextCodes, prof.ContextLengthCodes), CodeContextLength))
+			return mk.rejectedFor(core.ReasonContextLength, specificCode(code, has(commonContextCodes, prof.ContextLengthCodes), CodeContextLength))
 		}
 		if filter() {
-			return mk.rejected(specificCode(code, has(commonContentFilterCodes, prof.ContentFilterCodes), CodeContentFilter))
+			return mk.rejectedFor(core.ReasonContentFilter, specificCode(code, has(commonContentFilterCodes, prof.ContentFilterCodes), CodeContentFilter))
 		}
 		return mk.rejected(code)
 	}
@@ -260,10 +260,14 @@ func (m errMaker) dead() error {
 	return &core.SourceDeadError{Source: name, StatusCode: m.status, Code: code, Message: msg, Err: err}
 }
 
-func (m errMaker) rejected(code string) error {
+func (m errMaker) rejected(code string) error { return m.rejectedFor("", code) }
+
+// rejectedFor is rejected with the rejection's kind (context length,
+// content filter).
+func (m errMaker) rejectedFor(reason core.Reason, code string) error {
 	m.code = code
 	name, code, msg, err := m.clean()
-	return &core.RequestRejectedError{Source: name, StatusCode: m.status, Code: code, Message: msg, Err: err}
+	return &core.RequestRejectedError{Source: name, StatusCode: m.status, Code: code, Reason: reason, Message: msg, Err: err}
 }
 
 // classifyNetError classifies a failure to talk to src (dial, TLS, reset,
