@@ -20,8 +20,10 @@ const (
 	defaultBackoffBase          = 1 * time.Second
 	defaultBackoffMax           = 30 * time.Second
 	defaultFailThreshold        = 5
-	defaultCooldown             = 30 * time.Second
-	defaultMaxCooldown          = 300 * time.Second
+	defaultCooldown             = 5 * time.Second
+	defaultMaxCooldown          = 8 * time.Second
+	defaultTierPatience         = 3 * time.Second
+	defaultMaxTTFT              = 30 * time.Second
 	defaultMinCalls             = 20
 	defaultFailRate             = 0.5
 	defaultWindow               = 60 * time.Second
@@ -599,6 +601,11 @@ func (l *loader) scopeValues() *Error {
 	}
 	s.Retry.BackoffBase = orDefault(base, defaultBackoffBase)
 	s.Retry.BackoffMax = orDefault(maxB, defaultBackoffMax)
+	patience, err := l.optSeconds(p+"RETRY__TIER_PATIENCE_S", false)
+	if err != nil {
+		return err
+	}
+	s.Retry.TierPatience = orDefault(patience, defaultTierPatience)
 
 	// BREAKER
 	b := &s.Breaker
@@ -639,10 +646,16 @@ func (l *loader) scopeValues() *Error {
 	if err != nil {
 		return err
 	}
-	if err := notBelow(cooldown, maxCool, defaultCooldown, defaultMaxCooldown, "the cooldown", p+"BREAKER__MAX_COOLDOWN_S"); err != nil {
-		return err
+	if maxCool.set() && maxCool.d < b.Cooldown {
+		src := "the default"
+		if cooldown.set() {
+			src = cooldown.key
+		}
+		return errf(maxCool.key, fmt.Sprintf("%s must be >= the cooldown (%s from %s)", secs(maxCool.d), secs(b.Cooldown), src))
 	}
-	b.MaxCooldown = orDefault(maxCool, defaultMaxCooldown)
+	// Unset, the cap is 8 s, or the cooldown when that is longer: a cap that
+	// keeps a recovered source's traffic coming back within seconds.
+	b.MaxCooldown = orDefault(maxCool, max(defaultMaxCooldown, b.Cooldown))
 	if b.HalfOpenSuccesses, err = l.intOr(p+"BREAKER__HALF_OPEN_SUCCESSES", 1, defaultHalfOpenSuccesses); err != nil {
 		return err
 	}

@@ -20,13 +20,15 @@ func TestLoadDefaults(t *testing.T) {
 		Sources: []core.SourceConfig{{
 			Name: "qwen_1", Provider: "qwen", Index: 1,
 			BaseURL: "https://api.example.com/v1", APIKey: secretKey, Model: "qwen-plus",
-			Timeout:     120 * time.Second,
+			Timeout: 120 * time.Second,
+			// The default watchdog: min(TIMEOUT_S/2, 30 s), half of it between tokens.
+			TTFTTimeout: 30 * time.Second, InterTokenTimeout: 15 * time.Second,
 			MissingDone: core.MissingDoneRetry, TrustEnv: true, Weight: 1,
 		}},
 		Selector: core.SelectorHealthAware,
-		Retry:    core.RetrySettings{MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: 30 * time.Second},
+		Retry:    core.RetrySettings{MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: 30 * time.Second, TierPatience: 3 * time.Second},
 		Breaker: core.BreakerConfig{
-			FailThreshold: 5, Cooldown: 30 * time.Second, MaxCooldown: 300 * time.Second,
+			FailThreshold: 5, Cooldown: 5 * time.Second, MaxCooldown: 8 * time.Second,
 			ProbeTTL: 120 * time.Second, MinCalls: 20, FailRate: 0.5, Window: 60 * time.Second,
 			HalfOpenSuccesses: 1, TimeoutWeight: 1,
 		},
@@ -144,6 +146,7 @@ func TestLoadFull(t *testing.T) {
 				Name: "deepseek_3", Provider: "deepseek", Index: 3,
 				BaseURL: "https://api.deepseek.example/v1", APIKey: "sk-SECRET-3", Model: "deepseek-chat",
 				Timeout: 100 * time.Second, EstTokens: 100,
+				TTFTTimeout: 30 * time.Second, InterTokenTimeout: 15 * time.Second, // the default watchdog
 				MissingDone: core.MissingDoneRetry, TrustEnv: true, Weight: 1,
 			},
 			{
@@ -166,19 +169,21 @@ func TestLoadFull(t *testing.T) {
 				Name: "qwen_2", Provider: "qwen", Index: 2,
 				BaseURL: "https://b.example.com/v1", APIKey: "sk-SECRET-2", Model: "qwen-max",
 				Timeout: 90 * time.Second, EstTokens: 500,
+				TTFTTimeout: 30 * time.Second, InterTokenTimeout: 15 * time.Second,
 				MissingDone: core.MissingDoneRetry, TrustEnv: true, Weight: 1,
 			},
 			{
 				Name: "qwen_10", Provider: "qwen", Index: 10,
 				BaseURL: "http://10.0.0.1:8000/v1", APIKey: "none", Model: "local",
 				Timeout: 60 * time.Second, EstTokens: 100, EnableThinking: ptr(false),
+				TTFTTimeout: 30 * time.Second, InterTokenTimeout: 15 * time.Second,
 				MissingDone: core.MissingDoneRetry, TrustEnv: true, Weight: 1,
 			},
 		},
 		Global:          core.Limits{MaxConcurrency: 16, RPM: 120, TPM: 200000},
 		Selector:        core.SelectorLeastInflight,
 		PreferredRegion: "cn-east",
-		Retry:           core.RetrySettings{MaxAttempts: 5, BackoffBase: 500 * time.Millisecond, BackoffMax: 8 * time.Second},
+		Retry:           core.RetrySettings{MaxAttempts: 5, BackoffBase: 500 * time.Millisecond, BackoffMax: 8 * time.Second, TierPatience: 3 * time.Second},
 		Breaker: core.BreakerConfig{
 			FailThreshold: 7, Cooldown: 15 * time.Second, MaxCooldown: 120 * time.Second,
 			ProbeTTL: 200 * time.Second, MinCalls: 10, FailRate: 0.3, Window: 30 * time.Second,
@@ -249,7 +254,7 @@ func TestLoadFlatFallbacks(t *testing.T) {
 	t.Run("flat keys fill in", func(t *testing.T) {
 		t.Parallel()
 		s := mustLoad(t, "LLM", with(flat, "LLM__QWEN__1__TIMEOUT_S"))
-		if got := s.Retry; got != (core.RetrySettings{MaxAttempts: 4, BackoffBase: 2 * time.Second, BackoffMax: 40 * time.Second}) {
+		if got := s.Retry; got != (core.RetrySettings{MaxAttempts: 4, BackoffBase: 2 * time.Second, BackoffMax: 40 * time.Second, TierPatience: 3 * time.Second}) {
 			t.Errorf("Retry = %+v", got)
 		}
 		if s.Breaker.FailThreshold != 9 || s.Breaker.Cooldown != 60*time.Second {
@@ -279,7 +284,7 @@ func TestLoadFlatFallbacks(t *testing.T) {
 			env[k] = v
 		}
 		s := mustLoad(t, "LLM", env)
-		if got := s.Retry; got != (core.RetrySettings{MaxAttempts: 2, BackoffBase: 250 * time.Millisecond, BackoffMax: 3 * time.Second}) {
+		if got := s.Retry; got != (core.RetrySettings{MaxAttempts: 2, BackoffBase: 250 * time.Millisecond, BackoffMax: 3 * time.Second, TierPatience: 3 * time.Second}) {
 			t.Errorf("Retry = %+v", got)
 		}
 		if s.Breaker.FailThreshold != 3 || s.Breaker.Cooldown != 10*time.Second {
@@ -436,5 +441,40 @@ func TestLoadDoesNotMutateInput(t *testing.T) {
 	mustLoad(t, "LLM", env)
 	if len(env) != before {
 		t.Error("Load changed its input map")
+	}
+}
+
+func TestLoadMaxCooldownFollowsALongerCooldown(t *testing.T) {
+	t.Parallel()
+	e := base()
+	e["LLM_CIRCUIT_BREAKER_COOLDOWN"] = "600"
+	s := mustLoad(t, "LLM", e)
+	if s.Breaker.Cooldown != 600*time.Second || s.Breaker.MaxCooldown != 600*time.Second {
+		t.Errorf("breaker = %+v, want a 600 s cooldown capped at 600 s (no doubling)", s.Breaker)
+	}
+}
+
+func TestLoadWatchdogDefaultsAndSwitchOff(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		timeout, ttft, inter string
+		want                 [2]time.Duration
+	}{
+		{"120", "", "", [2]time.Duration{30 * time.Second, 15 * time.Second}},
+		{"20", "", "", [2]time.Duration{10 * time.Second, 5 * time.Second}},
+		{"1", "", "", [2]time.Duration{500 * time.Millisecond, 250 * time.Millisecond}},
+		{"20", "0", "0", [2]time.Duration{0, 0}},
+		{"20", "8", "2", [2]time.Duration{8 * time.Second, 2 * time.Second}},
+	}
+	for _, tc := range tests {
+		e := base()
+		e["LLM__QWEN__1__TIMEOUT_S"] = tc.timeout
+		if tc.ttft != "" {
+			e["LLM__QWEN__1__TTFT_TIMEOUT_S"], e["LLM__QWEN__1__INTER_TOKEN_TIMEOUT_S"] = tc.ttft, tc.inter
+		}
+		src := mustLoad(t, "LLM", e).Sources[0]
+		if got := [2]time.Duration{src.TTFTTimeout, src.InterTokenTimeout}; got != tc.want {
+			t.Errorf("TIMEOUT_S=%s TTFT=%q INTER=%q: watchdog %v, want %v", tc.timeout, tc.ttft, tc.inter, got, tc.want)
+		}
 	}
 }

@@ -110,11 +110,11 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 	}
 
 	// TTFT_TIMEOUT_S, INTER_TOKEN_TIMEOUT_S (or LLM_TTFT_TIMEOUT, LLM_INTER_TOKEN_TIMEOUT)
-	ttft, err := l.optSeconds(pre+"TTFT_TIMEOUT_S", true)
+	ttft, err := l.optSeconds(pre+"TTFT_TIMEOUT_S", false)
 	if err != nil {
 		return sc, err
 	}
-	inter, err := l.optSeconds(pre+"INTER_TOKEN_TIMEOUT_S", true)
+	inter, err := l.optSeconds(pre+"INTER_TOKEN_TIMEOUT_S", false)
 	if err != nil {
 		return sc, err
 	}
@@ -128,6 +128,10 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 		return sc, errf(pre+"TTFT_TIMEOUT_S", fmt.Sprintf(
 			"missing: the stream watchdog is set as a pair and INTER_TOKEN_TIMEOUT_S is %s (from %s); set this key or LLM_TTFT_TIMEOUT",
 			secs(inter.d), inter.key))
+	case ttft.set() && ttft.d == 0 && inter.d == 0:
+		// Both 0: no watchdog (models that think silently for long).
+	case ttft.set() && ttft.d == 0:
+		return sc, errf(ttft.key, fmt.Sprintf("0 (source %s) switches the watchdog off only together with INTER_TOKEN_TIMEOUT_S=0 (it is %s from %s)", sc.Name, secs(inter.d), inter.key))
 	case ttft.set():
 		if inter.d >= ttft.d {
 			return sc, errf(inter.key, fmt.Sprintf("%s (source %s) must be < TTFT_TIMEOUT_S (%s from %s)", secs(inter.d), sc.Name, secs(ttft.d), ttft.key))
@@ -135,7 +139,31 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 		if ttft.d >= sc.Timeout {
 			return sc, errf(ttft.key, fmt.Sprintf("%s (source %s) must be < TIMEOUT_S (%s from %s)", secs(ttft.d), sc.Name, secs(sc.Timeout), timeout.key))
 		}
+		if inter.d == 0 {
+			return sc, errf(inter.key, fmt.Sprintf("0 (source %s) switches the watchdog off only together with TTFT_TIMEOUT_S=0 (it is %s from %s)", sc.Name, secs(ttft.d), ttft.key))
+		}
 		sc.TTFTTimeout, sc.InterTokenTimeout = ttft.d, inter.d
+	default:
+		// Neither set: a watchdog by default, so that a silent upstream is
+		// failed over long before the attempt's timeout. Thinking deltas
+		// count as tokens, so reasoning models that stream their thinking
+		// are not cut; see the key reference for models that think silently.
+		sc.TTFTTimeout = min(sc.Timeout/2, defaultMaxTTFT)
+		sc.InterTokenTimeout = sc.TTFTTimeout / 2
+	}
+
+	// CONTEXT_WINDOW
+	if sc.ContextWindow, err = l.intOr(pre+"CONTEXT_WINDOW", 0, 0); err != nil {
+		return sc, err
+	}
+
+	// CONTINUE
+	if e = l.get(pre + "CONTINUE"); e.present() {
+		v, err := parseEnum(e, sourceP+"CONTINUE")
+		if err != nil {
+			return sc, err
+		}
+		sc.Continue = core.ContinueMode(v)
 	}
 
 	// ENABLE_THINKING

@@ -12,6 +12,17 @@ const (
 	MissingDoneSalvage MissingDonePolicy = "salvage"
 )
 
+// ContinueMode says whether a source continues an assistant prefill
+// (CONTINUE).
+type ContinueMode string
+
+// CONTINUE modes.
+const (
+	ContinueDefault ContinueMode = ""
+	ContinueNone    ContinueMode = "none"
+	ContinuePrefill ContinueMode = "prefill"
+)
+
 // QuotaFullPolicy says what a call does when every gate is full (QUOTA_FULL).
 type QuotaFullPolicy string
 
@@ -52,6 +63,12 @@ type SourceConfig struct {
 	EstTokens int
 	// TTFTTimeout and InterTokenTimeout arm the stream watchdog (both zero = off).
 	TTFTTimeout, InterTokenTimeout time.Duration
+	// ContextWindow is the model's context window in tokens (0 = unknown):
+	// a call that cannot fit skips the source.
+	ContextWindow int
+	// Continue says whether the source can continue an answer given as an
+	// assistant prefill ("" = the provider profile's choice).
+	Continue ContinueMode
 	// EnableThinking is nil when the thinking switch is not injected.
 	EnableThinking *bool
 	// MissingDone is MissingDoneRetry (default) or MissingDoneSalvage.
@@ -76,6 +93,10 @@ type RetrySettings struct {
 	BackoffBase time.Duration
 	// BackoffMax caps every backoff. Default 30s.
 	BackoffMax time.Duration
+	// TierPatience is how long a call stays in the best tier after a
+	// healthy source there blips (RETRY__TIER_PATIENCE_S). 0 = fail over at
+	// once. Default 3s.
+	TierPatience time.Duration
 }
 
 // BreakerConfig is the circuit breaker configuration of a scope. The same
@@ -86,9 +107,9 @@ type BreakerConfig struct {
 	// The effective threshold of a source is max(FailThreshold, 2×its MAX_CONCURRENCY);
 	// callers pass the effective value.
 	FailThreshold int
-	// Cooldown is the first open period. Default 30s.
+	// Cooldown is the first open period. Default 5s.
 	Cooldown time.Duration
-	// MaxCooldown caps the doubling cooldown. Default 300s.
+	// MaxCooldown caps the doubling cooldown. Default 8s.
 	MaxCooldown time.Duration
 	// ProbeTTL is the lease of the half-open probe. Default: the largest source timeout.
 	ProbeTTL time.Duration
