@@ -54,7 +54,8 @@ func TestStreamFirstTokenFailsOverInvisiblyBeforeFirstToken(t *testing.T) {
 			if lastEvent(events) != "[DONE]" || countErrorEvents(events) != 0 {
 				t.Fatalf("stream does not end cleanly: %v", events)
 			}
-			if got := resp.Header.Get("X-PolyGateway-Attempts"); got != "primary_1,fallback_2" {
+			// The primary is retried once in its tier before the fallback.
+			if got := resp.Header.Get("X-PolyGateway-Attempts"); got != "primary_1,primary_1,fallback_2" {
 				t.Errorf("X-PolyGateway-Attempts = %q", got)
 			}
 			if got := resp.Header.Get("X-PolyGateway-Source"); got != "fallback_2" {
@@ -146,7 +147,7 @@ func TestStreamBufferReplacesCutStreamWithFallbackAnswer(t *testing.T) {
 	if lastEvent(events) != "[DONE]" || countErrorEvents(events) != 0 {
 		t.Fatalf("stream does not end cleanly: %v", events)
 	}
-	if resp.Header.Get("X-PolyGateway-Attempts") != "primary_1,fallback_2" || resp.Header.Get("X-PolyGateway-Source") != "fallback_2" {
+	if resp.Header.Get("X-PolyGateway-Attempts") != "primary_1,primary_1,fallback_2" || resp.Header.Get("X-PolyGateway-Source") != "fallback_2" {
 		t.Errorf("headers %v", resp.Header)
 	}
 	// Token by token as the fallback sent them, then finish, usage, [DONE].
@@ -166,7 +167,7 @@ func TestStreamBufferReplacesCutStreamWithFallbackAnswer(t *testing.T) {
 	if err := json.Unmarshal([]byte(events[len(events)-2]), &usage); err != nil {
 		t.Fatal(err)
 	}
-	if len(usage.Choices) != 0 || usage.Usage.CompletionTokens != 7 || usage.Model != "fallback-model" || len(usage.Gateway.Attempts) != 2 {
+	if len(usage.Choices) != 0 || usage.Usage.CompletionTokens != 7 || usage.Model != "fallback-model" || len(usage.Gateway.Attempts) != 3 {
 		t.Errorf("usage chunk = %s", events[len(events)-2])
 	}
 }

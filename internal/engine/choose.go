@@ -59,7 +59,11 @@ var choices = sync.Pool{New: func() any {
 
 // choose picks the source of the call's next attempt (see Engine.choose).
 func (r *run) choose(ctx context.Context, now time.Time) (int, error) {
-	return r.e.choose(ctx, now, &r.tried, &r.excluded, &r.busy, &r.wrongModel)
+	var st *stickiness
+	if r.sticky.on && now.Before(r.sticky.until) {
+		st = &r.sticky
+	}
+	return r.e.choose(ctx, now, &r.tried, &r.excluded, &r.busy, &r.wrongModel, st)
 }
 
 // choose picks the source for the next attempt, or -1 when none is eligible
@@ -75,7 +79,11 @@ func (r *run) choose(ctx context.Context, now time.Time) (int, error) {
 // while every candidate in its group is weak (health-gated selectors),
 // choose returns -1 so that the call waits a moment for a slot instead of
 // spilling onto a source that just failed.
-func (e *Engine) choose(ctx context.Context, now time.Time, tried, excluded, busy, wrong *sourceSet) (int, error) {
+//
+// With st (a call holding to a tier), only sources of st.group are
+// candidates, and st.source — whose own blip put it in the memo — is one
+// again once st.ready has passed.
+func (e *Engine) choose(ctx context.Context, now time.Time, tried, excluded, busy, wrong *sourceSet, st *stickiness) (int, error) {
 	n := len(e.sources)
 	busyLevel, busyGroup := levelNone, math.MaxInt
 	busyHealthy := false
@@ -87,7 +95,21 @@ func (e *Engine) choose(ctx context.Context, now time.Time, tried, excluded, bus
 	}()
 	bestLevel, bestGroup := levelNone, math.MaxInt
 	for i, s := range e.sources {
-		if wrong.has(i, n) {
+		if wrong.has(i, n) || st != nil && e.group(s) != st.group {
+			continue
+		}
+		if st != nil && i == st.source && !busy.has(i, n) && !excluded.has(i, n) {
+			if now.Before(st.ready) {
+				continue
+			}
+			if bestLevel > levelTried || bestGroup > st.group {
+				bestLevel, bestGroup = levelTried, st.group
+				ch.cands, ch.idxs = ch.cands[:0], ch.idxs[:0]
+			}
+			if bestLevel == levelTried {
+				ch.idxs = append(ch.idxs, i)
+				ch.cands = append(ch.cands, s.candidate(now, true))
+			}
 			continue
 		}
 		if busy.has(i, n) {

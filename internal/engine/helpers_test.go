@@ -431,7 +431,7 @@ func waitStarted(t *testing.T, up *scriptedUpstream) string {
 // pick is choose for tests: the call's sets, no model excluded; a selector
 // error fails loudly.
 func (g *Engine) pick(now time.Time, tried, excluded, busy *sourceSet) int {
-	i, err := g.choose(context.Background(), now, tried, excluded, busy, &sourceSet{})
+	i, err := g.choose(context.Background(), now, tried, excluded, busy, &sourceSet{}, nil)
 	if err != nil {
 		panic(err)
 	}

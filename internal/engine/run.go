@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
@@ -39,6 +40,19 @@ type run struct {
 	quotaRetryAfter time.Duration
 	// retryAfter is the earliest breaker RetryAfter seen in this round.
 	retryAfter time.Duration
+	// sticky holds the call in the best tier after a healthy source there
+	// blipped (see stick).
+	sticky stickiness
+}
+
+// stickiness is a call's commitment to a tier: until the patience ends,
+// only sources of group are chosen, source among them once ready.
+type stickiness struct {
+	on     bool
+	group  int
+	until  time.Time // the patience ends
+	source int       // the source that blipped
+	ready  time.Time // when it may be tried again
 }
 
 func (r *run) fail(source string, reason core.Reason) {
@@ -68,13 +82,28 @@ func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 		if err != nil {
 			return nil, err
 		}
+		if i < 0 && r.sticky.on {
+			// Nothing of the tier is ready: wait for the source that
+			// blipped, within the patience, or leave the tier.
+			if d := r.sticky.ready.Sub(now); d > 0 && r.sticky.ready.Before(r.sticky.until) {
+				if err := core.Sleep(ctx, e.clock, d); err != nil {
+					return nil, err
+				}
+				r.waited += d
+				r.sinceAttempt += d
+				r.newRound()
+				continue
+			}
+			r.sticky.on = false
+			continue
+		}
 		if i < 0 {
 			if err := r.waitForEligible(ctx, now); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if r.tried.has(i, n) {
+		if r.tried.has(i, n) && !(r.sticky.on && i == r.sticky.source) {
 			// Retrying a source this call already used: back off first.
 			d := backoff(e.settings.Retry.BackoffBase, e.settings.Retry.BackoffMax, r.spent) - r.sinceAttempt
 			if left, ok := untilDeadline(ctx); ok && d > 0 && d > left {
@@ -106,16 +135,19 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 	s := r.e.sources[i]
 	r.tried.add(i, len(r.e.sources))
 	r.attempts = append(r.attempts, s.cfg.Name)
+	// A blip is a failure of a source that was answering: healthy, and not
+	// failing across calls before this attempt.
+	healthy := s.health(r.e.clock.Now()) >= healthyScore && s.failing() == 0
 	resp, err, ev := r.perform(ctx, s)
 	eff, class := effectOf(err)
 	ev.Outcome, ev.Reason = eff.observe, class.Reason
-	r.apply(ctx, s, t, eff, resp, err)
+	r.apply(ctx, s, t, eff, ev.Latency, resp, err)
 	r.e.finished(ctx, r.call, ev, err)
 	if resp != nil {
 		r.e.fillSource(s, resp)
 		resp.Attempts = r.attempts
 	}
-	return r.next(ctx, s, eff, class, ev, resp, err)
+	return r.next(ctx, i, healthy, eff, class, ev, resp, err)
 }
 
 // perform sends the attempt to s and reports its start and timing.
@@ -157,7 +189,7 @@ func (r *run) perform(ctx context.Context, s *sourceState) (*core.LLMResponse, e
 // apply carries an attempt's effect out: on the backends (release, settle,
 // record) and on the process-local state (health, memo, adaptive
 // concurrency, progress).
-func (r *run) apply(ctx context.Context, s *sourceState, t core.Ticket, eff effect, resp *core.LLMResponse, err error) {
+func (r *run) apply(ctx context.Context, s *sourceState, t core.Ticket, eff effect, latency time.Duration, resp *core.LLMResponse, err error) {
 	e := r.e
 	settle := core.Settlement{Kind: eff.settle}
 	if eff.settle == core.SettleActual {
@@ -170,20 +202,25 @@ func (r *run) apply(ctx context.Context, s *sourceState, t core.Ticket, eff effe
 	e.finish(ctx, r.call.ID, s, t, settle, eff.breaker)
 
 	now := e.clock.Now()
+	failures := 0
 	switch eff.health {
 	case healthGood:
 		s.observe(now, true)
+		s.answered()
 	case healthBad:
 		s.observe(now, false)
+		if eff.aimd != aimdHalve {
+			failures = s.failed()
+		}
 	}
 	pushbacks := 0
 	switch eff.aimd {
 	case aimdGrow:
-		s.aimdSuccess()
+		s.aimdSuccess(latency)
 	case aimdHalve:
 		pushbacks = s.aimdPushback()
 	}
-	r.setMemo(s, now, eff.memo, err, pushbacks)
+	r.setMemo(s, now, eff.memo, err, max(pushbacks, failures))
 	if eff.progress {
 		e.lastProgress.Store(now.UnixNano())
 		if t.Admission.Probe {
@@ -196,7 +233,8 @@ func (r *run) apply(ctx context.Context, s *sourceState, t core.Ticket, eff effe
 
 // next decides, after an attempt's effect, whether the call ends (done)
 // and with what, or goes round again.
-func (r *run) next(ctx context.Context, s *sourceState, eff effect, class core.Classified, ev core.AttemptEvent, resp *core.LLMResponse, err error) (*core.LLMResponse, error, bool) {
+func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class core.Classified, ev core.AttemptEvent, resp *core.LLMResponse, err error) (*core.LLMResponse, error, bool) {
+	s := r.e.sources[i]
 	switch eff.end {
 	case endAnswer:
 		return resp, nil, true
@@ -237,22 +275,91 @@ func (r *run) next(ctx context.Context, s *sourceState, eff effect, class core.C
 		}
 		return nil, r.unavailable(ctx, core.ReasonRetryExhausted), true
 	}
+	r.stick(ctx, i, healthy, eff, class, err)
 	r.e.failover(ctx, r.call, ev, err)
 	return nil, nil, false
 }
 
-// setMemo applies a memo rule to source s after an attempt.
-func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, pushbacks int) {
+// stick decides after a failure of source i whether the call stays in its
+// tier (TIER_PATIENCE_S): a tier is a preference, so a blip of a source
+// that was answering — a 5xx, a reset, a 429 whose Retry-After fits the
+// patience — is retried in the tier (the source itself once its backoff or
+// Retry-After passed, or a sibling at once) before a lower tier is used.
+// Timeouts, stalls, dead sources and refusals fail over at once, and so
+// does a source that was already failing (an outage, not a blip). The
+// patience never extends the call past its deadline, and never spends the
+// attempt a lower tier needs.
+func (r *run) stick(ctx context.Context, i int, healthy bool, eff effect, class core.Classified, err error) {
+	e, st := r.e, &r.sticky
+	s := e.sources[i]
+	set := e.settings.Retry
+	now := e.clock.Now()
+	var wait time.Duration
+	switch {
+	case set.TierPatience <= 0 || !healthy || errors.Is(err, syscall.ECONNREFUSED):
+		// A refused connection is a server that is not there, not a blip.
+		st.on = false
+		return
+	case class.Class == core.ClassTransient && (class.Reason == core.ReasonNetworkError || class.Reason == core.ReasonServerError):
+		wait = backoff(set.BackoffBase, set.BackoffMax, max(r.spent, 1))
+	case class.Class == core.ClassTransient && class.Reason == core.ReasonRateLimited:
+		// The memo holds max(Retry-After, backoff): that is the wait.
+		if _, until := s.memo(now); until.After(now) {
+			wait = until.Sub(now)
+		}
+	default:
+		st.on = false
+		return
+	}
+	group := e.group(s)
+	if !r.lowerTierLeft(group) || (eff.spends && r.spent >= set.MaxAttempts-1) {
+		// No lower tier to save the attempt for, or the last attempt is
+		// the lower tier's.
+		st.on = false
+		return
+	}
+	if !st.on || st.group != group {
+		*st = stickiness{on: true, group: group, until: now.Add(set.TierPatience)}
+	}
+	ready := now.Add(wait)
+	if left, ok := untilDeadline(ctx); ready.After(st.until) || ok && wait >= left {
+		st.on = false
+		return
+	}
+	st.source, st.ready = i, ready
+}
+
+// lowerTierLeft reports whether a source of a worse group than group can
+// still take the call.
+func (r *run) lowerTierLeft(group int) bool {
+	n := len(r.e.sources)
+	for i, s := range r.e.sources {
+		if !r.wrongModel.has(i, n) && r.e.group(s) > group {
+			return true
+		}
+	}
+	return false
+}
+
+// setMemo applies a memo rule to source s after an attempt; n is the
+// source's consecutive 429s or failures.
+func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n int) {
 	set := r.e.settings
 	switch rule {
 	case memoClear:
 		s.clearMemo()
 	case memoBackoff:
-		s.setMemo(now, now.Add(backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, 1)), memoFailed)
+		// A source that keeps failing is asked again later and later, never
+		// later than a breaker cooldown (so a recovered one comes back fast).
+		d := backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, max(n, 1))
+		if cd := set.Breaker.Cooldown; cd > 0 {
+			d = min(d, cd)
+		}
+		s.setMemo(now, now.Add(d), memoFailed)
 	case memoCooldown:
 		s.setMemo(now, now.Add(set.Breaker.Cooldown), memoTimeout)
 	case memoPushback:
-		wait := max(retryAfterOf(err), backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, max(pushbacks, 1)))
+		wait := max(retryAfterOf(err), backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, max(n, 1)))
 		s.setMemo(now, now.Add(wait), memoRateLimited)
 	case memoDead:
 		s.setMemo(now, now.Add(set.Breaker.Cooldown), memoCircuitOpen)

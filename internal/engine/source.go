@@ -19,13 +19,17 @@ const (
 	recoveryTau  = 30 * time.Second
 )
 
-// AIMD constants: per-source adaptive concurrency starts at aimdStart, grows
-// by 1/limit per success, halves on 429, and is capped at
-// max(aimdCap, MAX_CONCURRENCY). A library constant, not a setting.
+// Adaptive concurrency constants: per source the limit starts at aimdStart
+// in slow start, growing by 1 per success (doubling every round trip) until
+// the first 429 or latency signal (an attempt slower than slowStartLatency
+// times the fastest seen); then AIMD: +1/limit per success, halved on 429.
+// It is capped at max(aimdCap, MAX_CONCURRENCY). Library constants, not
+// settings.
 const (
-	aimdStart = 8.0
-	aimdCap   = 64.0
-	aimdFloor = 1.0
+	aimdStart        = 8.0
+	aimdCap          = 64.0
+	aimdFloor        = 1.0
+	slowStartLatency = 2.0
 )
 
 // memo kinds: why a source is in the local cooldown memo.
@@ -62,13 +66,20 @@ type sourceState struct {
 	scoreAt   time.Time
 	aimd      float64
 	aimdCap   float64
+	slowStart bool
+	// fastest is the shortest successful attempt seen (the latency signal's
+	// reference).
+	fastest   time.Duration
 	memoUntil time.Time
 	memoKind  memoKind
 	pushbacks int
+	// failures counts the failed attempts since the last answer (the memo
+	// of a source that keeps failing grows with it).
+	failures int
 }
 
 func newSourceState(cfg core.SourceConfig, br core.BreakerConfig, pricing core.PricingTable) *sourceState {
-	s := &sourceState{cfg: cfg, breaker: br, score: 1, aimd: aimdStart, price: math.NaN()}
+	s := &sourceState{cfg: cfg, breaker: br, score: 1, aimd: aimdStart, slowStart: true, price: math.NaN()}
 	s.aimdCap = math.Max(aimdCap, float64(cfg.Limits.MaxConcurrency))
 	if th := cfg.Limits.MaxConcurrency * 2; th > s.breaker.FailThreshold {
 		s.breaker.FailThreshold = th
@@ -112,23 +123,60 @@ func (s *sourceState) observe(now time.Time, good bool) {
 	s.mu.Unlock()
 }
 
-// aimdSuccess grows the adaptive limit by 1/limit.
-func (s *sourceState) aimdSuccess() {
+// aimdSuccess grows the adaptive limit after a success that took latency:
+// by 1 in slow start (unless latency is the signal that ends it), by
+// 1/limit after.
+func (s *sourceState) aimdSuccess(latency time.Duration) {
 	s.mu.Lock()
-	s.aimd = math.Min(s.aimdCap, s.aimd+1/s.aimd)
+	if s.slowStart && s.fastest > 0 && float64(latency) > slowStartLatency*float64(s.fastest) {
+		s.slowStart = false
+	}
+	if latency > 0 && (s.fastest == 0 || latency < s.fastest) {
+		s.fastest = latency
+	}
+	if s.slowStart {
+		s.aimd = math.Min(s.aimdCap, s.aimd+1)
+	} else {
+		s.aimd = math.Min(s.aimdCap, s.aimd+1/s.aimd)
+	}
 	s.pushbacks = 0
 	s.mu.Unlock()
 }
 
-// aimdPushback halves the adaptive limit and returns how many 429s in a row
-// the source has sent.
+// aimdPushback halves the adaptive limit, ends slow start, and returns how
+// many 429s in a row the source has sent.
 func (s *sourceState) aimdPushback() int {
 	s.mu.Lock()
 	s.aimd = math.Max(aimdFloor, s.aimd/2)
+	s.slowStart = false
 	s.pushbacks++
 	n := s.pushbacks
 	s.mu.Unlock()
 	return n
+}
+
+// failed counts a failed attempt and returns the failures since the last
+// answer.
+func (s *sourceState) failed() int {
+	s.mu.Lock()
+	s.failures++
+	n := s.failures
+	s.mu.Unlock()
+	return n
+}
+
+// answered resets the failure count.
+func (s *sourceState) answered() {
+	s.mu.Lock()
+	s.failures = 0
+	s.mu.Unlock()
+}
+
+// failing returns the failures since the last answer.
+func (s *sourceState) failing() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failures
 }
 
 // aimdLimit returns the current adaptive concurrency limit.

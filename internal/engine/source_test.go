@@ -112,9 +112,11 @@ func TestAIMDAdaptiveLimit(t *testing.T) {
 		want           float64
 	}{
 		{"starts at 8", 0, nil, 8},
-		{"one success adds 1/limit", 0, []op{success}, 8.125},
-		{"two successes", 0, []op{success, success}, 8.125 + 1/8.125},
-		{"429 halves", 0, []op{pushback}, 4},
+		{"slow start: one success adds 1", 0, []op{success}, 9},
+		{"slow start: two successes", 0, []op{success, success}, 10},
+		{"slow start doubles in one round trip", 0, repeat(success, 8), 16},
+		{"429 halves and ends slow start", 0, []op{pushback}, 4},
+		{"after a 429 a success adds 1/limit", 0, []op{pushback, success}, 4.25},
 		{"429 twice", 0, []op{pushback, pushback}, 2},
 		{"floor is 1", 0, repeat(pushback, 10), 1},
 		{"success after the floor", 0, append(repeat(pushback, 10), success), 2},
@@ -131,7 +133,7 @@ func TestAIMDAdaptiveLimit(t *testing.T) {
 			s := newSourceState(cfg, core.BreakerConfig{}, nil)
 			for _, o := range tc.ops {
 				if o == success {
-					s.aimdSuccess()
+					s.aimdSuccess(time.Second)
 				} else {
 					s.aimdPushback()
 				}
@@ -151,7 +153,7 @@ func TestAIMDPushbackCountsConsecutive429sUntilASuccess(t *testing.T) {
 			t.Fatalf("pushback #%d returned %d", want, got)
 		}
 	}
-	s.aimdSuccess()
+	s.aimdSuccess(time.Second)
 	if got := s.aimdPushback(); got != 1 {
 		t.Errorf("pushback after a success returned %d, want 1", got)
 	}
@@ -235,5 +237,23 @@ func TestMemoHardness(t *testing.T) {
 		if kind.hard() != hard {
 			t.Errorf("memoKind(%d).hard() = %v, want %v", kind, kind.hard(), hard)
 		}
+	}
+}
+
+func TestSlowStartEndsOnTheLatencySignal(t *testing.T) {
+	t.Parallel()
+	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
+	s.aimdSuccess(100 * time.Millisecond) // 9
+	s.aimdSuccess(150 * time.Millisecond) // 10: within twice the fastest
+	if got := s.aimdLimit(); got != 10 {
+		t.Fatalf("limit = %v, want 10 in slow start", got)
+	}
+	s.aimdSuccess(250 * time.Millisecond) // more than twice the fastest: AIMD from here
+	if got := s.aimdLimit(); math.Abs(got-10.1) > 1e-9 {
+		t.Fatalf("limit = %v, want 10.1 (+1/limit once slow start ended)", got)
+	}
+	s.aimdSuccess(100 * time.Millisecond)
+	if got := s.aimdLimit(); math.Abs(got-(10.1+1/10.1)) > 1e-9 {
+		t.Fatalf("limit = %v: slow start came back", got)
 	}
 }
