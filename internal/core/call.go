@@ -43,6 +43,10 @@ type Call struct {
 	// call ends with the answer and the error (the structured-output loop
 	// re-asks). The cache layer runs it on hits too.
 	Check func(*LLMResponse) error
+	// Tokens is the call's estimated size — prompt plus the most tokens it
+	// may generate — for the sources' CONTEXT_WINDOW: a source whose window
+	// is smaller is skipped. 0 = unknown (no source is skipped).
+	Tokens int
 	// Deltas, when set, receives a streamed answer as it arrives (a server
 	// relaying the stream to its own client). See DeltaSink.
 	Deltas DeltaSink

@@ -61,6 +61,8 @@ type Engine struct {
 	// healthGated is true for the built-in selectors that pick weak sources
 	// only when no healthy one is eligible.
 	healthGated bool
+	// windows is true when a source has a CONTEXT_WINDOW.
+	windows bool
 	pricing     core.PricingTable
 	clock       core.Clock
 	log         *slog.Logger
@@ -128,10 +130,15 @@ func New(cfg Config) (*Engine, error) {
 			sc.Weight = 1
 		}
 		e.sources = append(e.sources, newSourceState(sc, e.settings.Breaker, e.pricing))
+		e.windows = e.windows || sc.ContextWindow > 0
 	}
 	e.lastProgress.Store(e.clock.Now().UnixNano())
 	return e, nil
 }
+
+// Windows reports whether a source has a CONTEXT_WINDOW (the chat front-end
+// then estimates Call.Tokens).
+func (e *Engine) Windows() bool { return e.windows }
 
 // Settings returns the engine's settings (not a copy: do not modify).
 func (e *Engine) Settings() *core.GatewaySettings { return &e.settings }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 	"time"
 
@@ -73,6 +74,9 @@ func (r *run) newRound() {
 func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 	e := r.e
 	n := len(e.sources)
+	if err := r.fitWindows(); err != nil {
+		return nil, err
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, &core.CanceledError{Err: err}
@@ -364,6 +368,28 @@ func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n
 	case memoDead:
 		s.setMemo(now, now.Add(set.Breaker.Cooldown), memoCircuitOpen)
 	}
+}
+
+// fitWindows excludes the sources whose CONTEXT_WINDOW cannot hold the
+// call; when none can, the request is rejected before any attempt.
+func (r *run) fitWindows() error {
+	e, need := r.e, r.call.Tokens
+	if !e.windows || need <= 0 {
+		return nil
+	}
+	n := len(e.sources)
+	largest := 0
+	for i, s := range e.sources {
+		if w := s.cfg.ContextWindow; w > 0 && w < need {
+			r.wrongModel.add(i, n)
+			largest = max(largest, w)
+		}
+	}
+	if r.otherModelLeft() {
+		return nil
+	}
+	return &core.RequestRejectedError{Code: "context_length_exceeded", Reason: core.ReasonContextLength,
+		Message: fmt.Sprintf("the request needs about %d tokens (prompt and max_tokens), more than the largest context window of the scope's sources (%d)", need, largest)}
 }
 
 // excludeModel excludes, for the rest of the call, every source of model.

@@ -275,6 +275,9 @@ func (c *Client) Handle(ctx context.Context, call *core.Call) (*core.LLMResponse
 	if call.Scope == "" {
 		call.Scope = c.settings.Scope
 	}
+	if call.Attempt == nil && call.Tokens == 0 && c.engine.Windows() {
+		call.Tokens = chatTokens(call)
+	}
 	resp, err := c.handler(ctx, call)
 	if resp != nil {
 		resp.CallID = call.ID

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
 
 	"fmt"
 	"strings"
@@ -108,4 +109,26 @@ func (u chatUpstream) Do(ctx context.Context, src *core.SourceConfig, call *core
 		}
 	}
 	return resp, nil
+}
+
+// chatTokens estimates a chat call's size for the context windows: its
+// prompt plus the most tokens it may generate (max_tokens or
+// max_completion_tokens, when given).
+func chatTokens(call *core.Call) int {
+	n := transport.EstimatePromptTokens(call.Messages)
+	for _, k := range [...]string{"max_completion_tokens", "max_tokens"} {
+		switch v := call.Params[k].(type) {
+		case int:
+			return n + v
+		case int64:
+			return n + int(v)
+		case float64:
+			return n + int(v)
+		case json.Number:
+			if i, err := v.Int64(); err == nil {
+				return n + int(i)
+			}
+		}
+	}
+	return n
 }

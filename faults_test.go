@@ -1,0 +1,169 @@
+package polygateway_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/polygateway/polygateway"
+	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+)
+
+// defaultsEnv is baseEnv with the library's own retry defaults (baseEnv
+// shortens the backoff).
+func defaultsEnv() env {
+	e := baseEnv()
+	delete(e, "LLM__RETRY__BACKOFF_BASE_S")
+	delete(e, "LLM__RETRY__BACKOFF_MAX_S")
+	return e
+}
+
+func TestA500OnceOnThePreferredTierIsRetriedThereAndTheFallbackSeesNothing(t *testing.T) {
+	t.Parallel()
+	primary := fu.Start(t, fu.WithScript(fu.ServerError(500), fu.OK()))
+	fallback := fu.Start(t)
+	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").client(t)
+	resp, err := ask(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.SourceName != "openai_1" || primary.Requests() != 2 || fallback.Requests() != 0 {
+		t.Fatalf("answered by %s after %v; primary %d requests, fallback %d; want the primary after 2 attempts",
+			resp.SourceName, resp.Attempts, primary.Requests(), fallback.Requests())
+	}
+}
+
+func TestA429WithinThePatienceWaitsForThePreferredTier(t *testing.T) {
+	t.Parallel()
+	primary := fu.Start(t, fu.WithScript(fu.RateLimited("1"), fu.OK()))
+	fallback := fu.Start(t)
+	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").client(t)
+	resp, err := ask(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr := primary.Arrivals()
+	if resp.SourceName != "openai_1" || len(arr) != 2 || fallback.Requests() != 0 {
+		t.Fatalf("answered by %s; primary %d requests, fallback %d; want the primary, twice", resp.SourceName, len(arr), fallback.Requests())
+	}
+	if gap := arr[1].Sub(arr[0]); gap < 900*time.Millisecond {
+		t.Errorf("second primary attempt %v after the first, want >= 0.9 s (Retry-After: 1)", gap)
+	}
+}
+
+func TestTierPatienceZeroFailsOverAtOnce(t *testing.T) {
+	t.Parallel()
+	primary := fu.Start(t, fu.WithScript(fu.ServerError(500), fu.OK()))
+	fallback := fu.Start(t)
+	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").
+		set("LLM__RETRY__TIER_PATIENCE_S", "0").client(t)
+	resp, err := ask(t, c)
+	if err != nil || resp.SourceName != "qwen_1" || primary.Requests() != 1 {
+		t.Fatalf("= (%v, %v), primary %d requests; want the fallback at once", resp, err, primary.Requests())
+	}
+}
+
+func TestASourceWhoseContextWindowIsTooSmallGetsNoRequest(t *testing.T) {
+	t.Parallel()
+	small := fu.Start(t)
+	large := fu.Start(t)
+	c := baseEnv().source("openai", 1, small, "CONTEXT_WINDOW", "100").
+		source("qwen", 1, large, "PRIORITY", "1", "CONTEXT_WINDOW", "128000").client(t)
+	long := polygateway.User(longText(2000))
+	resp, err := c.Chat(context.Background(), []polygateway.Message{long}, polygateway.WithParams(map[string]any{"max_tokens": 50}))
+	if err != nil || resp.SourceName != "qwen_1" {
+		t.Fatalf("= (%v, %v), want the large-window source", resp, err)
+	}
+	if small.Requests() != 0 {
+		t.Errorf("the small-window source got %d requests, want 0", small.Requests())
+	}
+	// A short call fits both: the preferred tier answers.
+	if resp, err := ask(t, c); err != nil || resp.SourceName != "openai_1" {
+		t.Errorf("short call = (%v, %v), want the preferred source", resp, err)
+	}
+	// Nothing fits: rejected before any request.
+	only := baseEnv().source("openai", 1, small, "CONTEXT_WINDOW", "100").client(t)
+	_, err = only.Chat(context.Background(), []polygateway.Message{long})
+	var re *polygateway.RequestRejectedError
+	if !errors.As(err, &re) || re.Code != "context_length_exceeded" || small.Requests() != 1 {
+		t.Errorf("err = %v, small requests %d; want a rejection before any request", err, small.Requests())
+	}
+}
+
+// longText returns n words.
+func longText(n int) string {
+	b := make([]byte, 0, 6*n)
+	for range n {
+		b = append(b, "words "...)
+	}
+	return string(b)
+}
+
+// The recovery SLO: a preferred source that was down for 4 s and then
+// healthy gets every call back within 10 s of its recovery, and while it
+// was down it saw at most one request per second.
+func TestAFlappingPrimaryGetsItsTrafficBackWithinTenSeconds(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("16 s of calls")
+	}
+	const outage = 4 * time.Second
+	primary := fu.Start(t, fu.WithFlap(outage, time.Hour, fu.ServerError(503)))
+	fallback := fu.Start(t)
+	start := primary.Started()
+	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").client(t)
+	var back time.Duration
+	for time.Since(start) < 16*time.Second {
+		at := time.Since(start)
+		resp, err := ask(t, c)
+		if err != nil {
+			t.Fatalf("call at %v failed: %v", at, err)
+		}
+		if back == 0 && at > outage && resp.SourceName == "openai_1" {
+			back = at - outage
+		}
+		if at > outage+10*time.Second && resp.SourceName != "openai_1" {
+			t.Errorf("call at %v (%v after recovery) answered by %s, want the primary", at, at-outage, resp.SourceName)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	during := 0
+	for _, a := range primary.Arrivals() {
+		if a.Sub(start) < outage {
+			during++
+		}
+	}
+	t.Logf("primary: %d requests during the %v outage; first call back on it %v after recovery", during, outage, back)
+	if during > int(outage/time.Second) {
+		t.Errorf("the primary got %d requests during the %v outage, want <= 1 per second", during, outage)
+	}
+}
+
+// Slow start: 200 concurrent calls to one healthy source answering in
+// 300 ms, with no configured concurrency limit, all complete within 2.5 s
+// (adaptive concurrency doubles every round trip from 8 up to its cap).
+func TestSlowStartServes200ConcurrentCallsWithinTwoAndAHalfSeconds(t *testing.T) {
+	t.Parallel()
+	srv := fu.Start(t, fu.WithBehavior(fu.OK().WithLatency(300*time.Millisecond)))
+	c := defaultsEnv().source("openai", 1, srv).client(t)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for range 200 {
+		wg.Go(func() {
+			if _, err := c.Chat(context.Background(), []polygateway.Message{polygateway.User("hi")}, polygateway.WithStream(false)); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2500*time.Millisecond {
+		t.Errorf("200 concurrent 300 ms calls took %v, want <= 2.5 s", took)
+	}
+}
