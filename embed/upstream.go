@@ -50,11 +50,13 @@ var _ core.Upstream = (*upstream)(nil)
 // (src.Timeout) a TransientError with reason timeout, HTTP errors go
 // through transport.ClassifyResponse, network errors through
 // transport.ClassifyNetError, and answers that fail the checks are
-// *core.ResultInvalidError.
-func (u *upstream) Do(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
+// *core.ResultInvalidError. The source's API key is redacted from every
+// error (transport.RedactError).
+func (u *upstream) Do(ctx context.Context, src *core.SourceConfig, call *core.Call) (_ *core.LLMResponse, err error) {
 	if src == nil || call == nil {
 		return nil, &core.RequestRejectedError{Message: "nil source or call"}
 	}
+	defer func() { err = transport.RedactError(src, err) }()
 	if call.Op != OpEmbed {
 		return nil, &core.RequestRejectedError{Source: src.Name, Code: "unsupported_operation",
 			Message: "the embedding client cannot serve operation " + strconv.Quote(call.Op)}
