@@ -69,7 +69,7 @@ func keyedClient(t *testing.T, u string) (*ocr.Client, *syncBuffer, *telemetry.M
 	logs := &syncBuffer{}
 	sink := telemetry.NewMemory()
 	c := newClient(t, ocr.Config{}, map[string]string{
-		"OCR__MONKEY__1__API_KEY":   ocrKey,
+		"OCR__MONKEY__1__API_KEY":  ocrKey,
 		"OCR__RETRY__MAX_ATTEMPTS": "1",
 	}, []string{u},
 		polygateway.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),

@@ -177,12 +177,14 @@ func (r *Redactor) window() int {
 	return escapeGrowth * r.maxLen
 }
 
-// Error returns err with the secrets removed from the text it shows: a
-// *url.Error whose URL holds one is rebuilt with a redacted URL (its
-// cause kept), and any error whose text still holds one is wrapped by an
-// error that shows the redacted text and unwraps to the original (so
-// errors.Is and errors.As keep working). Other errors are returned as
-// they are.
+// Error returns err with the secrets removed from the text it shows, and
+// from the text of every error it wraps: a *url.Error is rebuilt with a
+// redacted URL and a redacted cause (so errors.As still finds a
+// *url.Error, a clean one); any other error whose text holds a secret is
+// replaced by an error that shows the redacted text and matches the
+// original with errors.Is (context.DeadlineExceeded, io.EOF, a sentinel)
+// but does not unwrap to it, so that no error along the chain shows the
+// secret. Errors without a secret are returned as they are.
 func (r *Redactor) Error(err error) error {
 	if r == nil || err == nil {
 		return err
@@ -190,16 +192,12 @@ func (r *Redactor) Error(err error) error {
 	if _, ok := err.(*redacted); ok {
 		return err
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if u := r.String(ue.URL); u != ue.URL {
-			rebuilt := &url.Error{Op: ue.Op, URL: u, Err: ue.Err}
-			if ue == err {
-				err = rebuilt
-			} else {
-				return &redacted{msg: r.String(err.Error()), err: err}
-			}
+	if ue, ok := err.(*url.Error); ok {
+		u, inner := r.String(ue.URL), r.Error(ue.Err)
+		if u == ue.URL && inner == ue.Err {
+			return err
 		}
+		return &url.Error{Op: ue.Op, URL: u, Err: inner}
 	}
 	msg := err.Error()
 	if red := r.String(msg); red != msg {
@@ -208,14 +206,24 @@ func (r *Redactor) Error(err error) error {
 	return err
 }
 
-// redacted shows a redacted message for an error whose text held a secret.
+// redacted shows a redacted message for an error whose text held a
+// secret. It matches the original with errors.Is only: unwrapping would
+// hand out the original's text.
 type redacted struct {
 	msg string
 	err error
 }
 
 func (e *redacted) Error() string { return e.msg }
-func (e *redacted) Unwrap() error { return e.err }
+
+// Is reports whether the original error matches target.
+func (e *redacted) Is(target error) bool { return errors.Is(e.err, target) }
+
+// Timeout reports whether the original error is a timeout (net.Error).
+func (e *redacted) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.err, &t) && t.Timeout()
+}
 
 // String is New(secrets...).String(s).
 func String(s string, secrets ...string) string { return New(secrets...).String(s) }

@@ -1,6 +1,7 @@
 package redact_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -152,7 +153,7 @@ func TestCutBytesReadsOnlyAWindow(t *testing.T) {
 	}
 }
 
-func TestErrorRedactsAndKeepsTheChain(t *testing.T) {
+func TestErrorRedactsTheWholeChain(t *testing.T) {
 	t.Parallel()
 	r := redact.New(key)
 	base := errors.New("dial failed for https://host/v1?key=" + key)
@@ -160,15 +161,25 @@ func TestErrorRedactsAndKeepsTheChain(t *testing.T) {
 	if leak(err.Error(), key) != "" || !errors.Is(err, base) {
 		t.Fatalf("Error = %v", err)
 	}
-	ue := &url.Error{Op: "Post", URL: "https://h/v1?k=" + url.QueryEscape(key), Err: io.ErrUnexpectedEOF}
+	if errors.Unwrap(err) != nil {
+		t.Fatal("the redacted error unwraps to the original, whose text shows the key")
+	}
+	inner := fmt.Errorf("malformed answer %q: %w", key, io.ErrUnexpectedEOF)
+	ue := &url.Error{Op: "Post", URL: "https://h/v1?k=" + url.QueryEscape(key), Err: inner}
 	got := r.Error(ue)
 	var back *url.Error
-	if !errors.As(got, &back) || leak(back.URL, key) != "" || !errors.Is(got, io.ErrUnexpectedEOF) || leakDecoded(got.Error(), key) != "" {
+	if !errors.As(got, &back) || leak(back.URL, key) != "" || !errors.Is(got, io.ErrUnexpectedEOF) {
 		t.Fatalf("url.Error = %v", got)
 	}
-	wrapped := fmt.Errorf("attempt: %w", ue)
-	if got := r.Error(wrapped); leakDecoded(got.Error(), key) != "" || !errors.Is(got, io.ErrUnexpectedEOF) {
-		t.Fatalf("wrapped url.Error = %v", got)
+	for e := got; e != nil; e = errors.Unwrap(e) {
+		if leakDecoded(e.Error(), key) != "" {
+			t.Fatalf("an error along the chain shows the key: %v", e)
+		}
+	}
+	timeout := &url.Error{Op: "Get", URL: "https://h/?k=" + key, Err: fmt.Errorf("%s: %w", key, context.DeadlineExceeded)}
+	var ne interface{ Timeout() bool }
+	if got := r.Error(timeout); !errors.As(got, &ne) || !ne.Timeout() || !errors.Is(got, context.DeadlineExceeded) {
+		t.Fatalf("a timeout is no longer one: %v", got)
 	}
 	if r.Error(io.EOF) != io.EOF {
 		t.Fatal("an error without a key was replaced")
