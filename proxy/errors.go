@@ -243,9 +243,16 @@ var (
 // scrubAddresses replaces URLs, IP addresses (with or without a port) and
 // host:port pairs in s by placeholders.
 func scrubAddresses(s string) string {
-	s = urlPattern.ReplaceAllString(s, "[url]")
-	s = scrubIPs(s)
-	return hostPortPattern.ReplaceAllString(s, "[address]")
+	// A replacement can expose another match ("host.name:1::" leaves "::"
+	// behind): repeat until nothing changes.
+	for range 4 {
+		out := hostPortPattern.ReplaceAllString(scrubIPs(urlPattern.ReplaceAllString(s, "[url]")), "[address]")
+		if out == s {
+			break
+		}
+		s = out
+	}
+	return s
 }
 
 // scrubIPs replaces every IPv4 or IPv6 address in s, bracketed or not,

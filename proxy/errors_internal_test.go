@@ -65,3 +65,22 @@ func TestMapErrorHidesTopology(t *testing.T) {
 		}
 	}
 }
+
+// FuzzScrubAddresses: any text, with an address inserted between spaces,
+// loses the address, and scrubbing twice changes nothing more.
+func FuzzScrubAddresses(f *testing.F) {
+	f.Add("dial tcp 127.0.0.1:9102: connect: connection refused", 5)
+	f.Add("fe80::1%eth0 [::1]:80 http://h:1/x localhost:6379", 0)
+	f.Add("12:30:45 v1.2.3 deadbeef", 3)
+	f.Fuzz(func(t *testing.T, s string, at int) {
+		once := scrubAddresses(s)
+		if twice := scrubAddresses(once); twice != once {
+			t.Fatalf("not idempotent: %q -> %q -> %q", s, once, twice)
+		}
+		at = min(max(at, 0), len(s))
+		in := s[:at] + " 10.11.12.13:8080 " + s[at:]
+		if got := scrubAddresses(in); strings.Contains(got, "10.11.12.13") {
+			t.Fatalf("scrubAddresses(%q) = %q keeps the address", in, got)
+		}
+	})
+}
