@@ -47,7 +47,8 @@ type upstream struct {
 // (src.Timeout) a TransientError with reason timeout, HTTP errors go
 // through transport.ClassifyResponse, network errors through
 // transport.ClassifyNetError, and answers that fail the checks (count,
-// dimensions, EXPECTED_DIM) are *core.ResultInvalidError.
+// dimensions, EXPECTED_DIM) are *core.ResultInvalidError. The source's API
+// key is redacted from every error (transport.RedactError).
 func (u *upstream) embed(ctx context.Context, src *core.SourceConfig, texts []string, params map[string]any) ([][]float32, *core.LLMResponse, error) {
 	var vecs [][]float32
 	resp, err := u.attempt(ctx, src, texts, params, &vecs)
@@ -61,10 +62,11 @@ func (u *upstream) embed(ctx context.Context, src *core.SourceConfig, texts []st
 }
 
 // attempt performs the exchange of embed; the vectors go to *vecs.
-func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []string, params map[string]any, vecs *[][]float32) (*core.LLMResponse, error) {
+func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []string, params map[string]any, vecs *[][]float32) (_ *core.LLMResponse, err error) {
 	if src == nil || len(texts) == 0 {
 		return nil, &core.RequestRejectedError{Code: "invalid_request", Message: "an embedding batch needs a source and texts"}
 	}
+	defer func() { err = transport.RedactError(src, err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, &core.CanceledError{Err: err}
 	}

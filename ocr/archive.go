@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
 // badResult is a result that cannot be read; kind is one of ErrBadArchive,
@@ -26,12 +28,12 @@ func bad(kind error, format string, args ...any) error {
 }
 
 // asInvalid turns a badResult into the ResultInvalidError of source.
-func asInvalid(source string, raw []byte, err error) error {
+func asInvalid(rd *redact.Redactor, source string, raw []byte, err error) error {
 	var b *badResult
 	if errors.As(err, &b) {
-		return invalid(source, b.kind, raw, "%s", b.msg)
+		return invalid(rd, source, b.kind, raw, "%s", b.msg)
 	}
-	return invalid(source, ErrBadArchive, raw, "%v", err)
+	return invalid(rd, source, ErrBadArchive, raw, "%v", err)
 }
 
 // middleSuffix names the member that carries boxes and page sizes.

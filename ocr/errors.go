@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
 // Codes set on the errors of this package (RequestRejectedError.Code,
@@ -55,12 +56,16 @@ var (
 // errArchiveTooLarge matches both ErrBadArchive and ErrTooLarge.
 var errArchiveTooLarge = fmt.Errorf("%w (%w)", ErrBadArchive, ErrTooLarge)
 
-// invalid returns the ResultInvalidError of src with cause kind.
-func invalid(source string, kind error, raw []byte, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
+// invalid returns the ResultInvalidError of source with cause kind. The
+// source's key is redacted (rd) from the message and, before it is cut,
+// from the raw answer kept in Raw. Pieces of upstream text that were cut
+// before they got here (clip in the layout checks) lose what is left of a
+// key by the same rule.
+func invalid(rd *redact.Redactor, source string, kind error, raw []byte, format string, args ...any) error {
+	msg := rd.String(fmt.Sprintf(format, args...))
 	return &polygateway.ResultInvalidError{
 		Source:  source,
-		Raw:     clip(raw, maxRawInError),
+		Raw:     rd.CutBytes(raw, maxRawInError),
 		Message: msg,
 		Err:     fmt.Errorf("%w: %s", kind, msg),
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/redact"
 	"github.com/polygateway/polygateway/transport"
 )
 
@@ -51,10 +52,20 @@ func (u *upstream) do(ctx context.Context, src *core.SourceConfig, req *request)
 	if err := ctx.Err(); err != nil {
 		return out, nil, &core.CanceledError{Err: err}
 	}
+	resp, err := u.attempt(ctx, src, req, &out)
+	// Every error text is redacted where it is built; this is the net under
+	// them (a cause's text, a message added later).
+	return out, resp, transport.RedactError(src, err)
+}
+
+// attempt is do after the checks of its arguments; what it reads goes to out.
+func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, req *request, out *result) (*core.LLMResponse, error) {
+	rd := redact.New(src.APIKey)
 	base, err := baseURL(src.BaseURL)
 	if err != nil {
 		// A source that can never be reached: open its breaker at once.
-		return out, nil, &core.SourceDeadError{Source: src.Name, Message: "invalid base url: " + err.Error(), Err: err}
+		err = rd.Error(err)
+		return nil, &core.SourceDeadError{Source: src.Name, Message: "invalid base url: " + err.Error(), Err: err}
 	}
 	actx := ctx
 	if src.Timeout > 0 {
@@ -62,22 +73,20 @@ func (u *upstream) do(ctx context.Context, src *core.SourceConfig, req *request)
 		actx, cancel = context.WithTimeoutCause(ctx, src.Timeout, errAttemptTimeout)
 		defer cancel()
 	}
-	a := &attempt{u: u, src: src, ctx: ctx, actx: actx, base: base, out: &out}
-	var resp *core.LLMResponse
+	a := &attempt{u: u, src: src, rd: rd, ctx: ctx, actx: actx, base: base, out: out}
 	if req.op == OpLayout {
-		resp, err = a.layout(req)
-	} else {
-		resp, err = a.text(req)
+		return a.layout(req)
 	}
-	return out, resp, err
+	return a.text(req)
 }
 
 // attempt is the state of one Do.
 type attempt struct {
 	u    *upstream
 	src  *core.SourceConfig
-	ctx  context.Context // the caller's
-	actx context.Context // bounded by src.Timeout
+	rd   *redact.Redactor // the source's key
+	ctx  context.Context  // the caller's
+	actx context.Context  // bounded by src.Timeout
 	base *url.URL
 	out  *result // what a successful attempt read
 }
@@ -111,7 +120,7 @@ func (a *attempt) fail(status int, err error) error {
 	}
 	if a.actx.Err() != nil && errors.Is(context.Cause(a.actx), errAttemptTimeout) {
 		return &core.TransientError{Source: a.src.Name, Reason: core.ReasonTimeout, StatusCode: status,
-			Message: "attempt exceeded its timeout of " + a.src.Timeout.String(), Err: err}
+			Message: "attempt exceeded its timeout of " + a.src.Timeout.String(), Err: a.rd.Error(err)}
 	}
 	return transport.ClassifyNetError(a.src, status, err)
 }
@@ -159,7 +168,7 @@ func (a *attempt) httpError(resp *http.Response) error {
 	}
 	if msg := detail(body); unsupportedType(msg) {
 		return &core.RequestRejectedError{Source: a.src.Name, StatusCode: resp.StatusCode,
-			Code: CodeUnsupportedFileType, Message: clip([]byte(msg), 512)}
+			Code: CodeUnsupportedFileType, Message: a.rd.Cut(msg, 512)}
 	}
 	return transport.ClassifyResponse(a.src, a.u.tc.Profile(a.src.Provider), resp.StatusCode, resp.Header, body)
 }
@@ -187,7 +196,7 @@ func unsupportedType(msg string) bool {
 // protocol: a transient failure (another source may answer properly), as
 // the chat transport treats a malformed body.
 func (a *attempt) malformed(status int, what string) error {
-	return &core.TransientError{Source: a.src.Name, Reason: core.ReasonNetworkError, StatusCode: status, Message: what}
+	return &core.TransientError{Source: a.src.Name, Reason: core.ReasonNetworkError, StatusCode: status, Message: a.rd.String(what)}
 }
 
 // businessFailure classifies "success": false inside HTTP 200. The HTTP
@@ -199,12 +208,12 @@ func (a *attempt) malformed(status int, what string) error {
 func (a *attempt) businessFailure(status int, msg string, raw []byte) error {
 	if unsupportedType(msg) {
 		return &core.RequestRejectedError{Source: a.src.Name, StatusCode: status, Code: CodeUnsupportedFileType,
-			Message: clip([]byte(msg), 512)}
+			Message: a.rd.Cut(msg, 512)}
 	}
 	if msg == "" {
 		msg = "the server reported success: false without a message"
 	}
-	return invalid(a.src.Name, ErrTaskFailed, raw, "%s", clip([]byte(msg), 1024))
+	return invalid(a.rd, a.src.Name, ErrTaskFailed, raw, "%s", a.rd.Cut(msg, 1024))
 }
 
 // post sends the upload and reads the JSON answer of a 2xx.
@@ -222,7 +231,7 @@ func (a *attempt) post(req *request) (int, []byte, error) {
 	case errors.Is(err, errTooLarge):
 		// Every source would send the same answer: a result that cannot be
 		// accepted under this Config.
-		return resp.StatusCode, nil, invalid(a.src.Name, ErrTooLarge, nil, "the answer of %s is larger than %d bytes", req.path, a.u.cfg.MaxResponseBytes)
+		return resp.StatusCode, nil, invalid(a.rd, a.src.Name, ErrTooLarge, nil, "the answer of %s is larger than %d bytes", req.path, a.u.cfg.MaxResponseBytes)
 	case err != nil:
 		return resp.StatusCode, nil, a.fail(resp.StatusCode, err)
 	}
@@ -241,7 +250,7 @@ func (a *attempt) text(req *request) (*core.LLMResponse, error) {
 		Message *string `json:"message"`
 	}
 	if err := json.Unmarshal(body, &ans); err != nil || ans.Success == nil {
-		return nil, a.malformed(status, "malformed answer from "+req.path+": "+clip(body, 256))
+		return nil, a.malformed(status, "malformed answer from "+req.path+": "+a.rd.CutBytes(body, 256))
 	}
 	msg := deref(ans.Message)
 	if !*ans.Success {
@@ -276,18 +285,18 @@ func (a *attempt) layout(req *request) (*core.LLMResponse, error) {
 		DownloadURL *string `json:"download_url"`
 	}
 	if err := json.Unmarshal(body, &ans); err != nil || ans.Success == nil {
-		return nil, a.malformed(status, "malformed answer from "+req.path+": "+clip(body, 256))
+		return nil, a.malformed(status, "malformed answer from "+req.path+": "+a.rd.CutBytes(body, 256))
 	}
 	if !*ans.Success {
 		return nil, a.businessFailure(status, deref(ans.Message), body)
 	}
 	dl := strings.TrimSpace(deref(ans.DownloadURL))
 	if dl == "" {
-		return nil, invalid(a.src.Name, ErrBadArchive, body, "the answer of /parse has no download_url")
+		return nil, invalid(a.rd, a.src.Name, ErrBadArchive, body, "the answer of /parse has no download_url")
 	}
 	target, err := a.download(dl)
 	if err != nil {
-		return nil, invalid(a.src.Name, ErrBadArchive, body, "unusable download_url %q: %v", clip([]byte(dl), 256), err)
+		return nil, invalid(a.rd, a.src.Name, ErrBadArchive, body, "unusable download_url %q: %v", a.rd.Cut(dl, 256), err)
 	}
 	archive, err := a.fetch(target)
 	if err != nil {
@@ -295,11 +304,11 @@ func (a *attempt) layout(req *request) (*core.LLMResponse, error) {
 	}
 	middle, err := extractMiddle(archive, a.u.cfg)
 	if err != nil {
-		return nil, asInvalid(a.src.Name, nil, err)
+		return nil, asInvalid(a.rd, a.src.Name, nil, err)
 	}
 	elements, sizes, err := parseMiddle(middle, a.u.cfg.MaxOutsidePages)
 	if err != nil {
-		return nil, asInvalid(a.src.Name, middle, err)
+		return nil, asInvalid(a.rd, a.src.Name, middle, err)
 	}
 	a.out.layout = &layoutPayload{elements: elements, pageSizes: sizes, raw: middle}
 	return &core.LLMResponse{
@@ -363,12 +372,12 @@ func (a *attempt) fetch(target string) ([]byte, error) {
 	}
 	limit := a.u.cfg.MaxArchiveBytes
 	if resp.ContentLength > limit {
-		return nil, invalid(a.src.Name, errArchiveTooLarge, nil, "result archive of %d bytes exceeds the limit of %d bytes", resp.ContentLength, limit)
+		return nil, invalid(a.rd, a.src.Name, errArchiveTooLarge, nil, "result archive of %d bytes exceeds the limit of %d bytes", resp.ContentLength, limit)
 	}
 	b, err := read(resp.Body, limit)
 	switch {
 	case errors.Is(err, errTooLarge):
-		return nil, invalid(a.src.Name, errArchiveTooLarge, nil, "result archive exceeds the limit of %d bytes", limit)
+		return nil, invalid(a.rd, a.src.Name, errArchiveTooLarge, nil, "result archive exceeds the limit of %d bytes", limit)
 	case err != nil:
 		return nil, a.fail(resp.StatusCode, err)
 	}

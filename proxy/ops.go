@@ -160,7 +160,7 @@ func (s *Server) handleProviders(w http.ResponseWriter, r *http.Request) {
 				Usage:  map[string]int{"in_flight": x.Usage.InFlight, "requests": x.Usage.Requests, "tokens": x.Usage.Tokens},
 			}
 			if x.Err != nil {
-				p.Error = x.Err.Error()
+				p.Error = publicText(x.Err)
 			}
 			out = append(out, p)
 		}

@@ -453,7 +453,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 		if errors.As(err, &mbe) {
 			return fail(tooLarge)
 		}
-		return fail(invalidRequest(http.StatusBadRequest, "", "invalid_body", "could not read the request body: "+err.Error()))
+		return fail(invalidRequest(http.StatusBadRequest, "", "invalid_body", bodyReadFailure(err)))
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	return body, release, nil
@@ -526,12 +526,12 @@ func (s *Server) callContext(r *http.Request) (context.Context, func()) {
 // away and a forced shutdown apart from the call's own failure.
 func (s *Server) callError(r *http.Request, err error) *apiError {
 	if r.Context().Err() != nil {
-		return mapError(err, true)
+		return s.callFailure(r, err, true)
 	}
 	if s.hard.Err() != nil && errors.Is(err, context.Canceled) {
 		err = errShuttingDown
 	}
-	return mapError(err, false)
+	return s.callFailure(r, err, false)
 }
 
 // Swap replaces the routes and clients atomically (a SIGHUP reload). New

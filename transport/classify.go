@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
 // Canonical codes set on RequestRejectedError when the provider's own code
@@ -240,14 +241,16 @@ type errMaker struct {
 	err       error
 }
 
+// clean returns the source name and the redacted, then bounded, code,
+// message and cause.
 func (m errMaker) clean() (name, code, msg string, err error) {
-	key := ""
+	var r *redact.Redactor
 	if m.src != nil {
 		name = m.src.Name
-		key = m.src.APIKey
+		r = redact.New(m.src.APIKey)
 	}
-	code = cutUTF8(strings.TrimSpace(RedactKey(m.code, key)), 128)
-	return name, code, boundMessage(RedactKey(m.msg, key)), redactErr(m.err, key)
+	code = cutUTF8(strings.TrimSpace(r.String(m.code)), 128)
+	return name, code, boundMessage(r.String(m.msg)), r.Error(m.err)
 }
 
 func (m errMaker) transient(reason core.Reason, retry time.Duration) error {
@@ -275,6 +278,10 @@ func (m errMaker) rejectedFor(reason core.Reason, code string) error {
 // everything else → ReasonNetworkError. status is the HTTP status when
 // headers had already arrived.
 func classifyNetError(src *core.SourceConfig, status int, err error) error {
+	var re *redirectError
+	if errors.As(err, &re) {
+		status = re.status
+	}
 	m := errMaker{src: src, status: status, msg: err.Error(), err: err}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {

@@ -33,7 +33,9 @@ type Config struct {
 	// the Client builds two pooled transports, one honouring
 	// HTTP_PROXY/HTTPS_PROXY/NO_PROXY (TrustEnv=true) and one ignoring them
 	// (TrustEnv=false). Its Timeout should be 0: attempts are bounded by
-	// SourceConfig.Timeout through the context.
+	// SourceConfig.Timeout through the context. The Client sends through a
+	// shallow copy whose CheckRedirect follows no redirect (the caller's
+	// client is not modified): see Client.Send.
 	HTTPClient *http.Client
 	// Profiles are the provider dialects keyed by provider name (keys are
 	// matched case-insensitively). Nil: DefaultProfiles(). Providers
@@ -75,6 +77,9 @@ type Client struct {
 	// own holds the built transports: [0] honours proxy settings from the
 	// environment, [1] does not. Empty with Config.HTTPClient.
 	own []*http.Transport
+	// hc is the copy of Config.HTTPClient that follows no redirect; nil
+	// without one.
+	hc *http.Client
 
 	// Shared, never modified header values.
 	hdrJSON, hdrSSE, hdrUA []string
@@ -163,6 +168,10 @@ func New(cfg Config) *Client {
 	}
 	if cfg.HTTPClient == nil {
 		c.own = []*http.Transport{newHTTPTransport(&cfg, true), newHTTPTransport(&cfg, false)}
+	} else {
+		hc := *cfg.HTTPClient
+		hc.CheckRedirect = stopAtRedirect
+		c.hc = &hc
 	}
 	c.cfg = cfg
 	c.states.New = func() any { return new(attemptState) }
@@ -208,12 +217,26 @@ func (c *Client) Profile(name string) core.ProviderProfile {
 // send performs the exchange. The Client's own transports are called
 // directly (chat completions never follow redirects nor use cookies, and
 // http.Client's per-request bookkeeping is measurable on the hot path); a
-// caller-supplied http.Client is used as a client, honouring its settings.
+// caller-supplied http.Client is used as a client, honouring its settings
+// except redirects. Whichever sends, a redirect is never followed: a 3xx
+// answer is closed and returned as a *redirectError (see Send).
 func (c *Client) send(src *core.SourceConfig, req *http.Request) (*http.Response, error) {
-	if c.cfg.HTTPClient != nil {
-		return c.cfg.HTTPClient.Do(req)
+	var (
+		resp *http.Response
+		err  error
+	)
+	if c.hc != nil {
+		resp, err = c.hc.Do(req)
+	} else {
+		resp, err = c.transportFor(src).RoundTrip(req)
 	}
-	return c.transportFor(src).RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return nil, refuseRedirect(req, resp)
+	}
+	return resp, nil
 }
 
 // transportFor picks the built transport honouring src.TrustEnv.

@@ -1,47 +1,67 @@
 package transport
 
 import (
-	"errors"
-	"net/url"
-	"strings"
+	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
-// redactedMark replaces an API key in any text the transport emits.
-const redactedMark = "[REDACTED]"
+// redactedMark replaces a key in any text the transport emits.
+const redactedMark = redact.Mark
 
-// RedactKey returns text with every occurrence of key replaced by
-// "[REDACTED]". Keys shorter than 4 bytes and the "none" placeholder are
-// not searched for (they would mangle ordinary text and protect nothing).
+// RedactKey returns text with key removed by the library's one redaction
+// rule (package internal/redact): every occurrence of the key, and every
+// run of 8 or more of its consecutive bytes (a key cut at the edge of a
+// window), also percent- or JSON-escaped, becomes "[REDACTED]". Keys
+// shorter than 4 bytes and the "none" placeholder are not searched for
+// (they would mangle ordinary text and protect nothing).
 func RedactKey(text, key string) string {
-	if len(key) < 4 || strings.EqualFold(key, "none") || !strings.Contains(text, key) {
-		return text
-	}
-	return strings.ReplaceAll(text, key, redactedMark)
+	return redact.String(text, key)
 }
 
-// redactErr returns err with key removed from the text it shows: a
-// *url.Error is rebuilt with a redacted URL (its cause kept for errors.Is),
-// any other error whose text contains the key is replaced by a wrapper
-// that shows redacted text and still unwraps to the original.
+// redactErr returns err with key removed from the text it shows (see
+// redact.Redactor.Error): the original stays reachable with errors.Is and
+// errors.As.
 func redactErr(err error, key string) error {
-	if err == nil || len(key) < 4 || strings.EqualFold(key, "none") {
+	return redact.Error(err, key)
+}
+
+// RedactError returns err, an error of one attempt against src, with src's
+// API key removed from every text field of the class errors of package
+// core (Message, Code, Raw, and the text of Err, whose chain is kept for
+// errors.Is and errors.As) by the library's one redaction rule. Sibling
+// protocols (embeddings, OCR) pass every error of their Do through it; the
+// chat transport redacts where it builds its errors.
+func RedactError(src *core.SourceConfig, err error) error {
+	if src == nil || err == nil {
 		return err
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) && strings.Contains(ue.URL, key) {
-		err = &url.Error{Op: ue.Op, URL: RedactKey(ue.URL, key), Err: ue.Err}
+	r := redact.New(src.APIKey)
+	if r == nil {
+		return err
 	}
-	if msg := err.Error(); strings.Contains(msg, key) {
-		return &redacted{msg: RedactKey(msg, key), err: err}
-	}
-	return err
+	return redactClassError(r, err)
 }
 
-// redacted shows a redacted message for an error that contained a key.
-type redacted struct {
-	msg string
-	err error
+func redactClassError(r *redact.Redactor, err error) error {
+	switch e := err.(type) {
+	case *core.TransientError:
+		cp := *e
+		cp.Code, cp.Message, cp.Err = r.String(e.Code), r.String(e.Message), r.Error(e.Err)
+		return &cp
+	case *core.SourceDeadError:
+		cp := *e
+		cp.Code, cp.Message, cp.Err = r.String(e.Code), r.String(e.Message), r.Error(e.Err)
+		return &cp
+	case *core.RequestRejectedError:
+		cp := *e
+		cp.Code, cp.Message, cp.Err = r.String(e.Code), r.String(e.Message), r.Error(e.Err)
+		return &cp
+	case *core.ResultInvalidError:
+		cp := *e
+		cp.Raw, cp.Message, cp.Err = r.String(e.Raw), r.String(e.Message), r.Error(e.Err)
+		return &cp
+	case *core.CanceledError:
+		return err
+	}
+	return r.Error(err)
 }
-
-func (r *redacted) Error() string { return r.msg }
-func (r *redacted) Unwrap() error { return r.err }

@@ -1,7 +1,12 @@
 package transport
 
 import (
+	"errors"
+	"io"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -9,8 +14,11 @@ import (
 // Send performs one HTTP exchange for a sibling protocol (embeddings, OCR)
 // with the Client's connection pools: the caller-supplied http.Client when
 // one was configured, else the pooled transport honouring src.TrustEnv.
-// Redirects are not followed. The caller bounds it with the request's
-// context and closes the response body.
+// Redirects are never followed, whatever the caller's client would do: a
+// 3xx answer is closed and returned as an error matching ErrRedirect,
+// which ClassifyNetError makes a TransientError (network_error) of src
+// with the 3xx status. The caller bounds it with the request's context and
+// closes the response body.
 func (c *Client) Send(src *core.SourceConfig, req *http.Request) (*http.Response, error) {
 	return c.send(src, req)
 }
@@ -22,4 +30,73 @@ func (c *Client) Send(src *core.SourceConfig, req *http.Request) (*http.Response
 // from the message.
 func ClassifyNetError(src *core.SourceConfig, status int, err error) error {
 	return classifyNetError(src, status, err)
+}
+
+// ErrRedirect matches (errors.Is) the failure of an attempt whose source
+// answered with a redirect (any 3xx status). Redirects are never followed,
+// whoever sends (the built-in transports or a caller's http.Client): a
+// redirect to another host would carry the source's credentials there
+// (net/http drops Authorization on a cross-host redirect, but not
+// Azure's api-key header) and make that host's answer pass for the
+// source's, and one to the same host would turn a POST into a GET. The
+// attempt is a *core.TransientError with reason network_error naming the
+// source; the error text never holds the redirect's target.
+var ErrRedirect = errors.New("polygateway: transport: redirect refused")
+
+// redirectError is a 3xx answer that was not followed.
+type redirectError struct {
+	status int
+	// where says where Location pointed: "to another host" (another
+	// scheme, host or port, or unreadable), "to the same host", or "" when
+	// the answer had none.
+	where string
+}
+
+func (e *redirectError) Error() string {
+	msg := "redirect refused: the source answered http " + strconv.Itoa(e.status)
+	if e.where != "" {
+		msg += " " + e.where
+	}
+	return msg + " (redirects are never followed)"
+}
+
+// Is matches ErrRedirect.
+func (e *redirectError) Is(target error) bool { return target == ErrRedirect }
+
+// stopAtRedirect is the CheckRedirect of a caller's http.Client: the 3xx
+// answer itself is returned (and refused by send) instead of a request to
+// its Location.
+func stopAtRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// maxRedirectDrain bounds what is read of a refused redirect's body so
+// that its connection can be reused.
+const maxRedirectDrain = 4 << 10
+
+// refuseRedirect closes the 3xx answer resp to req and describes it.
+func refuseRedirect(req *http.Request, resp *http.Response) error {
+	e := &redirectError{status: resp.StatusCode, where: "to another host"}
+	switch loc, err := resp.Location(); {
+	case err == http.ErrNoLocation:
+		e.where = ""
+	case err == nil && sameOrigin(req.URL, loc):
+		e.where = "to the same host"
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxRedirectDrain))
+	_ = resp.Body.Close()
+	return e
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port
+// (the default port of the scheme when none is written).
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
 // readStream reads an SSE answer. The rules (DIALECTS.md):
@@ -75,7 +76,7 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 				cut = true
 				continue
 			}
-			mk.msg = "malformed stream event: " + snippet(data)
+			mk.msg = "malformed stream event: " + snippet(data, src.APIKey)
 			return nil, mk.transient(core.ReasonNetworkError, 0)
 		}
 		if st.chunk.isError || st.chunk.baseCode != 0 {
@@ -114,11 +115,12 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 	return c.result(src, call, st, start, true), nil
 }
 
-// snippet returns the start of a bad event for an error message.
-func snippet(b []byte) string {
-	const n = 120
-	if len(b) > n {
-		return string(bytes.ToValidUTF8(b[:n], nil)) + "…"
-	}
-	return string(bytes.ToValidUTF8(b, nil))
+// snippetBytes bounds the part of a bad event quoted in an error.
+const snippetBytes = 120
+
+// snippet returns the start of a bad event for an error message: the key
+// redacted first, then cut (a cut through the key must not leave most of
+// it behind).
+func snippet(b []byte, key string) string {
+	return redact.New(key).CutBytes(b, snippetBytes)
 }
