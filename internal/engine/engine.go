@@ -63,10 +63,10 @@ type Engine struct {
 	healthGated bool
 	// windows is true when a source has a CONTEXT_WINDOW.
 	windows bool
-	pricing     core.PricingTable
-	clock       core.Clock
-	log         *slog.Logger
-	obs         core.Observer
+	pricing core.PricingTable
+	clock   core.Clock
+	log     *slog.Logger
+	obs     core.Observer
 
 	// lastProgress is the unix-nano time of the last answer in the scope
 	// (the stall rule reads it).
