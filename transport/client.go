@@ -464,6 +464,7 @@ func (c *Client) result(src *core.SourceConfig, call *core.Call, st *attemptStat
 	if streamed {
 		r.TTFT = st.clock.firstAt
 		r.MaxInterToken = st.clock.maxGap
+		r.SkippedEvents = st.skipped
 	}
 	r.Latency = time.Since(start)
 	return r

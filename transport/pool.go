@@ -20,6 +20,8 @@ type attemptState struct {
 	capr  capReader
 	clock tokenClock
 	body  []byte
+	// skipped counts the malformed events skipped in this stream.
+	skipped int
 }
 
 // oversized reports whether the state grew too large to keep.
@@ -31,6 +33,7 @@ func (s *attemptState) oversized() bool {
 
 // clear drops references to the finished attempt.
 func (s *attemptState) clear() {
+	s.skipped = 0
 	s.lex.data = nil
 	s.sse.r = nil
 	s.capr.r = nil

@@ -76,6 +76,12 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 				cut = true
 				continue
 			}
+			if st.skipped < maxSkippedEvents && !carriesAnswer(data) {
+				// A broken keep-alive or annotation: nothing of the answer
+				// is lost by passing over it.
+				st.skipped++
+				continue
+			}
 			mk.msg = "malformed stream event: " + snippet(data, src.APIKey)
 			return nil, mk.transient(core.ReasonNetworkError, 0)
 		}
@@ -123,4 +129,25 @@ const snippetBytes = 120
 // it behind).
 func snippet(b []byte, key string) string {
 	return redact.New(key).CutBytes(b, snippetBytes)
+}
+
+// maxSkippedEvents bounds the malformed events one stream may skip; one
+// more fails the attempt.
+const maxSkippedEvents = 3
+
+// answerKeys are the fields an event of the answer carries: a malformed
+// event naming one of them may have held part of the answer (or an error),
+// so it fails the attempt.
+var answerKeys = [...][]byte{[]byte(`"content"`), []byte(`"reasoning`), []byte(`"tool_calls"`), []byte(`"usage"`),
+	[]byte(`"error"`), []byte(`"finish_reason"`), []byte(`"text"`), []byte(`"refusal"`), []byte(`"delta"`)}
+
+// carriesAnswer reports whether a malformed event may have carried content,
+// usage, a finish or an error.
+func carriesAnswer(data []byte) bool {
+	for _, k := range answerKeys {
+		if bytes.Contains(data, k) {
+			return true
+		}
+	}
+	return false
 }

@@ -37,7 +37,11 @@ func TestStreamCompleteness(t *testing.T) {
 		{"cut inside the last event", []string{contentChunk("a"), `data: {"choices":[{"index":0,"delta":{"cont`}, "", true, "", ""},
 		{"cut inside the last event: salvage", []string{contentChunk("a"), `data: {"choices":[{"index":0,"delta":{"cont`}, core.MissingDoneSalvage, false, "a", ""},
 		{"malformed event", []string{contentChunk("a"), data(`{"choices":[{"index":0,"delta":{"content":"b"}}]`), data("[DONE]")}, core.MissingDoneSalvage, true, "", ""},
-		{"malformed event not json", []string{contentChunk("a"), data(`hello`), data("[DONE]")}, "", true, "", ""},
+		// A malformed event that carries nothing of the answer is skipped;
+		// more than a few fail the attempt.
+		{"malformed event without the answer is skipped", []string{contentChunk("a"), data(`hello`), contentChunk("b"), data("[DONE]")}, "", false, "ab", ""},
+		{"too many malformed events", []string{contentChunk("a"), data(`x`), data(`y`), data(`z`), data(`w`), data("[DONE]")}, "", true, "", ""},
+		{"malformed event with content", []string{contentChunk("a"), data(`{"choices":[{"delta":{"content":"b"}}`), data("[DONE]")}, "", true, "", ""},
 		{"blank data lines ignored", []string{data(""), "data:\n\n", contentChunk("x"), data("[DONE]")}, "", false, "x", ""},
 		{"DONE without trailing blank line", []string{contentChunk("x"), "data: [DONE]"}, "", false, "x", ""},
 	}

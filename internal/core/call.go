@@ -113,6 +113,10 @@ type LLMResponse struct {
 	Attempts []string
 	// ToolCalls are the tool calls the model asked for, assembled from deltas.
 	ToolCalls []ToolCall
+	// SkippedEvents counts the malformed stream events that carried no
+	// content, usage, finish or error and were passed over (a malformed
+	// event that may have carried part of the answer fails the attempt).
+	SkippedEvents int
 	// Degraded is true when the answer did not come from a governed call to
 	// a source: a stale cache entry or the caller's fallback served it.
 	Degraded bool
