@@ -32,6 +32,7 @@ type options struct {
 	observer   Observer
 	fallback   FallbackFunc
 	selector   Selector
+	tracer     Tracer
 }
 
 // kernel returns the options in the kernel's terms.
@@ -39,7 +40,7 @@ func (o *options) kernel() kernel.Options {
 	ko := kernel.Options{
 		Limiter: o.limiter, Breaker: o.breaker, Admitter: o.admitter, Cache: o.cache, Telemetry: o.telemetry,
 		Profiles: o.profiles, Pricing: o.pricing, HTTPClient: o.httpClient, Logger: o.logger,
-		Clock: o.clock, Observer: o.observer, Selector: o.selector, Environment: o.environment,
+		Clock: o.clock, Observer: o.observer, Selector: o.selector, Environment: o.environment, Tracer: o.tracer,
 	}
 	for _, m := range o.middleware {
 		if km := kernelMiddleware(m); km != nil {
@@ -125,6 +126,11 @@ func WithObserver(obs Observer) Option { return func(o *options) { o.observer = 
 // fails with GatewayUnavailableError or GovernanceBackendError (and no stale
 // cache entry could stand in); its answer is returned marked Degraded.
 func WithFallback(fn FallbackFunc) Option { return func(o *options) { o.fallback = fn } }
+
+// WithTracer puts every governed call and every upstream attempt in a span
+// and injects the trace context into upstream requests; package tracing
+// provides an OpenTelemetry Tracer.
+func WithTracer(t Tracer) Option { return func(o *options) { o.tracer = t } }
 
 // WithSelector makes sel choose among the eligible sources of every
 // attempt, instead of the built-in named by {SCOPE}__SELECTOR. Breakers,

@@ -84,6 +84,13 @@ type (
 // Classify finds the class, source and reason of an error of this library.
 func Classify(err error) Classified { return core.Classify(err) }
 
+// Tracer puts calls and attempts in spans (see WithTracer and package
+// tracing); CallInfo describes a call to it.
+type (
+	Tracer   = core.Tracer
+	CallInfo = core.CallInfo
+)
+
 // Selector chooses the source of each attempt among the eligible ones; see
 // WithSelector. Candidate is one eligible source as a Selector sees it.
 type (

@@ -115,6 +115,7 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 		out.BatchCallIDs[b] = id
 		batches[b] = batch{texts: texts[lo:hi:hi], call: &core.Call{
 			ID:           id,
+			Operation:    "embeddings",
 			Params:       co.Params,
 			SessionID:    co.SessionID,
 			ParentCallID: parent,

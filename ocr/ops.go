@@ -168,6 +168,7 @@ func (c *Client) invoke(ctx context.Context, op, path string, image []byte) (res
 	}
 	sum := sha256.Sum256(image)
 	call := &core.Call{
+		Operation: op,
 		// The telemetry row describes the upload; the bytes never enter it.
 		Messages: []core.Message{core.User(fmt.Sprintf("%s %s %d bytes sha256:%s",
 			op, mimeType, len(image), hex.EncodeToString(sum[:])))},

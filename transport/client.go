@@ -64,6 +64,9 @@ type Config struct {
 	IdleConnTimeout time.Duration
 	// UserAgent is sent with every request. Default "polygateway-go".
 	UserAgent string
+	// Inject, when set, writes the trace context of a request's context
+	// into its headers (a Tracer's Inject) before it is sent.
+	Inject func(ctx context.Context, h http.Header)
 }
 
 // Client sends chat completions to OpenAI-compatible endpoints, one
@@ -225,6 +228,9 @@ func (c *Client) send(src *core.SourceConfig, req *http.Request) (*http.Response
 		resp *http.Response
 		err  error
 	)
+	if c.cfg.Inject != nil {
+		c.cfg.Inject(req.Context(), req.Header)
+	}
 	if c.hc != nil {
 		resp, err = c.hc.Do(req)
 	} else {

@@ -19,6 +19,9 @@ type Call struct {
 	ID string
 	// Scope is the logical role (upper case), e.g. "LLM".
 	Scope string
+	// Operation names what the call does for tracing: "chat" (also when
+	// empty), "embeddings", "ocr_text", "ocr_layout".
+	Operation string
 	// Messages is the conversation to send (for other operations, what
 	// telemetry records as the call's input).
 	Messages []Message

@@ -26,6 +26,9 @@ type AttemptEvent struct {
 	// CallID is the call's id; Attempt the attempt's number in the call (1 = first).
 	CallID  string
 	Attempt int
+	// Breaker is the state of the source's circuit when it admitted the
+	// attempt (half_open: this attempt is the probe).
+	Breaker BreakerState
 	// Outcome is empty when the attempt starts.
 	Outcome AttemptOutcome
 	// Reason is the failure's reason, when it has one.

@@ -47,6 +47,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer receives attempt, refusal, wait and breaker events. Optional.
 	Observer core.Observer
+	// Tracer puts every attempt in a span. Optional.
+	Tracer core.Tracer
 }
 
 // Engine governs the calls of one scope. It is safe for concurrent use.
@@ -67,6 +69,7 @@ type Engine struct {
 	clock   core.Clock
 	log     *slog.Logger
 	obs     core.Observer
+	tracer  core.Tracer
 
 	// lastProgress is the unix-nano time of the last answer in the scope
 	// (the stall rule reads it).
@@ -99,6 +102,7 @@ func New(cfg Config) (*Engine, error) {
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
 		obs:      cfg.Observer,
+		tracer:   cfg.Tracer,
 	}
 	if e.clock == nil {
 		e.clock = core.SystemClock{}

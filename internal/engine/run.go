@@ -142,9 +142,16 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 	// A blip is a failure of a source that was answering: healthy, and not
 	// failing across calls before this attempt.
 	healthy := s.health(r.e.clock.Now()) >= healthyScore && s.failing() == 0
-	resp, err, ev := r.perform(ctx, s)
+	resp, err, ev, end := r.perform(ctx, s, t)
 	eff, class := effectOf(err)
 	ev.Outcome, ev.Reason = eff.observe, class.Reason
+	if end != nil {
+		if resp != nil {
+			ev.Model = resp.Model
+		}
+		end(ev, err)
+		ev.Model = s.cfg.Model
+	}
 	r.apply(ctx, s, t, eff, ev.Latency, resp, err)
 	r.e.finished(ctx, r.call, ev, err)
 	if resp != nil {
@@ -154,15 +161,20 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 	return r.next(ctx, i, healthy, eff, class, ev, resp, err)
 }
 
-// perform sends the attempt to s and reports its start and timing.
-func (r *run) perform(ctx context.Context, s *sourceState) (*core.LLMResponse, error, core.AttemptEvent) {
+// perform sends the attempt to s and reports its start and timing; end,
+// when a Tracer is set, ends the attempt's span.
+func (r *run) perform(ctx context.Context, s *sourceState, t core.Ticket) (*core.LLMResponse, error, core.AttemptEvent, func(core.AttemptEvent, error)) {
 	e, call := r.e, r.call
 	if call.Deltas != nil {
 		call.Deltas.Reset()
 	}
 	ev := core.AttemptEvent{Scope: e.settings.Scope, Source: s.cfg.Name, Provider: s.cfg.Provider, Model: s.cfg.Model,
-		CallID: call.ID, Attempt: len(r.attempts)}
+		CallID: call.ID, Attempt: len(r.attempts), Breaker: t.Admission.State}
 	e.started(ctx, call, ev)
+	var end func(core.AttemptEvent, error)
+	if e.tracer != nil {
+		ctx, end = e.tracer.StartAttempt(ctx, ev)
+	}
 	s.inflight.Add(1)
 	started := e.clock.Now()
 	var (
@@ -187,7 +199,7 @@ func (r *run) perform(ctx context.Context, s *sourceState) (*core.LLMResponse, e
 	if resp != nil {
 		ev.TTFT, ev.MaxInterToken = resp.TTFT, resp.MaxInterToken
 	}
-	return resp, err, ev
+	return resp, err, ev, end
 }
 
 // apply carries an attempt's effect out: on the backends (release, settle,

@@ -58,6 +58,9 @@ type Options struct {
 	Fallback middleware.FallbackFunc
 	// Selector replaces the configured selector.
 	Selector core.Selector
+	// Tracer puts calls and attempts in spans and injects trace context
+	// into upstream requests.
+	Tracer core.Tracer
 	// Environment returns the keys FromEnv reads (WithEnv's map, or the
 	// .env file and the process environment).
 	Environment func() (map[string]string, error)
@@ -106,6 +109,7 @@ type Client struct {
 	ownSink   bool
 	closers   []io.Closer
 	log       *slog.Logger
+	tracer    core.Tracer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -205,11 +209,17 @@ func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
 	}
 	profiles := transport.DefaultProfiles()
 	maps.Copy(profiles, o.Profiles)
-	c.transport = transport.New(transport.Config{HTTPClient: o.HTTPClient, Profiles: profiles, Logger: logger})
+	tc := transport.Config{HTTPClient: o.HTTPClient, Profiles: profiles, Logger: logger}
+	if o.Tracer != nil {
+		tc.Inject = o.Tracer.Inject
+	}
+	c.transport = transport.New(tc)
+	c.tracer = o.Tracer
 
 	c.engine, err = engine.New(engine.Config{
 		Settings: s, Upstream: chatUpstream{t: c.transport, quality: s.Quality}, Limiter: limiter, Breaker: breaker,
 		Admitter: admitter, Selector: o.Selector, Pricing: pricing, Clock: clock, Logger: logger, Observer: o.Observer,
+		Tracer: o.Tracer,
 	})
 	if err != nil {
 		return nil, err
@@ -278,9 +288,21 @@ func (c *Client) Handle(ctx context.Context, call *core.Call) (*core.LLMResponse
 	if call.Attempt == nil && call.Tokens == 0 && c.engine.Windows() {
 		call.Tokens = chatTokens(call)
 	}
+	var end func(*core.LLMResponse, error)
+	if c.tracer != nil {
+		op := call.Operation
+		if op == "" {
+			op = "chat"
+		}
+		ctx, end = c.tracer.StartCall(ctx, core.CallInfo{CallID: call.ID, Scope: call.Scope, Operation: op,
+			Stream: call.Stream, SessionID: call.SessionID, ParentCallID: call.ParentCallID})
+	}
 	resp, err := c.handler(ctx, call)
 	if resp != nil {
 		resp.CallID = call.ID
+	}
+	if end != nil {
+		end(resp, err)
 	}
 	return resp, err
 }
