@@ -50,7 +50,7 @@ func Chain(h Handler, mws ...Middleware) Handler {
 // publicCall is the middleware's view of a kernel call.
 func publicCall(c *core.Call) *Call {
 	return &Call{
-		ID: c.ID, Scope: c.Scope, Messages: c.Messages, Params: c.Params, Stream: c.Stream,
+		ID: c.ID, Scope: c.Scope, Messages: publicMessages(c.Messages), Params: c.Params, Stream: c.Stream,
 		SessionID: c.SessionID, ParentCallID: c.ParentCallID, CacheSalt: c.CacheSalt, CacheNamespace: c.CacheNamespace,
 		inner: c,
 	}
@@ -64,7 +64,7 @@ func (pc *Call) kernelCall() *core.Call {
 	if c == nil {
 		c = &core.Call{}
 	}
-	c.ID, c.Scope, c.Messages, c.Params, c.Stream = pc.ID, pc.Scope, pc.Messages, pc.Params, pc.Stream
+	c.ID, c.Scope, c.Messages, c.Params, c.Stream = pc.ID, pc.Scope, kernelMessages(pc.Messages), pc.Params, pc.Stream
 	c.SessionID, c.ParentCallID, c.CacheSalt, c.CacheNamespace = pc.SessionID, pc.ParentCallID, pc.CacheSalt, pc.CacheNamespace
 	return c
 }
@@ -76,13 +76,15 @@ func kernelMiddleware(m Middleware) core.Middleware {
 	}
 	return func(next core.Handler) core.Handler {
 		h := m(func(ctx context.Context, pc *Call) (*LLMResponse, error) {
-			return next(ctx, pc.kernelCall())
+			resp, err := next(ctx, pc.kernelCall())
+			return publicResponse(resp), publicError(err)
 		})
 		if h == nil {
 			return next
 		}
 		return func(ctx context.Context, c *core.Call) (*core.LLMResponse, error) {
-			return h(ctx, publicCall(c))
+			resp, err := h(ctx, publicCall(c))
+			return kernelResponse(resp), err
 		}
 	}
 }

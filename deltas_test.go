@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/core"
 	fu "github.com/polygateway/polygateway/internal/fakeupstream"
 	"github.com/polygateway/polygateway/internal/kernel"
@@ -57,10 +56,10 @@ func TestCommittedStreamIsNotFailedOverAndABufferedOneIs(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp, err := k.Handle(context.Background(), &core.Call{
-			Messages: []polygateway.Message{polygateway.User("x")}, Stream: true, Deltas: r,
+			Messages: []core.Message{core.User("x")}, Stream: true, Deltas: r,
 		})
 		if commit {
-			var te *polygateway.TransientError
+			var te *core.TransientError
 			if !errors.As(err, &te) || resp != nil || full.Requests() != 0 {
 				t.Fatalf("committed stream: err=%v resp=%v fallback requests=%d; want the cut reported, no failover", err, resp, full.Requests())
 			}

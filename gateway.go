@@ -67,7 +67,8 @@ func (c *GatewayClient) Chat(ctx context.Context, msgs []Message, opts ...CallOp
 	if co.jsonMode {
 		return c.chatStructured(ctx, msgs, co, nil, "")
 	}
-	return c.k.Handle(ctx, c.newCall(msgs, co))
+	resp, err := c.k.Handle(ctx, c.newCall(msgs, co))
+	return publicResponse(resp), publicError(err)
 }
 
 // newCall builds the kernel call of a chat.
@@ -75,14 +76,14 @@ func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
 	return &core.Call{
 		ID:             kernel.NewCallID(),
 		Scope:          c.k.Settings().Scope,
-		Messages:       msgs,
+		Messages:       kernelMessages(msgs),
 		Params:         co.params,
 		Stream:         co.stream,
 		SessionID:      co.sessionID,
 		ParentCallID:   co.parentCallID,
 		CacheSalt:      co.cacheSalt,
 		CacheNamespace: co.cacheNamespace,
-		Fallback:       co.fallback,
+		Fallback:       kernelFallback(co.fallback),
 		Events:         co.events,
 	}
 }
@@ -96,6 +97,17 @@ func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
 // it is ignored and the original error returned.
 type FallbackFunc = func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
 
+// kernelFallback puts a public fallback into the kernel's degradation step.
+func kernelFallback(fn FallbackFunc) func(context.Context, []core.Message, error) (*core.LLMResponse, error) {
+	if fn == nil {
+		return nil
+	}
+	return func(ctx context.Context, msgs []core.Message, cause error) (*core.LLMResponse, error) {
+		resp, err := fn(ctx, publicMessages(msgs), publicError(cause))
+		return kernelResponse(resp), err
+	}
+}
+
 // NewCallID returns a fresh random call id (128-bit hex), as used for
 // telemetry rows.
 func NewCallID() string { return kernel.NewCallID() }
@@ -103,7 +115,7 @@ func NewCallID() string { return kernel.NewCallID() }
 // Sources reports every source's breaker state, in-flight count, health and
 // limits. It never includes API keys.
 func (c *GatewayClient) Sources(ctx context.Context) []SourceStatus {
-	return c.k.Sources(ctx)
+	return publicStatus(c.k.Sources(ctx))
 }
 
 // ResetSource closes the breaker of the named source at once and clears its

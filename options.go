@@ -48,7 +48,7 @@ func (o *options) kernel() kernel.Options {
 		}
 	}
 	if o.fallback != nil {
-		ko.Fallback = o.fallback
+		ko.Fallback = kernelFallback(o.fallback)
 	}
 	return ko
 }
@@ -168,7 +168,7 @@ func resolveCall(opts []CallOption) callOptions {
 func (co callOptions) kernel() kernel.CallOptions {
 	return kernel.CallOptions{
 		SessionID: co.sessionID, ParentCallID: co.parentCallID, CacheSalt: co.cacheSalt, CacheNamespace: co.cacheNamespace,
-		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: co.fallback, Events: co.events,
+		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: kernelFallback(co.fallback), Events: co.events,
 	}
 }
 

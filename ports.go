@@ -46,7 +46,6 @@ type (
 	BreakerSnapshot      = core.BreakerSnapshot
 	Admission            = core.Admission
 	Outcome              = core.Outcome
-	SourceStatus         = core.SourceStatus
 	ProviderProfile      = core.ProviderProfile
 	ThinkingSwitch       = core.ThinkingSwitch
 	PricingTable         = core.PricingTable
@@ -81,6 +80,18 @@ type (
 	Classified       = core.Classified
 )
 
+// Error classes (Classified.Class).
+const (
+	ClassOther       = core.ClassOther
+	ClassTransient   = core.ClassTransient
+	ClassSourceDead  = core.ClassSourceDead
+	ClassRejected    = core.ClassRejected
+	ClassInvalid     = core.ClassInvalid
+	ClassUnavailable = core.ClassUnavailable
+	ClassBackend     = core.ClassBackend
+	ClassCanceled    = core.ClassCanceled
+)
+
 // Classify finds the class, source and reason of an error of this library.
 func Classify(err error) Classified { return core.Classify(err) }
 
@@ -94,9 +105,8 @@ type (
 // Selector chooses the source of each attempt among the eligible ones; see
 // WithSelector. Candidate is one eligible source as a Selector sees it.
 type (
-	Selector      = core.Selector
-	Candidate     = core.Candidate
-	SelectorError = core.SelectorError
+	Selector  = core.Selector
+	Candidate = core.Candidate
 )
 
 // Typed settings values.

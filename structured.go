@@ -191,11 +191,11 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 		}
 		resp, err := c.k.Handle(ctx, call)
 		if err == nil {
-			return resp, nil
+			return publicResponse(resp), nil
 		}
-		var invalid *ResultInvalidError
+		var invalid *core.ResultInvalidError
 		if !errors.As(err, &invalid) || resp == nil || attempt >= c.k.Settings().StructuredMaxRetries {
-			return resp, err
+			return publicResponse(resp), publicError(err)
 		}
 		conversation = append(conversation, Assistant(resp.Content), User(fmt.Sprintf(reaskPrompt, invalid.Message)))
 	}

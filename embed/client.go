@@ -66,7 +66,12 @@ func (c *Client) Scope() string { return c.scope }
 // Sources reports every source's breaker state, in-flight count, health
 // and limits, as polygateway.GatewayClient.Sources does.
 func (c *Client) Sources(ctx context.Context) []polygateway.SourceStatus {
-	return c.k.Sources(ctx)
+	in := c.k.Sources(ctx)
+	out := make([]polygateway.SourceStatus, len(in))
+	for i := range in {
+		out[i] = polygateway.SourceStatus(in[i])
+	}
+	return out
 }
 
 // ResetSource closes the breaker of the named source at once and clears

@@ -153,7 +153,7 @@ func (c *Client) ParseLayout(ctx context.Context, image []byte) (*LayoutResult, 
 }
 
 // invoke validates image, builds the upload and runs one governed call.
-func (c *Client) invoke(ctx context.Context, op, path string, image []byte) (result, *polygateway.LLMResponse, error) {
+func (c *Client) invoke(ctx context.Context, op, path string, image []byte) (result, *core.LLMResponse, error) {
 	if len(image) == 0 {
 		return result{}, nil, &polygateway.RequestRejectedError{Code: CodeEmptyImage, Message: "no image bytes"}
 	}
@@ -173,9 +173,10 @@ func (c *Client) invoke(ctx context.Context, op, path string, image []byte) (res
 		Messages: []core.Message{core.User(fmt.Sprintf("%s %s %d bytes sha256:%s",
 			op, mimeType, len(image), hex.EncodeToString(sum[:])))},
 	}
-	return kernel.Do(ctx, c.k, call, func(ctx context.Context, src *core.SourceConfig) (result, *core.LLMResponse, error) {
+	out, resp, err := kernel.Do(ctx, c.k, call, func(ctx context.Context, src *core.SourceConfig) (result, *core.LLMResponse, error) {
 		return c.up.do(ctx, src, req)
 	})
+	return out, resp, kernel.PublicError(err)
 }
 
 // sniff recognises the formats the server accepts and returns the

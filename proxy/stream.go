@@ -328,9 +328,15 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo,
 	var resp *polygateway.LLMResponse
 	k, err := kernel.Unwrap(client)
 	if err == nil {
-		resp, err = k.Handle(ctx, &core.Call{
-			ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
+		msgs := make([]core.Message, len(req.messages))
+		for i := range req.messages {
+			msgs[i] = core.Message(req.messages[i])
+		}
+		var kr *core.LLMResponse
+		kr, err = k.Handle(ctx, &core.Call{
+			ID: callID, Messages: msgs, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
 		})
+		resp, err = (*polygateway.LLMResponse)(kr), kernel.PublicError(err)
 	}
 	if err == nil {
 		s.note(ri, resp)

@@ -1,0 +1,172 @@
+package polygateway
+
+import (
+	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/kernel"
+)
+
+// The public types of this package are defined here, where go doc shows
+// their fields; the layers below work with the kernel's twins of identical
+// layout (the conversions below compile only while the two agree). Results
+// are converted where they leave the library, errors by rebuilding their
+// chain of the kernel's error types as the public ones.
+
+// SourceStatus is a read-only snapshot of one source, as Sources reports it.
+// It never contains the API key.
+type SourceStatus struct {
+	// Name, Provider and Model identify the source; BaseURL is its endpoint.
+	Name, Provider, Model string
+	BaseURL               string
+	// Priority, Weight and Region are its tier, share and region label.
+	Priority int
+	Weight   float64
+	Region   string
+	// Breaker is the circuit's state.
+	Breaker BreakerSnapshot
+	// InFlight is this process's in-flight attempts on the source.
+	InFlight int
+	// Health is the EWMA success score in [0, 1] (1 = healthy; below 0.5
+	// the source is weak and chosen only when nothing healthier is).
+	Health float64
+	// AdaptiveLimit is the adaptive concurrency limit.
+	AdaptiveLimit float64
+	// Limits are the configured per-source gates; Usage their current use.
+	Limits Limits
+	Usage  LimiterUsage
+	// Err is set when a backend could not be read.
+	Err error
+}
+
+// publicResponse is the public view of a kernel response (the same memory).
+func publicResponse(r *core.LLMResponse) *LLMResponse { return (*LLMResponse)(r) }
+
+// kernelResponse is the kernel view of a public response (the same memory).
+func kernelResponse(r *LLMResponse) *core.LLMResponse { return (*core.LLMResponse)(r) }
+
+// kernelMessages copies msgs into the kernel's type.
+func kernelMessages(msgs []Message) []core.Message {
+	if msgs == nil {
+		return nil
+	}
+	out := make([]core.Message, len(msgs))
+	for i := range msgs {
+		out[i] = core.Message(msgs[i])
+	}
+	return out
+}
+
+// publicMessages copies msgs into the public type.
+func publicMessages(msgs []core.Message) []Message {
+	if msgs == nil {
+		return nil
+	}
+	out := make([]Message, len(msgs))
+	for i := range msgs {
+		out[i] = Message(msgs[i])
+	}
+	return out
+}
+
+// publicStatus copies the kernel's source statuses.
+func publicStatus(in []core.SourceStatus) []SourceStatus {
+	out := make([]SourceStatus, len(in))
+	for i := range in {
+		out[i] = SourceStatus(in[i])
+	}
+	return out
+}
+
+// maxErrorDepth bounds how deep publicError rebuilds an error chain.
+const maxErrorDepth = 16
+
+// publicError rebuilds err's chain of kernel error types as the public
+// types (errors.As with *polygateway.TransientError and its kin then finds
+// them); errors of other types are kept as they are and end the rebuild.
+// A public error answers errors.As with its kernel twin too.
+func publicError(err error) error { return publicErrorDepth(err, 0) }
+
+func publicErrorDepth(err error, depth int) error {
+	if err == nil || depth > maxErrorDepth {
+		return err
+	}
+	next := func(e error) error { return publicErrorDepth(e, depth+1) }
+	switch e := err.(type) {
+	case *core.TransientError:
+		p := TransientError(*e)
+		p.Err = next(p.Err)
+		return &p
+	case *core.SourceDeadError:
+		p := SourceDeadError(*e)
+		p.Err = next(p.Err)
+		return &p
+	case *core.RequestRejectedError:
+		p := RequestRejectedError(*e)
+		p.Err = next(p.Err)
+		return &p
+	case *core.ResultInvalidError:
+		p := ResultInvalidError(*e)
+		p.Err = next(p.Err)
+		return &p
+	case *core.GatewayUnavailableError:
+		p := GatewayUnavailableError(*e)
+		p.Err = next(p.Err)
+		return &p
+	case *core.GovernanceBackendError:
+		p := GovernanceBackendError(*e)
+		p.Err = next(p.Err)
+		return &p
+	case *core.CanceledError:
+		p := CanceledError(*e)
+		return &p
+	case *core.SelectorError:
+		p := SelectorError(*e)
+		return &p
+	}
+	return err
+}
+
+// As lets errors.As find the kernel's twin of a public error (the library's
+// own layers classify with it).
+func (e *TransientError) As(target any) bool { return asTwin(target, (*core.TransientError)(e)) }
+
+// As lets errors.As find the kernel's twin of a public error.
+func (e *SourceDeadError) As(target any) bool { return asTwin(target, (*core.SourceDeadError)(e)) }
+
+// As lets errors.As find the kernel's twin of a public error.
+func (e *RequestRejectedError) As(target any) bool {
+	return asTwin(target, (*core.RequestRejectedError)(e))
+}
+
+// As lets errors.As find the kernel's twin of a public error.
+func (e *ResultInvalidError) As(target any) bool {
+	return asTwin(target, (*core.ResultInvalidError)(e))
+}
+
+// As lets errors.As find the kernel's twin of a public error.
+func (e *GatewayUnavailableError) As(target any) bool {
+	return asTwin(target, (*core.GatewayUnavailableError)(e))
+}
+
+// As lets errors.As find the kernel's twin of a public error.
+func (e *GovernanceBackendError) As(target any) bool {
+	return asTwin(target, (*core.GovernanceBackendError)(e))
+}
+
+// As lets errors.As find the kernel's twin of a public error.
+func (e *CanceledError) As(target any) bool { return asTwin(target, (*core.CanceledError)(e)) }
+
+// As lets errors.As find the kernel's twin of a public error.
+func (e *SelectorError) As(target any) bool { return asTwin(target, (*core.SelectorError)(e)) }
+
+// asTwin stores twin in target when target is a **T of twin's type.
+func asTwin[T any](target any, twin *T) bool {
+	if t, ok := target.(**T); ok {
+		*t = twin
+		return true
+	}
+	return false
+}
+
+func init() {
+	kernel.PublicError = publicError
+}

@@ -1,0 +1,65 @@
+package polygateway_test
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/polygateway/polygateway"
+	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+)
+
+// The public types are defined in the root package, so that go doc (and
+// pkg.go.dev) show their fields and methods.
+func TestGoDocOnTheRootShowsTheFieldsOfThePublicTypes(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	for typ, fields := range map[string][]string{
+		"GatewayUnavailableError": {"Scope", "Reason", "RetryAfter", "PerSource", "Err", "func (e *GatewayUnavailableError) Is"},
+		"LLMResponse":             {"Content, Thinking", "Model, Provider, SourceName", "CacheHit", "Cost", "Attempts", "DegradedBy"},
+		"RequestRejectedError":    {"Source", "StatusCode", "Code", "Reason", "Message"},
+		"TransientError":          {"RetryAfter", "func (e *TransientError) IsRateLimit"},
+		"SourceStatus":            {"Breaker", "InFlight", "Health", "AdaptiveLimit", "Usage"},
+		"Message":                 {"Role", "Content", "Parts", "ToolCallID"},
+	} {
+		out, err := exec.Command("go", "doc", "github.com/polygateway/polygateway", typ).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go doc %s: %v\n%s", typ, err, out)
+		}
+		doc := string(out)
+		if strings.Contains(doc, "= core.") {
+			t.Errorf("go doc %s shows an alias of an internal type:\n%s", typ, doc)
+		}
+		for _, f := range fields {
+			if !strings.Contains(doc, f) {
+				t.Errorf("go doc %s does not show %q:\n%s", typ, f, doc)
+			}
+		}
+	}
+}
+
+// Errors reach the caller as the public types, the chain included, and
+// still answer errors.Is with the sentinels.
+func TestErrorsReachTheCallerAsThePublicTypes(t *testing.T) {
+	t.Parallel()
+	srv := fu.Start(t, fu.WithBehavior(fu.ServerError(503)))
+	c := baseEnv().source("openai", 1, srv).set("LLM__RETRY__MAX_ATTEMPTS", "2").client(t)
+	_, err := ask(t, c)
+	if got := fmt.Sprintf("%T", err); got != "*polygateway.GatewayUnavailableError" {
+		t.Fatalf("err is a %s, want *polygateway.GatewayUnavailableError", got)
+	}
+	var ue *polygateway.GatewayUnavailableError
+	var te *polygateway.TransientError
+	if !errors.As(err, &ue) || !errors.As(err, &te) || te.Reason != polygateway.ReasonServerError || te.StatusCode != 503 {
+		t.Fatalf("err = %v: want the unavailable scope wrapping the last 503", err)
+	}
+	if !errors.Is(err, polygateway.ErrAllSourcesExhausted) || !errors.Is(err, polygateway.ErrGateway) || errors.Is(err, polygateway.ErrCircuitOpen) {
+		t.Errorf("sentinels wrong for %v", err)
+	}
+	if polygateway.Classify(err).Class != polygateway.ClassUnavailable || polygateway.Classify(err).Source != "openai_1" {
+		t.Errorf("Classify(err) = %+v", polygateway.Classify(err))
+	}
+}
