@@ -224,7 +224,7 @@ var keyTable = []KeyDoc{
 	{Pattern: scopeP + "MAX_INPUT_BYTES", Default: "2097152 (2 MiB)", Form: formIntPos, Reader: ReaderEmbed,
 		Meaning: "Embedding scopes: summed bytes of one Embed call's texts; more is refused before any request.", Example: "2097152", Kind: KindIntPos},
 	{Pattern: extraP, Form: "any string", Reader: ReaderNobody,
-		Meaning: "Escape for your own code: any single-part scope key whose NAME starts with X_ is kept verbatim (trimmed) in GatewaySettings.Extra[\"X_…\"] and never checked. Every other unknown {SCOPE}__ key is an error.",
+		Meaning: "Escape for your own code: a single-part scope key starting with X_ is kept verbatim (trimmed) in GatewaySettings.Extra[\"X_{NAME}\"] and never checked. Every other unknown {SCOPE}__ key is an error, with a suggestion when a known key is close.",
 		Example: "anything", Kind: KindString},
 
 	// Flat shortcuts: fallbacks for every scope; scope keys win.
@@ -275,7 +275,7 @@ var keyTable = []KeyDoc{
 		Meaning: "Keys of other software that look like ours (e.g. LLM_MODEL) and are not to be checked: listed keys are ignored instead of being unknown-key errors.",
 		Example: "LLM_MODEL,LLM_API_KEY", Kind: KindList},
 	{Pattern: escapeP, Form: "any string", Reader: ReaderNobody,
-		Meaning: "Escape for other software: PGW_X_… keys are ignored. Every other unknown PGW_* or flat LLM_* key is an error.",
+		Meaning: "Escape for other software: PGW_X_… keys are ignored. Every other unknown PGW_* or flat LLM_* key (one without __) is an error, with a suggestion when a known key is close.",
 		Example: "anything", Kind: KindString},
 
 	// Gateway keys (cmd/polygateway): accepted by every client, read by the
