@@ -48,7 +48,9 @@ var nRE = regexp.MustCompile(`^[1-9][0-9]*$`)
 //
 // scope is upper-cased and must then match [A-Z][A-Z0-9_]* without "__" and
 // without a trailing "_". Keys of other scopes are ignored; flat (LLM_*) and
-// assembly (PGW_*, REDIS_URL) keys are shared by every scope.
+// assembly (PGW_*, REDIS_URL) keys are shared by every scope. Unknown keys
+// of the scope and unknown PGW_* and flat LLM_* keys are errors (see the
+// package documentation for the escapes).
 //
 // On failure it returns a *Error for the first problem found; see the package
 // documentation for the order.
