@@ -7,6 +7,7 @@ require (
 	github.com/kaptinlin/jsonrepair v0.2.8
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require (

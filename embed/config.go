@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/config"
 )
 
 // Encoding formats accepted by {SCOPE}__ENCODING_FORMAT.
@@ -135,13 +136,18 @@ func parseConfig(scope string, extra map[string]string) (Config, error) {
 	}
 	unknown := make([]string, 0)
 	for k := range extra {
-		if !slices.Contains(knownKeys, k) {
+		// X_… keys are the user's own (see the configuration reference).
+		if !slices.Contains(knownKeys, k) && !strings.HasPrefix(k, "X_") {
 			unknown = append(unknown, k)
 		}
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		return cfg, bad(unknown[0], "not a key of an embedding scope (known: "+strings.Join(knownKeys, ", ")+")")
+		hint := ""
+		if best := config.Suggest(unknown[0], knownKeys); best != "" {
+			hint = " (did you mean " + full(best) + "?)"
+		}
+		return cfg, bad(unknown[0], "not a key of an embedding scope"+hint+" (known: "+strings.Join(knownKeys, ", ")+")")
 	}
 	return cfg, nil
 }

@@ -19,8 +19,9 @@
 //	{SCOPE}__MAX_INPUT_BYTES  optional integer ≥ 1, default 2097152 (2 MiB): summed bytes of
 //	                          one Embed call's texts
 //
-// Any other single-part key of the scope is an error naming it (a typo such
-// as EMBED__NORMALISE must not be silently ignored). A bad key closes the
+// Any other single-part key of the scope is an error naming it and the key
+// meant (EMBED__NORMALISE: did you mean EMBED__NORMALIZE?); keys for the
+// user's own code are spelt {SCOPE}__X_…. A bad key closes the
 // half-built client and returns a *polygateway.ConfigError whose Key is the
 // full key, e.g. "EMBED__BATCH_SIZE".
 //

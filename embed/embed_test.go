@@ -333,27 +333,28 @@ func TestFromEnvConfigErrors(t *testing.T) {
 	cases := []struct {
 		name, key string
 		kv        []string
+		want      string
 	}{
-		{"missing batch size", "EMBED__BATCH_SIZE", []string{"EMBED__BATCH_SIZE", ""}},
-		{"zero batch size", "EMBED__BATCH_SIZE", []string{"EMBED__BATCH_SIZE", "0"}},
-		{"batch size not a number", "EMBED__BATCH_SIZE", []string{"EMBED__BATCH_SIZE", "lots"}},
-		{"bad normalize", "EMBED__NORMALIZE", []string{"EMBED__NORMALIZE", "yes"}},
-		{"bad expected dim", "EMBED__EXPECTED_DIM", []string{"EMBED__EXPECTED_DIM", "-3"}},
-		{"bad concurrency", "EMBED__CONCURRENCY", []string{"EMBED__CONCURRENCY", "1000"}},
-		{"bad encoding", "EMBED__ENCODING_FORMAT", []string{"EMBED__ENCODING_FORMAT", "int8"}},
-		{"unknown key", "EMBED__NORMALISE", []string{"EMBED__NORMALISE", "true"}},
-		{"zero max inputs", "EMBED__MAX_INPUTS", []string{"EMBED__MAX_INPUTS", "0"}},
-		{"max inputs not a number", "EMBED__MAX_INPUTS", []string{"EMBED__MAX_INPUTS", "2k"}},
-		{"negative max input bytes", "EMBED__MAX_INPUT_BYTES", []string{"EMBED__MAX_INPUT_BYTES", "-1"}},
-		{"empty max input bytes", "EMBED__MAX_INPUT_BYTES", []string{"EMBED__MAX_INPUT_BYTES", " "}},
+		{"missing batch size", "EMBED__BATCH_SIZE", []string{"EMBED__BATCH_SIZE", ""}, ""},
+		{"zero batch size", "EMBED__BATCH_SIZE", []string{"EMBED__BATCH_SIZE", "0"}, ""},
+		{"batch size not a number", "EMBED__BATCH_SIZE", []string{"EMBED__BATCH_SIZE", "lots"}, ""},
+		{"bad normalize", "EMBED__NORMALIZE", []string{"EMBED__NORMALIZE", "yes"}, ""},
+		{"bad expected dim", "EMBED__EXPECTED_DIM", []string{"EMBED__EXPECTED_DIM", "-3"}, ""},
+		{"bad concurrency", "EMBED__CONCURRENCY", []string{"EMBED__CONCURRENCY", "1000"}, ""},
+		{"bad encoding", "EMBED__ENCODING_FORMAT", []string{"EMBED__ENCODING_FORMAT", "int8"}, ""},
+		{"unknown key", "EMBED__NORMALISE", []string{"EMBED__NORMALISE", "true"}, "did you mean EMBED__NORMALIZE?"},
+		{"zero max inputs", "EMBED__MAX_INPUTS", []string{"EMBED__MAX_INPUTS", "0"}, ""},
+		{"max inputs not a number", "EMBED__MAX_INPUTS", []string{"EMBED__MAX_INPUTS", "2k"}, ""},
+		{"negative max input bytes", "EMBED__MAX_INPUT_BYTES", []string{"EMBED__MAX_INPUT_BYTES", "-1"}, ""},
+		{"empty max input bytes", "EMBED__MAX_INPUT_BYTES", []string{"EMBED__MAX_INPUT_BYTES", " "}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := embed.FromEnv("EMBED", polygateway.WithEnv(env("http://127.0.0.1:1/v1", "4", tc.kv...)))
 			var ce *polygateway.ConfigError
-			if !errors.As(err, &ce) || ce.Key != tc.key {
-				t.Fatalf("err = %v, want a ConfigError for %s", err, tc.key)
+			if !errors.As(err, &ce) || ce.Key != tc.key || !strings.Contains(ce.Problem, tc.want) {
+				t.Fatalf("err = %v, want a ConfigError for %s saying %q", err, tc.key, tc.want)
 			}
 		})
 	}

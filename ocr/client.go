@@ -2,6 +2,8 @@ package ocr
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/polygateway/polygateway"
@@ -136,9 +138,31 @@ func finish(k *kernel.Client, cfg Config) (*Client, error) {
 		return nil, &polygateway.ConfigError{Key: s.Scope + "__QUALITY__GUARD",
 			Problem: "the quality guard judges chat answers and would retry valid OCR results (an empty text); turn it off for an OCR scope"}
 	}
+	if err := checkExtra(*k.Settings()); err != nil {
+		_ = k.Close()
+		return nil, err
+	}
 	c := &Client{k: k, cfg: cfg.withDefaults()}
 	c.up = &upstream{tc: k.Transport(), cfg: c.cfg}
 	return c, nil
+}
+
+// checkExtra refuses single-part scope keys meant for another client (the
+// embedding keys): OCR has no keys of its own, so such a key in an OCR
+// scope is a mistake. X_ keys are the user's own.
+func checkExtra(s polygateway.GatewaySettings) error {
+	var names []string
+	for name := range s.Extra {
+		if !strings.HasPrefix(name, "X_") {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	return &polygateway.ConfigError{Key: s.Scope + "__" + names[0],
+		Problem: "not a key of an OCR scope: OCR has no keys of its own (this one configures embedding scopes)"}
 }
 
 // Scope returns the client's scope name (upper case).

@@ -718,6 +718,31 @@ func TestQualityGuardIsRefused(t *testing.T) {
 	}
 }
 
+func TestEmbeddingKeyInAnOCRScopeIsRefused(t *testing.T) {
+	t.Parallel()
+	c, err := ocr.FromEnv("OCR", polygateway.WithEnv(envFor([]string{"http://127.0.0.1:1"},
+		map[string]string{"OCR__BATCH_SIZE": "8", "OCR__X_MINE": "kept"})))
+	var ce *polygateway.ConfigError
+	if !errors.As(err, &ce) || ce.Key != "OCR__BATCH_SIZE" {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("FromEnv = %v, want a ConfigError naming OCR__BATCH_SIZE", err)
+	}
+	// A typo is caught by the settings parser, with the key meant.
+	_, err = ocr.FromEnv("OCR", polygateway.WithEnv(envFor([]string{"http://127.0.0.1:1"},
+		map[string]string{"OCR__SELECTR": "round_robin"})))
+	if !errors.As(err, &ce) || ce.Key != "OCR__SELECTR" || !strings.Contains(ce.Problem, "did you mean OCR__SELECTOR?") {
+		t.Fatalf("FromEnv = %v, want a ConfigError naming OCR__SELECTR with a suggestion", err)
+	}
+	// The user's own keys pass.
+	c, err = ocr.FromEnv("OCR", polygateway.WithEnv(envFor([]string{"http://127.0.0.1:1"}, map[string]string{"OCR__X_MINE": "kept"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
 func TestFallbackCannotStandInForOCR(t *testing.T) {
 	t.Parallel()
 	called := make(chan struct{}, 4)

@@ -8,11 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/configfile"
 	"github.com/polygateway/polygateway/embed"
+	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/proxy"
 )
 
@@ -25,11 +28,62 @@ type metricsHook interface {
 	Handler() http.Handler
 }
 
+// snapshot is one reading of the configuration: the flat keys (from the
+// environment, or translated from a config file) and how to word an error
+// about them in the source's terms.
+type snapshot struct {
+	env map[string]string
+	// explain rewrites a configuration error naming a key into one naming
+	// the key's place in the source (a config file's path); the identity
+	// for the environment.
+	explain func(error) error
+	// name says where a key is set, for logs (a path, or the key itself).
+	name func(key string) string
+}
+
+// configSource reads the configuration, afresh at every call.
+type configSource func() (snapshot, error)
+
+// envSource reads the configuration from the environment (read returns
+// the .env file overlaid by the process environment).
+func envSource(read func() (map[string]string, error)) configSource {
+	return func() (snapshot, error) {
+		env, err := read()
+		if err != nil {
+			return snapshot{}, err
+		}
+		return snapshot{env: env, explain: func(err error) error { return err }, name: func(k string) string { return k }}, nil
+	}
+}
+
+// fileSource reads the configuration from a config file; vars returns the
+// variables its ${NAME}s are taken from (the .env file and the process
+// environment).
+func fileSource(path string, vars func() (map[string]string, error)) configSource {
+	return func() (snapshot, error) {
+		v, err := vars()
+		if err != nil {
+			return snapshot{}, err
+		}
+		cf, err := configfile.Load(path, configfile.WithVariables(v))
+		if err != nil {
+			return snapshot{}, err
+		}
+		name := func(k string) string {
+			if p, ok := cf.Path(k); ok {
+				return p
+			}
+			return k
+		}
+		return snapshot{env: cf.Env(), explain: cf.Explain, name: name}, nil
+	}
+}
+
 // app is one running gateway process: its configuration source, the
 // state shared across reloads and the server.
 type app struct {
 	log     *slog.Logger
-	readEnv func() (map[string]string, error)
+	source  configSource
 	metrics metricsHook // nil without metrics
 
 	// Memory governance backends live as long as the process, so that a
@@ -40,19 +94,61 @@ type app struct {
 	breaker *memory.Breaker
 	cache   *memory.Cache
 
-	sc  serverConfig
-	srv *proxy.Server
-	hs  *http.Server
+	sc        serverConfig
+	serverEnv map[string]string // the server keys the server started with
+	srv       *proxy.Server
+	hs        *http.Server
 
 	mu      sync.Mutex // serialises reloads
+	current proxy.Backends
 	watched []*polygateway.GatewayClient
 }
 
-func newApp(log *slog.Logger, readEnv func() (map[string]string, error), m metricsHook) *app {
+func newApp(log *slog.Logger, source configSource, m metricsHook) *app {
 	return &app{
-		log: log, readEnv: readEnv, metrics: m,
+		log: log, source: source, metrics: m,
 		limiter: memory.NewLimiter(), breaker: memory.NewBreaker(), cache: memory.NewCache(),
 	}
+}
+
+// load reads the configuration and parses the server keys; errors are in
+// the source's terms.
+func (a *app) load() (snapshot, serverConfig, error) {
+	snap, err := a.source()
+	if err != nil {
+		return snap, serverConfig{}, err
+	}
+	sc, err := parseServerConfig(snap.env)
+	if err != nil {
+		return snap, sc, snap.explain(err)
+	}
+	return snap, sc, nil
+}
+
+// restartKeys are the server keys a reload does not apply (all but the
+// routes).
+var restartKeys = func() []string {
+	var out []string
+	for _, d := range config.Keys() {
+		if d.Reader == config.ReaderGateway && !slices.Contains(routingKeys, d.Pattern) {
+			out = append(out, d.Pattern)
+		}
+	}
+	return out
+}()
+
+// routingKeys are the server keys a reload applies.
+var routingKeys = []string{"PGW_ROUTES", "PGW_DEFAULT_SCOPE", "PGW_EMBED_ROUTES", "PGW_DEFAULT_EMBED_SCOPE"}
+
+// serverKeys returns the values of the keys a reload does not apply.
+func serverKeys(env map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, k := range restartKeys {
+		if v, ok := env[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // clientOptions are the assembly options of every client built from env.
@@ -73,9 +169,10 @@ func (a *app) clientOptions(env map[string]string) []polygateway.Option {
 	return opts
 }
 
-// build assembles the clients of every routed scope from env. On error the
-// clients already built are closed.
-func (a *app) build(env map[string]string, r routing) (b proxy.Backends, err error) {
+// build assembles the clients of every routed scope from the snapshot. On
+// error the clients already built are closed.
+func (a *app) build(snap snapshot, r routing) (b proxy.Backends, err error) {
+	env := snap.env
 	b = proxy.Backends{
 		Clients: map[string]*polygateway.GatewayClient{}, Embedders: map[string]proxy.Embedder{},
 		Routes: r.routes, EmbedRoutes: r.embedRoutes, DefaultScope: r.defaultScope, DefaultEmbedScope: r.defaultEmbedScope,
@@ -89,14 +186,14 @@ func (a *app) build(env map[string]string, r routing) (b proxy.Backends, err err
 	for _, scope := range r.chatScopes() {
 		c, cerr := polygateway.FromEnv(scope, opts...)
 		if cerr != nil {
-			return b, fmt.Errorf("scope %s: %w", scope, cerr)
+			return b, fmt.Errorf("scope %s: %w", scope, snap.explain(cerr))
 		}
 		b.Clients[scope] = c
 	}
 	for _, scope := range r.embedScopes() {
 		c, cerr := embed.FromEnv(scope, opts...)
 		if cerr != nil {
-			return b, fmt.Errorf("embeddings scope %s: %w", scope, cerr)
+			return b, fmt.Errorf("embeddings scope %s: %w", scope, snap.explain(cerr))
 		}
 		b.Embedders[scope] = c
 	}
@@ -115,16 +212,12 @@ func closeBackends(b proxy.Backends) {
 // start reads the configuration, builds the clients and the server and
 // starts listening. It returns once the listener is open.
 func (a *app) start() (net.Addr, error) {
-	env, err := a.readEnv()
+	snap, sc, err := a.load()
 	if err != nil {
 		return nil, err
 	}
-	sc, err := parseServerConfig(env)
-	if err != nil {
-		return nil, err
-	}
-	a.sc = sc
-	b, err := a.build(env, sc.routing)
+	a.sc, a.serverEnv = sc, serverKeys(snap.env)
+	b, err := a.build(snap, sc.routing)
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +232,7 @@ func (a *app) start() (net.Addr, error) {
 		return nil, err
 	}
 	a.srv = srv
+	a.current = b
 	a.watch(b)
 	a.hs = srv.HTTPServer(sc.addr)
 	ln, err := net.Listen("tcp", sc.addr)
@@ -175,23 +269,21 @@ func (a *app) watch(b proxy.Backends) {
 	}
 }
 
-// reload re-reads the environment and the .env file and swaps in freshly
-// built clients and routes. Calls in flight finish on the old clients,
-// which are closed once drained. Server keys other than the routes
-// (address, timeouts, tokens, rates) need a restart. On any error the
-// server keeps serving its current configuration.
+// reload re-reads the configuration (the .env file and the environment,
+// or the config file) and swaps in freshly built clients and routes. Calls
+// in flight finish on the old clients, which are closed once drained.
+// Server keys other than the routes (address, timeouts, tokens, rates) need
+// a restart: a change to them is logged as such. On any error (the server
+// keys included) the server keeps serving its current configuration.
 func (a *app) reload() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	env, err := a.readEnv()
+	snap, sc, err := a.load()
 	if err != nil {
 		return err
 	}
-	r, err := parseRouting(env)
-	if err != nil {
-		return err
-	}
-	b, err := a.build(env, r)
+	r := sc.routing
+	b, err := a.build(snap, r)
 	if err != nil {
 		return err
 	}
@@ -199,9 +291,27 @@ func (a *app) reload() error {
 		closeBackends(b)
 		return err
 	}
+	a.current = b
 	a.watch(b)
 	a.log.Info("configuration reloaded", slog.Any("chat_scopes", r.chatScopes()), slog.Any("embedding_scopes", r.embedScopes()))
+	next := serverKeys(snap.env)
+	var changed []string
+	for _, k := range restartKeys {
+		if next[k] != a.serverEnv[k] {
+			changed = append(changed, snap.name(k))
+		}
+	}
+	if len(changed) > 0 {
+		a.log.Warn("server keys changed; they take effect at the next restart", slog.Any("keys", changed))
+	}
 	return nil
+}
+
+// reloadLogged reloads and logs a failure; why says what asked for it.
+func (a *app) reloadLogged(why string) {
+	if err := a.reload(); err != nil {
+		a.log.Error("reload failed; keeping the current configuration", slog.String("trigger", why), slog.String("error", err.Error()))
+	}
 }
 
 // shutdown stops accepting connections, drains in-flight calls (streams

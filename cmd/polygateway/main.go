@@ -39,16 +39,33 @@
 //	PGW_LOG_LEVEL              debug | info (default) | warn | error
 //	PGW_LOG_FORMAT             json (default) | text
 //
+// Every PGW_* and flat LLM_* key must be known to the library or to the
+// gateway (one key table holds both): an unknown one is an error with a
+// suggestion (PGW_LISTEN_ADR: did you mean PGW_LISTEN_ADDR?). Keys of other
+// software: PGW_X_…, or list them in PGW_ALLOW_KEYS.
+//
+// A config file replaces the keys: -config gateway.yaml reads the same
+// settings from YAML (see docs/howto-config-file.md and the schema
+// docs/polygateway.schema.json); ${NAME} in it is taken from the .env file
+// and the environment, and errors name the file's path
+// (scopes.LLM.sources[0].timeout_s). Without -config the environment is the
+// configuration, as before.
+//
 // Signals: SIGINT and SIGTERM drain in-flight calls and streams (at most
-// PGW_DRAIN_TIMEOUT_S) and exit; SIGHUP re-reads the environment file and
-// the routes and swaps in freshly built clients — in-flight calls finish on
-// the old ones, and an invalid new configuration is logged and ignored.
-// (The process environment of a running process does not change: edit the
-// .env file to change sources.) Logs go to stderr through slog and never
-// contain keys.
+// PGW_DRAIN_TIMEOUT_S) and exit; SIGHUP re-reads the configuration (the
+// environment file, or the config file) and swaps in freshly built clients
+// and routes — in-flight calls finish on the old ones, which are closed once
+// drained, and an invalid new configuration is logged and ignored. Server
+// keys other than the routes need a restart (a change is logged). (The
+// process environment of a running process does not change: edit the .env
+// file or the config file.) With -config-poll 5s the config file is also
+// reloaded when its modification time or size changes, looked at every 5s.
+// Logs go to stderr through slog and never contain keys.
 //
 // Flags: -env-file names the .env file (default ".env", optional unless
-// given); -check validates the configuration, builds every client and exits.
+// given); -config names a YAML config file; -config-poll an interval (>= 1s)
+// to watch it; -check validates the configuration, builds every client and
+// exits.
 package main
 
 import (
@@ -59,18 +76,28 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/polygateway/polygateway/internal/config"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	os.Exit(run(os.Args[1:], os.Stderr, sigs))
 }
 
-func run(args []string, stderr io.Writer) int {
+// minPoll is the shortest -config-poll interval.
+const minPoll = time.Second
+
+// run is the command: it returns the exit code. sigs delivers SIGHUP
+// (reload), SIGINT and SIGTERM (drain and exit).
+func run(args []string, stderr io.Writer, sigs <-chan os.Signal) int {
 	fs := flag.NewFlagSet("polygateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	envFile := fs.String("env-file", ".env", "the .env file to read (optional unless set)")
+	envFile := fs.String("env-file", ".env", "the .env file to read (optional unless set); with -config, the variables ${NAME} are taken from it and the environment")
+	configPath := fs.String("config", "", "a YAML configuration file to read instead of the environment's keys (see docs/howto-config-file.md)")
+	poll := fs.Duration("config-poll", 0, "with -config: check the file for changes this often (at least 1s) and reload when it changed; 0 = only on SIGHUP")
 	check := fs.Bool("check", false, "validate the configuration, build every client and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -78,16 +105,20 @@ func run(args []string, stderr io.Writer) int {
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "env-file" })
 	readEnv := func() (map[string]string, error) { return config.ReadEnv(*envFile, explicit) }
-
 	boot := slog.New(slog.NewJSONHandler(stderr, nil)) // until PGW_LOG_* are read
-	env, err := readEnv()
-	if err != nil {
-		boot.Error("reading the environment", slog.String("error", err.Error()))
-		return 1
+	if *poll != 0 && (*configPath == "" || *poll < minPoll) {
+		boot.Error("-config-poll needs -config and an interval of at least 1s", slog.Duration("config_poll", *poll))
+		return 2
 	}
-	sc, err := parseServerConfig(env)
+	source, origin := envSource(readEnv), "environment"
+	if *configPath != "" {
+		source, origin = fileSource(*configPath, readEnv), *configPath
+	}
+
+	a := newApp(boot, source, nil)
+	snap, sc, err := a.load()
 	if err != nil {
-		boot.Error("configuration invalid", slog.String("error", err.Error()))
+		boot.Error("configuration invalid", slog.String("config", origin), slog.String("error", err.Error()))
 		return 1
 	}
 	log := newLogger(stderr, sc)
@@ -98,40 +129,81 @@ func run(args []string, stderr io.Writer) int {
 			return 1
 		}
 	}
-	a := newApp(log, readEnv, hook)
+	a = newApp(log, source, hook)
 	if *check {
-		b, err := a.build(env, sc.routing)
+		b, err := a.build(snap, sc.routing)
 		if err != nil {
-			log.Error("configuration invalid", slog.String("error", err.Error()))
+			log.Error("configuration invalid", slog.String("config", origin), slog.String("error", err.Error()))
 			return 1
 		}
 		closeBackends(b)
-		log.Info("configuration valid", slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()))
+		log.Info("configuration valid", slog.String("config", origin),
+			slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()))
 		return 0
 	}
 	if _, err := a.start(); err != nil {
-		log.Error("start failed", slog.String("error", err.Error()))
+		log.Error("start failed", slog.String("config", origin), slog.String("error", err.Error()))
 		return 1
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	ctx, stopWatch := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if *poll > 0 {
+			watchFile(ctx, *configPath, *poll, func() { a.reloadLogged("file changed") })
+		}
+	}()
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
-			if err := a.reload(); err != nil {
-				log.Error("reload failed; keeping the current configuration", slog.String("error", err.Error()))
-			}
+			a.reloadLogged("SIGHUP")
 			continue
 		}
 		log.Info("signal received", slog.String("signal", sig.String()))
 		break
 	}
+	stopWatch()
+	<-watched
 	if err := a.shutdown(context.Background()); err != nil {
 		log.Warn("shutdown was not clean", slog.String("error", err.Error()))
 		return 1
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// watchFile calls changed whenever the file at path has a different
+// modification time or size than at the previous look, looking every
+// interval, until ctx ends. A file that cannot be read (an editor replacing
+// it) is looked at again next time. One reload runs at a time: changed is
+// called from this goroutine.
+func watchFile(ctx context.Context, path string, interval time.Duration, changed func()) {
+	type stamp struct {
+		mod  time.Time
+		size int64
+	}
+	look := func() (stamp, bool) {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return stamp{}, false
+		}
+		return stamp{fi.ModTime(), fi.Size()}, true
+	}
+	last, _ := look()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now, ok := look()
+		if !ok || (now.mod.Equal(last.mod) && now.size == last.size) {
+			continue
+		}
+		last = now
+		changed()
+	}
 }
 
 // newLogger builds the process logger from PGW_LOG_LEVEL and PGW_LOG_FORMAT.

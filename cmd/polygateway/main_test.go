@@ -82,7 +82,7 @@ func TestServeReloadAndShutdownFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newApp(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), readEnv, hook)
+	a := newApp(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), envSource(readEnv), hook)
 	addr, err := a.start()
 	if err != nil {
 		t.Fatalf("start: %v", err)

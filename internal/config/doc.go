@@ -14,17 +14,31 @@
 //     source is named lower(PROVIDER)_N and sources are ordered by
 //     (provider, N). An unknown FIELD is an error (typos are caught).
 //   - scope keys {SCOPE}__{GROUP}__{FIELD} (GROUP = GLOBAL, RETRY, BREAKER,
-//     BACKPRESSURE; an unknown FIELD is an error) and {SCOPE}__SELECTOR,
-//     {SCOPE}__PREFERRED_REGION, {SCOPE}__QUOTA_FULL. Any other single-part
-//     key {SCOPE}__NAME goes, trimmed, into GatewaySettings.Extra["NAME"]
-//     (always non-nil) for sibling clients, unless NAME is a known source or
-//     group FIELD given without its source or group: that is an error.
+//     BACKPRESSURE, FALLBACK, QUALITY; an unknown FIELD is an error) and
+//     {SCOPE}__SELECTOR, {SCOPE}__PREFERRED_REGION, {SCOPE}__QUOTA_FULL.
+//     The embedding keys ({SCOPE}__BATCH_SIZE, …, read by package embed) and
+//     {SCOPE}__X_{NAME} (the user's own, never checked) go, trimmed, into
+//     GatewaySettings.Extra["NAME"] (always non-nil). Any other single-part
+//     key is an error.
 //   - flat shortcuts LLM_MAX_RETRIES, LLM_RETRY_BASE_DELAY, ... : fallbacks
 //     for every scope; the scope's own key wins.
 //   - assembly keys PGW_* and REDIS_URL, shared by every scope.
 //
-// Keys that start with another scope's prefix, and keys unknown to the table
-// that do not start with "{SCOPE}__", are ignored.
+// Every key is known to a reader (KeyDoc.Reader): the settings parser, the
+// embeddings client, the gateway (cmd/polygateway) or this repository's
+// tests and examples. Load accepts the keys of every reader and reads its
+// own, so one environment configures every client and the gateway.
+//
+// # Unknown keys
+//
+// A key of the loaded scope, a PGW_* key and a flat LLM_* key (one without
+// "__") that no reader knows is an error naming it, with a suggestion when
+// a known key is close (see Suggest). The escapes for keys of other
+// software: PGW_X_… keys are ignored, {SCOPE}__X_… single-part keys are
+// kept in Extra unchecked, and PGW_ALLOW_KEYS lists further keys (exact, or
+// a prefix ending in "*") to ignore. Keys of other scopes (including
+// LLM_FAST__… for the scope LLM) and keys outside these families (PATH,
+// HOME, …) are not looked at.
 //
 // # Values
 //
@@ -45,9 +59,10 @@
 // Load returns a single *Error (never an errors.Join): the first problem in
 // this order, each step in table order:
 //
-//  1. the scope argument;
+//  1. the scope argument, then PGW_ALLOW_KEYS;
 //  2. the shape of every {SCOPE}__ key, in sorted key order (malformed key,
-//     unknown FIELD, bad PROVIDER or N);
+//     unknown name or FIELD, bad PROVIDER or N), then the names of the
+//     PGW_* and flat LLM_* keys, in sorted order;
 //  3. at least one source;
 //  4. assembly keys (PGW_*, then REDIS_URL);
 //  5. flat shortcuts;

@@ -28,13 +28,68 @@ type KeyDoc struct {
 	Meaning string
 	// Example is a valid sample value, suitable for a generated .env.example.
 	Example string
+	// Reader is who reads the key: ReaderSettings (the settings parser,
+	// LoadSettings), ReaderEmbed, ReaderGateway, ReaderTooling, or
+	// ReaderNobody for the documented escapes.
+	Reader string
+	// Kind is the type of the value; a config file writes it in that type
+	// (see the configfile package).
+	Kind Kind
 }
+
+// Readers of a key (KeyDoc.Reader). A key is known when any reader knows it:
+// the settings parser accepts the keys of the other readers without
+// reading them, so one environment can configure every client and the
+// gateway at once.
+const (
+	// ReaderSettings is the settings parser (Load, polygateway.LoadSettings).
+	ReaderSettings = ""
+	// ReaderEmbed is the embeddings client (package embed), which reads its
+	// keys from GatewaySettings.Extra.
+	ReaderEmbed = "embed"
+	// ReaderGateway is the gateway command (cmd/polygateway).
+	ReaderGateway = "gateway"
+	// ReaderTooling is the tests, load tests and examples of this
+	// repository; their keys are accepted and ignored by the clients.
+	ReaderTooling = "tooling"
+	// ReaderNobody marks the escape patterns: keys left for other software.
+	ReaderNobody = "nobody"
+)
+
+// Kind is the type of a key's value.
+type Kind string
+
+// Kinds of values. The settings parser's exact rules are in the package
+// documentation; the names say the accepted range.
+const (
+	KindString        Kind = "string"        // free string
+	KindName          Kind = "name"          // letters, digits, _ and -
+	KindURL           Kind = "url"           // a URL (never echoed)
+	KindSecret        Kind = "secret"        // a key, token or DSN (never echoed)
+	KindPath          Kind = "path"          // a file path
+	KindSecondsPos    Kind = "seconds>0"     // decimal seconds > 0
+	KindSecondsNonNeg Kind = "seconds>=0"    // decimal seconds >= 0
+	KindInt           Kind = "integer"       // any base-10 integer
+	KindIntNonNeg     Kind = "integer>=0"    // base-10 integer >= 0
+	KindIntPos        Kind = "integer>=1"    // base-10 integer >= 1
+	KindDecimalPos    Kind = "decimal>0"     // decimal > 0
+	KindDecimalNonNeg Kind = "decimal>=0"    // decimal >= 0
+	KindFraction      Kind = "0<decimal<=1"  // decimal in (0, 1]
+	KindUnit          Kind = "0<=decimal<=1" // decimal in [0, 1]
+	KindBool          Kind = "boolean"       // true | false | 1 | 0
+	KindEnum          Kind = "enum"          // one of Values
+	KindBackend       Kind = "backend"       // one of Values or a registered name
+	KindJSON          Kind = "json"          // a JSON object
+	KindList          Kind = "list"          // comma-separated strings
+	KindRoutes        Kind = "routes"        // model=SCOPE,…
+)
 
 // Placeholder prefixes of the table's patterns.
 const (
 	scopeP  = "{SCOPE}__"
 	sourceP = "{SCOPE}__{PROVIDER}__{N}__"
-	extraP  = "{SCOPE}__{NAME}"
+	extraP  = "{SCOPE}__X_{NAME}"
+	escapeP = "PGW_X_{NAME}"
 )
 
 // Group names of the two-part scope keys {SCOPE}__{GROUP}__{FIELD}.
@@ -63,150 +118,246 @@ var keyTable = []KeyDoc{
 	// Source keys.
 	{Pattern: sourceP + "BASE_URL", Required: "yes", Form: "absolute http(s) URL without query or fragment",
 		Meaning: "OpenAI-style base including its version path; requests go to BASE_URL + /chat/completions. Trailing slashes are trimmed.",
-		Example: "https://api.example.com/v1"},
+		Example: "https://api.example.com/v1", Kind: KindURL},
 	{Pattern: sourceP + "API_KEY", Required: "yes", Form: "non-empty string; none = no Authorization header",
-		Meaning: "Bearer key of the source. Never echoed in errors or logs.", Example: "sk-replace-me"},
+		Meaning: "Bearer key of the source. Never echoed in errors or logs.", Example: "sk-replace-me", Kind: KindSecret},
 	{Pattern: sourceP + "MODEL", Required: "yes", Form: "non-empty string",
-		Meaning: "Upstream model name sent in every request.", Example: "qwen-plus"},
+		Meaning: "Upstream model name sent in every request.", Example: "qwen-plus", Kind: KindString},
 	{Pattern: sourceP + "TIMEOUT_S", Required: "yes, unless LLM_TIMEOUT is set", Default: "LLM_TIMEOUT",
-		Form: formSecPos + ", <= PGW_LEASE_TTL_S", Meaning: "Wall-clock cap of one attempt.", Example: "120"},
+		Form: formSecPos + ", <= PGW_LEASE_TTL_S", Meaning: "Wall-clock cap of one attempt.", Example: "120", Kind: KindSecondsPos},
 	{Pattern: sourceP + "MAX_CONCURRENCY", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Per-source in-flight cap.", Example: "8"},
+		Meaning: "Per-source in-flight cap.", Example: "8", Kind: KindIntNonNeg},
 	{Pattern: sourceP + "RPM", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Per-source requests per minute.", Example: "60"},
+		Meaning: "Per-source requests per minute.", Example: "60", Kind: KindIntNonNeg},
 	{Pattern: sourceP + "TPM", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Per-source tokens per minute; when > 0, EST_TOKENS is required.", Example: "100000"},
+		Meaning: "Per-source tokens per minute; when > 0, EST_TOKENS is required.", Example: "100000", Kind: KindIntNonNeg},
 	{Pattern: sourceP + "EST_TOKENS", Required: "if TPM > 0 or {SCOPE}__GLOBAL__TPM > 0", Default: "0",
 		Form:    "integer >= 1, <= TPM and <= {SCOPE}__GLOBAL__TPM when those are on",
-		Meaning: "Tokens pre-deducted from TPM per call, settled to the actual usage.", Example: "2000"},
+		Meaning: "Tokens pre-deducted from TPM per call, settled to the actual usage.", Example: "2000", Kind: KindIntPos},
 	{Pattern: sourceP + "TTFT_TIMEOUT_S", Required: "together with INTER_TOKEN_TIMEOUT_S", Default: "LLM_TTFT_TIMEOUT, else min(TIMEOUT_S / 2, 30)",
 		Form:    formSecNonNeg + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S < TIMEOUT_S; both 0 = no watchdog",
-		Meaning: "Stream watchdog: longest wait for the first token (a thinking delta counts; a keep-alive comment does not).", Example: "30"},
+		Meaning: "Stream watchdog: longest wait for the first token (a thinking delta counts; a keep-alive comment does not).", Example: "30", Kind: KindSecondsNonNeg},
 	{Pattern: sourceP + "INTER_TOKEN_TIMEOUT_S", Required: "together with TTFT_TIMEOUT_S", Default: "LLM_INTER_TOKEN_TIMEOUT, else TTFT_TIMEOUT_S / 2",
 		Form:    formSecNonNeg + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S; both 0 = no watchdog",
-		Meaning: "Stream watchdog: longest gap between two tokens.", Example: "10"},
+		Meaning: "Stream watchdog: longest gap between two tokens.", Example: "10", Kind: KindSecondsNonNeg},
 	{Pattern: sourceP + "CONTEXT_WINDOW", Default: "0 (unknown)", Form: formIntNonNeg,
-		Meaning: "The model's context window in tokens: a call whose estimated prompt plus max_tokens does not fit skips this source before any request.", Example: "128000"},
+		Meaning: "The model's context window in tokens: a call whose estimated prompt plus max_tokens does not fit skips this source before any request.", Example: "128000", Kind: KindIntNonNeg},
 	{Pattern: sourceP + "CONTINUE", Default: "none", Values: []string{"none", "prefill"},
 		Form:    "none | prefill",
-		Meaning: "prefill: the source can continue an answer given as an assistant prefill (DeepSeek prefix completion, vLLM continue_final_message, servers that continue a trailing assistant message), so a stream cut after it was committed to the caller continues here. Unset: the provider profile decides (deepseek continues).", Example: "prefill"},
+		Meaning: "prefill: the source can continue an answer given as an assistant prefill (DeepSeek prefix completion, vLLM continue_final_message, servers that continue a trailing assistant message), so a stream cut after it was committed to the caller continues here. Unset: the provider profile decides (the vllm profile continues).", Example: "prefill", Kind: KindEnum},
 	{Pattern: sourceP + "ENABLE_THINKING", Default: "absent = not injected", Form: formBool,
-		Meaning: "Inject the provider's thinking switch on (true) or off (false).", Example: "false"},
+		Meaning: "Inject the provider's thinking switch on (true) or off (false).", Example: "false", Kind: KindBool},
 	{Pattern: sourceP + "MISSING_DONE", Default: "retry", Values: []string{"retry", "salvage"},
 		Form:    "retry | salvage",
-		Meaning: "A stream ending without [DONE] and without finish_reason is retried, or its content salvaged.", Example: "retry"},
+		Meaning: "A stream ending without [DONE] and without finish_reason is retried, or its content salvaged.", Example: "retry", Kind: KindEnum},
 	{Pattern: sourceP + "TRUST_ENV", Default: "true", Form: formBool,
-		Meaning: "false = ignore HTTP(S)_PROXY for this source.", Example: "true"},
+		Meaning: "false = ignore HTTP(S)_PROXY for this source.", Example: "true", Kind: KindBool},
 	{Pattern: sourceP + "PRIORITY", Default: "0", Form: "integer",
-		Meaning: "Tier: lower tiers are tried first.", Example: "0"},
+		Meaning: "Tier: lower tiers are tried first.", Example: "0", Kind: KindInt},
 	{Pattern: sourceP + "WEIGHT", Default: "1", Form: "decimal > 0",
-		Meaning: "Share within a tier.", Example: "1"},
+		Meaning: "Share within a tier.", Example: "1", Kind: KindDecimalPos},
 	{Pattern: sourceP + "REGION", Form: "free string",
-		Meaning: "Region label, matched against {SCOPE}__PREFERRED_REGION.", Example: "cn-east"},
+		Meaning: "Region label, matched against {SCOPE}__PREFERRED_REGION.", Example: "cn-east", Kind: KindString},
 	{Pattern: sourceP + "EXTRA_BODY", Form: "JSON object",
-		Meaning: "Merged into every request body sent to this source (numbers kept exact).", Example: `{"top_k": 20}`},
+		Meaning: "Merged into every request body sent to this source (numbers kept exact).", Example: `{"top_k": 20}`, Kind: KindJSON},
 
 	// Scope keys.
 	{Pattern: scopeP + "GLOBAL__MAX_CONCURRENCY", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Scope-wide in-flight cap across sources.", Example: "16"},
+		Meaning: "Scope-wide in-flight cap across sources.", Example: "16", Kind: KindIntNonNeg},
 	{Pattern: scopeP + "GLOBAL__RPM", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Scope-wide requests per minute.", Example: "120"},
+		Meaning: "Scope-wide requests per minute.", Example: "120", Kind: KindIntNonNeg},
 	{Pattern: scopeP + "GLOBAL__TPM", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Scope-wide tokens per minute; when > 0, every source needs EST_TOKENS.", Example: "200000"},
+		Meaning: "Scope-wide tokens per minute; when > 0, every source needs EST_TOKENS.", Example: "200000", Kind: KindIntNonNeg},
 	{Pattern: scopeP + "GLOBAL__POOL", Form: "name: letters, digits, _ and -",
-		Meaning: "Scopes naming the same pool share their GLOBAL gates (one count for all of them, in memory within a process and in Redis across processes); each scope's GLOBAL limits apply to the pool's count.", Example: "shared"},
+		Meaning: "Scopes naming the same pool share their GLOBAL gates (one count for all of them, in memory within a process and in Redis across processes); each scope's GLOBAL limits apply to the pool's count.", Example: "shared", Kind: KindName},
 	{Pattern: scopeP + "SELECTOR", Default: "health_aware",
 		Values: []string{"health_aware", "round_robin", "least_inflight", "cost_aware"},
-		Form:   "health_aware | round_robin | least_inflight | cost_aware", Meaning: "Source selection strategy.", Example: "health_aware"},
+		Form:   "health_aware | round_robin | least_inflight | cost_aware", Meaning: "Source selection strategy.", Example: "health_aware", Kind: KindEnum},
 	{Pattern: scopeP + "PREFERRED_REGION", Form: "free string",
-		Meaning: "Sources whose REGION matches are preferred.", Example: "cn-east"},
+		Meaning: "Sources whose REGION matches are preferred.", Example: "cn-east", Kind: KindString},
 	{Pattern: scopeP + "QUOTA_FULL", Default: "wait", Values: []string{"wait", "fail_fast"},
-		Form: "wait | fail_fast", Meaning: "When every gate is full: wait (bounded by the stall rule) or fail at once.", Example: "wait"},
+		Form: "wait | fail_fast", Meaning: "When every gate is full: wait (bounded by the stall rule) or fail at once.", Example: "wait", Kind: KindEnum},
 	{Pattern: scopeP + "RETRY__MAX_ATTEMPTS", Default: "LLM_MAX_RETRIES, else 3", Form: formIntPos,
-		Meaning: "Attempts per call across sources, including the first.", Example: "3"},
+		Meaning: "Attempts per call across sources, including the first.", Example: "3", Kind: KindIntPos},
 	{Pattern: scopeP + "RETRY__BACKOFF_BASE_S", Default: "LLM_RETRY_BASE_DELAY, else 1", Form: formSecNonNeg,
-		Meaning: "First backoff; doubles per retry, with jitter.", Example: "1"},
+		Meaning: "First backoff; doubles per retry, with jitter.", Example: "1", Kind: KindSecondsNonNeg},
 	{Pattern: scopeP + "RETRY__BACKOFF_MAX_S", Default: "LLM_RETRY_MAX_DELAY, else 30", Form: formSecNonNeg + ", >= BACKOFF_BASE_S",
-		Meaning: "Cap of every backoff.", Example: "30"},
+		Meaning: "Cap of every backoff.", Example: "30", Kind: KindSecondsNonNeg},
 	{Pattern: scopeP + "RETRY__TIER_PATIENCE_S", Default: "3", Form: formSecNonNeg,
-		Meaning: "How long a call stays in the best PRIORITY tier after a healthy source there blips (5xx, reset, 429 with a Retry-After within it): retried in the tier before a lower tier is used. 0 = fail over at once.", Example: "3"},
+		Meaning: "How long a call stays in the best PRIORITY tier after a healthy source there blips (5xx, reset, 429 with a Retry-After within it): retried in the tier before a lower tier is used. 0 = fail over at once.", Example: "3", Kind: KindSecondsNonNeg},
 	{Pattern: scopeP + "BREAKER__FAIL_THRESHOLD", Default: "LLM_CIRCUIT_BREAKER_THRESHOLD, else 5", Form: formIntPos,
-		Meaning: "Consecutive failures that open the breaker (effective: max(this, 2 x MAX_CONCURRENCY)).", Example: "5"},
+		Meaning: "Consecutive failures that open the breaker (effective: max(this, 2 x MAX_CONCURRENCY)).", Example: "5", Kind: KindIntPos},
 	{Pattern: scopeP + "BREAKER__COOLDOWN_S", Default: "LLM_CIRCUIT_BREAKER_COOLDOWN, else 5", Form: formSecPos,
-		Meaning: "First open period; doubles on each re-open.", Example: "30"},
+		Meaning: "First open period; doubles on each failed probe, up to MAX_COOLDOWN_S.", Example: "5", Kind: KindSecondsPos},
 	{Pattern: scopeP + "BREAKER__PROBE_TTL_S", Default: "the largest source TIMEOUT_S", Form: formSecPos + ", >= every source TIMEOUT_S",
-		Meaning: "Lease of the half-open probe.", Example: "120"},
+		Meaning: "Lease of the half-open probe.", Example: "120", Kind: KindSecondsPos},
 	{Pattern: scopeP + "BREAKER__MIN_CALLS", Default: "20", Form: formIntPos,
-		Meaning: "Window samples needed before the failure-rate channel acts.", Example: "20"},
+		Meaning: "Window samples needed before the failure-rate channel acts.", Example: "20", Kind: KindIntPos},
 	{Pattern: scopeP + "BREAKER__FAIL_RATE", Default: "0.5", Form: "decimal, 0 < x <= 1",
-		Meaning: "Window failure rate that opens the breaker.", Example: "0.5"},
+		Meaning: "Window failure rate that opens the breaker.", Example: "0.5", Kind: KindFraction},
 	{Pattern: scopeP + "BREAKER__WINDOW_S", Default: "60", Form: formSecPos,
-		Meaning: "Length of the failure-rate window.", Example: "60"},
-	{Pattern: scopeP + "BREAKER__MAX_COOLDOWN_S", Default: "8", Form: formSecPos + ", >= COOLDOWN_S",
-		Meaning: "Cap of the doubling cooldown.", Example: "300"},
+		Meaning: "Length of the failure-rate window.", Example: "60", Kind: KindSecondsPos},
+	{Pattern: scopeP + "BREAKER__MAX_COOLDOWN_S", Default: "8, or COOLDOWN_S when larger", Form: formSecPos + ", >= COOLDOWN_S",
+		Meaning: "Cap of the doubling cooldown: with the defaults a recovered source gets its traffic back within 10 s.", Example: "8", Kind: KindSecondsPos},
 	{Pattern: scopeP + "BREAKER__HALF_OPEN_SUCCESSES", Default: "1", Form: formIntPos,
-		Meaning: "Probe successes needed to close.", Example: "1"},
+		Meaning: "Probe successes needed to close.", Example: "1", Kind: KindIntPos},
 	{Pattern: scopeP + "BREAKER__TIMEOUT_WEIGHT", Default: "1", Form: "decimal, 0 <= x <= 1",
-		Meaning: "Fraction of a failure a timeout counts as.", Example: "1"},
+		Meaning: "Fraction of a failure a timeout counts as.", Example: "1", Kind: KindUnit},
 	{Pattern: scopeP + "BACKPRESSURE__STALL_WINDOW_S", Default: "max(60, the largest TTFT_TIMEOUT_S)",
 		Form:    formSecPos + ", >= every source TTFT_TIMEOUT_S, > POLL_INTERVAL_S",
-		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60"},
+		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60", Kind: KindSecondsPos},
 	{Pattern: scopeP + "BACKPRESSURE__POLL_INTERVAL_S", Default: "0.25", Form: formSecPos + ", < STALL_WINDOW_S",
-		Meaning: "How often a waiting call re-tries the limiter.", Example: "0.25"},
+		Meaning: "How often a waiting call re-tries the limiter.", Example: "0.25", Kind: KindSecondsPos},
 	{Pattern: scopeP + "FALLBACK__STALE_S", Default: "0 (off)", Form: formSecNonNeg,
-		Meaning: "How long past its TTL a cached answer may still be served, marked degraded, when the scope is unavailable. Needs a cache.", Example: "3600"},
+		Meaning: "How long past its TTL a cached answer may still be served, marked degraded, when the scope is unavailable. Needs a cache.", Example: "3600", Kind: KindSecondsNonNeg},
 	{Pattern: scopeP + "QUALITY__GUARD", Default: "false", Form: "true | false | 1 | 0",
-		Meaning: "Quality guard: empty answers, repetition loops, refusals and finish_reason length are invalid results, retried on another source without charging the breaker.", Example: "false"},
+		Meaning: "Quality guard: empty answers, repetition loops, refusals and finish_reason length are invalid results, retried on another source without charging the breaker.", Example: "false", Kind: KindBool},
 	{Pattern: scopeP + "QUALITY__MIN_CHARS", Default: "1", Form: formIntNonNeg,
-		Meaning: "With the guard on, answers shorter than this (in characters, tool calls excepted) are invalid.", Example: "1"},
-	{Pattern: extraP, Form: "any string",
-		Meaning: "Any other single-part scope key (e.g. EMBED__BATCH_SIZE) is kept verbatim (trimmed) in GatewaySettings.Extra[NAME] for sibling clients; a source or group FIELD name here is an error.",
-		Example: "64"},
+		Meaning: "With the guard on, answers shorter than this (in characters, tool calls excepted) are invalid.", Example: "1", Kind: KindIntNonNeg},
+	// Embedding keys: single-part scope keys read by package embed from
+	// GatewaySettings.Extra (the settings parser keeps them there verbatim).
+	{Pattern: scopeP + "BATCH_SIZE", Required: "in an embedding scope", Form: formIntPos, Reader: ReaderEmbed,
+		Meaning: "Embedding scopes (package embed): inputs per upstream request.", Example: "64", Kind: KindIntPos},
+	{Pattern: scopeP + "NORMALIZE", Default: "false", Form: formBool, Reader: ReaderEmbed,
+		Meaning: "Embedding scopes: L2-normalise every vector (a zero vector stays zero).", Example: "false", Kind: KindBool},
+	{Pattern: scopeP + "EXPECTED_DIM", Default: "off", Form: formIntPos, Reader: ReaderEmbed,
+		Meaning: "Embedding scopes: the length every vector must have.", Example: "1536", Kind: KindIntPos},
+	{Pattern: scopeP + "CONCURRENCY", Default: "1", Form: "integer, 1 <= x <= 64", Reader: ReaderEmbed,
+		Meaning: "Embedding scopes: batches of one Embed call in flight at once.", Example: "1", Kind: KindIntPos},
+	{Pattern: scopeP + "ENCODING_FORMAT", Default: "float", Values: []string{"float", "base64"}, Form: "float | base64", Reader: ReaderEmbed,
+		Meaning: "Embedding scopes: the encoding_format requested upstream (base64 is about a quarter of the bytes).", Example: "float", Kind: KindEnum},
+	{Pattern: scopeP + "MAX_INPUTS", Default: "2048", Form: formIntPos, Reader: ReaderEmbed,
+		Meaning: "Embedding scopes: texts one Embed call accepts; more is refused before any request.", Example: "2048", Kind: KindIntPos},
+	{Pattern: scopeP + "MAX_INPUT_BYTES", Default: "2097152 (2 MiB)", Form: formIntPos, Reader: ReaderEmbed,
+		Meaning: "Embedding scopes: summed bytes of one Embed call's texts; more is refused before any request.", Example: "2097152", Kind: KindIntPos},
+	{Pattern: extraP, Form: "any string", Reader: ReaderNobody,
+		Meaning: "Escape for your own code: a single-part scope key starting with X_ is kept verbatim (trimmed) in GatewaySettings.Extra[\"X_{NAME}\"] and never checked. Every other unknown {SCOPE}__ key is an error, with a suggestion when a known key is close.",
+		Example: "anything", Kind: KindString},
 
 	// Flat shortcuts: fallbacks for every scope; scope keys win.
 	{Pattern: "LLM_MAX_RETRIES", Form: formIntPos,
-		Meaning: "Fallback for {SCOPE}__RETRY__MAX_ATTEMPTS (includes the first attempt).", Example: "3"},
+		Meaning: "Fallback for {SCOPE}__RETRY__MAX_ATTEMPTS (includes the first attempt).", Example: "3", Kind: KindIntPos},
 	{Pattern: "LLM_RETRY_BASE_DELAY", Form: formSecNonNeg,
-		Meaning: "Fallback for {SCOPE}__RETRY__BACKOFF_BASE_S.", Example: "1"},
+		Meaning: "Fallback for {SCOPE}__RETRY__BACKOFF_BASE_S.", Example: "1", Kind: KindSecondsNonNeg},
 	{Pattern: "LLM_RETRY_MAX_DELAY", Form: formSecNonNeg,
-		Meaning: "Fallback for {SCOPE}__RETRY__BACKOFF_MAX_S.", Example: "30"},
+		Meaning: "Fallback for {SCOPE}__RETRY__BACKOFF_MAX_S.", Example: "30", Kind: KindSecondsNonNeg},
 	{Pattern: "LLM_CIRCUIT_BREAKER_THRESHOLD", Form: formIntPos,
-		Meaning: "Fallback for {SCOPE}__BREAKER__FAIL_THRESHOLD.", Example: "5"},
+		Meaning: "Fallback for {SCOPE}__BREAKER__FAIL_THRESHOLD.", Example: "5", Kind: KindIntPos},
 	{Pattern: "LLM_CIRCUIT_BREAKER_COOLDOWN", Form: formSecPos,
-		Meaning: "Fallback for {SCOPE}__BREAKER__COOLDOWN_S.", Example: "30"},
+		Meaning: "Fallback for {SCOPE}__BREAKER__COOLDOWN_S.", Example: "30", Kind: KindSecondsPos},
 	{Pattern: "LLM_TIMEOUT", Form: formSecPos,
-		Meaning: "Fallback for every source's TIMEOUT_S.", Example: "120"},
+		Meaning: "Fallback for every source's TIMEOUT_S.", Example: "120", Kind: KindSecondsPos},
 	{Pattern: "LLM_TTFT_TIMEOUT", Form: formSecPos,
-		Meaning: "Fallback for every source's TTFT_TIMEOUT_S (still validated as a pair).", Example: "30"},
+		Meaning: "Fallback for every source's TTFT_TIMEOUT_S (still validated as a pair).", Example: "30", Kind: KindSecondsPos},
 	{Pattern: "LLM_INTER_TOKEN_TIMEOUT", Form: formSecPos,
-		Meaning: "Fallback for every source's INTER_TOKEN_TIMEOUT_S (still validated as a pair).", Example: "10"},
+		Meaning: "Fallback for every source's INTER_TOKEN_TIMEOUT_S (still validated as a pair).", Example: "10", Kind: KindSecondsPos},
 
 	// Assembly keys.
 	{Pattern: "PGW_LIMITER_BACKEND", Required: "yes", Values: []string{"memory", "redis"}, Form: "memory | redis | a registered name",
-		Meaning: "Where rate-limit state lives; many processes need redis.", Example: "memory"},
+		Meaning: "Where rate-limit state lives; many processes need redis.", Example: "memory", Kind: KindBackend},
 	{Pattern: "PGW_BREAKER_BACKEND", Required: "yes", Values: []string{"memory", "redis"}, Form: "memory | redis | a registered name",
-		Meaning: "Where breaker state lives; many processes need redis.", Example: "memory"},
+		Meaning: "Where breaker state lives; many processes need redis.", Example: "memory", Kind: KindBackend},
 	{Pattern: "PGW_CACHE_BACKEND", Required: "yes", Values: []string{"none", "memory", "redis"}, Form: "none | memory | redis | a registered name",
-		Meaning: "Response cache.", Example: "none"},
+		Meaning: "Response cache.", Example: "none", Kind: KindBackend},
 	{Pattern: "PGW_CACHE_NAMESPACE", Required: "if PGW_CACHE_BACKEND is not none", Form: "non-empty string",
-		Meaning: "Cache namespace; keeps projects and tenants apart.", Example: "my-project"},
+		Meaning: "Cache namespace; keeps projects and tenants apart.", Example: "my-project", Kind: KindString},
 	{Pattern: "PGW_CACHE_TTL_S", Required: "if PGW_CACHE_BACKEND is not none", Form: formSecPos,
-		Meaning: "Lifetime of a cache entry.", Example: "604800"},
+		Meaning: "Lifetime of a cache entry.", Example: "604800", Kind: KindSecondsPos},
 	{Pattern: "PGW_TELEMETRY_BACKEND", Required: "yes", Values: []string{"none", "sqlite", "postgres"}, Form: "none | sqlite | postgres | a registered name",
-		Meaning: "Telemetry sink (one row per call).", Example: "none"},
+		Meaning: "Telemetry sink (one row per call).", Example: "none", Kind: KindBackend},
 	{Pattern: "PGW_TELEMETRY_SQLITE_PATH", Required: "if PGW_TELEMETRY_BACKEND=sqlite", Form: "file path",
-		Meaning: "SQLite database file.", Example: "logs/telemetry.db"},
+		Meaning: "SQLite database file.", Example: "logs/telemetry.db", Kind: KindPath},
 	{Pattern: "PGW_TELEMETRY_PG_DSN", Required: "if PGW_TELEMETRY_BACKEND=postgres", Form: "Postgres DSN",
-		Meaning: "Postgres connection string. Never echoed.", Example: "postgres://user:pass@localhost:5432/polygateway"},
+		Meaning: "Postgres connection string. Never echoed.", Example: "postgres://user:pass@localhost:5432/polygateway", Kind: KindSecret},
 	{Pattern: "PGW_PRICING_PATH", Form: "file path",
-		Meaning: `Pricing JSON {"model": {"input_per_1m": 2.1, "output_per_1m": 8.4}}; stored only, read at assembly.`, Example: "config/prices.json"},
+		Meaning: `Pricing JSON {"model": {"input_per_1m": 2.1, "output_per_1m": 8.4}}; stored only, read at assembly.`, Example: "config/prices.json", Kind: KindPath},
 	{Pattern: "PGW_STRUCTURED_MAX_RETRIES", Default: "2", Form: formIntNonNeg,
-		Meaning: "Structured-output re-asks after the first answer (0 = none).", Example: "2"},
+		Meaning: "Structured-output re-asks after the first answer (0 = none).", Example: "2", Kind: KindIntNonNeg},
 	{Pattern: "PGW_LEASE_TTL_S", Default: "1500", Form: formSecPos + ", >= every source TIMEOUT_S",
-		Meaning: "Lease of a concurrency permit, so a dead process frees its slots.", Example: "1500"},
+		Meaning: "Lease of a concurrency permit, so a dead process frees its slots.", Example: "1500", Kind: KindSecondsPos},
 	{Pattern: "REDIS_URL", Required: "if any PGW_*_BACKEND is redis", Form: "redis://, rediss:// or unix:// URL",
 		Meaning: "Shared by the redis backends. Never echoed. Validated only when a redis backend is selected.",
-		Example: "redis://localhost:6379/0"},
+		Example: "redis://localhost:6379/0", Kind: KindSecret},
+	{Pattern: "PGW_ALLOW_KEYS", Form: "comma-separated key names; a trailing * matches a prefix",
+		Meaning: "Keys of other software that look like ours (e.g. LLM_MODEL) and are not to be checked: listed keys are ignored instead of being unknown-key errors.",
+		Example: "LLM_MODEL,LLM_API_KEY", Kind: KindList},
+	{Pattern: escapeP, Form: "any string", Reader: ReaderNobody,
+		Meaning: "Escape for other software: PGW_X_… keys are ignored. Every other unknown PGW_* or flat LLM_* key (one without __) is an error, with a suggestion when a known key is close.",
+		Example: "anything", Kind: KindString},
+
+	// Gateway keys (cmd/polygateway): accepted by every client, read by the
+	// gateway only.
+	{Pattern: "PGW_LISTEN_ADDR", Default: "127.0.0.1:8400", Form: "host:port", Reader: ReaderGateway,
+		Meaning: "Gateway: listen address.", Example: "127.0.0.1:8400", Kind: KindString},
+	{Pattern: "PGW_ROUTES", Required: "unless PGW_DEFAULT_SCOPE or an embeddings route is set", Form: "model=SCOPE,…", Reader: ReaderGateway,
+		Meaning: "Gateway: chat routes (reloadable).", Example: "gpt-4o=LLM,fast=FAST", Kind: KindRoutes},
+	{Pattern: "PGW_DEFAULT_SCOPE", Form: "scope name", Reader: ReaderGateway,
+		Meaning: "Gateway: scope for chat models not in PGW_ROUTES (reloadable).", Example: "LLM", Kind: KindString},
+	{Pattern: "PGW_EMBED_ROUTES", Form: "model=SCOPE,…", Reader: ReaderGateway,
+		Meaning: "Gateway: embeddings routes (reloadable); the scope needs {SCOPE}__BATCH_SIZE.", Example: "text-embedding-3-small=EMBED", Kind: KindRoutes},
+	{Pattern: "PGW_DEFAULT_EMBED_SCOPE", Form: "scope name", Reader: ReaderGateway,
+		Meaning: "Gateway: scope for embeddings models not in PGW_EMBED_ROUTES (reloadable).", Example: "EMBED", Kind: KindString},
+	{Pattern: "PGW_STREAM_COMMIT", Default: "first_token", Values: []string{"first_token", "buffer"}, Form: "first_token | buffer", Reader: ReaderGateway,
+		Meaning: "Gateway: relay stream deltas as they come (first_token) or hold the answer until the call succeeded (buffer).", Example: "first_token", Kind: KindEnum},
+	{Pattern: "PGW_ADMIN_TOKEN", Default: "admin endpoints off", Form: "non-empty string", Reader: ReaderGateway,
+		Meaning: "Gateway: bearer token of /admin/…; also opens /metrics and the /readyz details. Never logged.", Example: "replace-me", Kind: KindSecret},
+	{Pattern: "PGW_METRICS_TOKEN", Default: "/metrics open", Form: "non-empty string", Reader: ReaderGateway,
+		Meaning: "Gateway: bearer token /metrics requires and the /readyz details need. Never logged.", Example: "replace-me", Kind: KindSecret},
+	{Pattern: "PGW_CLIENT_KEYS", Default: "no client auth", Form: "comma-separated keys", Reader: ReaderGateway,
+		Meaning: "Gateway: client API keys, kept as SHA-256 digests. Never logged.", Example: "key-a,key-b", Kind: KindList},
+	{Pattern: "PGW_CLIENT_RATE", Default: "0 (off)", Form: "decimal >= 0", Reader: ReaderGateway,
+		Meaning: "Gateway: per-client requests per second (per key with PGW_CLIENT_KEYS).", Example: "10", Kind: KindDecimalNonNeg},
+	{Pattern: "PGW_CLIENT_BURST", Default: "ceil(PGW_CLIENT_RATE)", Form: formIntNonNeg, Reader: ReaderGateway,
+		Meaning: "Gateway: per-client burst.", Example: "20", Kind: KindIntNonNeg},
+	{Pattern: "PGW_CLIENT_ID_RATE", Default: "0 (off)", Form: "decimal >= 0", Reader: ReaderGateway,
+		Meaning: "Gateway: requests per second of each X-Client-Id within its key; needs PGW_CLIENT_KEYS and PGW_CLIENT_RATE.", Example: "1", Kind: KindDecimalNonNeg},
+	{Pattern: "PGW_CLIENT_ID_BURST", Default: "ceil(PGW_CLIENT_ID_RATE)", Form: formIntNonNeg, Reader: ReaderGateway,
+		Meaning: "Gateway: burst of each X-Client-Id within its key.", Example: "2", Kind: KindIntNonNeg},
+	{Pattern: "PGW_CLIENT_MAX", Default: "10000", Form: formIntNonNeg, Reader: ReaderGateway,
+		Meaning: "Gateway: per-client buckets kept (with keys: X-Client-Id buckets, shared out between the keys).", Example: "10000", Kind: KindIntNonNeg},
+	{Pattern: "PGW_MAX_IN_FLIGHT", Default: "0 (no cap)", Form: formIntNonNeg, Reader: ReaderGateway,
+		Meaning: "Gateway: requests served at once, counted before the body is read; beyond it 503 at once.", Example: "256", Kind: KindIntNonNeg},
+	{Pattern: "PGW_MAX_BODY_BYTES", Default: "8388608 (8 MiB)", Form: formIntNonNeg, Reader: ReaderGateway,
+		Meaning: "Gateway: request body limit.", Example: "8388608", Kind: KindIntNonNeg},
+	{Pattern: "PGW_MAX_BUFFERED_BODY_BYTES", Default: "64 MiB, or PGW_MAX_BODY_BYTES if larger", Form: formIntNonNeg + ", >= PGW_MAX_BODY_BYTES", Reader: ReaderGateway,
+		Meaning: "Gateway: request body bytes held in memory at once, server-wide; beyond it 503 at once.", Example: "67108864", Kind: KindIntNonNeg},
+	{Pattern: "PGW_READ_HEADER_TIMEOUT_S", Default: "10", Form: formSecPos, Reader: ReaderGateway,
+		Meaning: "Gateway: request header read bound.", Example: "10", Kind: KindSecondsPos},
+	{Pattern: "PGW_READ_TIMEOUT_S", Default: "60", Form: formSecPos, Reader: ReaderGateway,
+		Meaning: "Gateway: request read bound (the request only, not the answer).", Example: "60", Kind: KindSecondsPos},
+	{Pattern: "PGW_WRITE_TIMEOUT_S", Default: "30", Form: formSecPos, Reader: ReaderGateway,
+		Meaning: "Gateway: bound of every single write to a client.", Example: "30", Kind: KindSecondsPos},
+	{Pattern: "PGW_IDLE_TIMEOUT_S", Default: "120", Form: formSecPos, Reader: ReaderGateway,
+		Meaning: "Gateway: keep-alive idle timeout.", Example: "120", Kind: KindSecondsPos},
+	{Pattern: "PGW_DRAIN_TIMEOUT_S", Default: "30", Form: formSecPos, Reader: ReaderGateway,
+		Meaning: "Gateway: graceful-shutdown drain bound.", Example: "30", Kind: KindSecondsPos},
+	{Pattern: "PGW_METRICS", Default: "true", Form: "true | false", Reader: ReaderGateway,
+		Meaning: "Gateway: serve /metrics.", Example: "true", Kind: KindBool},
+	{Pattern: "PGW_LOG_LEVEL", Default: "info", Values: []string{"debug", "info", "warn", "error"}, Form: "debug | info | warn | error", Reader: ReaderGateway,
+		Meaning: "Gateway: log level (slog to stderr).", Example: "info", Kind: KindEnum},
+	{Pattern: "PGW_LOG_FORMAT", Default: "json", Values: []string{"json", "text"}, Form: "json | text", Reader: ReaderGateway,
+		Meaning: "Gateway: log format.", Example: "json", Kind: KindEnum},
+
+	// Tooling keys: read by this repository's tests and examples, accepted
+	// and ignored by the clients.
+	{Pattern: "PGW_TEST_{NAME}", Form: "any string", Reader: ReaderTooling,
+		Meaning: "Tests of this repository (PGW_TEST_REDIS_URL, PGW_TEST_PG_DSN): the services to test against.", Example: "redis://127.0.0.1:6379/15", Kind: KindString},
+	{Pattern: "PGW_REQUIRE_SERVICES", Form: "1", Reader: ReaderTooling,
+		Meaning: "Tests of this repository: 1 = fail instead of skipping when a service is missing.", Example: "1", Kind: KindString},
+	{Pattern: "PGW_LOAD", Form: "1", Reader: ReaderTooling,
+		Meaning: "Tests of this repository: 1 = run the proxy load test.", Example: "1", Kind: KindString},
+	{Pattern: "PGW_LOAD_CLIENTS", Form: formIntPos, Reader: ReaderTooling,
+		Meaning: "Tests of this repository: clients of the proxy load test.", Example: "64", Kind: KindString},
+	{Pattern: "PGW_LOAD_DURATION", Form: "Go duration", Reader: ReaderTooling,
+		Meaning: "Tests of this repository: length of the proxy load test.", Example: "30s", Kind: KindString},
+	{Pattern: "PGW_BASE_URL", Form: "URL", Reader: ReaderTooling,
+		Meaning: "examples/openai-sdk: the gateway to call.", Example: "http://127.0.0.1:8400/v1", Kind: KindString},
+	{Pattern: "PGW_MODEL", Form: "model name", Reader: ReaderTooling,
+		Meaning: "examples/openai-sdk: the chat model to ask for.", Example: "gpt-4o", Kind: KindString},
+	{Pattern: "PGW_EMBED_MODEL", Form: "model name", Reader: ReaderTooling,
+		Meaning: "examples/openai-sdk: the embeddings model to ask for.", Example: "text-embedding-3-small", Kind: KindString},
+	{Pattern: "PGW_CLIENT_KEY", Form: "a client key", Reader: ReaderTooling,
+		Meaning: "examples/openai-sdk: the key it sends (the gateway's keys are PGW_CLIENT_KEYS).", Example: "key-a", Kind: KindString},
 }
 
 // Keys returns the documentation of every known key, in the table order the
@@ -228,10 +379,21 @@ type knownKeys struct {
 	groups map[string][]string
 	// groupOrder lists the groups in table order.
 	groupOrder []string
-	// singles lists the single-part scope keys in table order.
+	// singles lists the single-part scope keys the settings parser reads,
+	// in table order.
 	singles []string
-	// flat lists the keys without a scope in table order.
+	// extension lists the single-part scope keys other readers (embed)
+	// take from Extra, in table order.
+	extension []string
+	// flat lists the keys without a scope the settings parser reads, in
+	// table order.
 	flat []string
+	// names is every exact key without a scope, of any reader, mapped to
+	// its reader.
+	names map[string]string
+	// prefixes are the key prefixes of the patterns ending in {NAME}
+	// without a scope (PGW_X_, PGW_TEST_), mapped to their reader.
+	prefixes map[string]string
 	// byPattern indexes the table.
 	byPattern map[string]KeyDoc
 }
@@ -239,7 +401,7 @@ type knownKeys struct {
 var known = deriveKnown(keyTable)
 
 func deriveKnown(table []KeyDoc) knownKeys {
-	k := knownKeys{groups: map[string][]string{}, byPattern: map[string]KeyDoc{}}
+	k := knownKeys{groups: map[string][]string{}, byPattern: map[string]KeyDoc{}, names: map[string]string{}, prefixes: map[string]string{}}
 	for _, d := range table {
 		if _, dup := k.byPattern[d.Pattern]; dup {
 			panic("config: duplicate key pattern " + d.Pattern)
@@ -247,7 +409,7 @@ func deriveKnown(table []KeyDoc) knownKeys {
 		k.byPattern[d.Pattern] = d
 		switch {
 		case d.Pattern == extraP:
-			// Documentation only: the catch-all.
+			// The escape: {SCOPE}__X_… goes to Extra unchecked.
 		case strings.HasPrefix(d.Pattern, sourceP):
 			k.source = append(k.source, strings.TrimPrefix(d.Pattern, sourceP))
 		case strings.HasPrefix(d.Pattern, scopeP):
@@ -257,11 +419,18 @@ func deriveKnown(table []KeyDoc) knownKeys {
 					k.groupOrder = append(k.groupOrder, g)
 				}
 				k.groups[g] = append(k.groups[g], f)
-			} else {
+			} else if d.Reader == ReaderSettings {
 				k.singles = append(k.singles, rest)
+			} else {
+				k.extension = append(k.extension, rest)
 			}
+		case strings.HasSuffix(d.Pattern, "{NAME}"):
+			k.prefixes[strings.TrimSuffix(d.Pattern, "{NAME}")] = d.Reader
 		default:
-			k.flat = append(k.flat, d.Pattern)
+			k.names[d.Pattern] = d.Reader
+			if d.Reader == ReaderSettings {
+				k.flat = append(k.flat, d.Pattern)
+			}
 		}
 	}
 	return k

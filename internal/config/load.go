@@ -3,7 +3,6 @@ package config
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -51,7 +50,9 @@ var nRE = regexp.MustCompile(`^[1-9][0-9]*$`)
 //
 // scope is upper-cased and must then match [A-Z][A-Z0-9_]* without "__" and
 // without a trailing "_". Keys of other scopes are ignored; flat (LLM_*) and
-// assembly (PGW_*, REDIS_URL) keys are shared by every scope.
+// assembly (PGW_*, REDIS_URL) keys are shared by every scope. Unknown keys
+// of the scope and unknown PGW_* and flat LLM_* keys are errors (see the
+// package documentation for the escapes).
 //
 // On failure it returns a *Error for the first problem found; see the package
 // documentation for the order.
@@ -97,6 +98,7 @@ type loader struct {
 	prefix string // scope + "__"
 	used   map[string]bool
 	s      core.GatewaySettings
+	allow  allowList
 
 	// Key classification.
 	recognised []string // scope keys the table knows, sorted
@@ -137,7 +139,9 @@ func (l *loader) load(scope string) *Error {
 	l.s = core.GatewaySettings{Scope: up, Extra: map[string]string{}}
 
 	steps := []func() *Error{
+		l.allowed,
 		l.classify,
+		l.names,
 		l.requireSources,
 		l.assembly,
 		l.flat,
@@ -166,58 +170,11 @@ func (l *loader) classify() *Error {
 	slices.Sort(keys)
 	seen := map[sourceID]bool{}
 	for _, k := range keys {
-		parts := strings.Split(k[len(l.prefix):], "__")
-		if slices.Contains(parts, "") {
-			return errf(k, "malformed key: empty part (check the double underscores); "+l.shapes())
-		}
-		switch len(parts) {
-		case 1:
-			name := parts[0]
-			if fields, isGroup := known.groups[name]; isGroup {
-				return errf(k, fmt.Sprintf("incomplete key: expected %s%s__{FIELD} with FIELD one of %s", l.prefix, name, strings.Join(fields, ", ")))
+		if err := l.classifyKey(k, seen); err != nil {
+			if l.allow.allows(k) {
+				continue // another program's key: ignored
 			}
-			if slices.Contains(known.singles, name) {
-				l.recognised = append(l.recognised, k)
-				continue
-			}
-			if where := l.fieldHomes(name); where != nil {
-				// A known FIELD without its group or source: a typo, not Extra.
-				return errf(k, "incomplete key: "+name+" is a field of "+strings.Join(where, " or ")+", not a scope key")
-			}
-			l.s.Extra[name] = l.get(k).val
-		case 2:
-			group, field := parts[0], parts[1]
-			fields, isGroup := known.groups[group]
-			if !isGroup {
-				return errf(k, fmt.Sprintf("malformed key: %s is not one of the groups %s (a source key needs {PROVIDER}__{N}__{FIELD}); %s",
-					show(group), strings.Join(known.groupOrder, ", "), l.shapes()))
-			}
-			if !slices.Contains(fields, field) {
-				return errf(k, unknownField(field, fields, "under "+l.prefix+group))
-			}
-			l.recognised = append(l.recognised, k)
-		case 3:
-			provider, n, field := parts[0], parts[1], parts[2]
-			if !providerRE.MatchString(provider) {
-				return errf(k, fmt.Sprintf("invalid provider %s: expected upper-case letters, digits and single underscores ([A-Z0-9_], no \"__\", not starting or ending with \"_\")", show(provider)))
-			}
-			if !nRE.MatchString(n) {
-				return errf(k, fmt.Sprintf("invalid source number %s: expected an integer >= 1 without leading zeros (%s%s__1__%s)", show(n), l.prefix, provider, field))
-			}
-			if !slices.Contains(known.source, field) {
-				return errf(k, unknownField(field, known.source, "of a source"))
-			}
-			num, err := strconv.Atoi(n)
-			if err != nil {
-				return errf(k, fmt.Sprintf("invalid source number %s: out of range", show(n)))
-			}
-			if id := (sourceID{provider, num}); !seen[id] {
-				seen[id] = true
-				l.sources = append(l.sources, id)
-			}
-			l.recognised = append(l.recognised, k)
-		default:
-			return errf(k, "malformed key: too many parts; "+l.shapes())
+			return err
 		}
 	}
 	slices.SortFunc(l.sources, func(a, b sourceID) int {
@@ -225,6 +182,86 @@ func (l *loader) classify() *Error {
 	})
 	return nil
 }
+
+// classifyKey checks the shape of one {SCOPE}__ key and records it.
+func (l *loader) classifyKey(k string, seen map[sourceID]bool) *Error {
+	parts := strings.Split(k[len(l.prefix):], "__")
+	if slices.Contains(parts, "") {
+		return errf(k, "malformed key: empty part (check the double underscores); "+l.shapes())
+	}
+	switch len(parts) {
+	case 1:
+		name := parts[0]
+		if fields, isGroup := known.groups[name]; isGroup {
+			return errf(k, fmt.Sprintf("incomplete key: expected %s%s__{FIELD} with FIELD one of %s", l.prefix, name, strings.Join(fields, ", ")))
+		}
+		if slices.Contains(known.singles, name) {
+			l.recognised = append(l.recognised, k)
+			return nil
+		}
+		if slices.Contains(known.extension, name) || strings.HasPrefix(name, "X_") {
+			// For a sibling client (embed), or the user's own code.
+			l.s.Extra[name] = l.get(k).val
+			return nil
+		}
+		if where := l.fieldHomes(name); where != nil {
+			// A known FIELD without its group or source: a typo, not Extra.
+			return errf(k, "incomplete key: "+name+" is a field of "+strings.Join(where, " or ")+", not a scope key")
+		}
+		return errf(k, l.unknownSingle(name))
+	case 2:
+		group, field := parts[0], parts[1]
+		fields, isGroup := known.groups[group]
+		if !isGroup {
+			hint := ""
+			if best := Suggest(group, known.groupOrder); best != "" {
+				hint = " (did you mean " + l.prefix + best + "__" + field + "?)"
+			}
+			return errf(k, fmt.Sprintf("malformed key: %s is not one of the groups %s%s (a source key needs {PROVIDER}__{N}__{FIELD}); %s",
+				show(group), strings.Join(known.groupOrder, ", "), hint, l.shapes()))
+		}
+		if !slices.Contains(fields, field) {
+			return errf(k, unknownField(field, fields, "under "+l.prefix+group))
+		}
+		l.recognised = append(l.recognised, k)
+	case 3:
+		provider, n, field := parts[0], parts[1], parts[2]
+		if !providerRE.MatchString(provider) {
+			return errf(k, fmt.Sprintf("invalid provider %s: expected upper-case letters, digits and single underscores ([A-Z0-9_], no \"__\", not starting or ending with \"_\")", show(provider)))
+		}
+		if !nRE.MatchString(n) {
+			return errf(k, fmt.Sprintf("invalid source number %s: expected an integer >= 1 without leading zeros (%s%s__1__%s)", show(n), l.prefix, provider, field))
+		}
+		if !slices.Contains(known.source, field) {
+			return errf(k, unknownField(field, known.source, "of a source"))
+		}
+		num, err := strconv.Atoi(n)
+		if err != nil {
+			return errf(k, fmt.Sprintf("invalid source number %s: out of range", show(n)))
+		}
+		if id := (sourceID{provider, num}); !seen[id] {
+			seen[id] = true
+			l.sources = append(l.sources, id)
+		}
+		l.recognised = append(l.recognised, k)
+	default:
+		return errf(k, "malformed key: too many parts; "+l.shapes())
+	}
+	return nil
+}
+
+// allowed parses PGW_ALLOW_KEYS.
+func (l *loader) allowed() *Error {
+	var err *Error
+	l.allow, err = parseAllowList(l.env)
+	if _, ok := l.env[allowKey]; ok {
+		l.used[allowKey] = true
+	}
+	return err
+}
+
+// names checks the names of the PGW_* and flat LLM_* keys.
+func (l *loader) names() *Error { return checkNames(l.env, l.allow) }
 
 // fieldHomes lists the key patterns in which name is a known FIELD, or nil.
 func (l *loader) fieldHomes(name string) []string {
@@ -249,37 +286,24 @@ func (l *loader) shapes() string {
 // unknownField words an unknown-FIELD error, suggesting the closest known one.
 func unknownField(field string, fields []string, where string) string {
 	msg := fmt.Sprintf("unknown field %s %s", show(field), where)
-	best, bestD := "", math.MaxInt
-	for _, f := range fields {
-		if d := editDistance(field, f); d < bestD {
-			best, bestD = f, d
-		}
-	}
-	if bestD <= 2 && 2*bestD < len(best) {
+	if best := Suggest(field, fields); best != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", best)
 	}
 	return msg + "; known fields: " + strings.Join(fields, ", ")
 }
 
-// editDistance is the Levenshtein distance of two ASCII-ish strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+// unknownSingle words the error of an unknown single-part scope key.
+func (l *loader) unknownSingle(name string) string {
+	cands := slices.Concat(known.singles, known.extension, known.groupOrder)
+	msg := fmt.Sprintf("unknown scope key %s", show(name))
+	if best := Suggest(name, cands); best != "" {
+		if _, isGroup := known.groups[best]; isGroup {
+			best += "__{FIELD}"
 		}
-		prev, cur = cur, prev
+		msg += " (did you mean " + l.prefix + best + "?)"
 	}
-	return prev[len(b)]
+	return msg + fmt.Sprintf("; known: %s, the embedding keys %s and the groups %s; name a key for your own code %sX_…",
+		strings.Join(known.singles, ", "), strings.Join(known.extension, ", "), strings.Join(known.groupOrder, ", "), l.prefix)
 }
 
 func (l *loader) requireSources() *Error {

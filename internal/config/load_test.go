@@ -330,11 +330,12 @@ func TestLoadExtra(t *testing.T) {
 		"LLM__SELECTOR":      "round_robin", // known: not in Extra
 		"LLMX__BATCH_SIZE":   "1",           // another scope
 		"EMBED__BATCH_SIZE":  "2",           // another scope
-		"LLM_BATCH_SIZE":     "3",           // not a scope key
+		"LLM__X_MINE":        " mine ",      // the escape for the user's own code
+		"PGW_X_OTHER":        "x",           // the escape for other software
 		"UNRELATED_VARIABLE": "x",
 	})
 	s := mustLoad(t, "LLM", env)
-	want := map[string]string{"BATCH_SIZE": "64", "NORMALIZE": "true", "EXPECTED_DIM": "1024"}
+	want := map[string]string{"BATCH_SIZE": "64", "NORMALIZE": "true", "EXPECTED_DIM": "1024", "X_MINE": "mine"}
 	if !reflect.DeepEqual(s.Extra, want) {
 		t.Errorf("Extra = %v, want %v", s.Extra, want)
 	}

@@ -1,0 +1,494 @@
+package configfile
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/polygateway/polygateway/internal/config"
+)
+
+// walker translates the YAML tree into environment keys.
+type walker struct {
+	f      *File
+	lookup func(string) (string, bool)
+	nodes  int
+}
+
+// errAt is an error about the value at path (line when known).
+func errAt(path string, n *yaml.Node, problem string) *config.Error {
+	if n != nil && n.Line > 0 {
+		problem += fmt.Sprintf(" (line %d)", n.Line)
+	}
+	return &config.Error{Key: path, Problem: problem}
+}
+
+// resolve follows aliases and counts the node against MaxNodes.
+func (w *walker) resolve(n *yaml.Node, path string) (*yaml.Node, error) {
+	for depth := 0; n != nil && n.Kind == yaml.AliasNode; depth++ {
+		if depth > 100 {
+			return nil, errAt(path, n, "alias chain too long")
+		}
+		n = n.Alias
+	}
+	w.nodes++
+	if w.nodes > MaxNodes {
+		return nil, errAt(path, n, fmt.Sprintf("the file has more than %d YAML nodes (aliases count each time they are used)", MaxNodes))
+	}
+	return n, nil
+}
+
+// entry is one key/value pair of a mapping.
+type entry struct {
+	name string
+	key  *yaml.Node
+	val  *yaml.Node
+}
+
+// mapping returns the entries of the mapping at path, checking the keys
+// are plain, unique strings and that there are no merge keys. A null value
+// is an empty mapping.
+func (w *walker) mapping(n *yaml.Node, path string) ([]entry, error) {
+	n, err := w.resolve(n, path)
+	if err != nil {
+		return nil, err
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, errAt(path, n, "expected a mapping (name: value lines), not "+kindName(n))
+	}
+	seen := map[string]bool{}
+	out := make([]entry, 0, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, err := w.resolve(n.Content[i], path)
+		if err != nil {
+			return nil, err
+		}
+		if k.Kind != yaml.ScalarNode {
+			return nil, errAt(path, k, "a mapping key must be a plain name, not "+kindName(k))
+		}
+		if k.Value == "<<" && k.ShortTag() == "!!merge" {
+			return nil, errAt(path, k, "merge keys (<<) are not supported: write the fields out")
+		}
+		if seen[k.Value] {
+			return nil, errAt(path+segment(k.Value), k, "duplicate field")
+		}
+		seen[k.Value] = true
+		out = append(out, entry{name: k.Value, key: k, val: n.Content[i+1]})
+	}
+	return out, nil
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return "a single value"
+	}
+	return "an empty document"
+}
+
+// unknown is the error of an unknown field, with a suggestion.
+func unknown(path string, e entry, known []string) error {
+	msg := "unknown field"
+	if best := config.Suggest(e.name, known); best != "" {
+		msg += " (did you mean " + best + "?)"
+	}
+	return errAt(path+segment(e.name), e.key, msg+"; known fields: "+strings.Join(known, ", "))
+}
+
+// set records one environment key and its place in the file.
+func (w *walker) set(key, val, path string, n *yaml.Node) {
+	w.f.env[key] = val
+	w.f.paths[key] = path
+	if n != nil {
+		w.f.lines[key] = n.Line
+	}
+}
+
+func (w *walker) top(doc *yaml.Node) error {
+	root := doc
+	if doc.Kind == yaml.DocumentNode {
+		if len(doc.Content) == 0 {
+			return &config.Error{Key: label(w.f.name), Problem: "the configuration file is empty"}
+		}
+		root = doc.Content[0]
+	}
+	entries, err := w.mapping(root, "")
+	if err != nil {
+		var ce *config.Error
+		if asConfigErr(err, &ce) && ce.Key == "" {
+			ce.Key = label(w.f.name)
+		}
+		return err
+	}
+	for _, e := range entries {
+		var err error
+		switch e.name {
+		case "assembly":
+			err = w.section(e.val, "assembly", &shape.assembly, "")
+		case "defaults":
+			err = w.section(e.val, "defaults", &shape.defaults, "")
+		case "server":
+			err = w.section(e.val, "server", &shape.server, "")
+		case "scopes":
+			err = w.scopes(e.val)
+		default:
+			err = unknown("", e, topLevel)
+			if ce := err.(*config.Error); strings.HasPrefix(ce.Key, ".") {
+				ce.Key = ce.Key[1:]
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func asConfigErr(err error, target **config.Error) bool {
+	ce, ok := err.(*config.Error)
+	if ok {
+		*target = ce
+	}
+	return ok
+}
+
+// section translates a mapping of fields; keyPrefix is prepended to each
+// field's key (a scope's or a source's prefix).
+func (w *walker) section(n *yaml.Node, path string, sec *section, keyPrefix string) error {
+	entries, err := w.mapping(n, path)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		fl, ok := sec.byName[e.name]
+		if !ok {
+			return unknown(path, e, sec.names())
+		}
+		if err := w.value(e.val, path+segment(e.name), keyPrefix+fl.key, fl.kind); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *walker) scopes(n *yaml.Node) error {
+	entries, err := w.mapping(n, "scopes")
+	if err != nil {
+		return err
+	}
+	seen := map[string]string{}
+	for _, e := range entries {
+		scope := strings.ToUpper(e.name)
+		path := "scopes" + segment(e.name)
+		if !scopeRE.MatchString(scope) {
+			return errAt(path, e.key, fmt.Sprintf("invalid scope name %q: expected letters, digits and single underscores, starting with a letter (e.g. LLM, EMBED, OCR_FAST)", e.name))
+		}
+		if prev, dup := seen[scope]; dup {
+			return errAt(path, e.key, fmt.Sprintf("scope %s is also configured as %q", scope, prev))
+		}
+		seen[scope] = e.name
+		w.f.scopes = append(w.f.scopes, scope)
+		if err := w.scope(e.val, scope, "scopes"+segment(scope)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *walker) scope(n *yaml.Node, scope, path string) error {
+	entries, err := w.mapping(n, path)
+	if err != nil {
+		return err
+	}
+	prefix := scope + "__"
+	for _, e := range entries {
+		fp := path + segment(e.name)
+		switch {
+		case e.name == fieldSources:
+			if err := w.sources(e.val, scope, fp); err != nil {
+				return err
+			}
+		case shape.groups[e.name] != nil:
+			if err := w.section(e.val, fp, shape.groups[e.name], prefix); err != nil {
+				return err
+			}
+		case shape.scope.byName[e.name].key != "":
+			fl := shape.scope.byName[e.name]
+			if err := w.value(e.val, fp, prefix+fl.key, fl.kind); err != nil {
+				return err
+			}
+		case ownKey.MatchString(e.name):
+			if err := w.value(e.val, fp, prefix+strings.ToUpper(e.name), config.KindString); err != nil {
+				return err
+			}
+		default:
+			return unknown(path, e, shape.scopeFieldNames())
+		}
+	}
+	return nil
+}
+
+// ownKey is a scope field for the user's own code ({SCOPE}__X_…).
+var ownKey = regexp.MustCompile(`^[xX]_[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*$`)
+
+func (w *walker) sources(n *yaml.Node, scope, path string) error {
+	n, err := w.resolve(n, path)
+	if err != nil {
+		return err
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return errAt(path, n, "expected a list of sources (- provider: …), not "+kindName(n))
+	}
+	count := map[string]int{}
+	for i, item := range n.Content {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		entries, err := w.mapping(item, ip)
+		if err != nil {
+			return err
+		}
+		provider := ""
+		for _, e := range entries {
+			if e.name == fieldProvider {
+				v, err := w.resolve(e.val, ip+".provider")
+				if err != nil {
+					return err
+				}
+				if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+					return errAt(ip+".provider", v, "expected the provider's name")
+				}
+				provider = strings.ToUpper(strings.TrimSpace(v.Value))
+				if !providerRE.MatchString(provider) {
+					return errAt(ip+".provider", v, fmt.Sprintf("invalid provider %q: expected letters, digits and single underscores", v.Value))
+				}
+			}
+		}
+		if provider == "" {
+			return errAt(ip, item, "missing field provider (e.g. provider: openai)")
+		}
+		count[provider]++
+		ref := sourceRef{provider: provider, n: count[provider]}
+		w.f.sources[scope] = append(w.f.sources[scope], ref)
+		prefix := fmt.Sprintf("%s__%s__%d__", scope, provider, ref.n)
+		for _, e := range entries {
+			if e.name == fieldProvider {
+				continue
+			}
+			fl, ok := shape.source.byName[e.name]
+			if !ok {
+				return unknown(ip, e, shape.sourceFieldNames())
+			}
+			if err := w.value(e.val, ip+segment(e.name), prefix+fl.key, fl.kind); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// value translates one field's value into the environment key key.
+func (w *walker) value(n *yaml.Node, path, key string, kind config.Kind) error {
+	n, err := w.resolve(n, path)
+	if err != nil {
+		return err
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil // absent
+	}
+	switch {
+	case n.Kind == yaml.ScalarNode:
+		v, err := w.expand(n.Value, path, n)
+		if err != nil {
+			return err
+		}
+		w.set(key, v, path, n)
+		return nil
+	case kind == config.KindList && n.Kind == yaml.SequenceNode:
+		items := make([]string, 0, len(n.Content))
+		for i, c := range n.Content {
+			ip := fmt.Sprintf("%s[%d]", path, i)
+			c, err := w.resolve(c, ip)
+			if err != nil {
+				return err
+			}
+			if c.Kind != yaml.ScalarNode {
+				return errAt(ip, c, "expected a single value, not "+kindName(c))
+			}
+			v, err := w.expand(c.Value, ip, c)
+			if err != nil {
+				return err
+			}
+			items = append(items, v)
+		}
+		w.set(key, strings.Join(items, ","), path, n)
+		return nil
+	case kind == config.KindRoutes && n.Kind == yaml.MappingNode:
+		entries, err := w.mapping(n, path)
+		if err != nil {
+			return err
+		}
+		items := make([]string, 0, len(entries))
+		for _, e := range entries {
+			ip := path + segment(e.name)
+			if e.name == "" || strings.ContainsAny(e.name, ",=") {
+				return errAt(ip, e.key, "a routed model name must be non-empty and contain no ',' or '='")
+			}
+			v, err := w.resolve(e.val, ip)
+			if err != nil {
+				return err
+			}
+			if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+				return errAt(ip, v, "expected the scope the model goes to")
+			}
+			scope, err := w.expand(v.Value, ip, v)
+			if err != nil {
+				return err
+			}
+			items = append(items, e.name+"="+scope)
+		}
+		w.set(key, strings.Join(items, ","), path, n)
+		return nil
+	case kind == config.KindJSON:
+		var b strings.Builder
+		if err := w.json(&b, n, path); err != nil {
+			return err
+		}
+		w.set(key, b.String(), path, n)
+		return nil
+	}
+	want := "a single value (a string, number or boolean)"
+	switch kind {
+	case config.KindList:
+		want = "a list of strings"
+	case config.KindRoutes:
+		want = "a mapping of model: SCOPE"
+	}
+	return errAt(path, n, "expected "+want+", not "+kindName(n))
+}
+
+// jsonNumber is a number JSON takes as written.
+var jsonNumber = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$`)
+
+// json writes the YAML value n as JSON, numbers exact as written.
+func (w *walker) json(b *strings.Builder, n *yaml.Node, path string) error {
+	n, err := w.resolve(n, path)
+	if err != nil {
+		return err
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		entries, err := w.mapping(n, path)
+		if err != nil {
+			return err
+		}
+		b.WriteByte('{')
+		for i, e := range entries {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			k, _ := json.Marshal(e.name)
+			b.Write(k)
+			b.WriteByte(':')
+			if err := w.json(b, e.val, path+segment(e.name)); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+	case yaml.SequenceNode:
+		b.WriteByte('[')
+		for i, c := range n.Content {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := w.json(b, c, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			b.WriteString("null")
+		case "!!bool":
+			var v bool
+			if err := n.Decode(&v); err != nil {
+				return errAt(path, n, "invalid boolean")
+			}
+			b.WriteString(strconv.FormatBool(v))
+		case "!!int", "!!float":
+			if jsonNumber.MatchString(n.Value) {
+				b.WriteString(n.Value)
+				return nil
+			}
+			var f float64
+			if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				return errAt(path, n, "a number JSON cannot hold (write it as a plain decimal)")
+			}
+			b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+		default:
+			v, err := w.expand(n.Value, path, n)
+			if err != nil {
+				return err
+			}
+			s, _ := json.Marshal(v)
+			b.Write(s)
+		}
+	default:
+		return errAt(path, n, "unexpected YAML node")
+	}
+	return nil
+}
+
+// expand substitutes ${NAME} variables; $$ is a literal $.
+func (w *walker) expand(s, path string, n *yaml.Node) (string, error) {
+	if !strings.Contains(s, "$") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '$' {
+			b.WriteByte(c)
+			continue
+		}
+		switch {
+		case i+1 < len(s) && s[i+1] == '$':
+			b.WriteByte('$')
+			i++
+		case i+1 < len(s) && s[i+1] == '{':
+			end := strings.IndexByte(s[i+2:], '}')
+			if end < 0 {
+				return "", errAt(path, n, "unterminated ${ (write ${NAME}, or $$ for a literal $)")
+			}
+			name := s[i+2 : i+2+end]
+			if !varName.MatchString(name) {
+				return "", errAt(path, n, fmt.Sprintf("invalid variable name %q in ${…}: expected letters, digits and _, not starting with a digit", name))
+			}
+			v, ok := w.lookup(name)
+			if !ok {
+				return "", errAt(path, n, "environment variable "+name+" is not set")
+			}
+			b.WriteString(v)
+			i += 2 + end
+		default:
+			return "", errAt(path, n, "a lone $ (write ${NAME} for a variable, or $$ for a literal $)")
+		}
+	}
+	return b.String(), nil
+}
+
+var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
