@@ -147,6 +147,7 @@ type callOptions struct {
 	cacheSalt, cacheNamespace string
 	stream                    bool
 	params                    map[string]any
+	ownParams                 bool // params is this call's own copy
 	jsonMode                  bool
 	schema                    []byte
 	fallback                  FallbackFunc
@@ -190,10 +191,21 @@ func WithCacheNamespace(ns string) CallOption {
 // enables the stream watchdog).
 func WithStream(stream bool) CallOption { return func(o *callOptions) { o.stream = stream } }
 
-// WithParams passes extra request fields through (temperature, max_tokens,
-// tools…). They are part of the cache key. The map is copied (shallowly).
+// WithParams passes extra request fields through (any field the typed
+// options — WithTemperature, WithMaxTokens, WithTools… — do not cover).
+// They are part of the cache key. The keys are added to those set before
+// (a later option wins a key); the map is copied (shallowly).
 func WithParams(p map[string]any) CallOption {
-	return func(o *callOptions) { o.params = maps.Clone(p) }
+	return func(o *callOptions) {
+		if o.params == nil || !o.ownParams {
+			o.params = maps.Clone(o.params)
+			if o.params == nil {
+				o.params = make(map[string]any, len(p))
+			}
+			o.ownParams = true
+		}
+		maps.Copy(o.params, p)
+	}
 }
 
 // WithCallFallback sets the fallback of one call, overriding the scope's
