@@ -13,7 +13,8 @@ import (
 	"sync"
 
 	"github.com/kaptinlin/jsonrepair"
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/google/jsonschema-go/jsonschema"
+	validator "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -35,16 +36,22 @@ func WithJSONSchema(schema []byte) CallOption {
 const reaskPrompt = "Your previous reply could not be used: %s\n" +
 	"Reply again with only the corrected JSON: no explanation, no markdown fences."
 
-// ChatInto makes a structured call and decodes the answer into T. Invalid
-// answers are re-asked with the error fed back, at most
-// PGW_STRUCTURED_MAX_RETRIES times; each re-ask is a governed, billed call
-// with its own telemetry row linked by parent_call_id. The final failure is a
-// *ResultInvalidError carrying the last raw text, returned with the last
-// response. Combine with WithJSONSchema to enforce required fields.
+// ChatInto makes a structured call and decodes the answer into T. Without
+// WithJSONSchema the JSON Schema is derived from T (its exported fields by
+// their json names; fields without omitempty or omitzero are required;
+// pointers and slices may be null), validated against, and sent natively
+// where the provider supports it. Invalid answers are re-asked with the
+// error fed back, at most PGW_STRUCTURED_MAX_RETRIES times; each re-ask is
+// a governed, billed call with its own telemetry row linked by
+// parent_call_id. The final failure is a *ResultInvalidError carrying the
+// last raw text, returned with the last response.
 func ChatInto[T any](ctx context.Context, c *GatewayClient, msgs []Message, opts ...CallOption) (T, *LLMResponse, error) {
 	var zero T
 	co := resolveCall(opts)
 	co.jsonMode = true
+	if co.schema == nil {
+		co.schema = schemaOf[T]()
+	}
 	decode := func(raw []byte) (any, error) {
 		var v T
 		if err := json.Unmarshal(raw, &v); err != nil {
@@ -63,20 +70,20 @@ func ChatInto[T any](ctx context.Context, c *GatewayClient, msgs []Message, opts
 // schemaCache compiles each distinct schema once per client.
 type schemaCache struct {
 	mu      sync.Mutex
-	schemas map[string]*jsonschema.Schema
+	schemas map[string]*validator.Schema
 }
 
-func (sc *schemaCache) compile(digest string, schema []byte) (*jsonschema.Schema, error) {
+func (sc *schemaCache) compile(digest string, schema []byte) (*validator.Schema, error) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if s, ok := sc.schemas[digest]; ok {
 		return s, nil
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	doc, err := validator.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
 		return nil, err
 	}
-	comp := jsonschema.NewCompiler()
+	comp := validator.NewCompiler()
 	loc := schemaLoc(digest)
 	if err := comp.AddResource(loc, doc); err != nil {
 		return nil, err
@@ -86,7 +93,7 @@ func (sc *schemaCache) compile(digest string, schema []byte) (*jsonschema.Schema
 		return nil, err
 	}
 	if sc.schemas == nil {
-		sc.schemas = map[string]*jsonschema.Schema{}
+		sc.schemas = map[string]*validator.Schema{}
 	}
 	sc.schemas[digest] = s
 	return s, nil
@@ -128,7 +135,7 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 	}
 	tag := "json"
 	var (
-		schema *jsonschema.Schema
+		schema *validator.Schema
 		loc    string
 	)
 	if co.schema != nil {
@@ -148,7 +155,7 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 			return err
 		}
 		if schema != nil {
-			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+			inst, err := validator.UnmarshalJSON(strings.NewReader(text))
 			if err != nil {
 				return fmt.Errorf("the answer is not JSON: %v", err)
 			}
@@ -199,4 +206,24 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 		}
 		conversation = append(conversation, Assistant(resp.Content), User(fmt.Sprintf(reaskPrompt, invalid.Message)))
 	}
+}
+
+// derivedSchemas caches the schema derived from each type (nil when none
+// could be: interfaces, channels, functions).
+var derivedSchemas sync.Map // reflect.Type → []byte
+
+// schemaOf returns the JSON Schema derived from T, or nil.
+func schemaOf[T any]() []byte {
+	t := reflect.TypeFor[T]()
+	if v, ok := derivedSchemas.Load(t); ok {
+		return v.([]byte)
+	}
+	var out []byte
+	if s, err := jsonschema.For[T](nil); err == nil {
+		if b, err := json.Marshal(s); err == nil {
+			out = b
+		}
+	}
+	derivedSchemas.Store(t, out)
+	return out
 }

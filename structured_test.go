@@ -174,3 +174,36 @@ func TestInvalidSchemaIsRejectedLocally(t *testing.T) {
 		t.Fatalf("err = %v, requests = %d; want a local RequestRejectedError", err, len(cs.requests()))
 	}
 }
+
+// A Go type to decode into, with no hand-written schema.
+type labelled struct {
+	Label  string   `json:"label"`
+	Score  float64  `json:"score"`
+	Tags   []string `json:"tags,omitempty"`
+	Source *string  `json:"source"`
+}
+
+func TestChatIntoDerivesTheSchemaFromTheTypeAndReasksForAMissingRequiredField(t *testing.T) {
+	t.Parallel()
+	cs := newContentServer(t, `{"label": "spam"}`, `{"label": "spam", "score": 0.9, "source": null}`)
+	c := structuredEnv(cs).client(t)
+	v, resp, err := polygateway.ChatInto[labelled](context.Background(), c, []polygateway.Message{polygateway.User("classify")},
+		polygateway.WithStream(false))
+	if err != nil {
+		t.Fatalf("call failed: %v", err)
+	}
+	if v.Label != "spam" || v.Score != 0.9 || v.Source != nil || resp == nil {
+		t.Fatalf("decoded %+v", v)
+	}
+	reqs := cs.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want the answer missing score re-asked once", len(reqs))
+	}
+	if !strings.Contains(reqs[1], "score") {
+		t.Errorf("the re-ask does not name the missing field: %s", reqs[1])
+	}
+	// The derived schema went upstream natively (the openai profile supports it).
+	if !strings.Contains(reqs[0], `"json_schema"`) || !strings.Contains(reqs[0], `"required":["label","score","source"]`) {
+		t.Errorf("the first request does not carry the derived schema: %s", reqs[0])
+	}
+}
