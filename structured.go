@@ -12,8 +12,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kaptinlin/jsonrepair"
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/kaptinlin/jsonrepair"
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/polygateway/polygateway/internal/core"
