@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -171,4 +172,34 @@ func BenchmarkDoVsRaw(b *testing.B) {
 	b.ReportMetric(float64(ourT)/float64(rawT), "ratio")
 	b.ReportMetric(float64(rawT.Nanoseconds())/float64(b.N), "raw-ns/op")
 	b.ReportMetric(float64(ourT.Nanoseconds())/float64(b.N), "transport-ns/op")
+}
+
+// BenchmarkEncodeRequest encodes BenchmarkDo's request body (and one with
+// content parts, a tool call and extra body) into a reused buffer, as each
+// attempt does.
+func BenchmarkEncodeRequest(b *testing.B) {
+	small := &core.Call{Messages: []core.Message{core.System("You are terse."), core.User("Say the pangram.")},
+		Params: map[string]any{"temperature": 0.2, "max_tokens": 64}}
+	rich := &core.Call{Stream: true, Params: map[string]any{"temperature": 0.7, "top_p": 0.9, "max_tokens": 512, "stop": []string{"END"}},
+		Messages: []core.Message{
+			core.System("You are a careful assistant. Answer in the language of the question."),
+			core.UserParts(core.TextPart("What is in this picture? Describe it in \"detail\"."), core.ImageURLPart("https://example.com/cat.png")),
+			{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "call_1", Name: "lookup", Arguments: `{"q":"cat breeds"}`}}},
+			{Role: core.RoleTool, ToolCallID: "call_1", Content: "Maine Coon, Siamese, Persian"},
+		}}
+	src := &core.SourceConfig{Name: "s_1", Provider: "openai", Model: "test-model",
+		ExtraBody: map[string]any{"seed": json.Number("7"), "user": "bench"}}
+	prof := ProfileFor(DefaultProfiles(), "openai")
+	for name, call := range map[string]*core.Call{"small": small, "rich": rich} {
+		b.Run(name, func(b *testing.B) {
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if buf, err = encodeRequest(buf[:0], src, call, &prof); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
