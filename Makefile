@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test bench lint demo chaos
+.PHONY: test bench lint demo chaos fuzz
 
 # The test command of the README and of CI.
 test:
@@ -9,6 +9,31 @@ test:
 # Benchmarks: each governed arm beside a raw net/http arm in the same run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./bench/
+
+# Fuzzing: each target for FUZZTIME (go test -fuzz takes one target per
+# run). Seeds are committed under each package's testdata/fuzz/<Target>/;
+# what the fuzzer finds beyond them stays in the build cache. A failure
+# writes the crasher to testdata/fuzz: fix the bug, keep the file as a seed.
+FUZZTIME ?= 10s
+FUZZMINIMIZETIME ?= 5s
+FUZZ_TARGETS = \
+	./embed:FuzzDecodeEmbeddings \
+	./embed:FuzzParseFloat32 \
+	./transport:FuzzParseChunk \
+	./transport:FuzzSSE \
+	./transport:FuzzClassifyResponse \
+	./internal/config:FuzzLoad \
+	./proxy:FuzzParseChat \
+	./proxy:FuzzParseEmbed \
+	./ocr:FuzzParseMiddle \
+	./ocr:FuzzExtractMiddle
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg; \
+	done
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
