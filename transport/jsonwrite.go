@@ -7,11 +7,14 @@ import (
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-// Request bodies are encoded with encoding/json (HTML escaping off): the
-// top-level object is laid out by encodeRequest, each value goes through a
-// pooled json.Encoder, and the messages go as one slice of wire structs
-// built over the caller's strings (no copies). Numbers keep their exact
-// text through json.Number; a json.RawMessage is validated and compacted.
+// Request bodies are encoded with encoding/json (HTML escaping off)
+// through a pooled json.Encoder: the head (model, messages, stream,
+// stream_options) in one Encode call of a struct over the caller's strings
+// (no copies), then each further member's value in one call. Keys made of
+// letters, digits, '_', '-' and '.' (all the API's) are written as they
+// are, which is what encoding/json writes for them; others go through the
+// encoder too. Numbers keep their exact text through json.Number; a
+// json.RawMessage is validated and compacted.
 //
 // encoding/json/jsontext would need GOEXPERIMENT=jsonv2, and
 // github.com/go-json-experiment/json a go 1.26 directive; neither is used.
@@ -24,7 +27,34 @@ func (w *sliceWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// wireMessage is one chat message as the upstream reads it.
+// wireHead is the part of a request body the transport owns.
+type wireHead struct {
+	Model string `json:"model"`
+	// Messages is a *[]wireText when no message has content parts, else a
+	// *[]wireMessage.
+	Messages      any                `json:"messages"`
+	Stream        bool               `json:"stream"`
+	StreamOptions *wireStreamOptions `json:"stream_options,omitempty"`
+}
+
+type wireStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+var includeUsage = &wireStreamOptions{IncludeUsage: true}
+
+// wireText is one chat message with text content, as the upstream reads
+// it: the common case, without wireMessage's interface field.
+type wireText struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	Name       string     `json:"name,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	ToolCalls  []wireCall `json:"tool_calls,omitempty"`
+}
+
+// wireMessage is one chat message of a call where some message has
+// content parts.
 type wireMessage struct {
 	Role string `json:"role"`
 	// Content is a *string, or a *[]wirePart (parts).
@@ -60,16 +90,28 @@ type wireCall struct {
 	} `json:"function"`
 }
 
+// wireSchema is the response_format of a structured call sent natively.
+type wireSchema struct {
+	Type       string `json:"type"`
+	JSONSchema struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+	} `json:"json_schema"`
+}
+
 // bodyEncoder is the reusable state of one request encoding.
 type bodyEncoder struct {
-	w     sliceWriter
-	enc   *json.Encoder
-	msgs  []wireMessage
-	parts []wirePart
-	calls []wireCall
-	keys  []string
-	// key is an addressable home for a key that is not in keys.
-	key string
+	w      sliceWriter
+	enc    *json.Encoder
+	head   wireHead
+	texts  []wireText
+	msgs   []wireMessage
+	parts  []wirePart
+	calls  []wireCall
+	keys   []string
+	schema wireSchema
+	// thinkKey is the thinking switch's key (addressable, for key).
+	thinkKey string
 }
 
 // maxPooledWire bounds the wire slices an encoder keeps for reuse.
@@ -79,6 +121,7 @@ var bodyEncoders = sync.Pool{New: func() any {
 	e := &bodyEncoder{}
 	e.enc = json.NewEncoder(&e.w)
 	e.enc.SetEscapeHTML(false)
+	e.schema.Type, e.schema.JSONSchema.Name = "json_schema", "response"
 	return e
 }}
 
@@ -93,13 +136,15 @@ func getBodyEncoder(b []byte) *bodyEncoder {
 func (e *bodyEncoder) done() []byte {
 	b := e.w.b
 	e.w.b = nil
+	e.head, e.thinkKey = wireHead{}, ""
+	e.schema.JSONSchema.Schema = nil
+	clear(e.texts)
 	clear(e.msgs)
 	clear(e.parts)
 	clear(e.calls)
 	clear(e.keys)
-	e.key = ""
-	if cap(e.msgs) <= maxPooledWire && cap(e.parts) <= maxPooledWire && cap(e.calls) <= maxPooledWire {
-		e.msgs, e.parts, e.calls, e.keys = e.msgs[:0], e.parts[:0], e.calls[:0], e.keys[:0]
+	if cap(e.texts) <= maxPooledWire && cap(e.msgs) <= maxPooledWire && cap(e.parts) <= maxPooledWire &&
+		cap(e.calls) <= maxPooledWire && cap(e.keys) <= maxPooledWire {
 		bodyEncoders.Put(e)
 	}
 	return b
@@ -115,19 +160,25 @@ func (e *bodyEncoder) value(v any) error {
 	return nil
 }
 
-// raw appends bytes that are JSON already.
-func (e *bodyEncoder) raw(s string) { e.w.b = append(e.w.b, s...) }
-
-// member appends ,"k":v for a key at e.keys[i] or e.key.
-func (e *bodyEncoder) member(k *string, v any) error {
+// key appends ,"k": for the key at *k.
+func (e *bodyEncoder) key(k *string) {
 	e.w.b = append(e.w.b, ',')
-	if err := e.value(k); err != nil {
-		return err
+	if plainKey(*k) {
+		e.w.b = append(e.w.b, '"')
+		e.w.b = append(e.w.b, *k...)
+		e.w.b = append(e.w.b, '"')
+	} else {
+		_ = e.value(k) // a string always encodes
 	}
 	e.w.b = append(e.w.b, ':')
+}
+
+// member appends ,"k":v; an empty json.RawMessage stands for null
+// (encoding/json would refuse it).
+func (e *bodyEncoder) member(k *string, v any) error {
+	e.key(k)
 	if raw, ok := v.(json.RawMessage); ok && len(raw) == 0 {
-		// An empty RawMessage stands for null (encoding/json would fail).
-		e.raw("null")
+		e.w.b = append(e.w.b, "null"...)
 		return nil
 	}
 	if err := e.value(v); err != nil {
@@ -136,23 +187,60 @@ func (e *bodyEncoder) member(k *string, v any) error {
 	return nil
 }
 
-// messages appends the messages as a JSON array.
-func (e *bodyEncoder) messages(msgs []core.Message) error {
+// plainKey reports whether encoding/json writes k between quotes as it is:
+// it holds only ASCII letters, digits, '_', '-' and '.'.
+func plainKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// messages sets the head's messages from msgs.
+func (e *bodyEncoder) messages(msgs []core.Message) {
 	nparts, ncalls := 0, 0
 	for i := range msgs {
 		nparts += len(msgs[i].Parts)
 		ncalls += len(msgs[i].ToolCalls)
 	}
+	e.calls = grow(e.calls, ncalls)
+	calls := e.calls
+	toolCalls := func(m *core.Message) []wireCall {
+		if len(m.ToolCalls) == 0 {
+			return nil
+		}
+		var w []wireCall
+		w, calls = calls[:len(m.ToolCalls):len(m.ToolCalls)], calls[len(m.ToolCalls):]
+		for j := range m.ToolCalls {
+			tc, wc := &m.ToolCalls[j], &w[j]
+			wc.ID, wc.Type = tc.ID, tc.Type
+			if wc.Type == "" {
+				wc.Type = "function"
+			}
+			wc.Function.Name, wc.Function.Arguments = tc.Name, tc.Arguments
+		}
+		return w
+	}
+	if nparts == 0 {
+		e.texts = grow(e.texts, len(msgs))
+		for i := range msgs {
+			m, w := &msgs[i], &e.texts[i]
+			w.Role = cmpOr(m.Role, core.RoleUser)
+			w.Content, w.Name, w.ToolCallID = m.Content, m.Name, m.ToolCallID
+			w.ToolCalls = toolCalls(m)
+		}
+		e.head.Messages = &e.texts
+		return
+	}
 	e.msgs = grow(e.msgs, len(msgs))
 	e.parts = grow(e.parts, nparts)
-	e.calls = grow(e.calls, ncalls)
-	parts, calls := e.parts, e.calls
+	parts := e.parts
 	for i := range msgs {
 		m, w := &msgs[i], &e.msgs[i]
-		w.Role = m.Role
-		if w.Role == "" {
-			w.Role = core.RoleUser
-		}
+		w.Role = cmpOr(m.Role, core.RoleUser)
 		w.Name, w.ToolCallID = m.Name, m.ToolCallID
 		if len(m.Parts) == 0 {
 			w.Content = &m.Content
@@ -163,20 +251,16 @@ func (e *bodyEncoder) messages(msgs []core.Message) error {
 			}
 			w.Content = &w.parts
 		}
-		w.ToolCalls = nil
-		if len(m.ToolCalls) > 0 {
-			w.ToolCalls, calls = calls[:len(m.ToolCalls):len(m.ToolCalls)], calls[len(m.ToolCalls):]
-			for j := range m.ToolCalls {
-				tc, wc := &m.ToolCalls[j], &w.ToolCalls[j]
-				wc.ID, wc.Type = tc.ID, tc.Type
-				if wc.Type == "" {
-					wc.Type = "function"
-				}
-				wc.Function.Name, wc.Function.Arguments = tc.Name, tc.Arguments
-			}
-		}
+		w.ToolCalls = toolCalls(m)
 	}
-	return e.value(&e.msgs)
+	e.head.Messages = &e.msgs
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // setPart fills w from p: an image part when typed so (or untyped with a

@@ -22,35 +22,33 @@ func protectedKey(k string) bool {
 // newer OpenAI models); a model that cannot turn reasoning off rejects it,
 // which tells the operator ENABLE_THINKING=false is not possible there
 // rather than silently ignoring it.
-func thinkingSwitch(d core.ThinkingSwitch, on bool) (key, raw string, ok bool) {
+func thinkingSwitch(d core.ThinkingSwitch, on bool) (key string, raw *json.RawMessage, ok bool) {
+	v := 0
+	if on {
+		v = 1
+	}
 	switch d {
 	case core.ThinkingEnableFlag:
-		if on {
-			return "enable_thinking", "true", true
-		}
-		return "enable_thinking", "false", true
+		return "enable_thinking", &thinkingValues.flag[v], true
 	case core.ThinkingObject:
-		if on {
-			return "thinking", `{"type":"enabled"}`, true
-		}
-		return "thinking", `{"type":"disabled"}`, true
+		return "thinking", &thinkingValues.object[v], true
 	case core.ThinkingAdaptiveObject:
-		if on {
-			return "thinking", `{"type":"adaptive"}`, true
-		}
-		return "thinking", `{"type":"disabled"}`, true
+		return "thinking", &thinkingValues.adaptive[v], true
 	case core.ThinkingChatTemplate:
-		if on {
-			return "chat_template_kwargs", `{"enable_thinking":true}`, true
-		}
-		return "chat_template_kwargs", `{"enable_thinking":false}`, true
+		return "chat_template_kwargs", &thinkingValues.template[v], true
 	case core.ThinkingReasoningEffort:
-		if on {
-			return "reasoning_effort", `"medium"`, true
-		}
-		return "reasoning_effort", `"none"`, true
+		return "reasoning_effort", &thinkingValues.effort[v], true
 	}
-	return "", "", false
+	return "", nil, false
+}
+
+// thinkingValues are the switch values, off then on, made once.
+var thinkingValues = struct{ flag, object, adaptive, template, effort [2]json.RawMessage }{
+	flag:     [2]json.RawMessage{json.RawMessage(`false`), json.RawMessage(`true`)},
+	object:   [2]json.RawMessage{json.RawMessage(`{"type":"disabled"}`), json.RawMessage(`{"type":"enabled"}`)},
+	adaptive: [2]json.RawMessage{json.RawMessage(`{"type":"disabled"}`), json.RawMessage(`{"type":"adaptive"}`)},
+	template: [2]json.RawMessage{json.RawMessage(`{"enable_thinking":false}`), json.RawMessage(`{"enable_thinking":true}`)},
+	effort:   [2]json.RawMessage{json.RawMessage(`"none"`), json.RawMessage(`"medium"`)},
 }
 
 // encodeRequest appends the chat completions request body to b.
@@ -77,38 +75,31 @@ func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core
 }
 
 func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) error {
-	e.raw(`{"model":`)
-	if err := e.value(&src.Model); err != nil {
-		return err
-	}
-	e.raw(`,"messages":`)
-	if err := e.messages(call.Messages); err != nil {
-		return err
-	}
-	if call.Stream {
-		e.raw(`,"stream":true`)
-	} else {
-		e.raw(`,"stream":false`)
-	}
+	e.head.Model = src.Model
+	e.messages(call.Messages)
+	e.head.Stream = call.Stream
 	_, paramOpts := call.Params["stream_options"]
 	_, extraOpts := src.ExtraBody["stream_options"]
 	if call.Stream && !paramOpts && !extraOpts {
-		e.raw(`,"stream_options":{"include_usage":true}`)
+		e.head.StreamOptions = includeUsage
 	}
+	if err := e.value(&e.head); err != nil {
+		return err
+	}
+	e.w.b = e.w.b[:len(e.w.b)-1] // the head's closing brace
 
-	var thinkRaw string
+	var thinkRaw *json.RawMessage
 	var thinkOK bool
 	if src.EnableThinking != nil {
-		e.key, thinkRaw, thinkOK = thinkingSwitch(prof.Thinking, *src.EnableThinking)
+		e.thinkKey, thinkRaw, thinkOK = thinkingSwitch(prof.Thinking, *src.EnableThinking)
 		if thinkOK {
-			if _, inExtra := src.ExtraBody[e.key]; inExtra {
+			if _, inExtra := src.ExtraBody[e.thinkKey]; inExtra {
 				thinkOK = false
-			} else if _, inParams := call.Params[e.key]; inParams && *src.EnableThinking {
+			} else if _, inParams := call.Params[e.thinkKey]; inParams && *src.EnableThinking {
 				thinkOK = false
 			}
 		}
 	}
-
 	if len(call.Params) > 0 {
 		e.keys = sortedKeys(e.keys[:0], call.Params)
 		for i, k := range e.keys {
@@ -118,7 +109,7 @@ func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *cor
 			if _, over := src.ExtraBody[k]; over {
 				continue
 			}
-			if thinkOK && k == e.key {
+			if thinkOK && k == e.thinkKey {
 				continue
 			}
 			if err := e.member(&e.keys[i], call.Params[k]); err != nil {
@@ -127,18 +118,15 @@ func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *cor
 		}
 	}
 	if thinkOK {
-		e.raw(",")
-		if err := e.value(&e.key); err != nil {
-			return err
-		}
-		e.raw(":")
-		e.raw(thinkRaw) // a constant of thinkingSwitch
+		e.key(&e.thinkKey)
+		e.w.b = append(e.w.b, *thinkRaw...) // a constant of thinkingSwitch
 	}
 	if nativeSchema(call, src, prof) {
-		// The caller's schema, checked by json.Valid, as it is.
-		e.raw(`,"response_format":{"type":"json_schema","json_schema":{"name":"response","schema":`)
-		e.w.b = append(e.w.b, call.JSONSchema...)
-		e.raw(`}}`)
+		e.w.b = append(e.w.b, `,"response_format":`...)
+		e.schema.JSONSchema.Schema = call.JSONSchema
+		if err := e.value(&e.schema); err != nil {
+			return err
+		}
 	}
 	if len(src.ExtraBody) > 0 {
 		e.keys = sortedKeys(e.keys[:0], src.ExtraBody)
@@ -151,8 +139,16 @@ func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *cor
 			}
 		}
 	}
-	e.raw("}")
+	e.w.b = append(e.w.b, '}')
 	return nil
+}
+
+func sortedKeys(dst []string, m map[string]any) []string {
+	for k := range m {
+		dst = append(dst, k)
+	}
+	slices.Sort(dst)
+	return dst
 }
 
 // fieldError reports a request field that cannot be encoded.
@@ -165,14 +161,6 @@ func (e *fieldError) Error() string {
 	return "cannot encode request field " + e.key + ": " + e.err.Error()
 }
 func (e *fieldError) Unwrap() error { return e.err }
-
-func sortedKeys(dst []string, m map[string]any) []string {
-	for k := range m {
-		dst = append(dst, k)
-	}
-	slices.Sort(dst)
-	return dst
-}
 
 // nativeSchema reports whether a structured call's schema goes upstream as
 // response_format: the provider supports json_schema natively, the schema is

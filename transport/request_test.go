@@ -332,14 +332,22 @@ func TestEncodeRequestShape(t *testing.T) {
 	if string(body) != want {
 		t.Fatalf("body\n%s\nwant\n%s", body, want)
 	}
+	// Text-only messages take the other wire form.
+	text := &core.Call{Messages: []core.Message{core.User("hi"), {Role: core.RoleAssistant, Content: "a\u2028<b>"}}}
+	plain, err := encodeRequest(nil, &core.SourceConfig{Model: "m"}, text, &prof)
+	if want := `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a\u2028<b>"}],"stream":false}`; err != nil || string(plain) != want {
+		t.Fatalf("body\n%s (%v)\nwant\n%s", plain, err, want)
+	}
 	if raceEnabled {
 		return
 	}
-	allocs := testing.AllocsPerRun(50, func() {
-		body, _ = encodeRequest(body[:0], src, call, &prof)
-	})
-	if allocs > 1 {
-		t.Errorf("encodeRequest: %v allocations, want at most 1", allocs)
+	for _, c := range []*core.Call{call, text} {
+		allocs := testing.AllocsPerRun(50, func() {
+			body, _ = encodeRequest(body[:0], src, c, &prof)
+		})
+		if allocs > 1 {
+			t.Errorf("encodeRequest: %v allocations, want at most 1", allocs)
+		}
 	}
 }
 
