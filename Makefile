@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test bench lint demo chaos
+.PHONY: test bench lint demo chaos fuzz
 
 # The test command of the README and of CI.
 test:
@@ -9,6 +9,37 @@ test:
 # Benchmarks: each governed arm beside a raw net/http arm in the same run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./bench/
+
+# Fuzzing: each target for FUZZTIME (go test -fuzz takes one target per
+# run). Seeds are committed under each package's testdata/fuzz/<Target>/;
+# what the fuzzer finds beyond them stays in the build cache. A failure
+# writes the crasher to testdata/fuzz: fix the bug, keep the file as a seed.
+FUZZTIME ?= 10s
+FUZZMINIMIZETIME ?= 5s
+FUZZ_TARGETS = \
+	./configfile:FuzzParse \
+	./embed:FuzzDecodeEmbeddings \
+	./embed:FuzzParseFloat32 \
+	./internal/config:FuzzLoad \
+	./internal/config:FuzzLoadEnvironments \
+	./internal/redact:FuzzString \
+	./ocr:FuzzCheckDirectory \
+	./ocr:FuzzExtractMiddle \
+	./ocr:FuzzParseMiddle \
+	./proxy:FuzzCountElements \
+	./proxy:FuzzParseChat \
+	./proxy:FuzzParseEmbed \
+	./proxy:FuzzScrubAddresses \
+	./transport:FuzzClassifyResponse \
+	./transport:FuzzParseChunk \
+	./transport:FuzzSSE
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg; \
+	done
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -177,7 +177,16 @@ func TestDecodeMalformedAndReadErrors(t *testing.T) {
 	var me *malformedError
 	for _, body := range []string{``, `{`, `{"data":[`, `nope`, `{"data":[{"index":0,"embedding":[1,]}]}`,
 		`{"data":[{"index":0,"embedding":[1]}],}`, `{"data" [1]}`, `{"a":tru}`, `{"a":[1 2]}`, `{"a":"unterminated`,
-		strings.Repeat("[", 300) + strings.Repeat("]", 300), `{"a":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`} {
+		strings.Repeat("[", 300) + strings.Repeat("]", 300), `{"a":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`,
+		// What encoding/json rejects: bad escapes, raw control characters,
+		// numbers outside JSON's grammar, anything after the object.
+		`{"model":"a\qb","data":[{"embedding":[1]}]}`, `{"model":"\u12g4","data":[{"embedding":[1]}]}`,
+		"{\"model\":\"a\x01b\",\"data\":[{\"embedding\":[1]}]}", "{\"data\":[{\"embedding\":\"AAAAAAAAAAAAAAAA\n\"}]}",
+		"{\"data\":[{\"embedding\":\"AAAA\tAAA\"}]}", "{\"da\x1fta\":[{\"embedding\":[1]}]}",
+		`{"data":[{"embedding":[01]}]}`, `{"data":[{"embedding":[.5]}]}`, `{"data":[{"embedding":[1.]}]}`, `{"data":[{"embedding":[-]}]}`,
+		`{"data":[{"embedding":[1e]}]}`, `{"data":[{"embedding":[1+2]}]}`, `{"data":[{"index":00,"embedding":[1]}]}`,
+		`{"data":[{"embedding":[1]}],"usage":{"prompt_tokens":1.5.3}}`,
+		`{"data":[{"embedding":[1]}]}x`, `{"data":[{"embedding":[1]}]} {}`, `{"data":[{"embedding":[1]}]}]`} {
 		if _, err := decodeEmbeddings(strings.NewReader(body), 1); !errors.As(err, &me) {
 			t.Errorf("%q: err = %v, want malformed", body, err)
 		}

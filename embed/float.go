@@ -22,7 +22,7 @@ func parseFloat32(tok []byte) (float32, bool) {
 
 // fastFloat parses the number starting at buf[p] and returns it with the
 // index just past it. ok is false when the fast path does not apply (the
-// caller then uses strconv): odd syntax, a mantissa above 2^53 (which
+// caller then uses strconv): syntax outside JSON's number grammar, a mantissa above 2^53 (which
 // includes more than 19 significant digits) or a decimal exponent beyond
 // ±22, or a float64 result exactly on a float32 halfway point.
 //
@@ -58,7 +58,10 @@ func fastFloat(buf []byte, p int) (float32, int, bool) {
 		mant = mant*10 + uint64(c)
 		p++
 	}
-	intDigits := p - start
+	// JSON's integer part: one digit at least, and no leading zero.
+	if intDigits := p - start; intDigits == 0 || intDigits > 1 && buf[start] == '0' {
+		return 0, p, false
+	}
 	if p < n && buf[p] == '.' {
 		p++
 		fstart := p
@@ -85,9 +88,6 @@ func fastFloat(buf []byte, p int) (float32, int, bool) {
 		if p == fstart {
 			return 0, p, false
 		}
-	}
-	if intDigits == 0 && exp == 0 {
-		return 0, p, false
 	}
 	if p < n && (buf[p] == 'e' || buf[p] == 'E') {
 		p++

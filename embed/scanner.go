@@ -2,6 +2,7 @@ package embed
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,8 @@ type scanner struct {
 	r        io.Reader
 	buf      []byte
 	pos, end int
+	// off is the body offset of buf[0], for messages.
+	off int64
 	// mark, when ≥ 0, keeps buf[mark:] across refills (value capture).
 	mark int
 	err  error
@@ -86,6 +89,7 @@ func (s *scanner) more() bool {
 		keep = s.mark
 	}
 	if keep > 0 {
+		s.off += int64(keep)
 		s.end = copy(s.buf, s.buf[keep:s.end])
 		s.pos -= keep
 		if s.mark >= 0 {
@@ -129,7 +133,7 @@ func (s *scanner) fail() error {
 }
 
 func (s *scanner) syntax(what string) error {
-	return &malformedError{msg: "malformed response body", err: fmt.Errorf("%w: %s at byte %d", errSyntax, what, s.pos)}
+	return &malformedError{msg: "malformed response body", err: fmt.Errorf("%w: %s at byte %d", errSyntax, what, s.off+int64(s.pos))}
 }
 
 // peek skips white space and returns the next byte.
@@ -188,25 +192,40 @@ func (s *scanner) next(first bool, closing byte) (bool, error) {
 }
 
 // str reads a string at the current position (after peek returned '"')
-// and returns its raw contents and whether they hold escapes.
-func (s *scanner) str() ([]byte, bool, error) {
+// and returns its raw contents and whether they hold escapes. Escapes are
+// checked as encoding/json checks them (one of \" \\ \/ \b \f \n \r \t
+// or \u with four hex digits). Raw control characters (below 0x20), which
+// JSON forbids, are checked when ctl is set; a caller that passes false
+// must rule them out itself (base64Vector does, see there).
+func (s *scanner) str(ctl bool) ([]byte, bool, error) {
 	i := 1 // offset from s.pos; s.buf[s.pos] == '"'
 	esc := false
 	for {
 		for s.pos+i < s.end {
 			seg := s.buf[s.pos+i : s.end]
 			q := bytes.IndexByte(seg, '"')
-			lim := seg
+			plain := seg
 			if q >= 0 {
-				lim = seg[:q]
+				plain = seg[:q]
 			}
-			if b := bytes.IndexByte(lim, '\\'); b >= 0 {
+			b := bytes.IndexByte(plain, '\\')
+			if b >= 0 {
+				plain = plain[:b]
+			}
+			if ctl && hasControl(plain) {
+				return nil, false, s.syntax("control character in a string")
+			}
+			if b >= 0 {
 				esc = true
-				if s.pos+i+b+1 >= s.end {
-					i += b
-					break // the escaped byte is not read yet
+				n := escapeLen(seg[b:])
+				if n < 0 {
+					return nil, false, s.syntax("invalid escape in a string")
 				}
-				i += b + 2
+				if n == 0 {
+					i += b
+					break // the escape is not wholly read yet
+				}
+				i += b + n
 				continue
 			}
 			if q >= 0 {
@@ -222,6 +241,56 @@ func (s *scanner) str() ([]byte, bool, error) {
 	}
 }
 
+// escapeLen returns the length of the escape at b[0] == '\\': 2, or 6 for
+// \uXXXX; 0 when b ends before the escape does; -1 for an invalid escape.
+func escapeLen(b []byte) int {
+	if len(b) < 2 {
+		return 0
+	}
+	switch b[1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		for k := 2; k < 6; k++ {
+			if k >= len(b) {
+				return 0
+			}
+			if !isHex(b[k]) {
+				return -1
+			}
+		}
+		return 6
+	}
+	return -1
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// hasControl reports whether b holds a byte below 0x20, eight bytes at a
+// time: a byte x is below 0x20 exactly when x - 0x20 borrows into its high
+// bit while x's own high bit is clear.
+func hasControl(b []byte) bool {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		if (x-ones*0x20)&^x&highs != 0 {
+			return true
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
 // key reads an object key and the ':' after it.
 func (s *scanner) key() ([]byte, error) {
 	c, err := s.peek()
@@ -231,14 +300,15 @@ func (s *scanner) key() ([]byte, error) {
 	if c != '"' {
 		return nil, s.syntax(fmt.Sprintf("expected a key, found %q", c))
 	}
-	k, _, err := s.str()
+	k, _, err := s.str(true)
 	if err != nil {
 		return nil, err
 	}
 	return k, s.expect(':')
 }
 
-// number reads a number token (the caller has seen its first byte).
+// number reads a number token (the caller has seen its first byte) and
+// checks it against JSON's number grammar.
 func (s *scanner) number() ([]byte, error) {
 	i := 0
 	for {
@@ -255,12 +325,66 @@ func (s *scanner) number() ([]byte, error) {
 			break
 		}
 	}
-	if i == 0 {
-		return nil, s.syntax("expected a number")
-	}
 	tok := s.buf[s.pos : s.pos+i]
+	if !validNumber(tok) {
+		return nil, s.syntax(fmt.Sprintf("invalid number %q", clip(tok, 32)))
+	}
 	s.pos += i
 	return tok, nil
+}
+
+// validNumber reports whether b is a JSON number: an optional minus, 0 or
+// digits not starting with 0, an optional fraction and an optional
+// exponent, each with at least one digit.
+func validNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		j := i
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+		if i == j {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := i
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+		if i == j {
+			return false
+		}
+	}
+	return i == len(b)
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// clip returns at most n bytes of b, for messages.
+func clip(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
 }
 
 // literal consumes true, false or null.
@@ -317,7 +441,7 @@ func (s *scanner) skip(depth int) error {
 	}
 	switch {
 	case c == '"':
-		_, _, err = s.str()
+		_, _, err = s.str(true)
 		return err
 	case c == '-' || c >= '0' && c <= '9':
 		_, err = s.number()
@@ -339,6 +463,24 @@ func (s *scanner) skip(depth int) error {
 		}
 	}
 	return s.syntax(fmt.Sprintf("unexpected %q", c))
+}
+
+// finish requires that only white space follows the top-level value, as
+// encoding/json does: it reads the body to its end.
+func (s *scanner) finish() error {
+	for {
+		for ; s.pos < s.end; s.pos++ {
+			if !isSpace(s.buf[s.pos]) {
+				return s.syntax(fmt.Sprintf("unexpected %q after the top-level value", s.buf[s.pos]))
+			}
+		}
+		if !s.more() {
+			if s.err == io.EOF {
+				return nil
+			}
+			return s.fail()
+		}
+	}
 }
 
 // capture consumes one value and returns a copy of its bytes.

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -171,4 +172,146 @@ func BenchmarkDoVsRaw(b *testing.B) {
 	b.ReportMetric(float64(ourT)/float64(rawT), "ratio")
 	b.ReportMetric(float64(rawT.Nanoseconds())/float64(b.N), "raw-ns/op")
 	b.ReportMetric(float64(ourT.Nanoseconds())/float64(b.N), "transport-ns/op")
+}
+
+// BenchmarkEncodeRequest encodes BenchmarkDo's request body (and one with
+// content parts, a tool call and extra body) into a reused buffer, as each
+// attempt does.
+func BenchmarkEncodeRequest(b *testing.B) {
+	small := &core.Call{Messages: []core.Message{core.System("You are terse."), core.User("Say the pangram.")},
+		Params: map[string]any{"temperature": 0.2, "max_tokens": 64}}
+	rich := &core.Call{Stream: true, Params: map[string]any{"temperature": 0.7, "top_p": 0.9, "max_tokens": 512, "stop": []string{"END"}},
+		Messages: []core.Message{
+			core.System("You are a careful assistant. Answer in the language of the question."),
+			core.UserParts(core.TextPart("What is in this picture? Describe it in \"detail\"."), core.ImageURLPart("https://example.com/cat.png")),
+			{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "call_1", Name: "lookup", Arguments: `{"q":"cat breeds"}`}}},
+			{Role: core.RoleTool, ToolCallID: "call_1", Content: "Maine Coon, Siamese, Persian"},
+		}}
+	src := &core.SourceConfig{Name: "s_1", Provider: "openai", Model: "test-model",
+		ExtraBody: map[string]any{"seed": json.Number("7"), "user": "bench"}}
+	prof := ProfileFor(DefaultProfiles(), "openai")
+	for name, call := range map[string]*core.Call{"small": small, "rich": rich} {
+		b.Run(name, func(b *testing.B) {
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if buf, err = encodeRequest(buf[:0], src, call, &prof); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// Inputs of the decoder comparisons: a streaming chunk (as BenchmarkParseChunk
+// and BenchmarkStream1000 send), a non-streaming answer (BenchmarkDo's) and
+// an error body.
+var (
+	benchChunk    = []byte(`{"id":"chatcmpl-s","object":"chat.completion.chunk","created":1,"model":"test-model","choices":[{"index":0,"delta":{"content":"token "},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	benchReason   = []byte(`{"id":"chatcmpl-s","object":"chat.completion.chunk","created":1,"model":"test-model","choices":[{"index":0,"delta":{"reasoning_content":"why\u00e9 "},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	benchErrBody  = []byte(`{"error":{"message":"Rate limit reached for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Used 29980, Requested 120.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`)
+	decoderInputs = []struct {
+		name string
+		in   []byte
+	}{{"chunk", benchChunk}, {"reasoning_chunk", benchReason}, {"answer", []byte(benchAnswer)}}
+)
+
+// ejChunk is a chunk or answer as a plain encoding/json client reads it.
+type ejChunk struct {
+	Model   string          `json:"model"`
+	Error   json.RawMessage `json:"error"`
+	Choices []struct {
+		Index int `json:"index"`
+		Delta *struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+		} `json:"delta"`
+		Message *struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+		} `json:"message"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		TotalTokens      int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// BenchmarkDecoders compares the hand-written chunk decoder (parseChunk,
+// then the assembler's apply, as a stream does per event) and the
+// envelope parser with encoding/json on the same input; the jsontext arms
+// are in jsontext_bench_test.go (GOEXPERIMENT=jsonv2).
+func BenchmarkDecoders(b *testing.B) {
+	p := openAIProfile()
+	for _, tc := range decoderInputs {
+		b.Run(tc.name+"/handwritten", func(b *testing.B) {
+			var (
+				l   lexer
+				c   chunk
+				asm assembler
+			)
+			asm.reset(&p, false, "test-model")
+			b.ReportAllocs()
+			for b.Loop() {
+				if !parseChunk(&l, &c, tc.in) {
+					b.Fatal("parse")
+				}
+				asm.apply(&l, &c)
+				if len(asm.content) > 1<<16 {
+					asm.content, asm.thinking = asm.content[:0], asm.thinking[:0]
+				}
+			}
+		})
+		b.Run(tc.name+"/encoding_json", func(b *testing.B) {
+			var content, thinking []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				var c ejChunk
+				if err := json.Unmarshal(tc.in, &c); err != nil {
+					b.Fatal(err)
+				}
+				for _, ch := range c.Choices {
+					d := ch.Delta
+					if d == nil {
+						d = ch.Message
+					}
+					if d != nil && d.Content != nil {
+						content = append(content, *d.Content...)
+					}
+					if d != nil && d.ReasoningContent != nil {
+						thinking = append(thinking, *d.ReasoningContent...)
+					}
+				}
+				if len(content) > 1<<16 {
+					content, thinking = content[:0], thinking[:0]
+				}
+			}
+		})
+	}
+	b.Run("error_envelope/handwritten", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if e := parseEnvelope(benchErrBody); e.code == "" {
+				b.Fatal("no code")
+			}
+		}
+	})
+	b.Run("error_envelope/encoding_json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var e struct {
+				Error struct {
+					Code    json.RawMessage `json:"code"`
+					Type    *string         `json:"type"`
+					Message string          `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(benchErrBody, &e); err != nil || len(e.Error.Code) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
 }

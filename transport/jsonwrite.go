@@ -2,147 +2,283 @@ package transport
 
 import (
 	"encoding/json"
-	"errors"
-	"math"
-	"strconv"
-	"unicode/utf8"
+	"sync"
+
+	"github.com/polygateway/polygateway/internal/core"
 )
 
-const hexDigits = "0123456789abcdef"
+// Request bodies are encoded with encoding/json (HTML escaping off)
+// through a pooled json.Encoder: the head (model, messages, stream,
+// stream_options) in one Encode call of a struct over the caller's strings
+// (no copies), then each further member's value in one call. Keys made of
+// letters, digits, '_', '-' and '.' (all the API's) are written as they
+// are, which is what encoding/json writes for them; others go through the
+// encoder too. Numbers keep their exact text through json.Number; a
+// json.RawMessage is validated and compacted.
+//
+// encoding/json/jsontext would need GOEXPERIMENT=jsonv2, and
+// github.com/go-json-experiment/json a go 1.26 directive; neither is used.
 
-// appendJSONString appends s as a JSON string literal. Control characters,
-// quotes, backslashes, U+2028/U+2029 are escaped; invalid UTF-8 becomes
-// U+FFFD (as encoding/json does, without its HTML escaping).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+// sliceWriter appends what is written to b.
+type sliceWriter struct{ b []byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
 }
 
-// errBadFloat reports NaN or ±Inf, which JSON cannot carry.
-var errBadFloat = errors.New("unsupported float value (NaN or Inf)")
-
-// appendJSONFloat formats f the way encoding/json does.
-func appendJSONFloat(b []byte, f float64, bits int) ([]byte, error) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return b, errBadFloat
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 {
-		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
-			format = 'e'
-		}
-	}
-	b = strconv.AppendFloat(b, f, format, -1, bits)
-	if format == 'e' {
-		// clean up e-09 to e-9
-		n := len(b)
-		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b, nil
+// wireHead is the part of a request body the transport owns.
+type wireHead struct {
+	Model string `json:"model"`
+	// Messages is a *[]wireText when no message has content parts, else a
+	// *[]wireMessage.
+	Messages      any                `json:"messages"`
+	Stream        bool               `json:"stream"`
+	StreamOptions *wireStreamOptions `json:"stream_options,omitempty"`
 }
 
-// appendJSONValue appends v as JSON. Scalars take a fast path without
-// reflection; everything else goes through encoding/json.
-func appendJSONValue(b []byte, v any) ([]byte, error) {
-	switch x := v.(type) {
-	case nil:
-		return append(b, "null"...), nil
-	case string:
-		return appendJSONString(b, x), nil
-	case bool:
-		return strconv.AppendBool(b, x), nil
-	case float64:
-		return appendJSONFloat(b, x, 64)
-	case float32:
-		return appendJSONFloat(b, float64(x), 32)
-	case int:
-		return strconv.AppendInt(b, int64(x), 10), nil
-	case int64:
-		return strconv.AppendInt(b, x, 10), nil
-	case int32:
-		return strconv.AppendInt(b, int64(x), 10), nil
-	case int16:
-		return strconv.AppendInt(b, int64(x), 10), nil
-	case int8:
-		return strconv.AppendInt(b, int64(x), 10), nil
-	case uint:
-		return strconv.AppendUint(b, uint64(x), 10), nil
-	case uint64:
-		return strconv.AppendUint(b, x, 10), nil
-	case uint32:
-		return strconv.AppendUint(b, uint64(x), 10), nil
-	case uint16:
-		return strconv.AppendUint(b, uint64(x), 10), nil
-	case uint8:
-		return strconv.AppendUint(b, uint64(x), 10), nil
-	case json.RawMessage:
-		if len(x) == 0 {
-			return append(b, "null"...), nil
-		}
-		if !json.Valid(x) {
-			return b, errors.New("invalid json.RawMessage")
-		}
-		return append(b, x...), nil
-	case json.Number:
-		var l lexer
-		l.reset([]byte(x))
-		l.num()
-		l.finish()
-		if l.err {
-			return b, errors.New("invalid json.Number " + strconv.Quote(string(x)))
-		}
-		return append(b, x...), nil
+type wireStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+var includeUsage = &wireStreamOptions{IncludeUsage: true}
+
+// wireText is one chat message with text content, as the upstream reads
+// it: the common case, without wireMessage's interface field.
+type wireText struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	Name       string     `json:"name,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	ToolCalls  []wireCall `json:"tool_calls,omitempty"`
+}
+
+// wireMessage is one chat message of a call where some message has
+// content parts.
+type wireMessage struct {
+	Role string `json:"role"`
+	// Content is a *string, or a *[]wirePart (parts).
+	Content    any        `json:"content"`
+	Name       string     `json:"name,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	ToolCalls  []wireCall `json:"tool_calls,omitempty"`
+
+	parts []wirePart
+}
+
+// wirePart is one element of a content array: text, or an image URL.
+type wirePart struct {
+	Type     string     `json:"type"`
+	Text     *string    `json:"text,omitempty"`
+	ImageURL *wireImage `json:"image_url,omitempty"`
+
+	img wireImage
+}
+
+type wireImage struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// wireCall is one tool call of an assistant message sent back.
+type wireCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// wireSchema is the response_format of a structured call sent natively.
+type wireSchema struct {
+	Type       string `json:"type"`
+	JSONSchema struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+	} `json:"json_schema"`
+}
+
+// bodyEncoder is the reusable state of one request encoding.
+type bodyEncoder struct {
+	w      sliceWriter
+	enc    *json.Encoder
+	head   wireHead
+	texts  []wireText
+	msgs   []wireMessage
+	parts  []wirePart
+	calls  []wireCall
+	keys   []string
+	schema wireSchema
+	// thinkKey is the thinking switch's key (addressable, for key).
+	thinkKey string
+}
+
+// maxPooledWire bounds the wire slices an encoder keeps for reuse.
+const maxPooledWire = 1024
+
+var bodyEncoders = sync.Pool{New: func() any {
+	e := &bodyEncoder{}
+	e.enc = json.NewEncoder(&e.w)
+	e.enc.SetEscapeHTML(false)
+	e.schema.Type, e.schema.JSONSchema.Name = "json_schema", "response"
+	return e
+}}
+
+func getBodyEncoder(b []byte) *bodyEncoder {
+	e := bodyEncoders.Get().(*bodyEncoder)
+	e.w.b = b
+	return e
+}
+
+// done returns the encoded bytes and puts e back, holding on to nothing of
+// the caller's.
+func (e *bodyEncoder) done() []byte {
+	b := e.w.b
+	e.w.b = nil
+	e.head, e.thinkKey = wireHead{}, ""
+	e.schema.JSONSchema.Schema = nil
+	clear(e.texts)
+	clear(e.msgs)
+	clear(e.parts)
+	clear(e.calls)
+	clear(e.keys)
+	if cap(e.texts) <= maxPooledWire && cap(e.msgs) <= maxPooledWire && cap(e.parts) <= maxPooledWire &&
+		cap(e.calls) <= maxPooledWire && cap(e.keys) <= maxPooledWire {
+		bodyEncoders.Put(e)
 	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return b, err
+	return b
+}
+
+// value appends v as JSON. v should be a pointer (or already an
+// interface value) so that passing it does not allocate.
+func (e *bodyEncoder) value(v any) error {
+	if err := e.enc.Encode(v); err != nil {
+		return err
 	}
-	return append(b, out...), nil
+	e.w.b = e.w.b[:len(e.w.b)-1] // Encode's newline
+	return nil
+}
+
+// key appends ,"k": for the key at *k.
+func (e *bodyEncoder) key(k *string) {
+	e.w.b = append(e.w.b, ',')
+	if plainKey(*k) {
+		e.w.b = append(e.w.b, '"')
+		e.w.b = append(e.w.b, *k...)
+		e.w.b = append(e.w.b, '"')
+	} else {
+		_ = e.value(k) // a string always encodes
+	}
+	e.w.b = append(e.w.b, ':')
+}
+
+// member appends ,"k":v; an empty json.RawMessage stands for null
+// (encoding/json would refuse it).
+func (e *bodyEncoder) member(k *string, v any) error {
+	e.key(k)
+	if raw, ok := v.(json.RawMessage); ok && len(raw) == 0 {
+		e.w.b = append(e.w.b, "null"...)
+		return nil
+	}
+	if err := e.value(v); err != nil {
+		return &fieldError{key: *k, err: err}
+	}
+	return nil
+}
+
+// plainKey reports whether encoding/json writes k between quotes as it is:
+// it holds only ASCII letters, digits, '_', '-' and '.'.
+func plainKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// messages sets the head's messages from msgs.
+func (e *bodyEncoder) messages(msgs []core.Message) {
+	nparts, ncalls := 0, 0
+	for i := range msgs {
+		nparts += len(msgs[i].Parts)
+		ncalls += len(msgs[i].ToolCalls)
+	}
+	e.calls = grow(e.calls, ncalls)
+	calls := e.calls
+	toolCalls := func(m *core.Message) []wireCall {
+		if len(m.ToolCalls) == 0 {
+			return nil
+		}
+		var w []wireCall
+		w, calls = calls[:len(m.ToolCalls):len(m.ToolCalls)], calls[len(m.ToolCalls):]
+		for j := range m.ToolCalls {
+			tc, wc := &m.ToolCalls[j], &w[j]
+			wc.ID, wc.Type = tc.ID, tc.Type
+			if wc.Type == "" {
+				wc.Type = "function"
+			}
+			wc.Function.Name, wc.Function.Arguments = tc.Name, tc.Arguments
+		}
+		return w
+	}
+	if nparts == 0 {
+		e.texts = grow(e.texts, len(msgs))
+		for i := range msgs {
+			m, w := &msgs[i], &e.texts[i]
+			w.Role = cmpOr(m.Role, core.RoleUser)
+			w.Content, w.Name, w.ToolCallID = m.Content, m.Name, m.ToolCallID
+			w.ToolCalls = toolCalls(m)
+		}
+		e.head.Messages = &e.texts
+		return
+	}
+	e.msgs = grow(e.msgs, len(msgs))
+	e.parts = grow(e.parts, nparts)
+	parts := e.parts
+	for i := range msgs {
+		m, w := &msgs[i], &e.msgs[i]
+		w.Role = cmpOr(m.Role, core.RoleUser)
+		w.Name, w.ToolCallID = m.Name, m.ToolCallID
+		if len(m.Parts) == 0 {
+			w.Content = &m.Content
+		} else {
+			w.parts, parts = parts[:len(m.Parts):len(m.Parts)], parts[len(m.Parts):]
+			for j := range m.Parts {
+				setPart(&w.parts[j], &m.Parts[j])
+			}
+			w.Content = &w.parts
+		}
+		w.ToolCalls = toolCalls(m)
+	}
+	e.head.Messages = &e.msgs
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// setPart fills w from p: an image part when typed so (or untyped with a
+// URL), a text part otherwise.
+func setPart(w *wirePart, p *core.ContentPart) {
+	if p.Type == core.PartImageURL || p.Type == "" && p.ImageURL != "" {
+		w.Type, w.Text = "image_url", nil
+		w.img = wireImage{URL: p.ImageURL, Detail: p.Detail}
+		w.ImageURL = &w.img
+		return
+	}
+	w.Type, w.Text, w.ImageURL = "text", &p.Text, nil
+}
+
+// grow returns s with length n, reusing its array when large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }

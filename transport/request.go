@@ -22,35 +22,33 @@ func protectedKey(k string) bool {
 // newer OpenAI models); a model that cannot turn reasoning off rejects it,
 // which tells the operator ENABLE_THINKING=false is not possible there
 // rather than silently ignoring it.
-func thinkingSwitch(d core.ThinkingSwitch, on bool) (key, raw string, ok bool) {
+func thinkingSwitch(d core.ThinkingSwitch, on bool) (key string, raw *json.RawMessage, ok bool) {
+	v := 0
+	if on {
+		v = 1
+	}
 	switch d {
 	case core.ThinkingEnableFlag:
-		if on {
-			return "enable_thinking", "true", true
-		}
-		return "enable_thinking", "false", true
+		return "enable_thinking", &thinkingValues.flag[v], true
 	case core.ThinkingObject:
-		if on {
-			return "thinking", `{"type":"enabled"}`, true
-		}
-		return "thinking", `{"type":"disabled"}`, true
+		return "thinking", &thinkingValues.object[v], true
 	case core.ThinkingAdaptiveObject:
-		if on {
-			return "thinking", `{"type":"adaptive"}`, true
-		}
-		return "thinking", `{"type":"disabled"}`, true
+		return "thinking", &thinkingValues.adaptive[v], true
 	case core.ThinkingChatTemplate:
-		if on {
-			return "chat_template_kwargs", `{"enable_thinking":true}`, true
-		}
-		return "chat_template_kwargs", `{"enable_thinking":false}`, true
+		return "chat_template_kwargs", &thinkingValues.template[v], true
 	case core.ThinkingReasoningEffort:
-		if on {
-			return "reasoning_effort", `"medium"`, true
-		}
-		return "reasoning_effort", `"none"`, true
+		return "reasoning_effort", &thinkingValues.effort[v], true
 	}
-	return "", "", false
+	return "", nil, false
+}
+
+// thinkingValues are the switch values, off then on, made once.
+var thinkingValues = struct{ flag, object, adaptive, template, effort [2]json.RawMessage }{
+	flag:     [2]json.RawMessage{json.RawMessage(`false`), json.RawMessage(`true`)},
+	object:   [2]json.RawMessage{json.RawMessage(`{"type":"disabled"}`), json.RawMessage(`{"type":"enabled"}`)},
+	adaptive: [2]json.RawMessage{json.RawMessage(`{"type":"disabled"}`), json.RawMessage(`{"type":"adaptive"}`)},
+	template: [2]json.RawMessage{json.RawMessage(`{"enable_thinking":false}`), json.RawMessage(`{"enable_thinking":true}`)},
+	effort:   [2]json.RawMessage{json.RawMessage(`"none"`), json.RawMessage(`"medium"`)},
 }
 
 // encodeRequest appends the chat completions request body to b.
@@ -69,84 +67,88 @@ func thinkingSwitch(d core.ThinkingSwitch, on bool) (key, raw string, ok bool) {
 //  5. src.ExtraBody (per-source overrides).
 //
 // Keys of each layer are written in sorted order so bodies are
-// deterministic.
+// deterministic. Values are encoded by encoding/json (see jsonwrite.go).
 func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) ([]byte, error) {
-	b = append(b, `{"model":`...)
-	b = appendJSONString(b, src.Model)
-	b = append(b, `,"messages":[`...)
-	for i := range call.Messages {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendMessage(b, &call.Messages[i])
-	}
-	b = append(b, ']')
-	if call.Stream {
-		b = append(b, `,"stream":true`...)
-	} else {
-		b = append(b, `,"stream":false`...)
-	}
+	e := getBodyEncoder(b)
+	err := e.request(src, call, prof)
+	return e.done(), err
+}
+
+func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) error {
+	e.head.Model = src.Model
+	e.messages(call.Messages)
+	e.head.Stream = call.Stream
 	_, paramOpts := call.Params["stream_options"]
 	_, extraOpts := src.ExtraBody["stream_options"]
 	if call.Stream && !paramOpts && !extraOpts {
-		b = append(b, `,"stream_options":{"include_usage":true}`...)
+		e.head.StreamOptions = includeUsage
 	}
+	if err := e.value(&e.head); err != nil {
+		return err
+	}
+	e.w.b = e.w.b[:len(e.w.b)-1] // the head's closing brace
 
-	var thinkKey, thinkRaw string
+	var thinkRaw *json.RawMessage
 	var thinkOK bool
 	if src.EnableThinking != nil {
-		thinkKey, thinkRaw, thinkOK = thinkingSwitch(prof.Thinking, *src.EnableThinking)
+		e.thinkKey, thinkRaw, thinkOK = thinkingSwitch(prof.Thinking, *src.EnableThinking)
 		if thinkOK {
-			if _, inExtra := src.ExtraBody[thinkKey]; inExtra {
+			if _, inExtra := src.ExtraBody[e.thinkKey]; inExtra {
 				thinkOK = false
-			} else if _, inParams := call.Params[thinkKey]; inParams && *src.EnableThinking {
+			} else if _, inParams := call.Params[e.thinkKey]; inParams && *src.EnableThinking {
 				thinkOK = false
 			}
 		}
 	}
-
-	var err error
-	var keyBuf [16]string
 	if len(call.Params) > 0 {
-		keys := sortedKeys(keyBuf[:0], call.Params)
-		for _, k := range keys {
+		e.keys = sortedKeys(e.keys[:0], call.Params)
+		for i, k := range e.keys {
 			if protectedKey(k) {
 				continue
 			}
 			if _, over := src.ExtraBody[k]; over {
 				continue
 			}
-			if thinkOK && k == thinkKey {
+			if thinkOK && k == e.thinkKey {
 				continue
 			}
-			if b, err = appendMember(b, k, call.Params[k]); err != nil {
-				return b, err
+			if err := e.member(&e.keys[i], call.Params[k]); err != nil {
+				return err
 			}
 		}
 	}
 	if thinkOK {
-		b = append(b, ',')
-		b = appendJSONString(b, thinkKey)
-		b = append(b, ':')
-		b = append(b, thinkRaw...)
+		e.key(&e.thinkKey)
+		e.w.b = append(e.w.b, *thinkRaw...) // a constant of thinkingSwitch
 	}
 	if nativeSchema(call, src, prof) {
-		b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":"response","schema":`...)
-		b = append(b, call.JSONSchema...)
-		b = append(b, `}}`...)
+		e.w.b = append(e.w.b, `,"response_format":`...)
+		e.schema.JSONSchema.Schema = call.JSONSchema
+		if err := e.value(&e.schema); err != nil {
+			return err
+		}
 	}
 	if len(src.ExtraBody) > 0 {
-		keys := sortedKeys(keyBuf[:0], src.ExtraBody)
-		for _, k := range keys {
+		e.keys = sortedKeys(e.keys[:0], src.ExtraBody)
+		for i, k := range e.keys {
 			if protectedKey(k) {
 				continue
 			}
-			if b, err = appendMember(b, k, src.ExtraBody[k]); err != nil {
-				return b, err
+			if err := e.member(&e.keys[i], src.ExtraBody[k]); err != nil {
+				return err
 			}
 		}
 	}
-	return append(b, '}'), nil
+	e.w.b = append(e.w.b, '}')
+	return nil
+}
+
+func sortedKeys(dst []string, m map[string]any) []string {
+	for k := range m {
+		dst = append(dst, k)
+	}
+	slices.Sort(dst)
+	return dst
 }
 
 // fieldError reports a request field that cannot be encoded.
@@ -159,94 +161,6 @@ func (e *fieldError) Error() string {
 	return "cannot encode request field " + e.key + ": " + e.err.Error()
 }
 func (e *fieldError) Unwrap() error { return e.err }
-
-func appendMember(b []byte, k string, v any) ([]byte, error) {
-	b = append(b, ',')
-	b = appendJSONString(b, k)
-	b = append(b, ':')
-	out, err := appendJSONValue(b, v)
-	if err != nil {
-		return b, &fieldError{key: k, err: err}
-	}
-	return out, nil
-}
-
-func sortedKeys(dst []string, m map[string]any) []string {
-	for k := range m {
-		dst = append(dst, k)
-	}
-	slices.Sort(dst)
-	return dst
-}
-
-func appendMessage(b []byte, m *core.Message) []byte {
-	role := m.Role
-	if role == "" {
-		role = core.RoleUser
-	}
-	b = append(b, `{"role":`...)
-	b = appendJSONString(b, role)
-	b = append(b, `,"content":`...)
-	if len(m.Parts) == 0 {
-		b = appendJSONString(b, m.Content)
-	} else {
-		b = append(b, '[')
-		for i := range m.Parts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendPart(b, &m.Parts[i])
-		}
-		b = append(b, ']')
-	}
-	if m.Name != "" {
-		b = append(b, `,"name":`...)
-		b = appendJSONString(b, m.Name)
-	}
-	if m.ToolCallID != "" {
-		b = append(b, `,"tool_call_id":`...)
-		b = appendJSONString(b, m.ToolCallID)
-	}
-	if len(m.ToolCalls) > 0 {
-		b = append(b, `,"tool_calls":[`...)
-		for i := range m.ToolCalls {
-			tc := &m.ToolCalls[i]
-			if i > 0 {
-				b = append(b, ',')
-			}
-			typ := tc.Type
-			if typ == "" {
-				typ = "function"
-			}
-			b = append(b, `{"id":`...)
-			b = appendJSONString(b, tc.ID)
-			b = append(b, `,"type":`...)
-			b = appendJSONString(b, typ)
-			b = append(b, `,"function":{"name":`...)
-			b = appendJSONString(b, tc.Name)
-			b = append(b, `,"arguments":`...)
-			b = appendJSONString(b, tc.Arguments)
-			b = append(b, `}}`...)
-		}
-		b = append(b, ']')
-	}
-	return append(b, '}')
-}
-
-func appendPart(b []byte, p *core.ContentPart) []byte {
-	if p.Type == core.PartImageURL || p.Type == "" && p.ImageURL != "" {
-		b = append(b, `{"type":"image_url","image_url":{"url":`...)
-		b = appendJSONString(b, p.ImageURL)
-		if p.Detail != "" {
-			b = append(b, `,"detail":`...)
-			b = appendJSONString(b, p.Detail)
-		}
-		return append(b, `}}`...)
-	}
-	b = append(b, `{"type":"text","text":`...)
-	b = appendJSONString(b, p.Text)
-	return append(b, '}')
-}
 
 // nativeSchema reports whether a structured call's schema goes upstream as
 // response_format: the provider supports json_schema natively, the schema is

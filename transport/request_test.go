@@ -1,10 +1,12 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -235,34 +237,116 @@ func TestRequestEncodeErrors(t *testing.T) {
 	}
 }
 
+// appendJSONString appends s as a JSON string the way request bodies
+// encode strings (encoding/json without HTML escaping); tests build
+// expected upstream text with it.
+func appendJSONString(b []byte, s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+}
+
+// TestEncodeRequestMatchesEncodingJSON checks that strings and numbers of a
+// request body are what encoding/json makes of them: strings round-trip
+// as encoding/json's do (invalid UTF-8 as U+FFFD), numbers are
+// byte-identical to json.Marshal, json.Number is kept as written.
 func TestEncodeRequestMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	strs := []string{"", "plain", "q\"b\\s/", "\x00\x01\x1f\x7f", "é中文🙂", "\u2028\u2029", "bad\xffutf8\xc3", "<>&", "\t\r\n"}
+	params := map[string]any{}
+	floats := []float64{0, 1, -1.5, 1e-7, 1e21, 123456789.125, 5e-324, math.MaxFloat64}
+	for i, f := range floats {
+		params["f64_"+strconv.Itoa(i)] = f
+	}
+	floats32 := []float32{0.1, 1e-7, 3.4e38}
+	for i, f := range floats32 {
+		params["f32_"+strconv.Itoa(i)] = f
+	}
+	params["exact"] = json.Number("0.10000000000000000000001")
+	params["html"] = map[string]any{"a": "<b>&"}
+	var msgs []core.Message
 	for _, s := range strs {
-		got := appendJSONString(nil, s)
-		var back string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Fatalf("%q encoded as invalid JSON %s: %v", s, got, err)
-		}
+		msgs = append(msgs, core.Message{Role: core.RoleUser, Content: s, Name: s})
+	}
+	src := &core.SourceConfig{Name: "s_1", Provider: "openai", Model: "m<&>"}
+	prof := ProfileFor(DefaultProfiles(), "openai")
+	body, err := encodeRequest(nil, src, &core.Call{Messages: msgs, Params: params}, &prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Model    string
+		Messages []struct{ Content, Name string }
+	}
+	if err := json.Unmarshal(body, &back); err != nil {
+		t.Fatalf("body %s: %v", body, err)
+	}
+	for i, s := range strs {
 		want, _ := json.Marshal(s)
 		var wantBack string
-		json.Unmarshal(want, &wantBack)
-		if back != wantBack {
-			t.Fatalf("%q round-trips to %q, encoding/json gives %q", s, back, wantBack)
+		_ = json.Unmarshal(want, &wantBack)
+		if back.Messages[i].Content != wantBack || back.Messages[i].Name != wantBack {
+			t.Errorf("%q round-trips to %q, encoding/json gives %q", s, back.Messages[i].Content, wantBack)
 		}
 	}
-	for _, f := range []float64{0, 1, -1.5, 1e-7, 1e21, 123456789.125, 5e-324, math.MaxFloat64} {
-		got, err := appendJSONFloat(nil, f, 64)
-		want, _ := json.Marshal(f)
-		if err != nil || string(got) != string(want) {
-			t.Fatalf("float %v: %s, want %s", f, got, want)
+	if back.Model != "m<&>" || !bytes.Contains(body, []byte(`"m<&>"`)) || !bytes.Contains(body, []byte(`"<b>&"`)) {
+		t.Errorf("HTML escaped: %s", body)
+	}
+	for k, v := range params {
+		want, _ := json.Marshal(v)
+		if k == "html" {
+			continue
+		}
+		if !bytes.Contains(body, []byte(`"`+k+`":`+string(want))) {
+			t.Errorf("%s = %v: body lacks %s", k, v, want)
 		}
 	}
-	for _, f := range []float32{0.1, 1e-7, 3.4e38} {
-		got, _ := appendJSONFloat(nil, float64(f), 32)
-		want, _ := json.Marshal(f)
-		if string(got) != string(want) {
-			t.Fatalf("float32 %v: %s, want %s", f, got, want)
+}
+
+// TestEncodeRequestShape pins the body of a typical call byte for byte and
+// counts the allocations of encoding it again into the same buffer (not
+// parallel: AllocsPerRun needs the process to itself).
+func TestEncodeRequestShape(t *testing.T) {
+	src := &core.SourceConfig{Name: "s_1", Provider: "deepseek", Model: "m", EnableThinking: boolPtr(false),
+		ExtraBody: map[string]any{"top_k": json.Number("40"), "raw": json.RawMessage(` { "a" : [1, 2] } `), "none": json.RawMessage(nil)}}
+	prof := ProfileFor(DefaultProfiles(), "deepseek")
+	call := &core.Call{Stream: true, Params: map[string]any{"temperature": 0.2, "max_tokens": 64}, Messages: []core.Message{
+		core.System("be brief"),
+		core.UserParts(core.TextPart(""), core.ImageURLPart("https://x/y.png")),
+		{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "c1", Name: "f", Arguments: `{"x":1}`}}},
+		{Content: "no role", ToolCallID: "c1", Name: "n"},
+	}}
+	call.Messages[1].Parts[1].Detail = "low"
+	body, err := encodeRequest([]byte("kept:"), src, call, &prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `kept:{"model":"m","messages":[{"role":"system","content":"be brief"},` +
+		`{"role":"user","content":[{"type":"text","text":""},{"type":"image_url","image_url":{"url":"https://x/y.png","detail":"low"}}]},` +
+		`{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"x\":1}"}}]},` +
+		`{"role":"user","content":"no role","name":"n","tool_call_id":"c1"}],` +
+		`"stream":true,"stream_options":{"include_usage":true},"max_tokens":64,"temperature":0.2,"thinking":{"type":"disabled"},` +
+		`"none":null,"raw":{"a":[1,2]},"top_k":40}`
+	if string(body) != want {
+		t.Fatalf("body\n%s\nwant\n%s", body, want)
+	}
+	// Text-only messages take the other wire form.
+	text := &core.Call{Messages: []core.Message{core.User("hi"), {Role: core.RoleAssistant, Content: "a\u2028<b>"}}}
+	plain, err := encodeRequest(nil, &core.SourceConfig{Model: "m"}, text, &prof)
+	if want := `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a\u2028<b>"}],"stream":false}`; err != nil || string(plain) != want {
+		t.Fatalf("body\n%s (%v)\nwant\n%s", plain, err, want)
+	}
+	if raceEnabled {
+		return
+	}
+	for _, c := range []*core.Call{call, text} {
+		allocs := testing.AllocsPerRun(50, func() {
+			body, _ = encodeRequest(body[:0], src, c, &prof)
+		})
+		if allocs > 1 {
+			t.Errorf("encodeRequest: %v allocations, want at most 1", allocs)
 		}
 	}
 }
