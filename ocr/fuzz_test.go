@@ -42,11 +42,7 @@ func FuzzParseMiddle(f *testing.F) {
 				t.Fatalf("parseMiddle: %T %v, want ErrBadLayout or ErrBadGeometry", err, err)
 			}
 			if len(err.Error()) > maxErrorText {
-				// Known: parseMiddle quotes a block's "type" whole in its
-				// geometry errors (ocr/middle.go), so the message is as
-				// long as the upstream made it. Fix there: clip the type
-				// (clip([]byte(b.Type), 64)) as bbox and page_size are.
-				t.Skipf("bug: parseMiddle error of %d bytes quotes the block type unbounded", len(err.Error()))
+				t.Fatalf("parseMiddle error of %d bytes: upstream text must be clipped", len(err.Error()))
 			}
 			return
 		}

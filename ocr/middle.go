@@ -53,15 +53,15 @@ func parseMiddle(data []byte, maxOutside float64) ([]LayoutElement, [][2]float64
 		for j, b := range pg.ParaBlocks {
 			v, ok := numbers(b.BBox, 4)
 			if !ok {
-				return nil, nil, bad(ErrBadGeometry, "page %d block %d (%s): bbox %s is not four finite numbers", i, j, b.Type, clip(b.BBox, 96))
+				return nil, nil, bad(ErrBadGeometry, "page %d block %d (%s): bbox %s is not four finite numbers", i, j, clip([]byte(b.Type), 64), clip(b.BBox, 96))
 			}
 			if !(v[2] > v[0] && v[3] > v[1]) {
-				return nil, nil, bad(ErrBadGeometry, "page %d block %d (%s): degenerate bbox %v (needs x2 > x1 and y2 > y1)", i, j, b.Type, v)
+				return nil, nil, bad(ErrBadGeometry, "page %d block %d (%s): degenerate bbox %v (needs x2 > x1 and y2 > y1)", i, j, clip([]byte(b.Type), 64), v)
 			}
 			if maxOutside >= 0 {
 				mw, mh := maxOutside*w, maxOutside*h
 				if v[2] < -mw || v[0] > w+mw || v[3] < -mh || v[1] > h+mh {
-					return nil, nil, bad(ErrBadGeometry, "page %d block %d (%s): bbox %v lies far outside the %gx%g page", i, j, b.Type, v, w, h)
+					return nil, nil, bad(ErrBadGeometry, "page %d block %d (%s): bbox %v lies far outside the %gx%g page", i, j, clip([]byte(b.Type), 64), v, w, h)
 				}
 			}
 			elements = append(elements, LayoutElement{Type: b.Type, BBox: [4]float64{v[0], v[1], v[2], v[3]}, PageIndex: i})
