@@ -44,6 +44,15 @@ func (r *relay) Reset() {
 	}
 }
 
+func (r *relay) Delivered() (string, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.committed {
+		return "", ""
+	}
+	return r.sent.String(), ""
+}
+
 func TestCommittedStreamIsNotFailedOverAndABufferedOneIs(t *testing.T) {
 	t.Parallel()
 	for _, commit := range []bool{true, false} {

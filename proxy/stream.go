@@ -188,6 +188,14 @@ func (k *streamSink) Committed() bool {
 	return k.committed
 }
 
+// Delivered returns what was relayed to the client (first_token): a
+// continuation goes on from it.
+func (k *streamSink) Delivered() (content, thinking string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.sent.String(), k.sentThink.String()
+}
+
 // Reset drops the deltas a failed attempt left (buffer).
 func (k *streamSink) Reset() {
 	k.mu.Lock()

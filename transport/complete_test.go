@@ -90,6 +90,7 @@ func (d *recordingDeltas) Delta(content, thinking string) error {
 }
 func (d *recordingDeltas) Committed() bool { return false }
 func (d *recordingDeltas) Reset()          {}
+func (d *recordingDeltas) Delivered() (string, string) { return "", "" }
 
 func TestDeltasArriveInOrderAndAConsumerFailureAbortsTheAttempt(t *testing.T) {
 	t.Parallel()

@@ -51,6 +51,8 @@ type wireText struct {
 	Name       string     `json:"name,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	ToolCalls  []wireCall `json:"tool_calls,omitempty"`
+	// Prefix marks the assistant prefill of a continuation (DeepSeek).
+	Prefix bool `json:"prefix,omitempty"`
 }
 
 // wireMessage is one chat message of a call where some message has
@@ -62,6 +64,7 @@ type wireMessage struct {
 	Name       string     `json:"name,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	ToolCalls  []wireCall `json:"tool_calls,omitempty"`
+	Prefix     bool       `json:"prefix,omitempty"`
 
 	parts []wirePart
 }
@@ -230,7 +233,7 @@ func (e *bodyEncoder) messages(msgs []core.Message) {
 			m, w := &msgs[i], &e.texts[i]
 			w.Role = cmpOr(m.Role, core.RoleUser)
 			w.Content, w.Name, w.ToolCallID = m.Content, m.Name, m.ToolCallID
-			w.ToolCalls = toolCalls(m)
+			w.ToolCalls, w.Prefix = toolCalls(m), false
 		}
 		e.head.Messages = &e.texts
 		return
@@ -251,9 +254,27 @@ func (e *bodyEncoder) messages(msgs []core.Message) {
 			}
 			w.Content = &w.parts
 		}
-		w.ToolCalls = toolCalls(m)
+		w.ToolCalls, w.Prefix = toolCalls(m), false
 	}
 	e.head.Messages = &e.msgs
+}
+
+// markPrefix flags the trailing assistant message as the prefill to
+// continue (DeepSeek's prefix completion).
+func (e *bodyEncoder) markPrefix(n int) {
+	if n == 0 {
+		return
+	}
+	switch e.head.Messages {
+	case &e.texts:
+		if w := &e.texts[n-1]; w.Role == core.RoleAssistant {
+			w.Prefix = true
+		}
+	case &e.msgs:
+		if w := &e.msgs[n-1]; w.Role == core.RoleAssistant {
+			w.Prefix = true
+		}
+	}
 }
 
 func cmpOr(s, def string) string {

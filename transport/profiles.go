@@ -49,6 +49,8 @@ func DefaultProfiles() map[string]core.ProviderProfile {
 		DeadCodes:          []string{"insufficient_balance", "insufficient_quota"},
 		ContentFilterCodes: []string{"content_filter"},
 		ContextLengthCodes: []string{"context_length_exceeded"},
+		// Prefix completion (its beta base URL): set CONTINUE=prefill.
+		Prefill: core.PrefillPrefixFlag,
 	})
 	add(core.ProviderProfile{
 		Name:           "qwen",
@@ -85,6 +87,8 @@ func DefaultProfiles() map[string]core.ProviderProfile {
 		},
 		ContextLengthCodes: []string{"context_length_exceeded"},
 		NativeJSONSchema:   true,
+		Prefill:            core.PrefillContinueFinal,
+		Continues:          true,
 	})
 	add(core.ProviderProfile{
 		Name:               "ollama",

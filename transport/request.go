@@ -77,6 +77,9 @@ func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core
 func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) error {
 	e.head.Model = src.Model
 	e.messages(call.Messages)
+	if call.Continuation && prof.Prefill == core.PrefillPrefixFlag {
+		e.markPrefix(len(call.Messages))
+	}
 	e.head.Stream = call.Stream
 	_, paramOpts := call.Params["stream_options"]
 	_, extraOpts := src.ExtraBody["stream_options"]
@@ -120,6 +123,15 @@ func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *cor
 	if thinkOK {
 		e.key(&e.thinkKey)
 		e.w.b = append(e.w.b, *thinkRaw...) // a constant of thinkingSwitch
+	}
+	if call.Continuation && prof.Prefill == core.PrefillContinueFinal {
+		for _, kv := range continueFinal {
+			_, inParams := call.Params[kv.key]
+			if _, inExtra := src.ExtraBody[kv.key]; !inParams && !inExtra {
+				e.key(&kv.key)
+				e.w.b = append(e.w.b, kv.raw...)
+			}
+		}
 	}
 	if nativeSchema(call, src, prof) {
 		e.w.b = append(e.w.b, `,"response_format":`...)
@@ -173,3 +185,9 @@ func nativeSchema(call *core.Call, src *core.SourceConfig, prof *core.ProviderPr
 	_, inExtra := src.ExtraBody["response_format"]
 	return !inParams && !inExtra
 }
+
+// continueFinal are the body fields of a vLLM continuation.
+var continueFinal = [...]struct {
+	key string
+	raw string
+}{{"add_generation_prompt", "false"}, {"continue_final_message", "true"}}

@@ -46,6 +46,10 @@ type Call struct {
 	// call ends with the answer and the error (the structured-output loop
 	// re-asks). The cache layer runs it on hits too.
 	Check func(*LLMResponse) error
+	// Continuation is set on the copy of a call whose answer was cut after
+	// part of it reached the caller: Messages ends with that part as an
+	// assistant prefill, which the source continues (CONTINUE=prefill).
+	Continuation bool
 	// Tokens is the call's estimated size — prompt plus the most tokens it
 	// may generate — for the sources' CONTEXT_WINDOW: a source whose window
 	// is smaller is skipped. 0 = unknown (no source is skipped).
@@ -75,14 +79,17 @@ type Call struct {
 //
 // Contract: the transport calls Delta from the attempt's goroutine, in
 // order, with the new content and thinking text of each chunk; an error
-// aborts the attempt. Before every attempt the governor calls Reset (a
-// buffering sink drops what a failed attempt left) unless Committed reports
-// that deltas were already passed on irrevocably — then the call can no
-// longer fail over, and a failure ends it.
+// aborts the attempt. Before every attempt the engine calls Reset (a
+// buffering sink drops what a failed attempt left). Committed reports that
+// deltas were passed on irrevocably; Delivered returns them. After a
+// committed answer is cut, the call can only continue it (a source with
+// CONTINUE=prefill goes on from Delivered, its deltas following the ones
+// delivered) or end with the cut.
 type DeltaSink interface {
 	Delta(content, thinking string) error
 	Committed() bool
 	Reset()
+	Delivered() (content, thinking string)
 }
 
 // LLMResponse is the result of one governed chat call.

@@ -49,4 +49,27 @@ type ProviderProfile struct {
 	// NativeJSONSchema is true when the provider accepts
 	// response_format {type: json_schema}.
 	NativeJSONSchema bool
+	// Prefill is how a continuation asks the provider to go on from an
+	// assistant prefill (see CONTINUE).
+	Prefill PrefillDialect
+	// Continues makes the provider's sources continue a cut stream by
+	// default (CONTINUE unset means prefill).
+	Continues bool
 }
+
+// PrefillDialect is how a request asks a provider to continue the trailing
+// assistant message instead of answering anew.
+type PrefillDialect string
+
+// Prefill dialects.
+const (
+	// PrefillTrailing: the trailing assistant message is the prefill; the
+	// server continues it as it is.
+	PrefillTrailing PrefillDialect = ""
+	// PrefillPrefixFlag: the trailing assistant message carries
+	// "prefix": true (DeepSeek prefix completion).
+	PrefillPrefixFlag PrefillDialect = "prefix_flag"
+	// PrefillContinueFinal: the body carries "continue_final_message": true
+	// and "add_generation_prompt": false (vLLM).
+	PrefillContinueFinal PrefillDialect = "continue_final_message"
+)

@@ -44,6 +44,21 @@ type run struct {
 	// sticky holds the call in the best tier after a healthy source there
 	// blipped (see stick).
 	sticky stickiness
+	// cont is the continuation of an answer cut after part of it reached
+	// the caller (see continueCut).
+	cont continuation
+}
+
+// continuation is a call going on from what its caller already received.
+type continuation struct {
+	on bool
+	// cut is the error that cut the answer: the call ends with it when no
+	// continuation completes the answer.
+	cut error
+	// content and thinking were delivered before the cut; call is the
+	// call with content as its trailing assistant prefill.
+	content, thinking string
+	call              *core.Call
 }
 
 // stickiness is a call's commitment to a tier: until the patience ends,
@@ -143,6 +158,10 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 	// failing across calls before this attempt.
 	healthy := s.health(r.e.clock.Now()) >= healthyScore && s.failing() == 0
 	resp, err, ev, end := r.perform(ctx, s, t)
+	if r.cont.on && err == nil && resp != nil {
+		// The source went on from the prefill: the answer is the whole.
+		resp.Content, resp.Thinking = r.cont.content+resp.Content, r.cont.thinking+resp.Thinking
+	}
 	eff, class := effectOf(err)
 	ev.Outcome, ev.Reason = eff.observe, class.Reason
 	if end != nil {
@@ -181,9 +200,12 @@ func (r *run) perform(ctx context.Context, s *sourceState, t core.Ticket) (*core
 		resp *core.LLMResponse
 		err  error
 	)
-	if call.Attempt != nil {
+	switch {
+	case call.Attempt != nil:
 		resp, err = call.Attempt(ctx, &s.cfg)
-	} else {
+	case r.cont.on:
+		resp, err = e.up.Do(ctx, &s.cfg, r.cont.call)
+	default:
 		resp, err = e.up.Do(ctx, &s.cfg, call)
 	}
 	s.inflight.Add(-1)
@@ -251,6 +273,11 @@ func (r *run) apply(ctx context.Context, s *sourceState, t core.Ticket, eff effe
 // and with what, or goes round again.
 func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class core.Classified, ev core.AttemptEvent, resp *core.LLMResponse, err error) (*core.LLMResponse, error, bool) {
 	s := r.e.sources[i]
+	if r.cont.on && class.Class != core.ClassCanceled && eff.end != endAnswer && eff.end != endNo {
+		// A source refused to continue the prefill (or its answer failed
+		// a check): the honest end is the cut, never the refusal.
+		return nil, r.cont.cut, true
+	}
 	switch eff.end {
 	case endAnswer:
 		return resp, nil, true
@@ -277,13 +304,18 @@ func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class c
 			return nil, err, true
 		}
 	}
-	if r.call.Deltas != nil && r.call.Deltas.Committed() {
-		// Part of this answer already went out: no failover can complete
-		// it honestly.
+	if r.call.Deltas != nil && r.call.Deltas.Committed() && !r.continueCut(class, err) {
+		// Part of this answer already went out and no source can continue
+		// it: no failover can complete it honestly.
+		if r.cont.on {
+			return nil, r.cont.cut, true
+		}
 		return nil, err, true
 	}
 	if max := r.e.settings.Retry.MaxAttempts; r.spent >= max {
 		switch {
+		case r.cont.on:
+			return nil, r.cont.cut, true
 		case r.lastAnswer != nil && class.Class == core.ClassInvalid:
 			return resp, err, true
 		case max == 1:
@@ -291,9 +323,45 @@ func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class c
 		}
 		return nil, r.unavailable(ctx, core.ReasonRetryExhausted), true
 	}
-	r.stick(ctx, i, healthy, eff, class, err)
+	if !r.cont.on {
+		r.stick(ctx, i, healthy, eff, class, err)
+	}
 	r.e.failover(ctx, r.call, ev, err)
 	return nil, nil, false
+}
+
+// continueCut decides, after an answer part of which reached the caller
+// was cut (a reset, a 5xx or a stall mid-stream), whether the call goes on
+// as a continuation: on a source with CONTINUE=prefill, given what was
+// delivered as an assistant prefill, whose deltas then follow the ones the
+// caller has. Only such sources remain eligible.
+func (r *run) continueCut(class core.Classified, err error) bool {
+	if class.Class != core.ClassTransient || class.Reason == core.ReasonRateLimited {
+		return false
+	}
+	e, n := r.e, len(r.e.sources)
+	if !r.cont.on {
+		able := false
+		for i, s := range e.sources {
+			if s.cfg.Continue != core.ContinuePrefill {
+				r.wrongModel.add(i, n)
+			} else if !r.wrongModel.has(i, n) {
+				able = true
+			}
+		}
+		if !able {
+			return false
+		}
+		r.cont.on, r.cont.cut = true, err
+	}
+	content, thinking := r.call.Deltas.Delivered()
+	if r.cont.call == nil || content != r.cont.content || thinking != r.cont.thinking {
+		c := *r.call
+		c.Messages = append(append(make([]core.Message, 0, len(c.Messages)+1), c.Messages...), core.Assistant(content))
+		c.Continuation = true
+		r.cont.content, r.cont.thinking, r.cont.call = content, thinking, &c
+	}
+	return r.otherModelLeft()
 }
 
 // stick decides after a failure of source i whether the call stays in its

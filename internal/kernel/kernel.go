@@ -215,6 +215,15 @@ func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
 	}
 	c.transport = transport.New(tc)
 	c.tracer = o.Tracer
+	for i := range s.Sources {
+		// CONTINUE unset: the provider profile decides.
+		if src := &s.Sources[i]; src.Continue == core.ContinueDefault {
+			src.Continue = core.ContinueNone
+			if c.transport.Profile(src.Provider).Continues {
+				src.Continue = core.ContinuePrefill
+			}
+		}
+	}
 
 	c.engine, err = engine.New(engine.Config{
 		Settings: s, Upstream: chatUpstream{t: c.transport, quality: s.Quality}, Limiter: limiter, Breaker: breaker,

@@ -1,0 +1,155 @@
+package polygateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/polygateway/polygateway"
+	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+)
+
+// continuer is a streaming upstream that continues a prefill: asked to
+// continue the first k of n tokens (the request's trailing assistant
+// message, with vLLM's continue_final_message), it streams the rest. With
+// refuse it answers a continuation with 400, as servers that cannot
+// continue do.
+type continuer struct {
+	*httptest.Server
+	n      int
+	refuse bool
+
+	mu     sync.Mutex
+	bodies []map[string]any
+}
+
+func newContinuer(t *testing.T, n int, refuse bool) *continuer {
+	c := &continuer{n: n, refuse: refuse}
+	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *continuer) serve(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	c.mu.Lock()
+	c.bodies = append(c.bodies, body)
+	c.mu.Unlock()
+	msgs, _ := body["messages"].([]any)
+	last, _ := msgs[len(msgs)-1].(map[string]any)
+	from := 0
+	if last["role"] == "assistant" && body["continue_final_message"] == true {
+		if c.refuse {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"message":"continuing a message is not supported","type":"invalid_request_error","code":"unsupported"}}`)
+			return
+		}
+		prefix, _ := last["content"].(string)
+		from = len(strings.Fields(prefix))
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for i := from; i < c.n; i++ {
+		tok := fmt.Sprintf("tok%d", i)
+		if i > 0 {
+			tok = " " + tok
+		}
+		b, _ := json.Marshal(tok)
+		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%s}}]}\n\n", b)
+	}
+	fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+}
+
+func (c *continuer) requests() []map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]map[string]any(nil), c.bodies...)
+}
+
+// continuationClient is a scope of a primary that cuts its stream after
+// 40 of 60 tokens and a lower-tier vLLM source (which continues a prefill
+// by default).
+func continuationClient(t *testing.T, fallback *continuer) *polygateway.GatewayClient {
+	primary := fu.Start(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
+	e := baseEnv().source("openai", 1, primary).set("LLM__RETRY__TIER_PATIENCE_S", "0",
+		"LLM__VLLM__1__BASE_URL", fallback.URL+"/v1", "LLM__VLLM__1__API_KEY", "none", "LLM__VLLM__1__MODEL", "local",
+		"LLM__VLLM__1__TIMEOUT_S", "5", "LLM__VLLM__1__PRIORITY", "1")
+	return e.client(t)
+}
+
+func TestACutStreamContinuesSeamlesslyOnASourceThatContinuesAPrefill(t *testing.T) {
+	t.Parallel()
+	fallback := newContinuer(t, 60, false)
+	c := continuationClient(t, fallback)
+	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
+	defer s.Close()
+	var got strings.Builder
+	for s.Next() {
+		got.WriteString(s.Delta().Content)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream failed: %v", err)
+	}
+	if got.String() != tokens(60) {
+		t.Fatalf("the caller received %q, want exactly the 60-token answer", got.String())
+	}
+	if resp := s.Response(); resp.Content != tokens(60) || resp.SourceName != "vllm_1" ||
+		strings.Join(resp.Attempts, ",") != "openai_1,vllm_1" {
+		t.Errorf("response %+v: want the whole answer, finished by the continuing source", resp)
+	}
+	reqs := fallback.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the continuing source got %d requests, want 1", len(reqs))
+	}
+	msgs := reqs[0]["messages"].([]any)
+	last := msgs[len(msgs)-1].(map[string]any)
+	if last["role"] != "assistant" || last["content"] != tokens(40) || reqs[0]["add_generation_prompt"] != false {
+		t.Errorf("continuation request ends with %v (add_generation_prompt %v), want the 40 delivered tokens as the prefill", last, reqs[0]["add_generation_prompt"])
+	}
+}
+
+func TestAContinuationRefusedWithA400EndsWithTheCutNotTheRefusal(t *testing.T) {
+	t.Parallel()
+	fallback := newContinuer(t, 60, true)
+	c := continuationClient(t, fallback)
+	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
+	defer s.Close()
+	var got strings.Builder
+	for s.Next() {
+		got.WriteString(s.Delta().Content)
+	}
+	var te *polygateway.TransientError
+	var re *polygateway.RequestRejectedError
+	if !asErr(s.Err(), &te) || asErr(s.Err(), &re) || te.Source != "openai_1" {
+		t.Fatalf("err = %v, want the cut of openai_1, never the refusal", s.Err())
+	}
+	if s.Response() != nil || got.String() != tokens(40) {
+		t.Errorf("delivered %q (response %v): want the 40 tokens and no answer", got.String(), s.Response())
+	}
+}
+
+func TestWithoutAContinuingSourceACutCommittedStreamEndsAsBefore(t *testing.T) {
+	t.Parallel()
+	primary := fu.Start(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
+	other := fu.Start(t)
+	c := baseEnv().source("openai", 1, primary).source("qwen", 1, other, "PRIORITY", "1").client(t)
+	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
+	defer s.Close()
+	for s.Next() {
+	}
+	if s.Err() == nil || other.Requests() != 0 {
+		t.Fatalf("err %v, other source %d requests: want the cut, no failover", s.Err(), other.Requests())
+	}
+}
+
+// asErr is errors.As for the tests above.
+func asErr[T error](err error, target *T) bool { return errors.As(err, target) }
