@@ -88,8 +88,8 @@ func (d *recordingDeltas) Delta(content, thinking string) error {
 	d.content.WriteString(content)
 	return nil
 }
-func (d *recordingDeltas) Committed() bool { return false }
-func (d *recordingDeltas) Reset()          {}
+func (d *recordingDeltas) Committed() bool             { return false }
+func (d *recordingDeltas) Reset()                      {}
 func (d *recordingDeltas) Delivered() (string, string) { return "", "" }
 
 func TestDeltasArriveInOrderAndAConsumerFailureAbortsTheAttempt(t *testing.T) {
