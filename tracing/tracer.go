@@ -131,6 +131,12 @@ func New(opts ...Option) *Tracer {
 	}
 }
 
+// The span kinds, made once.
+var (
+	callKind    = trace.WithSpanKind(trace.SpanKindInternal)
+	attemptKind = trace.WithSpanKind(trace.SpanKindClient)
+)
+
 // callKey carries the *callSpan of a call in its context, so that its
 // attempts know the operation.
 type callKey struct{}
@@ -152,24 +158,31 @@ func (t *Tracer) StartCall(ctx context.Context, call polygateway.CallInfo) (cont
 	if op == "" {
 		op = "chat"
 	}
-	attrs := make([]attribute.KeyValue, 0, 6+len(t.attrs))
-	attrs = append(attrs,
-		semconv.GenAIOperationNameKey.String(op),
-		ScopeKey.String(clip(call.Scope, maxValueLen)),
-		CallIDKey.String(clip(call.CallID, maxValueLen)),
-		semconv.GenAIRequestStream(call.Stream),
-	)
-	if call.SessionID != "" {
-		attrs = append(attrs, semconv.GenAIConversationID(clip(call.SessionID, maxValueLen)))
+	// The operation and the scope are given at creation, for samplers; the
+	// rest only to a span that records.
+	ctx, span := t.tracer.Start(ctx, spanName(op, call.Scope), callKind,
+		trace.WithAttributes(t.startAttrs(semconv.GenAIOperationNameKey.String(op), ScopeKey.String(clip(call.Scope, maxValueLen)))...))
+	if span.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, 4)
+		attrs = append(attrs, CallIDKey.String(clip(call.CallID, maxValueLen)), semconv.GenAIRequestStream(call.Stream))
+		if call.SessionID != "" {
+			attrs = append(attrs, semconv.GenAIConversationID(clip(call.SessionID, maxValueLen)))
+		}
+		if call.ParentCallID != "" {
+			attrs = append(attrs, ParentCallIDKey.String(clip(call.ParentCallID, maxValueLen)))
+		}
+		span.SetAttributes(attrs...)
 	}
-	if call.ParentCallID != "" {
-		attrs = append(attrs, ParentCallIDKey.String(clip(call.ParentCallID, maxValueLen)))
-	}
-	attrs = append(attrs, t.attrs...)
-	ctx, span := t.tracer.Start(ctx, spanName(op, call.Scope),
-		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	cs := &callSpan{span: span, op: op, stream: call.Stream}
 	return context.WithValue(ctx, callKey{}, cs), cs.end
+}
+
+// startAttrs returns kv followed by the WithAttributes ones.
+func (t *Tracer) startAttrs(kv ...attribute.KeyValue) []attribute.KeyValue {
+	if len(t.attrs) == 0 {
+		return kv
+	}
+	return append(kv, t.attrs...)
 }
 
 func (cs *callSpan) end(resp *polygateway.LLMResponse, err error) {
@@ -236,23 +249,26 @@ func (t *Tracer) StartAttempt(ctx context.Context, ev polygateway.AttemptEvent) 
 	if cs != nil {
 		op = cs.op
 	}
-	attrs := make([]attribute.KeyValue, 0, 9+len(t.attrs))
-	attrs = append(attrs,
-		semconv.GenAIOperationNameKey.String(op),
-		semconv.GenAIProviderNameKey.String(clip(ev.Provider, maxValueLen)),
-		semconv.GenAIRequestModel(clip(ev.Model, maxValueLen)),
-		ScopeKey.String(clip(ev.Scope, maxValueLen)),
-		SourceKey.String(clip(ev.Source, maxValueLen)),
-		CallIDKey.String(clip(ev.CallID, maxValueLen)),
-		AttemptKey.Int(ev.Attempt),
-		BreakerStateKey.String(ev.Breaker.String()),
-	)
-	if cs != nil {
-		attrs = append(attrs, semconv.GenAIRequestStream(cs.stream))
+	// The GenAI conventions' sampling attributes at creation, the rest only
+	// to a span that records.
+	ctx, span := t.tracer.Start(ctx, spanName(op, ev.Model), attemptKind,
+		trace.WithAttributes(t.startAttrs(semconv.GenAIOperationNameKey.String(op),
+			semconv.GenAIProviderNameKey.String(clip(ev.Provider, maxValueLen)),
+			semconv.GenAIRequestModel(clip(ev.Model, maxValueLen)))...))
+	if span.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, 6)
+		attrs = append(attrs,
+			ScopeKey.String(clip(ev.Scope, maxValueLen)),
+			SourceKey.String(clip(ev.Source, maxValueLen)),
+			CallIDKey.String(clip(ev.CallID, maxValueLen)),
+			AttemptKey.Int(ev.Attempt),
+			BreakerStateKey.String(ev.Breaker.String()),
+		)
+		if cs != nil {
+			attrs = append(attrs, semconv.GenAIRequestStream(cs.stream))
+		}
+		span.SetAttributes(attrs...)
 	}
-	attrs = append(attrs, t.attrs...)
-	ctx, span := t.tracer.Start(ctx, spanName(op, ev.Model),
-		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	return ctx, func(ev polygateway.AttemptEvent, err error) { endAttempt(span, ev, err) }
 }
 
