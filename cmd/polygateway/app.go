@@ -30,7 +30,8 @@ type metricsHook interface {
 type app struct {
 	log     *slog.Logger
 	readEnv func() (map[string]string, error)
-	metrics metricsHook // nil without metrics
+	metrics metricsHook  // nil without metrics
+	tracing *tracingHook // nil without tracing (see tracing.go)
 
 	// Memory governance backends live as long as the process, so that a
 	// reload keeps breaker states, in-flight counts and cached answers, and
@@ -69,6 +70,9 @@ func (a *app) clientOptions(env map[string]string) []polygateway.Option {
 	}
 	if a.metrics != nil {
 		opts = append(opts, a.metrics.Options()...)
+	}
+	if a.tracing != nil {
+		opts = append(opts, polygateway.WithTracer(a.tracing.tr))
 	}
 	return opts
 }
@@ -141,6 +145,9 @@ func (a *app) start() (net.Addr, error) {
 	a.srv = srv
 	a.watch(b)
 	a.hs = srv.HTTPServer(sc.addr)
+	if a.tracing != nil {
+		a.hs.Handler = a.tracing.tr.Handler(a.hs.Handler) // calls continue the clients' traces
+	}
 	ln, err := net.Listen("tcp", sc.addr)
 	if err != nil {
 		_ = srv.Shutdown(context.Background())

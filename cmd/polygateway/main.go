@@ -39,6 +39,12 @@
 //	PGW_LOG_LEVEL              debug | info (default) | warn | error
 //	PGW_LOG_FORMAT             json (default) | text
 //
+// Tracing: with OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, every call and upstream attempt
+// is a span exported over OTLP/HTTP, configured by the other standard
+// OTEL_* variables; a client's traceparent makes its calls part of its
+// trace (see docs/server.md).
+//
 // Signals: SIGINT and SIGTERM drain in-flight calls and streams (at most
 // PGW_DRAIN_TIMEOUT_S) and exit; SIGHUP re-reads the environment file and
 // the routes and swaps in freshly built clients — in-flight calls finish on
@@ -99,6 +105,19 @@ func run(args []string, stderr io.Writer) int {
 		}
 	}
 	a := newApp(log, readEnv, hook)
+	tracingOn, err := tracingEnabled(env)
+	if err != nil {
+		log.Error("configuration invalid", slog.String("error", err.Error()))
+		return 1
+	}
+	if tracingOn && !*check {
+		if a.tracing, err = newTracing(context.Background(), env, log); err != nil {
+			log.Error("tracing", slog.String("error", err.Error()))
+			return 1
+		}
+		defer a.flushTraces()
+		log.Info("tracing on: spans are exported over OTLP/HTTP")
+	}
 	if *check {
 		b, err := a.build(env, sc.routing)
 		if err != nil {
