@@ -30,8 +30,9 @@ type metricsHook interface {
 type app struct {
 	log     *slog.Logger
 	readEnv func() (map[string]string, error)
-	metrics metricsHook  // nil without metrics
-	tracing *tracingHook // nil without tracing (see tracing.go)
+	metrics metricsHook // nil without metrics
+	// tracing is nil without tracing (see tracing.go).
+	tracing *tracingHook
 
 	// Memory governance backends live as long as the process, so that a
 	// reload keeps breaker states, in-flight counts and cached answers, and
