@@ -3,11 +3,18 @@ package tracing_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
+	"net/http"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/embed"
 	fu "github.com/polygateway/polygateway/internal/fakeupstream"
 	"github.com/polygateway/polygateway/tracing"
 )
@@ -65,4 +72,43 @@ func Example() {
 	// chat gpt-4o-mini (client) gen_ai.provider.name=openai polygateway.source=openai_1 polygateway.outcome=success
 	// chat LLM (internal) gen_ai.provider.name=openai polygateway.source=openai_1 polygateway.attempts=1
 	// upstream saw the attempt's span: true
+}
+
+// The wiring of a real program: OTLP/HTTP export configured by the
+// standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, _HEADERS,
+// OTEL_SERVICE_NAME, …), one Tracer for the chat and embeddings clients,
+// and an HTTP server whose handlers continue their callers' traces.
+func Example_otlp() {
+	ctx := context.Background()
+	exporter, err := otlptracehttp.New(ctx) // reads OTEL_EXPORTER_OTLP_*
+	if err != nil {
+		log.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
+	defer func() { _ = tp.Shutdown(ctx) }() // exports the last spans
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+
+	tr := tracing.New() // the global provider and propagator
+	chat, err := polygateway.FromEnv("LLM", polygateway.WithTracer(tr))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer chat.Close()
+	embedder, err := embed.FromEnv("EMBED", polygateway.WithTracer(tr))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer embedder.Close()
+
+	ask := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// r.Context() carries the caller's span: the call is its child.
+		resp, err := chat.Chat(r.Context(), []polygateway.Message{polygateway.User(r.FormValue("q"))})
+		if err != nil {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, resp.Content)
+	})
+	log.Fatal(http.ListenAndServe("127.0.0.1:8080", tr.Handler(ask)))
 }
