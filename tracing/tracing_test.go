@@ -455,3 +455,34 @@ func TestLongValuesAreClipped(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHandlerTraceparent: whatever trace headers a client sends, the
+// handler runs with either no span context or a valid remote one.
+func FuzzHandlerTraceparent(f *testing.F) {
+	for _, s := range []string{"", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-extra", "garbage"} {
+		f.Add(s, "")
+	}
+	tr := tracing.New(tracing.WithTracerProvider(noop.NewTracerProvider()))
+	f.Fuzz(func(t *testing.T, traceparent, tracestate string) {
+		var got trace.SpanContext
+		ran := false
+		h := tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ran, got = true, trace.SpanContextFromContext(r.Context())
+		}))
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header["Traceparent"] = []string{traceparent}
+		req.Header["Tracestate"] = []string{tracestate}
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if !ran {
+			t.Fatal("the handler did not run")
+		}
+		if got.IsValid() && !got.IsRemote() {
+			t.Fatalf("%q: a local span context %v", traceparent, got)
+		}
+		if got.IsValid() && !strings.Contains(traceparent, got.TraceID().String()) {
+			t.Fatalf("%q: trace id %s from nowhere", traceparent, got.TraceID())
+		}
+	})
+}
