@@ -30,6 +30,8 @@ FUZZ_TARGETS = \
 	./proxy:FuzzParseChat \
 	./proxy:FuzzParseEmbed \
 	./proxy:FuzzScrubAddresses \
+	./tracing:FuzzClip \
+	./tracing:FuzzHandlerTraceparent \
 	./transport:FuzzClassifyResponse \
 	./transport:FuzzParseChunk \
 	./transport:FuzzSSE

@@ -60,6 +60,7 @@ func TestDependencyRule(t *testing.T) {
 		modulePath + "/backend/redisstore", modulePath + "/telemetry/sqlitesink", modulePath + "/telemetry/pgsink",
 		"github.com/redis/go-redis/v9", "modernc.org/sqlite", "github.com/jackc/pgx/v5",
 		modulePath + "/metrics", "github.com/prometheus/client_golang",
+		modulePath + "/tracing", "go.opentelemetry.io",
 	}
 	closure := goList(t, true, modulePath)
 	for _, banned := range optIn {

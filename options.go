@@ -40,7 +40,10 @@ func (o *options) kernel() kernel.Options {
 	ko := kernel.Options{
 		Limiter: o.limiter, Breaker: o.breaker, Admitter: o.admitter, Cache: o.cache, Telemetry: o.telemetry,
 		Profiles: o.profiles, Pricing: o.pricing, HTTPClient: o.httpClient, Logger: o.logger,
-		Clock: o.clock, Observer: o.observer, Selector: o.selector, Environment: o.environment, Tracer: o.tracer,
+		Clock: o.clock, Observer: o.observer, Selector: o.selector, Environment: o.environment,
+	}
+	if o.tracer != nil {
+		ko.Tracer = kernelTracer{o.tracer}
 	}
 	for _, m := range o.middleware {
 		if km := kernelMiddleware(m); km != nil {

@@ -1,6 +1,11 @@
 package polygateway
 
-import "github.com/polygateway/polygateway/internal/core"
+import (
+	"context"
+	"net/http"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
 
 // Limiter is the rate-limit port: six gates ({concurrency, RPM, TPM} ×
 // {source, global}), all-or-nothing. See the method contracts in the
@@ -95,12 +100,39 @@ const (
 // Classify finds the class, source and reason of an error of this library.
 func Classify(err error) Classified { return core.Classify(err) }
 
-// Tracer puts calls and attempts in spans (see WithTracer and package
-// tracing); CallInfo describes a call to it.
-type (
-	Tracer   = core.Tracer
-	CallInfo = core.CallInfo
-)
+// CallInfo describes a governed call to a Tracer.
+type CallInfo = core.CallInfo
+
+// Tracer puts calls and attempts in spans (see WithTracer; package tracing
+// implements it with OpenTelemetry).
+//
+// Contract: StartCall is called once per governed call before any of its
+// layers runs, StartAttempt once per upstream attempt; each returns the
+// context the call or attempt runs with (carrying its span) and an end
+// function that is called exactly once with the outcome. Inject writes the
+// trace context of ctx into the headers of an upstream request (W3C
+// traceparent). Methods are called on the call path: they must be cheap
+// and safe for concurrent use.
+type Tracer interface {
+	StartCall(ctx context.Context, call CallInfo) (context.Context, func(resp *LLMResponse, err error))
+	StartAttempt(ctx context.Context, ev AttemptEvent) (context.Context, func(ev AttemptEvent, err error))
+	Inject(ctx context.Context, h http.Header)
+}
+
+// kernelTracer puts a public Tracer under the kernel.
+type kernelTracer struct{ t Tracer }
+
+func (k kernelTracer) StartCall(ctx context.Context, call CallInfo) (context.Context, func(*core.LLMResponse, error)) {
+	ctx, end := k.t.StartCall(ctx, call)
+	return ctx, func(resp *core.LLMResponse, err error) { end(publicResponse(resp), publicError(err)) }
+}
+
+func (k kernelTracer) StartAttempt(ctx context.Context, ev AttemptEvent) (context.Context, func(AttemptEvent, error)) {
+	ctx, end := k.t.StartAttempt(ctx, ev)
+	return ctx, func(ev AttemptEvent, err error) { end(ev, publicError(err)) }
+}
+
+func (k kernelTracer) Inject(ctx context.Context, h http.Header) { k.t.Inject(ctx, h) }
 
 // Selector chooses the source of each attempt among the eligible ones; see
 // WithSelector. Candidate is one eligible source as a Selector sees it.

@@ -85,6 +85,8 @@ type app struct {
 	log     *slog.Logger
 	source  configSource
 	metrics metricsHook // nil without metrics
+	// tracing is nil without tracing (see tracing.go).
+	tracing *tracingHook
 
 	// Memory governance backends live as long as the process, so that a
 	// reload keeps breaker states, in-flight counts and cached answers, and
@@ -166,6 +168,9 @@ func (a *app) clientOptions(env map[string]string) []polygateway.Option {
 	if a.metrics != nil {
 		opts = append(opts, a.metrics.Options()...)
 	}
+	if a.tracing != nil {
+		opts = append(opts, polygateway.WithTracer(a.tracing.tr))
+	}
 	return opts
 }
 
@@ -235,6 +240,9 @@ func (a *app) start() (net.Addr, error) {
 	a.current = b
 	a.watch(b)
 	a.hs = srv.HTTPServer(sc.addr)
+	if a.tracing != nil {
+		a.hs.Handler = a.tracing.tr.Handler(a.hs.Handler) // calls continue the clients' traces
+	}
 	ln, err := net.Listen("tcp", sc.addr)
 	if err != nil {
 		_ = srv.Shutdown(context.Background())

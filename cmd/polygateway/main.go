@@ -51,6 +51,12 @@
 // (scopes.LLM.sources[0].timeout_s). Without -config the environment is the
 // configuration, as before.
 //
+// Tracing: with OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, every call and upstream attempt
+// is a span exported over OTLP/HTTP, configured by the other standard
+// OTEL_* variables; a client's traceparent makes its calls part of its
+// trace (see docs/server.md).
+//
 // Signals: SIGINT and SIGTERM drain in-flight calls and streams (at most
 // PGW_DRAIN_TIMEOUT_S) and exit; SIGHUP re-reads the configuration (the
 // environment file, or the config file) and swaps in freshly built clients
@@ -130,6 +136,26 @@ func run(args []string, stderr io.Writer, sigs <-chan os.Signal) int {
 		}
 	}
 	a = newApp(log, source, hook)
+	// OTEL_* come from the .env file and the environment, with a config
+	// file too.
+	otelEnv, err := readEnv()
+	if err != nil {
+		log.Error("configuration invalid", slog.String("error", err.Error()))
+		return 1
+	}
+	tracingOn, err := tracingEnabled(otelEnv)
+	if err != nil {
+		log.Error("configuration invalid", slog.String("error", err.Error()))
+		return 1
+	}
+	if tracingOn && !*check {
+		if a.tracing, err = newTracing(context.Background(), otelEnv, log); err != nil {
+			log.Error("tracing", slog.String("error", err.Error()))
+			return 1
+		}
+		defer a.flushTraces()
+		log.Info("tracing on: spans are exported over OTLP/HTTP")
+	}
 	if *check {
 		b, err := a.build(snap, sc.routing)
 		if err != nil {

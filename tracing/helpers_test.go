@@ -1,0 +1,183 @@
+package tracing_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+
+	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/fakeupstream"
+	"github.com/polygateway/polygateway/tracing"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type (
+	spanStub = tracetest.SpanStub
+	attrKey  = attribute.Key
+)
+
+// deployment is an attribute the tests add with WithAttributes.
+const deployment = attribute.Key("deployment")
+
+// recorder is a Tracer whose spans end up in an in-memory exporter.
+type recorder struct {
+	tp  *sdktrace.TracerProvider
+	exp *tracetest.InMemoryExporter
+	tr  *tracing.Tracer
+}
+
+func newRecorder(t testing.TB, opts ...tracing.Option) *recorder {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return &recorder{tp: tp, exp: exp, tr: tracing.New(append([]tracing.Option{tracing.WithTracerProvider(tp)}, opts...)...)}
+}
+
+// spans returns the ended spans, in the order they ended.
+func (r *recorder) spans() tracetest.SpanStubs { return r.exp.GetSpans() }
+
+// named returns the ended spans named name.
+func (r *recorder) named(name string) []tracetest.SpanStub {
+	var out []tracetest.SpanStub
+	for _, s := range r.spans() {
+		if s.Name == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// attrs maps a span's attributes by key.
+func attrs(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
+	m := make(map[attribute.Key]attribute.Value, len(s.Attributes))
+	for _, kv := range s.Attributes {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// wantAttrs checks that s has every attribute of want (values given as
+// string, int, bool or float64) and none of the keys in absent.
+func wantAttrs(t *testing.T, s tracetest.SpanStub, want map[string]any, absent ...string) {
+	t.Helper()
+	got := attrs(s)
+	for k, v := range want {
+		gv, ok := got[attribute.Key(k)]
+		if !ok {
+			t.Errorf("span %q: no attribute %s (want %v)", s.Name, k, v)
+			continue
+		}
+		var match bool
+		switch v := v.(type) {
+		case string:
+			match = gv.Type() == attribute.STRING && gv.AsString() == v
+		case int:
+			match = gv.Type() == attribute.INT64 && gv.AsInt64() == int64(v)
+		case bool:
+			match = gv.Type() == attribute.BOOL && gv.AsBool() == v
+		case float64:
+			match = gv.Type() == attribute.FLOAT64 && gv.AsFloat64() == v
+		default:
+			t.Fatalf("wantAttrs: unsupported %T", v)
+		}
+		if !match {
+			t.Errorf("span %q: %s = %s, want %v", s.Name, k, gv.Emit(), v)
+		}
+	}
+	for _, k := range absent {
+		if gv, ok := got[attribute.Key(k)]; ok {
+			t.Errorf("span %q: unexpected %s = %s", s.Name, k, gv.Emit())
+		}
+	}
+}
+
+// headers records the trace headers of the requests a fake upstream got.
+type headers struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (h *headers) record(hd http.Header) {
+	h.mu.Lock()
+	h.seen = append(h.seen, hd.Get("traceparent"))
+	h.mu.Unlock()
+}
+
+func (h *headers) traceparents() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.seen...)
+}
+
+// upstream starts a fake chat upstream answering with b whose requests'
+// traceparent headers are recorded in h.
+func upstream(t testing.TB, h *headers, b fakeupstream.Behavior) *fakeupstream.Server {
+	return fakeupstream.Start(t, fakeupstream.WithFunc(func(r fakeupstream.RequestInfo) fakeupstream.Behavior {
+		if h != nil {
+			h.record(r.Header)
+		}
+		return b
+	}))
+}
+
+// env is a test configuration under construction.
+type env map[string]string
+
+func baseEnv() env {
+	return env{
+		"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
+		"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
+		"LLM__RETRY__BACKOFF_BASE_S": "0.01", "LLM__RETRY__BACKOFF_MAX_S": "0.02",
+		"LLM__RETRY__TIER_PATIENCE_S": "0",
+	}
+}
+
+// source adds the source {provider}_1 of the scope LLM at url, model
+// {provider}-model, with extra fields.
+func (e env) source(provider, url string, fields ...string) env {
+	p := "LLM__" + strings.ToUpper(provider) + "__1__"
+	e[p+"BASE_URL"] = url
+	e[p+"API_KEY"] = "sk-test-" + provider
+	e[p+"MODEL"] = provider + "-model"
+	e[p+"TIMEOUT_S"] = "5"
+	for i := 0; i+1 < len(fields); i += 2 {
+		e[p+fields[i]] = fields[i+1]
+	}
+	return e
+}
+
+func (e env) client(t testing.TB, opts ...polygateway.Option) *polygateway.GatewayClient {
+	t.Helper()
+	c, err := polygateway.FromEnv("LLM", append([]polygateway.Option{polygateway.WithEnv(e)}, opts...)...)
+	if err != nil {
+		t.Fatalf("FromEnv: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func ask(t testing.TB, ctx context.Context, c *polygateway.GatewayClient, opts ...polygateway.CallOption) (*polygateway.LLMResponse, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return c.Chat(ctx, []polygateway.Message{polygateway.User("hello")}, opts...)
+}
+
+// traceparent is the W3C header value naming s as the parent (sampled).
+func traceparent(sc trace.SpanContext) string {
+	return fmt.Sprintf("00-%s-%s-01", sc.TraceID(), sc.SpanID())
+}
