@@ -8,6 +8,7 @@
 --   probe  '1' while the half-open probe is out
 --   pexp   end of the probe's lease (µs; -1 = no expiry)
 --   wins   probe successes in this half-open period
+--   plse   the lease of the probe's holder ('' = unknown)
 --   ww     the failure-rate window's bucket width (µs)
 --   b0..b9 its ten buckets, each 'index samples failure-weight' ('' = empty),
 --          one field each so that recording a success rewrites one bucket
@@ -137,20 +138,6 @@ local function breaker()
     redis.call('PEXPIRE', key, int(ttl))
   end
 
-  -- The configuration, from A[first] on (see Breaker.cfgArgs).
-  local function config(A, first)
-    return {
-      threshold = tonumber(A[first]),
-      cooldown = tonumber(A[first + 1]),
-      max_cooldown = tonumber(A[first + 2]),
-      min_calls = tonumber(A[first + 3]),
-      fail_rate = tonumber(A[first + 4]),
-      window = tonumber(A[first + 5]),
-      half_open_successes = tonumber(A[first + 6]),
-      timeout_weight = tonumber(A[first + 7]),
-    }
-  end
-
   local function rate_on(cfg)
     return cfg.window > 0 and cfg.fail_rate > 0
   end
@@ -207,15 +194,15 @@ local function breaker()
     end
   end
 
-  -- record applies outcome A[o+4] of an admission (see record.lua) to the
-  -- circuit at key, unless the admission is fenced.
-  local function record(key, A, o, now)
+  -- record applies the outcome of an admission (request r, see
+  -- record.lua) to the circuit at key, unless the admission is fenced.
+  local function record(key, r, now)
     local c = load(key)
-    if c.epoch ~= tonumber(A[o + 2]) or c.open ~= (A[o + 3] == '1') then
+    if c.epoch ~= r.epoch or c.open ~= (r.probe == true) then
       return 0
     end
-    local out = tonumber(A[o + 4])
-    local cfg = config(A, o + 5)
+    local out = r.outcome
+    local cfg = r.config
     if c.open then
       -- The probe holder's verdict.
       if out == 0 then
