@@ -231,9 +231,9 @@ func (a *Admitter) reclaim(ctx context.Context, j *reclaim) error {
 
 // Bounds of the reclaim worker.
 const (
-	healQueue      = 1024             // reclaims handed over and not yet taken
-	healPending    = 4096             // reclaims the worker holds for retries
-	healTimeout    = time.Second      // one reclaim attempt
+	healQueue      = 1024        // reclaims handed over and not yet taken
+	healPending    = 4096        // reclaims the worker holds for retries
+	healTimeout    = time.Second // one reclaim attempt
 	healBackoffMin = 50 * time.Millisecond
 	healBackoffMax = 2 * time.Second
 	healLogEvery   = 10 * time.Second // at most one warning per this

@@ -35,3 +35,27 @@ func TestCacheConformance(t *testing.T) {
 		return redisstore.NewCache(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
 	})
 }
+
+// TestAdmitterConformance holds the native Admitter, and the default
+// composition over the Redis Limiter and Breaker, to the Admitter suite.
+func TestAdmitterConformance(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	backendtest.RunAdmitterSuite(t, func(t *testing.T, clk *backendtest.FakeClock) backendtest.AdmitterBackend {
+		l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+		b := redisstore.NewBreaker(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+		a := redisstore.NewAdmitter(l, b)
+		t.Cleanup(func() { _ = a.Close() })
+		return backendtest.AdmitterBackend{Admitter: a, Limiter: l, Breaker: b}
+	})
+}
+
+func TestComposedAdmitterConformance(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	backendtest.RunAdmitterSuite(t, func(t *testing.T, clk *backendtest.FakeClock) backendtest.AdmitterBackend {
+		l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+		b := redisstore.NewBreaker(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+		return backendtest.AdmitterBackend{Admitter: core.ComposeAdmitter(l, b), Limiter: l, Breaker: b}
+	})
+}

@@ -20,7 +20,7 @@ type scriptKeys struct {
 	// 3i..3i+2), then the circuit's key under the Limiter's own prefix.
 	keys []string
 	// suffix is what each level's member adds to the lease.
-	suffix [numLevels]string
+	suffix              [numLevels]string
 	scope, source, pool string
 }
 

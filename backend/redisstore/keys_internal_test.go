@@ -87,8 +87,8 @@ func TestAcquireRequestNamesEveryGate(t *testing.T) {
 			Member string
 		}
 		Gates []struct {
-			Gate                          int
-			Kind                          string
+			Gate                         int
+			Kind                         string
 			Level, Limit, Window, Amount int64
 		}
 	}
@@ -100,8 +100,8 @@ func TestAcquireRequestNamesEveryGate(t *testing.T) {
 		t.Fatalf("request %s", w.String())
 	}
 	type g = struct {
-		Gate                          int
-		Kind                          string
+		Gate                         int
+		Kind                         string
 		Level, Limit, Window, Amount int64
 	}
 	want := []g{

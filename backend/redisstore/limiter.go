@@ -22,15 +22,18 @@ import (
 //   - TryAcquire is one script (one round trip): it checks the gates in the
 //     order of the core.Gate constants and either takes all of them or
 //     refuses, naming the first refusing gate and counting nothing.
+//
 //   - RPM and TPM are exact sliding 60-second logs (a ZSET of lease→acquire
 //     time and a HASH of lease→tokens per level, kept while the level's RPM
 //     or TPM gate is on): a grant at t counts while now < t+60s. RetryAfter
 //     is exact for RPM and TPM refusals and 0 for concurrency refusals and
 //     for a request whose Tokens alone exceed the TPM.
+//
 //   - A permit holds a concurrency slot on each level whose concurrency
 //     gate is on (a ZSET of lease→expiry), until Release or
 //     PermitRequest.LeaseTTL after the acquire. A non-positive LeaseTTL
 //     means no expiry.
+//
 //   - Release is one script: it frees the slots and settles TPM in place in
 //     the log entries of the acquire; SettleActual sets them to
 //     Settlement.Tokens, SettleRefund to zero, SettleEstimate keeps them. The
@@ -39,6 +42,7 @@ import (
 //     stored nowhere, and its Release makes no round trip. (Its acquire
 //     still makes one: with Redis down it fails like any other, so no call
 //     goes through while the limiter's backend is unreachable.)
+//
 //   - Expired slots and entries that left the window are dropped lazily:
 //     a level's log at least once a second while it is used, and everything
 //     whenever a gate would refuse, so refusals and RetryAfter are computed
