@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -52,7 +54,8 @@ func (r *privateRedis) start() {
 	r.t.Helper()
 	r.cmd = exec.Command("redis-server",
 		"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning")
+		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning",
+		"--enable-debug-command", "local")
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
 	}
@@ -71,6 +74,27 @@ func (r *privateRedis) start() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// restart kills the server and starts it again on the same port: with its
+// data (saved to disk first, as a server with persistence would keep it)
+// or empty.
+func (r *privateRedis) restart(keepData bool) {
+	r.t.Helper()
+	dump := filepath.Join(r.dir, "dump.rdb")
+	if keepData {
+		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.port)})
+		err := c.Save(context.Background()).Err()
+		_ = c.Close()
+		if err != nil {
+			r.t.Fatalf("SAVE: %v", err)
+		}
+	}
+	r.stop()
+	if !keepData {
+		_ = os.Remove(dump)
+	}
+	r.start()
 }
 
 // stop kills the server and waits for it to exit.
