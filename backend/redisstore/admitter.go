@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,10 +28,10 @@ import (
 // of its lease. The Admitter gives them back by itself, by the lease it drew
 // (leases are drawn by the client, so it knows them before the script runs):
 //
-//   - Admit fails after the script may have run (a reset connection, a
-//     timeout; not a refusal by the server nor a failed dial): the call is
-//     refused with a GovernanceBackendError, and a reclaim of the lease is
-//     queued: it frees whatever the script took and gives the probe back if
+//   - Admit fails (the script may have run: a reset connection or a
+//     timeout, and go-redis may have sent it before the failure it reports
+//     last, a failed dial of a retry, say): the call is refused with a
+//     GovernanceBackendError, and a reclaim of the lease is queued: it frees whatever the script took and gives the probe back if
 //     the script granted it to this lease. Where nothing was taken it leaves
 //     a tombstone, so that a script that reaches Redis later still (a
 //     command delayed on a dying connection) takes no slot.
@@ -116,7 +115,7 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 	w.close()
 	res, err := admitScript.Run(ctx, a.l.c, sk.withCircuit(a.l, a.b), w.String()).Int64Slice()
 	if err != nil {
-		if mayHaveRun(err) {
+		if !errors.Is(err, redis.ErrClosed) {
 			j := &reclaim{permit: core.Permit{Scope: p.Scope, Source: p.Source, Lease: lease},
 				pool: p.Pool, settle: core.Settlement{Kind: core.SettleRefund}, probe: true}
 			j.deadline, j.expires = leaseEnd(lease, a.heal.clock.Now())
@@ -158,7 +157,7 @@ func (a *Admitter) Finish(ctx context.Context, t core.Ticket, s core.Settlement,
 	w.close()
 	w.object("breaker")
 	w.int("key", circuitIndex)
-	a.b.writeRecord(w, t.Admission, o, &t.Breaker)
+	a.b.writeRecord(w, t.Admission, o, &t.Breaker, p.Lease)
 	w.close()
 	w.close()
 	n, err := finishScript.Run(ctx, a.l.c, sk.withCircuit(a.l, a.b), w.String()).Int64()
@@ -181,22 +180,6 @@ func (a *Admitter) Reclaiming() int { return int(a.heal.pending.Load()) }
 func (a *Admitter) Close() error {
 	a.heal.close()
 	return nil
-}
-
-// mayHaveRun reports whether a script that failed with err may have run on
-// the server: anything but an answer from the server (an error reply means
-// the script did not run), a failed dial, an exhausted pool or a closed
-// client, which never sent it.
-func mayHaveRun(err error) bool {
-	var rerr redis.Error
-	var op *net.OpError
-	switch {
-	case errors.As(err, &rerr),
-		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout),
-		errors.As(err, &op) && op.Op == "dial":
-		return false
-	}
-	return true
 }
 
 // reclaim is one lease to give back.

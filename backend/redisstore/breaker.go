@@ -106,7 +106,7 @@ func (b *Breaker) Record(ctx context.Context, scope, source string, adm core.Adm
 	}
 	w := newRequest()
 	w.open()
-	b.writeRecord(w, adm, o, &cfg)
+	b.writeRecord(w, adm, o, &cfg, 0)
 	w.close()
 	n, err := recordScript.Run(ctx, b.c, b.key(scope, source, &cfg), w.String()).Int64()
 	if err != nil {
@@ -117,9 +117,12 @@ func (b *Breaker) Record(ctx context.Context, scope, source string, adm core.Adm
 
 // writeRecord writes the fields of a record request (lua/lib/record.lua):
 // the admission, the outcome and the configuration, each field by name
-// (durations in microseconds).
-func (b *Breaker) writeRecord(w *request, adm core.Admission, o core.Outcome, cfg *core.BreakerConfig) {
+// (durations in microseconds), and the attempt's lease (0 = none).
+func (b *Breaker) writeRecord(w *request, adm core.Admission, o core.Outcome, cfg *core.BreakerConfig, lease uint64) {
 	w.now(&b.opt)
+	if lease != 0 {
+		w.str("lease", strconv.FormatUint(lease, 10))
+	}
 	w.uint("epoch", adm.Epoch)
 	w.bool("probe", adm.Probe)
 	w.int("outcome", int64(o))

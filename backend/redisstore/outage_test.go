@@ -1,11 +1,13 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -68,6 +70,36 @@ func startGuardedUpstream(t *testing.T, latency time.Duration) *guardedUpstream 
 	}))
 	t.Cleanup(u.ts.Close)
 	return u
+}
+
+// logTo returns a logger writing to the test's log, and a counter of the
+// records it wrote.
+func logTo(t *testing.T) (*slog.Logger, *atomic.Int64) {
+	n := &atomic.Int64{}
+	return slog.New(slog.NewTextHandler(testWriter{t, n}, nil)), n
+}
+
+type testWriter struct {
+	t *testing.T
+	n *atomic.Int64
+}
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.n.Add(1)
+	w.t.Logf("log: %s", bytes.TrimSpace(p))
+	return len(p), nil
+}
+
+// outageClient assembles a client of e logging to the test.
+func outageClient(t *testing.T, e *gwEnv) (*polygateway.GatewayClient, *atomic.Int64) {
+	t.Helper()
+	logger, n := logTo(t)
+	c, err := polygateway.FromEnv(e.scope, polygateway.WithEnv(e.m), polygateway.WithLogger(logger))
+	if err != nil {
+		t.Fatalf("FromEnv: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, n
 }
 
 // base is source i's (0 or 1) base URL.
@@ -243,6 +275,11 @@ func waitNoSlots(t *testing.T, rc *redis.Client, gw *polygateway.GatewayClient, 
 			return
 		}
 		if time.Now().After(deadline) {
+			iter := rc.Scan(context.Background(), 0, "pgw:lim:{"+scope+"}:*slots", 100).Iterator()
+			for iter.Next(context.Background()) {
+				m, _ := rc.ZRangeWithScores(context.Background(), iter.Val(), 0, -1).Result()
+				t.Logf("%s: %v", iter.Val(), m)
+			}
 			t.Fatalf("%d slots held in Redis and %d reported by Sources %v after every call ended", live, reported, within)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -275,7 +312,7 @@ func TestOutageHeals(t *testing.T) {
 	fw := startForwarder(t, fmt.Sprintf("127.0.0.1:%d", rs.port))
 	up := startGuardedUpstream(t, 50*time.Millisecond)
 	scope := "T" + upper(randomID(5))
-	gw := outageEnv(scope, fw.URL(), up).client(t)
+	gw, logged := outageClient(t, outageEnv(scope, fw.URL(), up))
 	rc := privateClient(t, rs)
 
 	load := startLoad(gw, 12, 1500*time.Millisecond)
@@ -301,26 +338,30 @@ func TestOutageHeals(t *testing.T) {
 	t.Logf("calls: %s", load.summary())
 	waitNoSlots(t, rc, gw, scope, 5*time.Second)
 	checkPeaks(t, up)
+	if logged.Load() == 0 {
+		t.Error("nothing was logged through WithLogger during the outage")
+	}
 }
 
 // TestRedisRestartHeals: redis-server restarts under load, keeping its data
-// (the slots of the calls in flight survive in it) or losing it. Calls
+// (durable: every write fsynced before its reply; the slots of the calls in
+// flight survive) or losing it. Calls
 // succeed again soon after it answers, and no slot of an ended call stays;
 // with its data the gates held throughout.
 func TestRedisRestartHeals(t *testing.T) {
 	for _, keep := range []bool{true, false} {
 		t.Run(map[bool]string{true: "WithData", false: "WithoutData"}[keep], func(t *testing.T) {
-			rs := startPrivateRedis(t)
+			rs := startPrivateRedisWith(t, keep)
 			up := startGuardedUpstream(t, 50*time.Millisecond)
 			scope := "T" + upper(randomID(5))
-			gw := outageEnv(scope, rs.URL(), up).client(t)
+			gw, _ := outageClient(t, outageEnv(scope, rs.URL(), up))
 			load := startLoad(gw, 12, 1500*time.Millisecond)
 			defer load.stop()
 			if _, ok := load.firstSuccessAfter(time.Now(), 3*time.Second); !ok {
 				t.Fatalf("no call succeeded: %s", load.summary())
 			}
 			time.Sleep(300 * time.Millisecond)
-			rs.restart(keep)
+			rs.restart()
 			back := time.Now()
 			took, ok := load.firstSuccessAfter(back, 5*time.Second)
 			if !ok {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -21,12 +19,21 @@ type privateRedis struct {
 	port int
 	dir  string
 	cmd  *exec.Cmd
+	// persist makes every write durable before its reply (AOF, fsync
+	// always), so that a restart keeps exactly what was acknowledged.
+	persist bool
 }
 
 // startPrivateRedis starts a redis-server on a spare port and stops it when
 // the test ends. Without a redis-server binary it skips the test (fails it
 // with PGW_REQUIRE_SERVICES=1).
 func startPrivateRedis(t testing.TB) *privateRedis {
+	t.Helper()
+	return startPrivateRedisWith(t, false)
+}
+
+// startPrivateRedisWith is startPrivateRedis, durable when persist is set.
+func startPrivateRedisWith(t testing.TB, persist bool) *privateRedis {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if requireServices() {
@@ -40,7 +47,7 @@ func startPrivateRedis(t testing.TB) *privateRedis {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-	r := &privateRedis{t: t, port: port, dir: t.TempDir()}
+	r := &privateRedis{t: t, port: port, dir: t.TempDir(), persist: persist}
 	t.Cleanup(r.stop)
 	r.start()
 	return r
@@ -52,9 +59,13 @@ func (r *privateRedis) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0
 // start starts the server and waits until it answers.
 func (r *privateRedis) start() {
 	r.t.Helper()
+	aof := "no"
+	if r.persist {
+		aof = "yes"
+	}
 	r.cmd = exec.Command("redis-server",
 		"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning",
+		"--save", "", "--appendonly", aof, "--appendfsync", "always", "--dir", r.dir, "--loglevel", "warning",
 		"--enable-debug-command", "local")
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
@@ -76,24 +87,11 @@ func (r *privateRedis) start() {
 	}
 }
 
-// restart kills the server and starts it again on the same port: with its
-// data (saved to disk first, as a server with persistence would keep it)
-// or empty.
-func (r *privateRedis) restart(keepData bool) {
+// restart kills the server and starts it again on the same port, with
+// its data when it is durable (persist) and empty otherwise.
+func (r *privateRedis) restart() {
 	r.t.Helper()
-	dump := filepath.Join(r.dir, "dump.rdb")
-	if keepData {
-		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.port)})
-		err := c.Save(context.Background()).Err()
-		_ = c.Close()
-		if err != nil {
-			r.t.Fatalf("SAVE: %v", err)
-		}
-	}
 	r.stop()
-	if !keepData {
-		_ = os.Remove(dump)
-	}
 	r.start()
 }
 

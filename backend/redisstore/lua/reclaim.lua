@@ -7,11 +7,13 @@
 --          circuit = { key = the circuit's index in KEYS, holder = the
 --          lease } to give back the probe if this lease holds it.
 --
--- Where the permit holds no slot, the release leaves a tombstone: the
--- member scored at now (so already expired). An Admit that reaches Redis
--- after its reclaim (a command delayed on a dying connection) then finds
--- its member taken and holds no slot (ZADD NX). Its log entries still
--- count, which only ever overstates. Returns 1.
+-- The release leaves a tombstone in each level's book where the member has
+-- no entry (the Admit did not run, or not yet): the entry '0 -1', released
+-- with nothing counted. An Admit that reaches Redis after its reclaim (a
+-- command delayed on a dying connection) reads its member in the book it
+-- peeks at anyway, finds it released, and takes nothing; a probe it was
+-- granted goes back as for any refusal. A tombstone goes with its book
+-- (the book's TTL, or the purge of a log whose TTL ran out). Returns 1.
 local r = cjson.decode(ARGV[1])
 local now = now_us(r.now)
 release(r, now)

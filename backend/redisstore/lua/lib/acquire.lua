@@ -5,7 +5,10 @@
 -- Returns {granted 1/0, gate, retry after µs, now µs}.
 --
 -- A grant that needs no purge and no TTL extension is done here; the rest
--- is in limiter().
+-- is in limiter(). The client may send one acquire twice (go-redis retries
+-- a command whose connection failed, and the first may have run): the
+-- second takes the same members again, which holds no more slots, and is
+-- granted where the first was, though the gates are full now.
 local function acquire(r, now)
   now = now or now_us(r.now)
   local ttl = r.lease_ttl or 0
@@ -18,6 +21,11 @@ local function acquire(r, now)
   local refused = false
   for _, v in ipairs(lv) do
     peek(v)
+    if v.gone then
+      -- Released before it was acquired: a late copy of an Admit whose
+      -- reclaim came first (see reclaim.lua). No one hears this reply.
+      return { 0, 0, 0, now }
+    end
     if v.logged and now - v.p >= PURGE_EVERY then
       limiter().purge(v, now)
     end
@@ -28,6 +36,10 @@ local function acquire(r, now)
   if refused then
     local gate, retry = limiter().refusal(lv, now)
     if gate ~= 0 then
+      if limiter().holds(lv) then
+        -- A retry of an acquire that ran: its grant stands.
+        return { 1, 0, 0, now }
+      end
       return { 0, gate, retry, now }
     end
   end
@@ -46,12 +58,10 @@ local function acquire(r, now)
       end
     end
     if v.conc > 0 then
-      -- NX: a tombstone of the same member (a release that came first,
-      -- see reclaim.lua) keeps this late acquire from taking a slot.
       if v.fresh then
-        redis.call('ZADD', v.slots, 'NX', expires, v.member, '-inf', '')
+        redis.call('ZADD', v.slots, expires, v.member, '-inf', '')
       else
-        redis.call('ZADD', v.slots, 'NX', expires, v.member)
+        redis.call('ZADD', v.slots, expires, v.member)
       end
     end
     -- Which TTLs no longer cover this grant: the slots' when the key is

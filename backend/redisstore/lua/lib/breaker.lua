@@ -9,6 +9,8 @@
 --   pexp   end of the probe's lease (µs; -1 = no expiry)
 --   wins   probe successes in this half-open period
 --   plse   the lease of the probe's holder ('' = unknown)
+--   rlse   the lease of the last outcome the full path applied, so that a
+--          client's retry of the same record is not counted twice
 --   ww     the failure-rate window's bucket width (µs)
 --   b0..b9 its ten buckets, each 'index samples failure-weight' ('' = empty),
 --          one field each so that recording a success rewrites one bucket
@@ -109,6 +111,7 @@ local function breaker()
       probe = h.probe == '1',
       pexp = num(h.pexp, 0),
       wins = num(h.wins, 0),
+      rlse = h.rlse,
       win = win_parse(h),
     }
   end
@@ -126,7 +129,7 @@ local function breaker()
       'open', bool(c.open), 'till', int(c.till), 'cd', int(c.cd),
       'epoch', int(c.epoch), 'opens', int(c.opens), 'cons', flt(c.cons),
       'probe', bool(c.probe), 'pexp', int(c.pexp), 'wins', int(c.wins),
-      'ww', int(w.width),
+      'ww', int(w.width), 'rlse', c.rlse or '',
       'b0', bucket_encode(w.b[0]), 'b1', bucket_encode(w.b[1]), 'b2', bucket_encode(w.b[2]),
       'b3', bucket_encode(w.b[3]), 'b4', bucket_encode(w.b[4]), 'b5', bucket_encode(w.b[5]),
       'b6', bucket_encode(w.b[6]), 'b7', bucket_encode(w.b[7]), 'b8', bucket_encode(w.b[8]),
@@ -198,9 +201,13 @@ local function breaker()
   -- record.lua) to the circuit at key, unless the admission is fenced.
   local function record(key, r, now)
     local c = load(key)
+    if r.lease and c.rlse == r.lease then
+      return 1 -- applied already: a retry of the same record
+    end
     if c.epoch ~= r.epoch or c.open ~= (r.probe == true) then
       return 0
     end
+    c.rlse = r.lease
     local out = r.outcome
     local cfg = r.config
     if c.open then

@@ -5,14 +5,15 @@
 --   slots  ZSET member -> expiry of its concurrency slot (+inf: no expiry),
 --          kept while the level's conc gate is on; the member '' scored
 --          -inf is a sentinel that keeps the key, and so its TTL, alive
---          while no slot is held; a member scored at its release time is a
---          tombstone (see reclaim.lua), dropped by the next purge
+--          while no slot is held
 --   log    ZSET member -> time of the acquire, one per grant in the last
 --          window, kept while its rate or sum gate is on
 --   tok    HASH, the level's book:
 --            <member> 'amount state' of the member's log entry: the amount
 --                     counted for the sum gate, and the permit's expiry
---                     (µs; 0 = none, -1 = released)
+--                     (µs; 0 = none, -1 = released); or '0 -1' alone, a
+--                     tombstone (see reclaim.lua): an acquire that finds
+--                     its member released takes nothing
 --            _sum     the total amount of the log's entries
 --            _n       the number of the log's entries
 --            _p       when the log was last purged (µs)
@@ -48,7 +49,8 @@ local function entry(v)
   return tonumber(t) or 0, tonumber(s) or 0
 end
 
--- peek reads what the level's gates need.
+-- peek reads what the level's gates need, and (when v.member is set) the
+-- member's book entry (v.entry) and whether it was released (v.gone).
 local function peek(v)
   v.card, v.n, v.fresh = 0, 0, false
   if v.conc > 0 then
@@ -57,8 +59,10 @@ local function peek(v)
       v.card, v.fresh = 0, true
     end
   end
-  local m = redis.call('HMGET', v.tok, '_sum', '_n', '_p', '_x', '_xs')
+  local m = redis.call('HMGET', v.tok, '_sum', '_n', '_p', '_x', '_xs', v.member or '_')
   v.sum, v.n, v.p, v.x, v.xs = num(m[1], 0), num(m[2], 0), num(m[3], 0), num(m[4], 0), num(m[5], 0)
+  v.entry = m[6]
+  v.gone = m[6] and string.sub(m[6], -3) == ' -1'
 end
 
 -- limiter returns the limiter's rare paths, made on the first call of a
@@ -221,6 +225,21 @@ local function limiter()
     end
   end
 
-  LIM = { purge = purge, refusal = refusal, extend = extend }
+  -- holds reports whether the permit already holds the levels: this
+  -- acquire is a client's retry of one that ran (its reply was lost).
+  local function holds(lv)
+    for _, v in ipairs(lv) do
+      if v.conc > 0 then
+        if redis.call('ZSCORE', v.slots, v.member) then
+          return true
+        end
+      elseif v.entry then
+        return true
+      end
+    end
+    return false
+  end
+
+  LIM = { purge = purge, refusal = refusal, extend = extend, holds = holds }
   return LIM
 end

@@ -4,7 +4,9 @@
 --      (0 success, 1 failure, 2 timeout, 3 rate limited, 4 dead,
 --      5 abandoned), config = { threshold, cooldown (µs), max_cooldown (µs),
 --      min_calls, fail_rate, window (µs), half_open_successes,
---      timeout_weight } (see Breaker's breakerConfig) }.
+--      timeout_weight } (see Breaker.writeRecord), lease = the attempt's
+--      lease, if known (a retry of a record with the same lease that the
+--      full path applied is not applied again) }.
 -- now, when given, is the time already read.
 -- Returns 1 when applied, 0 when fenced.
 --

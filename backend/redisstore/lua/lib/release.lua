@@ -3,8 +3,8 @@
 --      levels = array of { key = i (the level's slots, log and book are
 --      KEYS[i..i+2]), member, slots = true when the level's slots hold the
 --      permit, log = true when its log does, amount = the actual amount
---      (settle 'actual') }, tomb = true to leave a tombstone where no slot
---      was held (see reclaim.lua) }.
+--      (settle 'actual') }, tomb = true to leave a tombstone in each
+--      level's book where the member has no entry (see reclaim.lua) }.
 -- now, when given, is the time already read.
 --
 -- Settling marks the entry released and sets its amount (actual: to the
@@ -15,11 +15,11 @@ local function release(r, now)
   for _, l in ipairs(r.levels) do
     local k = l.key
     if l.slots then
-      local gone = redis.call('ZREM', KEYS[k], l.member)
-      if gone == 0 and r.tomb and redis.call('EXISTS', KEYS[k]) == 1 then
-        now = now or now_us(r.now)
-        redis.call('ZADD', KEYS[k], 'NX', int(now), l.member)
-      end
+      redis.call('ZREM', KEYS[k], l.member)
+    end
+    if r.tomb and redis.call('EXISTS', KEYS[k + 2]) == 1 then
+      -- Only into a book that exists: one made here would have no TTL.
+      redis.call('HSETNX', KEYS[k + 2], l.member, '0 -1')
     end
     if l.log then
       local tok = KEYS[k + 2]
