@@ -163,8 +163,9 @@ func TestSharedRPM(t *testing.T) {
 func TestSharedConcurrency(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		scope := testScope(t, tg)
-		srv := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(60*time.Millisecond)))
-		env := newGWEnv(scope, tg.url, srv).set("FAKE__1__MAX_CONCURRENCY", "3")
+		srv := fakeupstream.Start(t)
+		up := startGuardedUpstream(t, 60*time.Millisecond)
+		env := newGWEnv(scope, tg.url, srv).set("FAKE__1__MAX_CONCURRENCY", "3", "FAKE__1__BASE_URL", up.base(0))
 		clients := []*polygateway.GatewayClient{env.client(t), env.client(t)}
 
 		var ok [2]atomic.Int64
@@ -188,8 +189,9 @@ func TestSharedConcurrency(t *testing.T) {
 		for err := range errs {
 			t.Fatalf("call failed: %v", err)
 		}
-		t.Logf("max in flight %d; client A %d calls, client B %d calls", srv.MaxInFlight(), ok[0].Load(), ok[1].Load())
-		if m := srv.MaxInFlight(); m > 3 || m < 1 {
+		m, _ := up.peaks()
+		t.Logf("max in flight %d; client A %d calls, client B %d calls", m, ok[0].Load(), ok[1].Load())
+		if m > 3 || m < 1 {
 			t.Fatalf("the upstream saw %d requests at once, want at most 3", m)
 		}
 		if ok[0].Load() != 18 || ok[1].Load() != 18 {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/fakeupstream"
+	"github.com/polygateway/polygateway/transport"
 )
 
 // guardedUpstream stands in front of a fake upstream and counts the
@@ -60,13 +61,17 @@ func startGuardedUpstream(t *testing.T, latency time.Duration) *guardedUpstream 
 		u.max, u.src[i].max = max(u.max, u.cur), max(u.src[i].max, u.src[i].cur)
 		u.arrivals = append(u.arrivals, time.Now())
 		u.mu.Unlock()
-		defer func() {
-			u.mu.Lock()
-			u.cur--
-			u.src[i].cur--
-			u.mu.Unlock()
-		}()
-		proxy.ServeHTTP(w, r)
+		var once sync.Once
+		done := func() {
+			once.Do(func() {
+				u.mu.Lock()
+				u.cur--
+				u.src[i].cur--
+				u.mu.Unlock()
+			})
+		}
+		defer done()
+		proxy.ServeHTTP(&endWriter{ResponseWriter: w, done: done}, r)
 	}))
 	t.Cleanup(u.ts.Close)
 	return u
@@ -90,16 +95,91 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// outageClient assembles a client of e logging to the test.
-func outageClient(t *testing.T, e *gwEnv) (*polygateway.GatewayClient, *atomic.Int64) {
+// attempts counts, on the client's side, the attempts under way at once
+// (between an Upstream.Do's start and its return): exactly what the gates
+// govern, with no lag of the server's.
+type attempts struct {
+	mu       sync.Mutex
+	cur, max int
+	src      map[string]*[2]int
+}
+
+func (a *attempts) peaks() (int, map[string]int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	per := map[string]int{}
+	for k, v := range a.src {
+		per[k] = v[1]
+	}
+	return a.max, per
+}
+
+type countedUpstream struct {
+	next polygateway.Upstream
+	a    *attempts
+}
+
+func (u countedUpstream) Do(ctx context.Context, src *polygateway.SourceConfig, call *polygateway.Call) (*polygateway.LLMResponse, error) {
+	a := u.a
+	a.mu.Lock()
+	s := a.src[src.Name]
+	if s == nil {
+		s = &[2]int{}
+		a.src[src.Name] = s
+	}
+	a.cur++
+	s[0]++
+	a.max, s[1] = max(a.max, a.cur), max(s[1], s[0])
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.cur--
+		s[0]--
+		a.mu.Unlock()
+	}()
+	return u.next.Do(ctx, src, call)
+}
+
+// outageClient assembles a client of e logging to the test, counting its
+// attempts into a when a is not nil.
+func outageClient(t *testing.T, e *gwEnv, a ...*attempts) (*polygateway.GatewayClient, *atomic.Int64) {
 	t.Helper()
 	logger, n := logTo(t)
-	c, err := polygateway.FromEnv(e.scope, polygateway.WithEnv(e.m), polygateway.WithLogger(logger))
+	opts := []polygateway.Option{polygateway.WithEnv(e.m), polygateway.WithLogger(logger)}
+	if len(a) > 0 {
+		a[0].src = map[string]*[2]int{}
+		opts = append(opts, polygateway.WithUpstreamFrom(func(tc *transport.Client) polygateway.Upstream {
+			return countedUpstream{next: tc, a: a[0]}
+		}))
+	}
+	c, err := polygateway.FromEnv(e.scope, opts...)
 	if err != nil {
 		t.Fatalf("FromEnv: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c, n
+}
+
+// endWriter counts a request as ended just before the bytes that end its
+// answer go out ("data: [DONE]", or the whole of a plain answer), so that a
+// caller that has its answer, releases its slot and sends the next request
+// is never counted twice while this handler has yet to return.
+type endWriter struct {
+	http.ResponseWriter
+	done func()
+}
+
+func (e *endWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("[DONE]")) || !strings.HasPrefix(e.Header().Get("Content-Type"), "text/event-stream") {
+		e.done()
+	}
+	return e.ResponseWriter.Write(p)
+}
+
+func (e *endWriter) Flush() {
+	if f, ok := e.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // base is source i's (0 or 1) base URL.
@@ -312,7 +392,8 @@ func TestOutageHeals(t *testing.T) {
 	fw := startForwarder(t, fmt.Sprintf("127.0.0.1:%d", rs.port))
 	up := startGuardedUpstream(t, 50*time.Millisecond)
 	scope := "T" + upper(randomID(5))
-	gw, logged := outageClient(t, outageEnv(scope, fw.URL(), up))
+	var held attempts
+	gw, logged := outageClient(t, outageEnv(scope, fw.URL(), up), &held)
 	rc := privateClient(t, rs)
 
 	load := startLoad(gw, 12, 1500*time.Millisecond)
@@ -338,6 +419,11 @@ func TestOutageHeals(t *testing.T) {
 	t.Logf("calls: %s", load.summary())
 	waitNoSlots(t, rc, gw, scope, 5*time.Second)
 	checkPeaks(t, up)
+	all, per := held.peaks()
+	t.Logf("attempts under way at once, counted by the client: %d in all, %v per source", all, per)
+	if all > 5 || per["fake_1"] > 3 || per["fake_2"] > 3 {
+		t.Errorf("%d attempts were under way at once (%v per source); the gates allow 5 (3 per source)", all, per)
+	}
 	if logged.Load() == 0 {
 		t.Error("nothing was logged through WithLogger during the outage")
 	}
