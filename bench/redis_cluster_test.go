@@ -159,4 +159,3 @@ func freePorts(b *testing.B, n int) []int {
 	}
 	return ports
 }
-
