@@ -43,7 +43,8 @@ import (
 //     no verdict (the next caller probes again).
 //
 // Reclaims are idempotent. One worker goroutine runs them, retrying with a
-// backoff until each has run once or the permit's lease has ended (then the
+// backoff (and at once whenever a script of this Admitter gets an answer
+// again) until each has run once or the permit's lease has ended (then the
 // slots have freed by themselves); it starts on the first reclaim and is
 // stopped by Close. The queue is bounded; a reclaim that finds it full is
 // dropped (its slots free when the lease ends). Failures are logged through
@@ -88,7 +89,7 @@ func NewAdmitter(l *Limiter, b *Breaker, opts ...Option) *Admitter {
 	}
 	clock := l.opt.clockOrSystem()
 	a.heal = &healer{a: a, clock: clock, log: rateLog{log: logger, every: healLogEvery},
-		jobs: make(chan *reclaim, healQueue), stop: make(chan struct{}), done: make(chan struct{})}
+		jobs: make(chan *reclaim, healQueue), wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	return a
 }
 
@@ -124,6 +125,7 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit",
 			Err: fmt.Errorf("polygateway: redisstore: admit: %w", err)}
 	}
+	a.heal.answered()
 	if len(res) != 9 {
 		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit",
 			Err: fmt.Errorf("polygateway: redisstore: admit: unexpected reply %v", res)}
@@ -168,6 +170,7 @@ func (a *Admitter) Finish(ctx context.Context, t core.Ticket, s core.Settlement,
 		return false, &core.GovernanceBackendError{Backend: "limiter", Op: "finish",
 			Err: fmt.Errorf("polygateway: redisstore: finish: %w", err)}
 	}
+	a.heal.answered()
 	return n == 1, nil
 }
 
@@ -228,6 +231,7 @@ type healer struct {
 	clock   core.Clock
 	log     rateLog
 	jobs    chan *reclaim
+	wake    chan struct{} // Redis answered: retry now
 	stop    chan struct{}
 	done    chan struct{}
 	pending atomic.Int64
@@ -260,6 +264,19 @@ func (h *healer) add(j *reclaim) {
 	default:
 		h.log.warn(j.due, "polygateway: redisstore: reclaim queue full; a failed call's slots free when their lease ends",
 			"scope", j.permit.Scope, "source", j.permit.Source)
+	}
+}
+
+// answered tells the worker that Redis answers again: reclaims waiting
+// for their backoff are retried at once. It costs an atomic load when
+// nothing waits.
+func (h *healer) answered() {
+	if h.pending.Load() == 0 {
+		return
+	}
+	select {
+	case h.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -301,6 +318,11 @@ func (h *healer) run() {
 		case j := <-h.jobs:
 			pending = h.take(pending, j)
 		case <-wake:
+		case <-h.wake:
+			now := h.clock.Now()
+			for _, j := range pending {
+				j.due = now
+			}
 		case <-h.stop:
 			if timer != nil {
 				timer.Stop()

@@ -381,51 +381,66 @@ func checkPeaks(t *testing.T, u *guardedUpstream) {
 }
 
 // TestOutageHeals: calls under load through a link to Redis that is reset
-// and refused for 2 s, then black-holed for 2 s. The calls in flight when
-// the link dropped cannot release their slots (35 s leases); without
-// healing the scope would be locked out for their lease. Within 5 s of the
-// link returning calls succeed again, no slot of an ended call is held
-// afterwards, and at no moment did the upstream see more requests at once
-// than the gates allow.
+// and refused for 2 s, then black-holed for 2 s (and, measured apart, each
+// of the two alone). The calls in flight when the link dropped cannot
+// release their slots (35 s leases); without healing the scope would be
+// locked out for their lease. Within 5 s of the link returning calls
+// succeed again, no slot of an ended call is held afterwards, and at no
+// moment did the upstream see more requests at once than the gates allow.
 func TestOutageHeals(t *testing.T) {
-	rs := startPrivateRedis(t)
-	fw := startForwarder(t, fmt.Sprintf("127.0.0.1:%d", rs.port))
-	up := startGuardedUpstream(t, 50*time.Millisecond)
-	scope := "T" + upper(randomID(5))
-	var held attempts
-	gw, logged := outageClient(t, outageEnv(scope, fw.URL(), up), &held)
-	rc := privateClient(t, rs)
+	type phase struct {
+		mode linkMode
+		d    time.Duration
+	}
+	for _, tc := range []struct {
+		name   string
+		phases []phase
+	}{
+		{"ResetRefusedThenBlackHole", []phase{{linkRefuse, 2 * time.Second}, {linkBlackhole, 2 * time.Second}}},
+		{"ResetRefused", []phase{{linkRefuse, 2 * time.Second}}},
+		{"BlackHole", []phase{{linkBlackhole, 2 * time.Second}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := startPrivateRedis(t)
+			fw := startForwarder(t, fmt.Sprintf("127.0.0.1:%d", rs.port))
+			up := startGuardedUpstream(t, 50*time.Millisecond)
+			scope := "T" + upper(randomID(5))
+			var held attempts
+			gw, logged := outageClient(t, outageEnv(scope, fw.URL(), up), &held)
+			rc := privateClient(t, rs)
 
-	load := startLoad(gw, 12, 1500*time.Millisecond)
-	defer load.stop()
-	if _, ok := load.firstSuccessAfter(time.Now(), 3*time.Second); !ok {
-		t.Fatalf("no call succeeded with the link up: %s", load.summary())
-	}
-	time.Sleep(500 * time.Millisecond)
-	fw.set(linkRefuse)
-	time.Sleep(2 * time.Second)
-	fw.set(linkBlackhole)
-	time.Sleep(2 * time.Second)
-	back := time.Now()
-	fw.set(linkPass)
-	took, ok := load.firstSuccessAfter(back, 5*time.Second)
-	if !ok {
-		t.Fatalf("no call succeeded within 5 s of the link returning (%d slots held in Redis): %s",
-			liveSlots(t, rc, scope), load.summary())
-	}
-	t.Logf("first success %v after the link returned", took)
-	time.Sleep(time.Second)
-	load.stop()
-	t.Logf("calls: %s", load.summary())
-	waitNoSlots(t, rc, gw, scope, 5*time.Second)
-	checkPeaks(t, up)
-	all, per := held.peaks()
-	t.Logf("attempts under way at once, counted by the client: %d in all, %v per source", all, per)
-	if all > 5 || per["fake_1"] > 3 || per["fake_2"] > 3 {
-		t.Errorf("%d attempts were under way at once (%v per source); the gates allow 5 (3 per source)", all, per)
-	}
-	if logged.Load() == 0 {
-		t.Error("nothing was logged through WithLogger during the outage")
+			load := startLoad(gw, 12, 1500*time.Millisecond)
+			defer load.stop()
+			if _, ok := load.firstSuccessAfter(time.Now(), 3*time.Second); !ok {
+				t.Fatalf("no call succeeded with the link up: %s", load.summary())
+			}
+			time.Sleep(500 * time.Millisecond)
+			for _, p := range tc.phases {
+				fw.set(p.mode)
+				time.Sleep(p.d)
+			}
+			back := time.Now()
+			fw.set(linkPass)
+			took, ok := load.firstSuccessAfter(back, 5*time.Second)
+			if !ok {
+				t.Fatalf("no call succeeded within 5 s of the link returning (%d slots held in Redis): %s",
+					liveSlots(t, rc, scope), load.summary())
+			}
+			t.Logf("first success %v after the link returned", took)
+			time.Sleep(time.Second)
+			load.stop()
+			t.Logf("calls: %s", load.summary())
+			waitNoSlots(t, rc, gw, scope, 5*time.Second)
+			checkPeaks(t, up)
+			all, per := held.peaks()
+			t.Logf("attempts under way at once, counted by the client: %d in all, %v per source", all, per)
+			if all > 5 || per["fake_1"] > 3 || per["fake_2"] > 3 {
+				t.Errorf("%d attempts were under way at once (%v per source); the gates allow 5 (3 per source)", all, per)
+			}
+			if logged.Load() == 0 {
+				t.Error("nothing was logged through WithLogger during the outage")
+			}
+		})
 	}
 }
 
