@@ -178,7 +178,8 @@ func (a *Admitter) Finish(ctx context.Context, t core.Ticket, s core.Settlement,
 func (a *Admitter) Reclaiming() int { return int(a.heal.pending.Load()) }
 
 // Close stops the reclaim worker after one last try of what it still
-// holds (bounded by one second). It is idempotent and does not close the
+// holds (bounded by one second when the client has ContextTimeoutEnabled;
+// by its read timeout otherwise). It is idempotent and does not close the
 // client.
 func (a *Admitter) Close() error {
 	a.heal.close()
