@@ -213,7 +213,7 @@ func (a *Admitter) reclaim(ctx context.Context, j *reclaim) error {
 		w.close()
 	}
 	w.close()
-	return reclaimScript.Run(ctx, a.l.c, sk.withCircuit(a.l, a.b), w.String()).Err()
+	return reclaimScript.Run(ctx, a.l.c, sk.reclaimKeys(a.l, a.b), w.String()).Err()
 }
 
 // Bounds of the reclaim worker.

@@ -35,6 +35,7 @@
 //	{prefix}:lim:{SCOPE}:src:{source}:log     ZSET lease → acquire time (µs), while RPM or TPM is set
 //	{prefix}:lim:{SCOPE}:src:{source}:tok     HASH lease → "tokens state", and the level's totals and TTL marks
 //	{prefix}:lim:{SCOPE}:global:slots|log|tok the same for the scope's global gates (members lease/source)
+//	{prefix}:lim:{SCOPE}:…:gone               ZSET, a level's tombstones (after an outage only)
 //	{prefix}:brk:{SCOPE}:{source}             HASH, one circuit
 //	{prefix}:cache:{key}                      STRING, one cached answer
 //

@@ -19,6 +19,8 @@ type scriptKeys struct {
 	// keys holds, for each level, its slots, log and tok key (level i's at
 	// 3i..3i+2), then the circuit's key under the Limiter's own prefix.
 	keys []string
+	// gone holds each level's tombstone register, used by reclaims only.
+	gone []string
 	// suffix is what each level's member adds to the lease.
 	suffix              [numLevels]string
 	scope, source, pool string
@@ -45,6 +47,7 @@ func (l *Limiter) scriptKeys(scope, source, pool string) *scriptKeys {
 	for i := range numLevels {
 		base := levelBase(l.opt.prefix, scope, source, pool, i)
 		sk.keys = append(sk.keys, base+"slots", base+"log", base+"tok")
+		sk.gone = append(sk.gone, base+"gone")
 	}
 	sk.keys = append(sk.keys, circuitKey(l.opt.prefix, scope, source, pool))
 	sk.suffix[levelGlobal] = "/" + escape(source)
@@ -108,6 +111,16 @@ func (sk *scriptKeys) withCircuit(l *Limiter, br *Breaker) []string {
 	keys[circuitIndex-1] = circuitKey(br.opt.prefix, sk.scope, sk.source, sk.pool)
 	return keys
 }
+
+// reclaimKeys returns the keys of a reclaim script: withCircuit's, then
+// each level's tombstone register (level i's at goneIndex(i)).
+func (sk *scriptKeys) reclaimKeys(l *Limiter, br *Breaker) []string {
+	return append(append([]string(nil), sk.withCircuit(l, br)...), sk.gone...)
+}
+
+// goneIndex is the index (from 1, as in Lua) of level i's tombstone
+// register in the keys of a reclaim script.
+func goneIndex(i int) int64 { return int64(circuitIndex + 1 + i) }
 
 // member returns a permit's member on level i: the lease on its source's
 // level and lease/source (lease/scope:source in a pool) on the global one,

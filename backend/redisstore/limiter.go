@@ -230,6 +230,9 @@ func (l *Limiter) writeRelease(w *request, p core.Permit, s core.Settlement, sk 
 				w.int("amount", int64(f(s)))
 			}
 		}
+		if tomb {
+			w.int("gone", goneIndex(i))
+		}
 		w.close()
 	}
 	w.end()

@@ -47,6 +47,49 @@ func TestReclaimBeforeALateAdmitLeavesNoSlot(t *testing.T) {
 	}
 }
 
+// TestTombstonesDoNotOutstayTheirUse: a tombstone stands 15 minutes; a
+// reclaim after that drops it from the book, so a busy level's book does
+// not keep the tombstones of every outage.
+func TestTombstonesDoNotOutstayTheirUse(t *testing.T) {
+	c, prefix := internalClient(t)
+	ctx := context.Background()
+	clk := &stepClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l, b := NewLimiter(c, WithPrefix(prefix), WithClock(clk)), NewBreaker(c, WithPrefix(prefix), WithClock(clk))
+	a := NewAdmitter(l, b)
+	defer a.Close()
+	two := core.Limits{MaxConcurrency: 2, RPM: 100}
+	req := core.AdmitRequest{Permit: core.PermitRequest{Scope: "G", Source: "a", SourceLimits: two, LeaseTTL: time.Hour}}
+	if t0, err := a.Admit(ctx, req); err != nil || !t0.Admitted() { // the book exists
+		t.Fatalf("Admit = %+v, %v", t0, err)
+	}
+	book := prefix + ":lim:{G}:src:a:tok"
+	tomb := func() uint64 {
+		lease := newLease(&req.Permit)
+		if err := a.reclaim(ctx, &reclaim{permit: core.Permit{Scope: "G", Source: "a", Lease: lease}, settle: core.Settlement{Kind: core.SettleRefund}}); err != nil {
+			t.Fatal(err)
+		}
+		return lease
+	}
+	first := tomb()
+	if v, _ := c.HGet(ctx, book, strconv.FormatUint(first, 10)).Result(); v != "0 -1" {
+		t.Fatalf("tombstone = %q", v)
+	}
+	clk.now = clk.now.Add(16 * time.Minute)
+	tomb()
+	if n, _ := c.HExists(ctx, book, strconv.FormatUint(first, 10)).Result(); n {
+		t.Fatal("a tombstone older than 15 minutes is still in the book")
+	}
+	if n, _ := c.ZCard(ctx, prefix+":lim:{G}:src:a:gone").Result(); n != 1 {
+		t.Fatalf("the register holds %d tombstones, want the new one", n)
+	}
+}
+
+// stepClock is a clock the test sets.
+type stepClock struct{ now time.Time }
+
+func (s *stepClock) Now() time.Time                      { return s.now }
+func (s *stepClock) NewTimer(d time.Duration) core.Timer { return core.SystemClock{}.NewTimer(d) }
+
 // TestRetriedScriptsCountOnce: go-redis sends a command again when its
 // connection failed, though the first may have run. A retried Admit is
 // granted as the first was (its slot and probe are its own), and a retried

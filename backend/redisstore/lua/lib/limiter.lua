@@ -19,6 +19,9 @@
 --            _p       when the log was last purged (µs)
 --            _x       until when the TTLs of log and tok run (µs)
 --            _xs      until when the TTL of slots runs (µs; -1 = none)
+--   gone   ZSET member -> end of its tombstone: the tombstones in the book,
+--          kept by reclaims only (see release.lua), so that they do not
+--          outstay their use in a book that never goes idle
 --
 -- Counts may still include expired slots and entries that left the window
 -- until a purge drops them. Such leftovers only ever overstate, so a check

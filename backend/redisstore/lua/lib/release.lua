@@ -3,13 +3,32 @@
 --      levels = array of { key = i (the level's slots, log and book are
 --      KEYS[i..i+2]), member, slots = true when the level's slots hold the
 --      permit, log = true when its log does, amount = the actual amount
---      (settle 'actual') }, tomb = true to leave a tombstone in each
+--      (settle 'actual'), gone = the index in KEYS of the level's tombstone
+--      register (with tomb) }, tomb = true to leave a tombstone in each
 --      level's book where the member has no entry (see reclaim.lua) }.
 -- now, when given, is the time already read.
 --
 -- Settling marks the entry released and sets its amount (actual: to the
 -- amount given, estimate: kept, refund: to zero), unless the permit expired
 -- or was released before.
+-- TOMB_TTL is how long a tombstone stands: longer than a command can be
+-- held up on a dying TCP connection.
+local TOMB_TTL = 900000000
+
+-- tombstone registers the tombstone of member in book: the level's
+-- register (a ZSET member -> end of its tombstone) lets the reclaims that
+-- come later drop the tombstones that have served their time, so that a
+-- busy book does not keep them. Only reclaims touch the register.
+local function tombstone(book, register, member, now)
+  redis.call('ZADD', register, int(now + TOMB_TTL), member)
+  local old = redis.call('ZRANGEBYSCORE', register, '-inf', int(now), 'LIMIT', 0, BATCH)
+  if #old > 0 then
+    redis.call('HDEL', book, unpack(old))
+    redis.call('ZREM', register, unpack(old))
+  end
+  redis.call('PEXPIRE', register, int(TOMB_TTL / 1000 + SLACK / 1000))
+end
+
 local function release(r, now)
   local kind = r.settle
   for _, l in ipairs(r.levels) do
@@ -19,7 +38,10 @@ local function release(r, now)
     end
     if r.tomb and redis.call('EXISTS', KEYS[k + 2]) == 1 then
       -- Only into a book that exists: one made here would have no TTL.
-      redis.call('HSETNX', KEYS[k + 2], l.member, '0 -1')
+      if redis.call('HSETNX', KEYS[k + 2], l.member, '0 -1') == 1 and l.gone then
+        now = now or now_us(r.now)
+        tombstone(KEYS[k + 2], KEYS[l.gone], l.member, now)
+      end
     end
     if l.log then
       local tok = KEYS[k + 2]
