@@ -437,7 +437,10 @@ func TestOutageHeals(t *testing.T) {
 			if all > 5 || per["fake_1"] > 3 || per["fake_2"] > 3 {
 				t.Errorf("%d attempts were under way at once (%v per source); the gates allow 5 (3 per source)", all, per)
 			}
-			if logged.Load() == 0 {
+			// With the link refused, releases fail at once and their
+			// reclaims fail until it returns: that is logged. (Through a
+			// black hole alone the held commands may all land late.)
+			if tc.phases[0].mode == linkRefuse && logged.Load() == 0 {
 				t.Error("nothing was logged through WithLogger during the outage")
 			}
 		})
