@@ -58,8 +58,10 @@ func BenchmarkSequentialRedis(b *testing.B) {
 	}
 	lim := redisstore.NewLimiter(rc, redisstore.WithPrefix(prefix))
 	br := redisstore.NewBreaker(rc, redisstore.WithPrefix(prefix))
+	adm := redisstore.NewAdmitter(lim, br)
+	defer adm.Close()
 	c, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env), polygateway.WithTelemetry(telemetry.Discard{}),
-		polygateway.WithLimiter(lim), polygateway.WithBreaker(br), polygateway.WithAdmitter(redisstore.NewAdmitter(lim, br)))
+		polygateway.WithLimiter(lim), polygateway.WithBreaker(br), polygateway.WithAdmitter(adm))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,7 +104,10 @@ func BenchmarkSequentialRedis(b *testing.B) {
 	// arguments: the least any two-script call can cost on this machine.
 	noop := redis.NewScript("return {1, 0, 0, 0, 0, 1, 0, 0, 0}")
 	noopKeys := []string{prefix + ":{S}:1", prefix + ":{S}:2", prefix + ":{S}:3", prefix + ":{S}:4", prefix + ":{S}:5", prefix + ":{S}:6", prefix + ":{S}:7"}
-	noopArgs := []any{"", 60000000, "", "12345678901234567890", 100, 1500000000, 1000, 100000000, 1000000000, 0, 0, 0, "12345678901234567890/openai_1"}
+	noopArgs := []any{`{"breaker":{"key":7,"probe_ttl":30000000,"holder":"12345678901234567890"},"limiter":{"lease_ttl":35000000,` +
+		`"levels":[{"key":1,"member":"12345678901234567890"}],"gates":[{"gate":1,"kind":"conc","level":1,"limit":1000},` +
+		`{"gate":2,"kind":"rate","level":1,"limit":100000000,"window":60000000},` +
+		`{"gate":3,"kind":"sum","level":1,"limit":1000000000,"window":60000000,"amount":100}]}}`}
 	rawNoop, noopMean := afterCall(func() error { return noop.Run(ctx, rc, noopKeys, noopArgs...).Err() })
 	warm(b, 50, raw, gov)
 	b.ResetTimer()

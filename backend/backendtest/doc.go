@@ -1,5 +1,6 @@
 // Package backendtest is the conformance suite of the governance ports:
-// core.Limiter, core.Breaker and core.Cache.
+// core.Limiter, core.Breaker, core.Cache and core.Admitter (RunAdmitterSuite,
+// given the Admitter with the Limiter and Breaker whose state it changes).
 //
 // Every backend runs the same suite from its own tests, so the in-process
 // backend (backend/memory) and a shared one (Redis) are held to one set of

@@ -73,6 +73,8 @@ var limiterCases = []struct {
 	{"UnknownPermitIsNoop", limiterUnknownPermit},
 	{"GlobalGatesSpanSourcesNotScopes", limiterGlobalScopes},
 	{"SourceGatesAreIndependent", limiterSourcesIndependent},
+	{"PoolsShareGlobalGates", limiterPoolsShare},
+	{"PoolsAreIndependent", limiterPoolsIndependent},
 }
 
 // limiterHarness carries one subtest's limiter, clock and scope.
@@ -540,4 +542,52 @@ func limiterSourcesIndependent(h *limiterHarness) {
 	h.grant(h.req("b", src, core.Limits{}, 100))
 	h.wantUsage("a", core.LimiterUsage{InFlight: 1, Requests: 1, Tokens: 100})
 	h.wantUsage("b", core.LimiterUsage{InFlight: 1, Requests: 1, Tokens: 100})
+}
+
+// pooled returns req in pool.
+func pooled(req core.PermitRequest, pool string) core.PermitRequest {
+	req.Pool = pool
+	return req
+}
+
+func limiterPoolsShare(h *limiterHarness) {
+	glob := core.Limits{MaxConcurrency: 2, RPM: 3, TPM: 1000}
+	pool := h.scope + "/pool"
+	x := &limiterHarness{t: h.t, l: h.l, clk: h.clk, scope: h.scope + "/x"}
+	y := &limiterHarness{t: h.t, l: h.l, clk: h.clk, scope: h.scope + "/y"}
+	px := x.grant(pooled(x.req("a", core.Limits{}, glob, 300), pool))
+	y.grant(pooled(y.req("a", core.Limits{}, glob, 300), pool))
+	// The pool's two slots are taken by two scopes.
+	x.refuse(pooled(x.req("b", core.Limits{}, glob, 0), pool), core.GateGlobalConcurrency)
+	y.refuse(pooled(y.req("b", core.Limits{}, glob, 0), pool), core.GateGlobalConcurrency)
+	x.wantUsage("", core.LimiterUsage{InFlight: 2, Requests: 2, Tokens: 600})
+	y.wantUsage("", core.LimiterUsage{InFlight: 2, Requests: 2, Tokens: 600})
+	x.release(px, core.Settlement{Kind: core.SettleActual, Tokens: 100})
+	y.wantUsage("", core.LimiterUsage{InFlight: 1, Requests: 2, Tokens: 400})
+	// A freed slot is anyone's in the pool; the third request is the RPM's last.
+	y.grant(pooled(y.req("b", core.Limits{}, glob, 500), pool))
+	x.refuse(pooled(x.req("a", core.Limits{}, core.Limits{RPM: 3}, 0), pool), core.GateGlobalRPM)
+	// Source gates stay each scope's own, even for the same source name.
+	src := core.Limits{MaxConcurrency: 1}
+	x2 := &limiterHarness{t: h.t, l: h.l, clk: h.clk, scope: h.scope + "/x2"}
+	y2 := &limiterHarness{t: h.t, l: h.l, clk: h.clk, scope: h.scope + "/y2"}
+	x2.grant(pooled(x2.req("s", src, core.Limits{}, 0), pool+"2"))
+	y2.grant(pooled(y2.req("s", src, core.Limits{}, 0), pool+"2"))
+	x2.refuse(pooled(x2.req("s", src, core.Limits{}, 0), pool+"2"), core.GateSourceConcurrency)
+}
+
+func limiterPoolsIndependent(h *limiterHarness) {
+	glob := core.Limits{MaxConcurrency: 1}
+	p, q := h.scope+"/p", h.scope+"/q"
+	x := &limiterHarness{t: h.t, l: h.l, clk: h.clk, scope: h.scope + "/x"}
+	y := &limiterHarness{t: h.t, l: h.l, clk: h.clk, scope: h.scope + "/y"}
+	z := &limiterHarness{t: h.t, l: h.l, clk: h.clk, scope: p} // a scope named like pool p
+	x.grant(pooled(x.req("a", core.Limits{}, glob, 0), p))
+	x.refuse(pooled(x.req("a", core.Limits{}, glob, 0), p), core.GateGlobalConcurrency)
+	y.grant(pooled(y.req("a", core.Limits{}, glob, 0), q))
+	z.grant(z.req("a", core.Limits{}, glob, 0))
+	h.grant(h.req("a", core.Limits{}, glob, 0))
+	x.wantUsage("", core.LimiterUsage{InFlight: 1})
+	y.wantUsage("", core.LimiterUsage{InFlight: 1})
+	z.wantUsage("", core.LimiterUsage{InFlight: 1})
 }

@@ -46,8 +46,16 @@ const never = int64(math.MaxInt64)
 //     RPM count is never returned. Releasing a permit whose lease expired, a
 //     permit already released, or one never granted is a no-op.
 //
-// Time never runs backwards within a scope: a clock reading older than one
-// the scope has already acted at counts as that later time.
+// Pools: a request naming PermitRequest.Pool counts its global gates in the
+// pool's level, shared by every scope that names the pool; its source gates
+// stay its scope's own. A source remembers the pool its scope last named
+// (for Release and Usage); when a scope moves to another pool its sources
+// start from fresh counts there, and permits of the old pool lapse with
+// their leases (as on Redis, where the keys move).
+//
+// Time never runs backwards within a lock domain (a scope, or a pool and its
+// scopes): a clock reading older than one it has already acted at counts as
+// that later time.
 //
 // A Limiter is safe for concurrent use. Each scope has its own lock; the
 // lookup of scopes and sources is lock-free. Scopes and sources are kept for
@@ -58,9 +66,13 @@ type Limiter struct {
 	base   time.Time // times are kept as nanoseconds since base
 	leases atomic.Uint64
 
-	mu      sync.Mutex // serialises adding scopes and sources
+	mu sync.Mutex // serialises adding scopes, pools and sources
+	// scopes maps a scope to the domain its global gates are in now: its
+	// own, or its pool's.
 	scopes  atomic.Pointer[map[string]*limScope]
 	sources atomic.Pointer[map[sourceKey]*limSource]
+	// own and pools are the domains of unpooled scopes and of pools (under mu).
+	own, pools map[string]*limScope
 }
 
 var _ core.Limiter = (*Limiter)(nil)
@@ -68,7 +80,8 @@ var _ core.Limiter = (*Limiter)(nil)
 // sourceKey identifies one source of one scope.
 type sourceKey struct{ scope, source string }
 
-// limScope is one scope: its lock and its global gates.
+// limScope is one lock domain: a scope, or a pool with all its scopes. It
+// holds the lock and the global gates.
 type limScope struct {
 	mu     sync.Mutex
 	global level
@@ -88,16 +101,18 @@ func (sc *limScope) monotonic(now int64) int64 {
 	return now
 }
 
-// limSource is one source's gates and the scope they are locked with.
+// limSource is one source's gates, the domain they are locked with and
+// the pool that domain is ("" = the scope's own).
 type limSource struct {
 	scope *limScope
+	pool  string
 	level level
 }
 
 // NewLimiter returns an empty Limiter. Only WithClock applies.
 func NewLimiter(opts ...Option) *Limiter {
 	o := buildOptions(opts)
-	l := &Limiter{clock: o.clock, base: o.clock.Now()}
+	l := &Limiter{clock: o.clock, base: o.clock.Now(), own: map[string]*limScope{}, pools: map[string]*limScope{}}
 	l.scopes.Store(&map[string]*limScope{})
 	l.sources.Store(&map[sourceKey]*limSource{})
 	return l
@@ -107,7 +122,7 @@ func NewLimiter(opts ...Option) *Limiter {
 // them all, or refuses and takes none. It never blocks on quota and never
 // fails; ctx is not used.
 func (l *Limiter) TryAcquire(_ context.Context, req core.PermitRequest) (core.Grant, error) {
-	src := l.source(req.Scope, req.Source)
+	src := l.source(req.Scope, req.Source, req.Pool)
 	sc := src.scope
 	tokens := int64(max(req.Tokens, 0))
 
@@ -170,8 +185,9 @@ func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) e
 	return nil
 }
 
-// Usage reports the source's gates, or the scope's global gates when source
-// is "". An unknown scope or source reports zero. It never fails.
+// Usage reports the source's gates, or the global gates of the scope (of
+// the pool it named last) when source is "". An unknown scope or source
+// reports zero. It never fails.
 func (l *Limiter) Usage(_ context.Context, scope, source string) (core.LimiterUsage, error) {
 	var (
 		sc *limScope
@@ -203,26 +219,34 @@ func (l *Limiter) lookupSource(scope, source string) *limSource {
 	return (*l.sources.Load())[sourceKey{scope, source}]
 }
 
-// source returns the source's state, adding it (and its scope) on first use.
-func (l *Limiter) source(scope, source string) *limSource {
-	if s := l.lookupSource(scope, source); s != nil {
+// source returns the source's state in pool, adding it (and its domain)
+// on first use, or anew when its scope has moved to another pool.
+func (l *Limiter) source(scope, source, pool string) *limSource {
+	if s := l.lookupSource(scope, source); s != nil && s.pool == pool {
 		return s
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	key := sourceKey{scope, source}
 	old := *l.sources.Load()
-	if s := old[key]; s != nil {
+	if s := old[key]; s != nil && s.pool == pool {
 		return s
 	}
-	sc := (*l.scopes.Load())[scope]
+	domains, name := l.own, scope
+	if pool != "" {
+		domains, name = l.pools, pool
+	}
+	sc := domains[name]
 	if sc == nil {
 		sc = &limScope{}
+		domains[name] = sc
+	}
+	if (*l.scopes.Load())[scope] != sc {
 		scopes := maps.Clone(*l.scopes.Load())
 		scopes[scope] = sc
 		l.scopes.Store(&scopes)
 	}
-	s := &limSource{scope: sc}
+	s := &limSource{scope: sc, pool: pool}
 	sources := make(map[sourceKey]*limSource, len(old)+1)
 	maps.Copy(sources, old)
 	sources[key] = s

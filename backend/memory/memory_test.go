@@ -72,3 +72,10 @@ func TestSuitesShareOneBackend(t *testing.T) {
 		return c
 	})
 }
+
+func TestAdmitterSuite(t *testing.T) {
+	backendtest.RunAdmitterSuite(t, func(_ *testing.T, clk *backendtest.FakeClock) backendtest.AdmitterBackend {
+		l, b := memory.NewLimiter(memory.WithClock(clk)), memory.NewBreaker(memory.WithClock(clk))
+		return backendtest.AdmitterBackend{Admitter: core.ComposeAdmitter(l, b), Limiter: l, Breaker: b}
+	})
+}

@@ -66,16 +66,18 @@ func BenchmarkAdmitFinish(b *testing.B) {
 	prefix := freshPrefix(b, c)
 	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix))
 	br := redisstore.NewBreaker(c, redisstore.WithPrefix(prefix))
+	a := redisstore.NewAdmitter(l, br)
+	defer a.Close()
 	ctx := b.Context()
-	cfg := backendtest.SuiteBreakerConfig()
 	lim := core.Limits{MaxConcurrency: 100, RPM: 1 << 30, TPM: 1 << 40}
-	req := core.PermitRequest{Scope: "BENCH", Source: "a", SourceLimits: lim, Tokens: 100, LeaseTTL: time.Minute}
+	req := core.AdmitRequest{Breaker: backendtest.SuiteBreakerConfig(),
+		Permit: core.PermitRequest{Scope: "BENCH", Source: "a", SourceLimits: lim, Tokens: 100, LeaseTTL: time.Minute}}
 	for b.Loop() {
-		adm, g, ok, err := l.Admit(ctx, br, "BENCH", "a", cfg, req)
-		if err != nil || !ok || !adm.Allowed || !g.OK {
-			b.Fatalf("Admit = %+v, %+v, %v, %v", adm, g, ok, err)
+		t, err := a.Admit(ctx, req)
+		if err != nil || !t.Admitted() {
+			b.Fatalf("Admit = %+v, %v", t, err)
 		}
-		if _, ok, err := l.Finish(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 80}, br, "BENCH", "a", adm, core.OutcomeSuccess, cfg); err != nil || !ok {
+		if ok, err := a.Finish(ctx, t, core.Settlement{Kind: core.SettleActual, Tokens: 80}, core.OutcomeSuccess); err != nil || !ok {
 			b.Fatalf("Finish = %v, %v", ok, err)
 		}
 	}

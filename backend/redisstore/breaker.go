@@ -28,6 +28,11 @@ import (
 // TIME (WithClock replaces it in tests): an open circuit becomes half-open
 // by time alone.
 //
+// A scope's circuits live under its pool when cfg.Pool names one (every
+// method is given the scope's configuration), so that a pooled scope's
+// Admit touches one Redis Cluster slot; a scope that moves to another pool
+// starts with fresh circuits there.
+//
 // Differences from memory.Breaker that a shared store brings: a circuit
 // untouched for a day (plus its remaining cooldown) vanishes from Redis and
 // reads as closed and new, Opens included; Reset of a circuit never seen
@@ -48,30 +53,48 @@ func NewBreaker(c redis.UniversalClient, opts ...Option) *Breaker {
 	return &Breaker{c: c, opt: buildOptions(opts)}
 }
 
-// key returns the circuit's key.
-func (b *Breaker) key(scope, source string) []string {
-	return []string{circuitKey(b.opt.prefix, scope, source)}
+// key returns the circuit's key; cfg.Pool says where it lives.
+func (b *Breaker) key(scope, source string, cfg *core.BreakerConfig) []string {
+	return []string{circuitKey(b.opt.prefix, scope, source, cfg.Pool)}
 }
 
 // Allow admits a call when the circuit is closed, grants the single probe
 // when it is half-open and the probe is free, and refuses otherwise. An
 // error means Redis failed.
 func (b *Breaker) Allow(ctx context.Context, scope, source string, cfg core.BreakerConfig) (core.Admission, error) {
-	now, _ := b.opt.nowArg()
-	res, err := allowScript.Run(ctx, b.c, b.key(scope, source), now, micros(cfg.ProbeTTL)).Int64Slice()
+	w := newRequest()
+	w.open()
+	b.writeAllow(w, &cfg, "")
+	w.close()
+	res, err := allowScript.Run(ctx, b.c, b.key(scope, source, &cfg), w.String()).Int64Slice()
 	if err != nil {
 		return core.Admission{}, fmt.Errorf("polygateway: redisstore: breaker allow: %w", err)
 	}
 	if len(res) != 5 {
 		return core.Admission{}, fmt.Errorf("polygateway: redisstore: breaker allow: unexpected reply %v", res)
 	}
+	return admission(res), nil
+}
+
+// admission reads an allow reply {allowed, probe, epoch, state, retry after}.
+func admission(res []int64) core.Admission {
 	return core.Admission{
 		Allowed:    res[0] == 1,
 		Probe:      res[1] == 1,
 		Epoch:      uint64(res[2]),
 		State:      core.BreakerState(res[3]),
 		RetryAfter: fromMicros(max(res[4], 0)),
-	}, nil
+	}
+}
+
+// writeAllow writes the fields of an allow request (lua/lib/allow.lua);
+// holder is the lease of the attempt, recorded with a granted probe.
+func (b *Breaker) writeAllow(w *request, cfg *core.BreakerConfig, holder string) {
+	w.now(&b.opt)
+	w.int("probe_ttl", micros(cfg.ProbeTTL))
+	if holder != "" {
+		w.str("holder", holder)
+	}
 }
 
 // Record applies the outcome of an admitted call if adm is of the
@@ -81,24 +104,48 @@ func (b *Breaker) Record(ctx context.Context, scope, source string, adm core.Adm
 	if !adm.Allowed {
 		return false, nil
 	}
-	now, _ := b.opt.nowArg()
-	probe := 0
-	if adm.Probe {
-		probe = 1
-	}
-	args := append([]any{now, strconv.FormatUint(adm.Epoch, 10), probe, int(o)}, cfgArgs(cfg)...)
-	n, err := recordScript.Run(ctx, b.c, b.key(scope, source), args...).Int64()
+	w := newRequest()
+	w.open()
+	b.writeRecord(w, adm, o, &cfg, 0)
+	w.close()
+	n, err := recordScript.Run(ctx, b.c, b.key(scope, source, &cfg), w.String()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("polygateway: redisstore: breaker record: %w", err)
 	}
 	return n == 1, nil
 }
 
+// writeRecord writes the fields of a record request (lua/lib/record.lua):
+// the admission, the outcome and the configuration, each field by name
+// (durations in microseconds), and the attempt's lease (0 = none).
+func (b *Breaker) writeRecord(w *request, adm core.Admission, o core.Outcome, cfg *core.BreakerConfig, lease uint64) {
+	w.now(&b.opt)
+	if lease != 0 {
+		w.str("lease", strconv.FormatUint(lease, 10))
+	}
+	w.uint("epoch", adm.Epoch)
+	w.bool("probe", adm.Probe)
+	w.int("outcome", int64(o))
+	w.object("config")
+	w.int("threshold", int64(max(cfg.FailThreshold, 0)))
+	w.int("cooldown", micros(cfg.Cooldown))
+	w.int("max_cooldown", micros(cfg.MaxCooldown))
+	w.int("min_calls", int64(cfg.MinCalls))
+	w.float("fail_rate", cfg.FailRate)
+	w.int("window", micros(cfg.Window))
+	w.int("half_open_successes", int64(cfg.HalfOpenSuccesses))
+	w.float("timeout_weight", cfg.TimeoutWeight)
+	w.close()
+}
+
 // Snapshot reports the circuit's state as of now; an unknown circuit is
-// closed. An error means Redis failed. cfg is not used.
-func (b *Breaker) Snapshot(ctx context.Context, scope, source string, _ core.BreakerConfig) (core.BreakerSnapshot, error) {
-	now, _ := b.opt.nowArg()
-	res, err := snapshotScript.Run(ctx, b.c, b.key(scope, source), now).Slice()
+// closed. An error means Redis failed. Of cfg only Pool is used.
+func (b *Breaker) Snapshot(ctx context.Context, scope, source string, cfg core.BreakerConfig) (core.BreakerSnapshot, error) {
+	w := newRequest()
+	w.open()
+	w.now(&b.opt)
+	w.close()
+	res, err := snapshotScript.Run(ctx, b.c, b.key(scope, source, &cfg), w.String()).Slice()
 	if err != nil {
 		return core.BreakerSnapshot{}, fmt.Errorf("polygateway: redisstore: breaker snapshot: %w", err)
 	}
@@ -133,25 +180,10 @@ func (b *Breaker) Snapshot(ctx context.Context, scope, source string, _ core.Bre
 
 // Reset closes the circuit, clears its history and increments its epoch so
 // that calls admitted before it are fenced. An error means Redis failed.
-func (b *Breaker) Reset(ctx context.Context, scope, source string, _ core.BreakerConfig) error {
-	if err := resetScript.Run(ctx, b.c, b.key(scope, source)).Err(); err != nil {
+// Of cfg only Pool is used.
+func (b *Breaker) Reset(ctx context.Context, scope, source string, cfg core.BreakerConfig) error {
+	if err := resetScript.Run(ctx, b.c, b.key(scope, source, &cfg)).Err(); err != nil {
 		return fmt.Errorf("polygateway: redisstore: breaker reset: %w", err)
 	}
 	return nil
-}
-
-// cfgArgs renders the configuration as script arguments (durations in
-// microseconds, floats in their shortest exact form), in the order the
-// scripts' config function reads them.
-func cfgArgs(cfg core.BreakerConfig) []any {
-	return []any{
-		max(cfg.FailThreshold, 0),
-		micros(cfg.Cooldown),
-		micros(cfg.MaxCooldown),
-		cfg.MinCalls,
-		strconv.FormatFloat(cfg.FailRate, 'g', -1, 64),
-		micros(cfg.Window),
-		cfg.HalfOpenSuccesses,
-		strconv.FormatFloat(cfg.TimeoutWeight, 'g', -1, 64),
-	}
 }

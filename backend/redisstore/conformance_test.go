@@ -8,30 +8,58 @@ import (
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-// The conformance suites run unchanged against Redis: the FakeClock reaches
-// the scripts through WithClock, so windows and cooldowns pass without
-// sleeping. Every subtest uses names of its own under the test's prefix.
+// The conformance suites run unchanged against Redis, the single node and
+// a Redis Cluster of three masters: the FakeClock reaches the scripts
+// through WithClock, so windows and cooldowns pass without sleeping. Every
+// subtest uses names of its own under the test's prefix.
 
 func TestLimiterConformance(t *testing.T) {
-	c := newClient(t)
-	prefix := freshPrefix(t, c)
-	backendtest.RunLimiterSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Limiter {
-		return redisstore.NewLimiter(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+	forEachTarget(t, func(t *testing.T, tg target) {
+		prefix := freshPrefix(t, tg.client)
+		backendtest.RunLimiterSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Limiter {
+			return redisstore.NewLimiter(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+		})
 	})
 }
 
 func TestBreakerConformance(t *testing.T) {
-	c := newClient(t)
-	prefix := freshPrefix(t, c)
-	backendtest.RunBreakerSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Breaker {
-		return redisstore.NewBreaker(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+	forEachTarget(t, func(t *testing.T, tg target) {
+		prefix := freshPrefix(t, tg.client)
+		backendtest.RunBreakerSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Breaker {
+			return redisstore.NewBreaker(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+		})
 	})
 }
 
 func TestCacheConformance(t *testing.T) {
-	c := newClient(t)
-	prefix := freshPrefix(t, c)
-	backendtest.RunCacheSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Cache {
-		return redisstore.NewCache(c, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+	forEachTarget(t, func(t *testing.T, tg target) {
+		prefix := freshPrefix(t, tg.client)
+		backendtest.RunCacheSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Cache {
+			return redisstore.NewCache(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+		})
+	})
+}
+
+// TestAdmitterConformance holds the native Admitter, and the default
+// composition over the Redis Limiter and Breaker, to the Admitter suite.
+func TestAdmitterConformance(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		prefix := freshPrefix(t, tg.client)
+		t.Run("native", func(t *testing.T) {
+			backendtest.RunAdmitterSuite(t, func(t *testing.T, clk *backendtest.FakeClock) backendtest.AdmitterBackend {
+				l := redisstore.NewLimiter(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+				b := redisstore.NewBreaker(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+				a := redisstore.NewAdmitter(l, b)
+				t.Cleanup(func() { _ = a.Close() })
+				return backendtest.AdmitterBackend{Admitter: a, Limiter: l, Breaker: b}
+			})
+		})
+		t.Run("composed", func(t *testing.T) {
+			backendtest.RunAdmitterSuite(t, func(t *testing.T, clk *backendtest.FakeClock) backendtest.AdmitterBackend {
+				l := redisstore.NewLimiter(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+				b := redisstore.NewBreaker(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+				return backendtest.AdmitterBackend{Admitter: core.ComposeAdmitter(l, b), Limiter: l, Breaker: b}
+			})
+		})
 	})
 }

@@ -192,3 +192,109 @@ func TestBreakerMatchesMemory(t *testing.T) {
 		t.Fatalf("%d records applied, admissions by state %v: the run is too tame to compare anything", applied, states)
 	}
 }
+
+// TestAdmitterMatchesMemory drives the native Redis Admitter and the
+// composition of the memory Limiter and Breaker with the same random
+// admissions, finishes and clock steps, over two scopes of one pool and a
+// scope of its own, and compares every ticket (admission and grant),
+// every fencing verdict, and the usage and circuits now and then.
+func TestAdmitterMatchesMemory(t *testing.T) {
+	cl := newClocked(t)
+	rb := redisstore.NewBreaker(cl.c, redisstore.WithPrefix(cl.prefix), redisstore.WithClock(cl.clk))
+	ra := redisstore.NewAdmitter(cl.l, rb)
+	defer ra.Close()
+	ml, mb := memory.NewLimiter(memory.WithClock(cl.clk)), memory.NewBreaker(memory.WithClock(cl.clk))
+	ma := core.ComposeAdmitter(ml, mb)
+	rng := rand.New(rand.NewPCG(11, 12))
+	ctx := t.Context()
+	type ticket struct{ m, r core.Ticket }
+	type scope struct{ name, pool string }
+	outcomes := []core.Outcome{core.OutcomeSuccess, core.OutcomeSuccess, core.OutcomeSuccess, core.OutcomeFailure,
+		core.OutcomeTimeout, core.OutcomeRateLimited, core.OutcomeAbandoned, core.OutcomeDead}
+	grants, refusals, probes, applied := 0, map[core.Gate]int{}, 0, 0
+	for round := range 8 {
+		pool := fmt.Sprintf("POOL%d", round)
+		scopes := []scope{{fmt.Sprintf("AX%d", round), pool}, {fmt.Sprintf("AY%d", round), pool}, {fmt.Sprintf("AZ%d", round), ""}}
+		src := core.Limits{MaxConcurrency: 1 + rng.IntN(3), RPM: 5 + rng.IntN(20), TPM: 500 + rng.IntN(3000)}
+		glob := core.Limits{MaxConcurrency: 2 + rng.IntN(3), RPM: 10 + rng.IntN(20)}
+		cfg := core.BreakerConfig{FailThreshold: 1 + rng.IntN(3), Cooldown: time.Duration(1+rng.IntN(10)) * time.Second,
+			MaxCooldown: 60 * time.Second, ProbeTTL: time.Duration(5+rng.IntN(20)) * time.Second, HalfOpenSuccesses: 1, TimeoutWeight: 1}
+		var live []ticket
+		for step := range 250 {
+			sc := scopes[rng.IntN(len(scopes))]
+			source := []string{"a", "b"}[rng.IntN(2)]
+			where := fmt.Sprintf("round %d step %d (%s/%s pool %q) at %v", round, step, sc.name, source, sc.pool, cl.clk.Now().Sub(clockEpoch))
+			bc := cfg
+			bc.Pool = sc.pool
+			switch op := rng.IntN(10); {
+			case op < 5:
+				req := core.AdmitRequest{Breaker: bc, Permit: core.PermitRequest{Scope: sc.name, Source: source,
+					SourceLimits: src, GlobalLimits: glob, Tokens: rng.IntN(300), LeaseTTL: 30 * time.Second, Pool: sc.pool}}
+				tm, _ := ma.Admit(ctx, req)
+				tr, err := ra.Admit(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tm.Admission != tr.Admission || tm.Grant.OK != tr.Grant.OK || tm.Grant.Gate != tr.Grant.Gate || tm.Grant.RetryAfter != tr.Grant.RetryAfter {
+					t.Fatalf("%s: admit: memory %+v, redis %+v", where, tm, tr)
+				}
+				switch {
+				case tm.Admitted():
+					grants++
+					if tm.Admission.Probe {
+						probes++
+					}
+					live = append(live, ticket{tm, tr})
+				case tm.Admission.Allowed:
+					refusals[tm.Grant.Gate]++
+				}
+			case op < 8 && len(live) > 0:
+				i := rng.IntN(len(live))
+				tk := live[i]
+				s := core.Settlement{Kind: core.SettleKind(rng.IntN(3)), Tokens: rng.IntN(400)}
+				o := outcomes[rng.IntN(len(outcomes))]
+				am, _ := ma.Finish(ctx, tk.m, s, o)
+				ar, err := ra.Finish(ctx, tk.r, s, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if am != ar {
+					t.Fatalf("%s: finish %v of %+v: memory applied=%v, redis applied=%v", where, o, tk.m, am, ar)
+				}
+				if am {
+					applied++
+				}
+				live = append(live[:i], live[i+1:]...)
+			case op < 9:
+				cl.clk.Advance(time.Duration(rng.IntN(6000)) * time.Millisecond)
+			default:
+				for _, s := range []string{"a", "b", ""} {
+					um, _ := ml.Usage(ctx, sc.name, s)
+					ur, err := cl.l.Usage(ctx, sc.name, s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if um.InFlight != ur.InFlight || um.Requests != ur.Requests || (s != "" && um.Tokens != ur.Tokens) {
+						t.Fatalf("%s: usage of %q: memory %+v, redis %+v", where, s, um, ur)
+					}
+					if s == "" {
+						continue
+					}
+					sm, _ := mb.Snapshot(ctx, sc.name, s, bc)
+					sr, err := rb.Snapshot(ctx, sc.name, s, bc)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if sm != sr {
+						t.Fatalf("%s: snapshot of %q: memory %+v, redis %+v", where, s, sm, sr)
+					}
+				}
+			}
+		}
+	}
+	if grants < 200 || probes == 0 || applied < 100 || len(refusals) < 3 {
+		t.Fatalf("%d grants (%d probes), %d finishes applied, refusals by gate %v: the run is too tame to compare anything",
+			grants, probes, applied, refusals)
+	}
+	t.Logf("%d grants (%d probes), %d finishes applied, refusals by gate %v", grants, probes, applied, refusals)
+}

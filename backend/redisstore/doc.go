@@ -1,7 +1,8 @@
 // Package redisstore holds the Redis backends of the governance ports:
-// Limiter (core.Limiter), Breaker (core.Breaker) and Cache (core.Cache).
-// Processes that point at the same Redis share one set of rate limits, one
-// state per circuit and one response cache.
+// Limiter (core.Limiter), Breaker (core.Breaker), Cache (core.Cache) and
+// the native admission port Admitter (core.Admitter). Processes that point
+// at the same Redis share one set of rate limits, one state per circuit and
+// one response cache.
 //
 // # Enabling
 //
@@ -11,27 +12,47 @@
 //	import _ "github.com/polygateway/polygateway/backend/redisstore"
 //
 // and then PGW_LIMITER_BACKEND=redis, PGW_BREAKER_BACKEND=redis and/or
-// PGW_CACHE_BACKEND=redis with REDIS_URL (redis://, rediss:// or unix://;
-// go-redis query parameters such as pool_size, dial_timeout or max_retries
-// apply). The backends of one client share one go-redis client, which the
-// GatewayClient closes on Close. NewLimiter, NewBreaker and NewCache build
+// PGW_CACHE_BACKEND=redis with REDIS_URL. With both the limiter and the
+// breaker on Redis the client uses the native Admitter. REDIS_URL names one
+// node (redis://, rediss:// or unix://), a Redis Cluster (seed nodes as
+// addr parameters) or a Sentinel setup (a master_name parameter); see
+// NewClientFromURL for the forms. go-redis query parameters such as
+// pool_size, dial_timeout or max_retries apply. The backends of one client
+// share one go-redis client, which the GatewayClient closes on Close (its
+// Admitter first). NewLimiter, NewBreaker, NewCache and NewAdmitter build
 // the backends on a client of your own (redis.UniversalClient: a single
-// node, a failover or a cluster client) for WithLimiter, WithBreaker and
-// WithCache; you then own and close that client.
+// node, a failover or a cluster client) for WithLimiter, WithBreaker,
+// WithCache and WithAdmitter; you then own and close that client (after the
+// Admitter), and should set its ContextTimeoutEnabled (see Bounds).
 //
 // # Keys
 //
-// Every key starts with the prefix (WithPrefix; "pgw" by default). Scope
-// and source names are escaped ('%', ':', '{', '}' become %25, %3A, %7B,
-// %7D) and the scope is a hash tag, so all the keys of one scope fall in one
-// Redis Cluster slot and one script may touch them all:
+// Every key starts with the prefix (WithPrefix; "pgw" by default). Scope,
+// pool and source names are escaped ('%', ':', '{', '}' become %25, %3A,
+// %7B, %7D). A scope without a pool is the hash tag of all its keys:
 //
 //	{prefix}:lim:{SCOPE}:src:{source}:slots   ZSET lease → slot expiry (µs), while MAX_CONCURRENCY is set
 //	{prefix}:lim:{SCOPE}:src:{source}:log     ZSET lease → acquire time (µs), while RPM or TPM is set
-//	{prefix}:lim:{SCOPE}:src:{source}:tok     HASH lease → "tokens expiry", and the level's totals and TTL marks
+//	{prefix}:lim:{SCOPE}:src:{source}:tok     HASH lease → "tokens state", and the level's totals and TTL marks
 //	{prefix}:lim:{SCOPE}:global:slots|log|tok the same for the scope's global gates (members lease/source)
+//	{prefix}:lim:{SCOPE}:…:gone               ZSET, a level's tombstones (after an outage only)
 //	{prefix}:brk:{SCOPE}:{source}             HASH, one circuit
 //	{prefix}:cache:{key}                      STRING, one cached answer
+//
+// A scope in a pool (PermitRequest.Pool and BreakerConfig.Pool, from
+// {SCOPE}__GLOBAL__POOL) keeps all its keys under the pool's hash tag
+// instead, so that the pool's global gates, the scope's source gates and
+// its circuits are in one Redis Cluster slot:
+//
+//	{prefix}:pool:{POOL}:src:{scope}:{source}:slots|log|tok
+//	{prefix}:pool:{POOL}:global:slots|log|tok  shared by the pool's scopes (members lease/scope:source)
+//	{prefix}:pool:{POOL}:brk:{scope}:{source}
+//
+// A scope that changes its pool (or joins or leaves one) starts from fresh
+// counts and closed circuits under the new keys; the old keys expire. A
+// Limiter remembers the pool each scope named last, for Release and Usage.
+// All the keys of a pool live on one cluster node: a pool is the unit of
+// sharding, as a scope is without one.
 //
 // Keys expire on their own: a log 61 to 71 s after the last grant, slots 1
 // to 11 s after the latest lease ends, a level's tok hash when both are
@@ -42,20 +63,36 @@
 // exact layout of the limiter's keys is described in lua/lib/limiter.lua;
 // it is internal to this package.
 //
-// # Atomicity and round trips
+// # Scripts and their arguments
 //
-// Each Limiter and Breaker method is exactly one Lua script, so each is
-// atomic on the server and costs one round trip: EVALSHA, falling back to
-// EVAL the first time a server meets the script (NOSCRIPT, for example
-// after a restart). TryAcquire checks and takes all six gates in its one
-// script; Release frees the slots and settles TPM in its one script; a
-// breaker's Allow, Record, Snapshot and Reset are one script each. When the
-// breaker is a Breaker on the same client, the governor uses the Limiter's
-// Admit (Allow and TryAcquire in one script, a granted probe given back when
-// a gate refuses) and Finish (Release and Record in one script): a governed
-// call costs one round trip before the upstream call and one after. The
-// keys of one scope share a hash tag, so both scripts also run on Redis
-// Cluster.
+// Each Limiter and Breaker method, and each of Admit and Finish, is exactly
+// one Lua script, so each is atomic on the server and costs one round trip:
+// EVALSHA, falling back to EVAL the first time a server meets the script
+// (NOSCRIPT, for example after a restart). Admit runs the breaker's Allow
+// and all the gates (a probe the breaker grants is given back inside the
+// same script when a gate refuses); Finish releases the permit, settles its
+// tokens and records the outcome: a governed call costs one round trip
+// before the upstream call and one after.
+//
+// A script's only argument is one JSON object with named fields, decoded
+// by cjson; keys travel in KEYS, as Redis Cluster needs, and the request
+// names them by index. A limiter request lists the levels (a source's
+// gates, the global gates: each three keys and the permit's member there)
+// and one record per gate that is on:
+//
+//	{"lease_ttl":35000000,
+//	 "levels":[{"key":1,"member":"…"},{"key":4,"member":"…/openai_1"}],
+//	 "gates":[{"gate":1,"kind":"conc","level":1,"limit":3},
+//	          {"gate":3,"kind":"sum","level":1,"limit":100000,"window":60000000,"amount":800},
+//	          {"gate":4,"kind":"conc","level":2,"limit":5}]}
+//
+// One Lua function (lua/lib/gates.lua) decodes the records, and one Go
+// table (gateDefs in gates.go) writes them: a gate kind is conc (slots
+// held at once), rate (grants in a sliding window) or sum (an amount
+// reserved at the acquire, settled on release, summed over a sliding
+// window). A new gate is one entry in that table; a spend budget, say, is a
+// sum gate of micro-USD on a level of its own. Breaker requests name their
+// configuration fields the same way ({"threshold":5,"cooldown":30000000,…}).
 //
 // The scripts are built for the common call: a grant, a release and a
 // success on a closed circuit run 13 Redis commands in all (7 before the
@@ -71,18 +108,46 @@
 // processes that share state.
 //
 // The semantics are those of backend/memory, held to the same conformance
-// suites (backend/backendtest). The few differences a shared store brings
-// are documented on Limiter, Breaker and Cache.
+// suites (backend/backendtest), on a single node and on a Redis Cluster.
+// The few differences a shared store brings are documented on Limiter,
+// Breaker and Cache.
 //
-// # Degradation
+// # Healing after an outage
+//
+// A call whose Redis reply is lost must not keep its slots for its whole
+// lease (a blip would otherwise lock a scope out until the leases of the
+// calls then in flight end). Leases are drawn by the client, so the
+// Admitter knows what a failed script may have taken and gives it back by
+// itself: after a failed Admit (the call is refused) and after a failed
+// Finish, a reclaim script frees the lease's slots, settles its tokens and
+// gives back a probe this lease holds, retried by one background worker
+// until it has run once or the lease has ended. A failed Finish's outcome
+// is dropped rather than retried, so that no outcome is ever counted
+// twice. Reclaims leave tombstones, so that an Admit that reaches Redis
+// after its reclaim (delayed on a dying connection) takes nothing, and the
+// scripts tolerate the resends of go-redis (an Admit sent twice holds one
+// slot and keeps its grant; a record sent twice counts once). No slot is
+// given back while its call is in flight, so a blip never lets more calls
+// through than the gates allow. A Redis that restarts without its data
+// forgets the slots of the calls then in flight: exact limits through a
+// restart need persistence (appendfsync always). See Admitter.
+//
+// # Bounds and degradation
 //
 // Every Redis failure is returned as an error wrapped with what failed
-// ("polygateway: redisstore: limiter acquire: …"); nothing is logged here and
-// errors never carry REDIS_URL, which may hold a password. The library turns
-// limiter and breaker errors into GovernanceBackendError and makes no
-// upstream call unprotected; cache errors become misses with one warning.
-// A cache value without this package's version tag (corrupt, or written by
-// something else) is a miss, not an error. The client dials once per command
-// attempt (go-redis would dial five times), so with Redis down a call fails
-// within milliseconds; once Redis is back the same client recovers.
+// ("polygateway: redisstore: limiter acquire: …"); errors never carry
+// REDIS_URL, which may hold a password. The library turns limiter, breaker
+// and admitter errors into GovernanceBackendError and makes no upstream
+// call unprotected; cache errors become misses with one warning. A cache
+// value without this package's version tag (corrupt, or written by
+// something else) is a miss, not an error. Only the Admitter logs (its
+// reclaims, rate-limited, through WithLogger).
+//
+// The clients made from REDIS_URL bound every command by the call's
+// context (ContextTimeoutEnabled), so a slow or black-holed Redis fails a
+// call by its deadline, and dial once per command attempt (go-redis would
+// dial five times), so with Redis down a call fails within milliseconds;
+// once Redis is back the same client recovers. A client of your own should
+// set ContextTimeoutEnabled too: without it a command waits for the
+// client's read timeout (3 s by default) whatever the caller's deadline.
 package redisstore

@@ -15,8 +15,9 @@ import (
 )
 
 // These tests stand two GatewayClients in for two processes: they share
-// nothing but Redis. Each test has a scope of its own, so they never see
-// each other's keys, and deletes the scope's keys when it ends.
+// nothing but Redis, the single node or the local Redis Cluster (through
+// REDIS_URL either way). Each test has a scope of its own, so they never
+// see each other's keys, and deletes the scope's keys when it ends.
 
 // gwEnv is a client configuration under construction.
 type gwEnv struct {
@@ -68,12 +69,11 @@ func (e *gwEnv) client(t testing.TB) *polygateway.GatewayClient {
 }
 
 // testScope returns a scope name of the test's own and deletes its keys
-// (under the default prefix) from the shared Redis when the test ends.
-func testScope(t *testing.T) string {
+// (under the default prefix) from tg when the test ends.
+func testScope(t *testing.T, tg target) string {
 	t.Helper()
 	scope := "T" + upper(randomID(5))
-	c := newClient(t)
-	t.Cleanup(func() { deleteKeys(t, c, "pgw:*:{"+scope+"}*") })
+	t.Cleanup(func() { deleteKeys(t, tg.client, "pgw:*:{"+scope+"}*") })
 	return scope
 }
 
@@ -104,169 +104,177 @@ func sourceState(t *testing.T, c *polygateway.GatewayClient) polygateway.SourceS
 // may reach the upstream, and with fail_fast the excess callers are refused
 // with GatewayUnavailableError.
 func TestSharedRPM(t *testing.T) {
-	scope := testScope(t)
-	srv := fakeupstream.Start(t)
-	env := newGWEnv(scope, redisURL(), srv).set("FAKE__1__RPM", "30", "QUOTA_FULL", "fail_fast")
-	clients := []*polygateway.GatewayClient{env.client(t), env.client(t)}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		scope := testScope(t, tg)
+		srv := fakeupstream.Start(t)
+		env := newGWEnv(scope, tg.url, srv).set("FAKE__1__RPM", "30", "QUOTA_FULL", "fail_fast")
+		clients := []*polygateway.GatewayClient{env.client(t), env.client(t)}
 
-	var ok, refused [2]atomic.Int64
-	var other atomic.Value
-	stop := time.Now().Add(3 * time.Second)
-	var wg sync.WaitGroup
-	for i, c := range clients {
-		for range 6 {
-			wg.Go(func() {
-				for n := 0; time.Now().Before(stop); n++ {
-					_, err := chat(c, fmt.Sprintf("hello %d", n))
-					var ue *polygateway.GatewayUnavailableError
-					switch {
-					case err == nil:
-						ok[i].Add(1)
-					case errors.As(err, &ue) && ue.Reason == polygateway.ReasonRateLimited:
-						refused[i].Add(1)
-						time.Sleep(5 * time.Millisecond)
-					default:
-						other.Store(err)
-						return
+		var ok, refused [2]atomic.Int64
+		var other atomic.Value
+		stop := time.Now().Add(3 * time.Second)
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			for range 6 {
+				wg.Go(func() {
+					for n := 0; time.Now().Before(stop); n++ {
+						_, err := chat(c, fmt.Sprintf("hello %d", n))
+						var ue *polygateway.GatewayUnavailableError
+						switch {
+						case err == nil:
+							ok[i].Add(1)
+						case errors.As(err, &ue) && ue.Reason == polygateway.ReasonRateLimited:
+							refused[i].Add(1)
+							time.Sleep(5 * time.Millisecond)
+						default:
+							other.Store(err)
+							return
+						}
 					}
-				}
-			})
+				})
+			}
 		}
-	}
-	wg.Wait()
-	if err := other.Load(); err != nil {
-		t.Fatalf("unexpected error: %v", err)
-	}
-	got := srv.Requests()
-	t.Logf("upstream saw %d requests; client A %d ok / %d refused, client B %d ok / %d refused",
-		got, ok[0].Load(), refused[0].Load(), ok[1].Load(), refused[1].Load())
-	if got > 30 {
-		t.Fatalf("the upstream saw %d requests in one RPM window, want at most 30", got)
-	}
-	if total := ok[0].Load() + ok[1].Load(); total != int64(got) || got != 30 {
-		t.Fatalf("%d calls succeeded and the upstream saw %d requests; want the full quota of 30", total, got)
-	}
-	if refused[0].Load() == 0 || refused[1].Load() == 0 {
-		t.Fatalf("refusals A %d, B %d: want both clients refused once the shared quota was spent",
-			refused[0].Load(), refused[1].Load())
-	}
-	if u := sourceState(t, clients[1]).Usage; u.Requests != 30 || u.InFlight != 0 {
-		t.Fatalf("usage %+v, want 30 requests in the window and nothing in flight", u)
-	}
+		wg.Wait()
+		if err := other.Load(); err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		got := srv.Requests()
+		t.Logf("upstream saw %d requests; client A %d ok / %d refused, client B %d ok / %d refused",
+			got, ok[0].Load(), refused[0].Load(), ok[1].Load(), refused[1].Load())
+		if got > 30 {
+			t.Fatalf("the upstream saw %d requests in one RPM window, want at most 30", got)
+		}
+		if total := ok[0].Load() + ok[1].Load(); total != int64(got) || got != 30 {
+			t.Fatalf("%d calls succeeded and the upstream saw %d requests; want the full quota of 30", total, got)
+		}
+		if refused[0].Load() == 0 || refused[1].Load() == 0 {
+			t.Fatalf("refusals A %d, B %d: want both clients refused once the shared quota was spent",
+				refused[0].Load(), refused[1].Load())
+		}
+		if u := sourceState(t, clients[1]).Usage; u.Requests != 30 || u.InFlight != 0 {
+			t.Fatalf("usage %+v, want 30 requests in the window and nothing in flight", u)
+		}
+	})
 }
 
 // TestSharedConcurrency: MAX_CONCURRENCY=3 across two clients and a slow
 // upstream: the upstream never sees more than 3 requests at once, and both
 // clients make progress (they wait for slots: QUOTA_FULL=wait).
 func TestSharedConcurrency(t *testing.T) {
-	scope := testScope(t)
-	srv := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(60*time.Millisecond)))
-	env := newGWEnv(scope, redisURL(), srv).set("FAKE__1__MAX_CONCURRENCY", "3")
-	clients := []*polygateway.GatewayClient{env.client(t), env.client(t)}
+	forEachTarget(t, func(t *testing.T, tg target) {
+		scope := testScope(t, tg)
+		srv := fakeupstream.Start(t)
+		up := startGuardedUpstream(t, 60*time.Millisecond)
+		env := newGWEnv(scope, tg.url, srv).set("FAKE__1__MAX_CONCURRENCY", "3", "FAKE__1__BASE_URL", up.base(0))
+		clients := []*polygateway.GatewayClient{env.client(t), env.client(t)}
 
-	var ok [2]atomic.Int64
-	errs := make(chan error, 100)
-	var wg sync.WaitGroup
-	for i, c := range clients {
-		for g := range 6 {
-			wg.Go(func() {
-				for n := range 3 {
-					if _, err := chat(c, fmt.Sprintf("slow %d %d", g, n)); err != nil {
-						errs <- err
-						return
+		var ok [2]atomic.Int64
+		errs := make(chan error, 100)
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			for g := range 6 {
+				wg.Go(func() {
+					for n := range 3 {
+						if _, err := chat(c, fmt.Sprintf("slow %d %d", g, n)); err != nil {
+							errs <- err
+							return
+						}
+						ok[i].Add(1)
 					}
-					ok[i].Add(1)
-				}
-			})
+				})
+			}
 		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("call failed: %v", err)
-	}
-	t.Logf("max in flight %d; client A %d calls, client B %d calls", srv.MaxInFlight(), ok[0].Load(), ok[1].Load())
-	if m := srv.MaxInFlight(); m > 3 || m < 1 {
-		t.Fatalf("the upstream saw %d requests at once, want at most 3", m)
-	}
-	if ok[0].Load() != 18 || ok[1].Load() != 18 {
-		t.Fatalf("client A made %d calls, B %d; want 18 each", ok[0].Load(), ok[1].Load())
-	}
-	if u := sourceState(t, clients[0]).Usage; u.InFlight != 0 {
-		t.Fatalf("usage %+v after the storm, want nothing in flight", u)
-	}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("call failed: %v", err)
+		}
+		m, _ := up.peaks()
+		t.Logf("max in flight %d; client A %d calls, client B %d calls", m, ok[0].Load(), ok[1].Load())
+		if m > 3 || m < 1 {
+			t.Fatalf("the upstream saw %d requests at once, want at most 3", m)
+		}
+		if ok[0].Load() != 18 || ok[1].Load() != 18 {
+			t.Fatalf("client A made %d calls, B %d; want 18 each", ok[0].Load(), ok[1].Load())
+		}
+		if u := sourceState(t, clients[0]).Usage; u.InFlight != 0 {
+			t.Fatalf("usage %+v after the storm, want nothing in flight", u)
+		}
+	})
 }
 
 // TestSharedBreaker: a breaker opened by client A (a dead key) is open for
 // client B at once; after the cooldown exactly one probe reaches the
 // upstream however many callers of both clients race for it.
 func TestSharedBreaker(t *testing.T) {
-	scope := testScope(t)
-	var healthy atomic.Bool
-	srv := fakeupstream.Start(t, fakeupstream.WithFunc(func(fakeupstream.RequestInfo) fakeupstream.Behavior {
-		if healthy.Load() {
-			return fakeupstream.OK().WithLatency(time.Second) // the probe is held while the others race
-		}
-		return fakeupstream.BadKey()
-	}))
-	env := newGWEnv(scope, redisURL(), srv).set("BREAKER__COOLDOWN_S", "1", "BREAKER__MAX_COOLDOWN_S", "2")
-	a, b := env.client(t), env.client(t)
-
-	if _, err := chat(a, "hello"); err == nil {
-		t.Fatal("A's call to a dead key succeeded")
-	}
-	if n := srv.Requests(); n != 1 {
-		t.Fatalf("the upstream saw %d requests, want 1 (a dead source is not retried)", n)
-	}
-	st := sourceState(t, b)
-	if st.Breaker.State != polygateway.StateOpen {
-		t.Fatalf("B sees the breaker %v, want open", st.Breaker.State)
-	}
-	_, err := chat(b, "hello")
-	if !errors.Is(err, polygateway.ErrCircuitOpen) {
-		t.Fatalf("B's call: %v, want the circuit open", err)
-	}
-	if n := srv.Requests(); n != 1 {
-		t.Fatalf("B's call reached the upstream (%d requests)", n)
-	}
-
-	healthy.Store(true)
-	deadline := time.Now().Add(5 * time.Second)
-	for sourceState(t, b).Breaker.State != polygateway.StateHalfOpen {
-		if time.Now().After(deadline) {
-			t.Fatal("the breaker did not become half-open after its cooldown")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	start := make(chan struct{})
-	var succeeded, circuitOpen atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 20 {
-		c := []*polygateway.GatewayClient{a, b}[i%2]
-		wg.Go(func() {
-			<-start
-			_, err := chat(c, "probe?")
-			switch {
-			case err == nil:
-				succeeded.Add(1)
-			case errors.Is(err, polygateway.ErrCircuitOpen):
-				circuitOpen.Add(1)
-			default:
-				t.Errorf("racing call: %v", err)
+	forEachTarget(t, func(t *testing.T, tg target) {
+		scope := testScope(t, tg)
+		var healthy atomic.Bool
+		srv := fakeupstream.Start(t, fakeupstream.WithFunc(func(fakeupstream.RequestInfo) fakeupstream.Behavior {
+			if healthy.Load() {
+				return fakeupstream.OK().WithLatency(time.Second) // the probe is held while the others race
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if n := srv.Requests(); n != 2 || succeeded.Load() != 1 || circuitOpen.Load() != 19 {
-		t.Fatalf("after the race the upstream saw %d requests (want 2: the dead one and one probe); "+
-			"%d calls succeeded (want 1), %d were refused (want 19)", n, succeeded.Load(), circuitOpen.Load())
-	}
-	for _, c := range []*polygateway.GatewayClient{a, b} {
-		if s := sourceState(t, c).Breaker; s.State.String() != "closed" || s.Opens != 1 {
-			t.Fatalf("after the probe's success the breaker is %+v, want closed after one open", s)
+			return fakeupstream.BadKey()
+		}))
+		env := newGWEnv(scope, tg.url, srv).set("BREAKER__COOLDOWN_S", "1", "BREAKER__MAX_COOLDOWN_S", "2")
+		a, b := env.client(t), env.client(t)
+
+		if _, err := chat(a, "hello"); err == nil {
+			t.Fatal("A's call to a dead key succeeded")
 		}
-	}
+		if n := srv.Requests(); n != 1 {
+			t.Fatalf("the upstream saw %d requests, want 1 (a dead source is not retried)", n)
+		}
+		st := sourceState(t, b)
+		if st.Breaker.State != polygateway.StateOpen {
+			t.Fatalf("B sees the breaker %v, want open", st.Breaker.State)
+		}
+		_, err := chat(b, "hello")
+		if !errors.Is(err, polygateway.ErrCircuitOpen) {
+			t.Fatalf("B's call: %v, want the circuit open", err)
+		}
+		if n := srv.Requests(); n != 1 {
+			t.Fatalf("B's call reached the upstream (%d requests)", n)
+		}
+
+		healthy.Store(true)
+		deadline := time.Now().Add(5 * time.Second)
+		for sourceState(t, b).Breaker.State != polygateway.StateHalfOpen {
+			if time.Now().After(deadline) {
+				t.Fatal("the breaker did not become half-open after its cooldown")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		start := make(chan struct{})
+		var succeeded, circuitOpen atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 20 {
+			c := []*polygateway.GatewayClient{a, b}[i%2]
+			wg.Go(func() {
+				<-start
+				_, err := chat(c, "probe?")
+				switch {
+				case err == nil:
+					succeeded.Add(1)
+				case errors.Is(err, polygateway.ErrCircuitOpen):
+					circuitOpen.Add(1)
+				default:
+					t.Errorf("racing call: %v", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := srv.Requests(); n != 2 || succeeded.Load() != 1 || circuitOpen.Load() != 19 {
+			t.Fatalf("after the race the upstream saw %d requests (want 2: the dead one and one probe); "+
+				"%d calls succeeded (want 1), %d were refused (want 19)", n, succeeded.Load(), circuitOpen.Load())
+		}
+		for _, c := range []*polygateway.GatewayClient{a, b} {
+			if s := sourceState(t, c).Breaker; s.State.String() != "closed" || s.Opens != 1 {
+				t.Fatalf("after the probe's success the breaker is %+v, want closed after one open", s)
+			}
+		}
+	})
 }
 
 // TestRedisDown: with Redis stopped mid-run, limiter and breaker calls fail
@@ -361,4 +369,51 @@ func sourceState2(c *polygateway.GatewayClient) polygateway.SourceStatus {
 		}
 	}
 	return polygateway.SourceStatus{}
+}
+
+// TestSharedPool: two scopes name one pool (GLOBAL__POOL) and each has
+// GLOBAL__MAX_CONCURRENCY=2, in two clients: the upstream never sees more
+// than 2 of their requests at once, and both scopes make progress.
+func TestSharedPool(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		pool := "P" + upper(randomID(5))
+		t.Cleanup(func() { deleteKeys(t, tg.client, "pgw:pool:{"+pool+"}*") })
+		srv := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(40*time.Millisecond)))
+		var clients []*polygateway.GatewayClient
+		for _, scope := range []string{"T" + upper(randomID(5)), "T" + upper(randomID(5))} {
+			env := newGWEnv(scope, tg.url, srv).set("GLOBAL__MAX_CONCURRENCY", "2", "GLOBAL__POOL", pool)
+			clients = append(clients, env.client(t))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 40)
+		var ok [2]atomic.Int64
+		for i, c := range clients {
+			for g := range 4 {
+				wg.Go(func() {
+					for n := range 3 {
+						if _, err := chat(c, fmt.Sprintf("pool %d %d", g, n)); err != nil {
+							errs <- err
+							return
+						}
+						ok[i].Add(1)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("call failed: %v", err)
+		}
+		t.Logf("max in flight %d; scope A %d calls, scope B %d calls", srv.MaxInFlight(), ok[0].Load(), ok[1].Load())
+		if m := srv.MaxInFlight(); m > 2 {
+			t.Fatalf("the upstream saw %d requests of the pool at once, want at most 2", m)
+		}
+		if ok[0].Load() != 12 || ok[1].Load() != 12 {
+			t.Fatalf("scope A made %d calls, B %d; want 12 each", ok[0].Load(), ok[1].Load())
+		}
+		if n := countKeys(t, tg.client, "pgw:pool:{"+pool+"}*"); n == 0 {
+			t.Fatal("no key under the pool's hash tag")
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,43 +71,84 @@ func freshPrefix(t testing.TB, c redis.UniversalClient) string {
 	return p
 }
 
-// deleteKeys deletes the keys matching pattern.
+// deleteKeys deletes the keys matching pattern (on every master of a cluster).
 func deleteKeys(t testing.TB, c redis.UniversalClient, pattern string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var keys []string
-	iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		t.Logf("cleanup scan %s: %v", pattern, err)
-		return
-	}
-	for len(keys) > 0 {
-		n := min(len(keys), 500)
-		if err := c.Del(ctx, keys[:n]...).Err(); err != nil {
-			t.Logf("cleanup del: %v", err)
-			return
+	err := eachNode(ctx, c, func(ctx context.Context, n redis.UniversalClient) error {
+		var keys []string
+		iter := n.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
 		}
-		keys = keys[n:]
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		// One key per DEL: the keys of a node may lie in many cluster slots.
+		pipe := n.Pipeline()
+		for _, k := range keys {
+			pipe.Del(ctx, k)
+		}
+		if len(keys) > 0 {
+			_, err := pipe.Exec(ctx)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Logf("cleanup %s: %v", pattern, err)
 	}
+}
+
+// eachNode runs f on the node of a single-node client, or on every master
+// of a cluster.
+func eachNode(ctx context.Context, c redis.UniversalClient, f func(context.Context, redis.UniversalClient) error) error {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return f(ctx, n) })
+	}
+	return f(ctx, c)
 }
 
 // countKeys returns how many keys match pattern.
 func countKeys(t testing.TB, c redis.UniversalClient, pattern string) int {
 	t.Helper()
 	ctx := context.Background()
+	var mu sync.Mutex
 	n := 0
-	iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		n++
-	}
-	if err := iter.Err(); err != nil {
+	err := eachNode(ctx, c, func(ctx context.Context, node redis.UniversalClient) error {
+		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}
+		return iter.Err()
+	})
+	if err != nil {
 		t.Fatalf("scan %s: %v", pattern, err)
 	}
 	return n
+}
+
+// target is a Redis the tests run against: the single node, or the local
+// cluster.
+type target struct {
+	name   string
+	url    string
+	client redis.UniversalClient
+}
+
+// targets returns the single node and, where there is one, the cluster.
+// Without the single node the test skips (fails with PGW_REQUIRE_SERVICES=1);
+// without the cluster only its subtests skip.
+func forEachTarget(t *testing.T, run func(t *testing.T, tg target)) {
+	t.Helper()
+	t.Run("single", func(t *testing.T) { run(t, target{name: "single", url: redisURL(), client: newClient(t)}) })
+	t.Run("cluster", func(t *testing.T) {
+		lc := needCluster(t)
+		run(t, target{name: "cluster", url: lc.URL(), client: newClusterClient(t)})
+	})
 }
 
 // upper returns s in upper case (scope names are upper case).

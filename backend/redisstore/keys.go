@@ -9,49 +9,54 @@ import (
 // sources are few, but a caller may name any.
 const maxCachedKeys = 4096
 
-// scriptKeys are the keys and names the scripts of one (scope, source)
-// need, built once.
+// circuitIndex is the circuit's index (from 1, as in Lua) in the keys of a
+// script that touches both the limiter and the circuit.
+const circuitIndex = 3*numLevels + 1
+
+// scriptKeys are the keys and member suffixes the scripts of one
+// (scope, source, pool) need, built once.
 type scriptKeys struct {
-	// limiter holds the six limiter keys: the source's level, then the
-	// scope's global one.
-	limiter []string
-	// circuit is limiter followed by the circuit's key under the Limiter's
-	// own prefix, for a Breaker that shares it.
-	circuit []string
-	// scope and source name the pair; esc is the source escaped, for
-	// global members.
-	scope, source, esc string
+	// keys holds, for each level, its slots, log and tok key (level i's at
+	// 3i..3i+2), then the circuit's key under the Limiter's own prefix.
+	keys []string
+	// gone holds each level's tombstone register, used by reclaims only.
+	gone []string
+	// suffix is what each level's member adds to the lease.
+	suffix              [numLevels]string
+	scope, source, pool string
 }
 
-// keyCache maps (scope, source) to its scriptKeys. It is safe for
+// keyCache maps (scope, source, pool) to its scriptKeys. It is safe for
 // concurrent use; its zero value is empty and ready.
 type keyCache struct {
 	mu sync.RWMutex
-	m  map[[2]string]*scriptKeys
+	m  map[[3]string]*scriptKeys
 }
 
-// scriptKeys returns the keys of (scope, source), from the cache when it
-// has them. The slices are shared: callers only read them.
-func (l *Limiter) scriptKeys(scope, source string) *scriptKeys {
-	id := [2]string{scope, source}
+// scriptKeys returns the keys of (scope, source) in pool, from the cache
+// when it has them. The slices are shared: callers only read them.
+func (l *Limiter) scriptKeys(scope, source, pool string) *scriptKeys {
+	id := [3]string{scope, source, pool}
 	l.keys.mu.RLock()
 	sk := l.keys.m[id]
 	l.keys.mu.RUnlock()
 	if sk != nil {
 		return sk
 	}
-	s, g := l.levelKeys(scope, source), l.levelKeys(scope, "")
-	limiter := []string{s[0], s[1], s[2], g[0], g[1], g[2]}
-	sk = &scriptKeys{
-		limiter: limiter,
-		circuit: append(limiter[:6:6], circuitKey(l.opt.prefix, scope, source)),
-		scope:   scope,
-		source:  source,
-		esc:     escape(source),
+	sk = &scriptKeys{scope: scope, source: source, pool: pool}
+	for i := range numLevels {
+		base := levelBase(l.opt.prefix, scope, source, pool, i)
+		sk.keys = append(sk.keys, base+"slots", base+"log", base+"tok")
+		sk.gone = append(sk.gone, base+"gone")
+	}
+	sk.keys = append(sk.keys, circuitKey(l.opt.prefix, scope, source, pool))
+	sk.suffix[levelGlobal] = "/" + escape(source)
+	if pool != "" {
+		sk.suffix[levelGlobal] = "/" + escape(scope) + ":" + escape(source)
 	}
 	l.keys.mu.Lock()
 	if l.keys.m == nil {
-		l.keys.m = make(map[[2]string]*scriptKeys)
+		l.keys.m = make(map[[3]string]*scriptKeys)
 	}
 	if len(l.keys.m) < maxCachedKeys {
 		l.keys.m[id] = sk
@@ -60,36 +65,77 @@ func (l *Limiter) scriptKeys(scope, source string) *scriptKeys {
 	return sk
 }
 
-// levelKeys returns the slots, log and tok keys of a level: a source, or
-// the scope's global gates when source is "".
-func (l *Limiter) levelKeys(scope, source string) [3]string {
-	base := l.opt.prefix + ":lim:" + scopeTag(scope) + ":"
-	if source == "" {
-		base += "global:"
+// levelBase returns the common start of a level's three keys.
+//
+// Without a pool every key of a scope carries the scope as its hash tag;
+// in a pool every key of every scope of the pool carries the pool's, so
+// that one script may touch a source's gates, the pool's global gates and
+// the circuit in one Redis Cluster slot:
+//
+//	{prefix}:lim:{SCOPE}:src:{source}:      {prefix}:pool:{POOL}:src:{scope}:{source}:
+//	{prefix}:lim:{SCOPE}:global:            {prefix}:pool:{POOL}:global:
+func levelBase(prefix, scope, source, pool string, level int) string {
+	var base string
+	if pool == "" {
+		base = prefix + ":lim:" + hashTag(scope) + ":"
+		if level == levelSource {
+			return base + "src:" + escape(source) + ":"
+		}
 	} else {
-		base += "src:" + escape(source) + ":"
+		base = prefix + ":pool:" + hashTag(pool) + ":"
+		if level == levelSource {
+			return base + "src:" + escape(scope) + ":" + escape(source) + ":"
+		}
 	}
-	return [3]string{base + "slots", base + "log", base + "tok"}
+	return base + "global:"
 }
 
-// withCircuit returns the seven keys of an Admit or Finish script: the
-// limiter's six, then br's circuit for (scope, source).
-func (sk *scriptKeys) withCircuit(l *Limiter, br *Breaker, scope, source string) []string {
-	if br.opt.prefix == l.opt.prefix && scope == sk.scope && source == sk.source {
-		return sk.circuit
+// usageKeys returns the slots, log and tok keys of one level: a source, or
+// the global gates when source is "".
+func usageKeys(prefix, scope, source, pool string) []string {
+	level := levelSource
+	if source == "" {
+		level = levelGlobal
 	}
-	return append(sk.limiter[:6:6], circuitKey(br.opt.prefix, scope, source))
+	base := levelBase(prefix, scope, source, pool, level)
+	return []string{base + "slots", base + "log", base + "tok"}
 }
 
-// members returns a permit's member on its source's level (the lease) and
-// on the scope's global level (lease/source), so that a release naming
-// another source never frees the permit's global slot.
-func (sk *scriptKeys) members(lease uint64) (string, string) {
-	m := strconv.FormatUint(lease, 10)
-	return m, m + "/" + sk.esc
+// withCircuit returns the keys of an Admit, Finish or reclaim script: the
+// limiter's, then br's circuit of the same (scope, source, pool).
+func (sk *scriptKeys) withCircuit(l *Limiter, br *Breaker) []string {
+	if br == nil || br.opt.prefix == l.opt.prefix {
+		return sk.keys
+	}
+	keys := append([]string(nil), sk.keys...)
+	keys[circuitIndex-1] = circuitKey(br.opt.prefix, sk.scope, sk.source, sk.pool)
+	return keys
 }
 
-// circuitKey returns the key of the circuit of (scope, source) under prefix.
-func circuitKey(prefix, scope, source string) string {
-	return prefix + ":brk:" + scopeTag(scope) + ":" + escape(source)
+// reclaimKeys returns the keys of a reclaim script: withCircuit's, then
+// each level's tombstone register (level i's at goneIndex(i)).
+func (sk *scriptKeys) reclaimKeys(l *Limiter, br *Breaker) []string {
+	return append(append([]string(nil), sk.withCircuit(l, br)...), sk.gone...)
+}
+
+// goneIndex is the index (from 1, as in Lua) of level i's tombstone
+// register in the keys of a reclaim script.
+func goneIndex(i int) int64 { return int64(circuitIndex + 1 + i) }
+
+// member returns a permit's member on level i: the lease on its source's
+// level and lease/source (lease/scope:source in a pool) on the global one,
+// so that a release naming another source never frees the permit's global
+// slot.
+func (sk *scriptKeys) member(lease uint64, i int) string {
+	return strconv.FormatUint(lease, 10) + sk.suffix[i]
+}
+
+// circuitKey returns the key of the circuit of (scope, source) under
+// prefix: {prefix}:brk:{SCOPE}:{source}, or in a pool
+// {prefix}:pool:{POOL}:brk:{scope}:{source}.
+func circuitKey(prefix, scope, source, pool string) string {
+	if pool == "" {
+		return prefix + ":brk:" + hashTag(scope) + ":" + escape(source)
+	}
+	return prefix + ":pool:" + hashTag(pool) + ":brk:" + escape(scope) + ":" + escape(source)
 }

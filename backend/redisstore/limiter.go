@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,15 +22,18 @@ import (
 //   - TryAcquire is one script (one round trip): it checks the gates in the
 //     order of the core.Gate constants and either takes all of them or
 //     refuses, naming the first refusing gate and counting nothing.
+//
 //   - RPM and TPM are exact sliding 60-second logs (a ZSET of lease→acquire
 //     time and a HASH of lease→tokens per level, kept while the level's RPM
 //     or TPM gate is on): a grant at t counts while now < t+60s. RetryAfter
 //     is exact for RPM and TPM refusals and 0 for concurrency refusals and
 //     for a request whose Tokens alone exceed the TPM.
+//
 //   - A permit holds a concurrency slot on each level whose concurrency
 //     gate is on (a ZSET of lease→expiry), until Release or
 //     PermitRequest.LeaseTTL after the acquire. A non-positive LeaseTTL
 //     means no expiry.
+//
 //   - Release is one script: it frees the slots and settles TPM in place in
 //     the log entries of the acquire; SettleActual sets them to
 //     Settlement.Tokens, SettleRefund to zero, SettleEstimate keeps them. The
@@ -37,15 +42,24 @@ import (
 //     stored nowhere, and its Release makes no round trip. (Its acquire
 //     still makes one: with Redis down it fails like any other, so no call
 //     goes through while the limiter's backend is unreachable.)
+//
 //   - Expired slots and entries that left the window are dropped lazily:
 //     a level's log at least once a second while it is used, and everything
 //     whenever a gate would refuse, so refusals and RetryAfter are computed
 //     on exact counts (leftovers only ever overstate a count). The common
 //     grant is then a handful of commands inside the script.
 //
+//   - PermitRequest.Pool puts the scope's keys under the pool (its hash
+//     tag): the global gates are then the pool's, shared by every scope
+//     that names it, and each scope's source gates stay its own. A
+//     Limiter remembers the pool each scope last named, for Release and
+//     Usage; a scope that moves to another pool starts from fresh counts
+//     there (its permits of the old pool lapse with their leases).
+//
 // Time is the Redis server's TIME, so every process agrees on it (WithClock
-// replaces it in tests). Leases are drawn by the client: 60 random bits,
-// and four low bits naming the keys the acquire stored the permit in.
+// replaces it in tests). Leases are drawn by the client: random bits, and
+// low bits naming the keys the acquire stored the permit in, whether they
+// are a pool's, and a bound of the lease's length (see gates.go).
 // Keys carry a TTL so an idle scope vanishes from Redis; it runs 1 to 11 s
 // past what a key must cover and is extended at most once per 10 s.
 //
@@ -58,9 +72,10 @@ import (
 // A Limiter is safe for concurrent use. It does not own its client: close
 // the client when done. Create one with NewLimiter.
 type Limiter struct {
-	c    redis.UniversalClient
-	opt  options
-	keys keyCache
+	c     redis.UniversalClient
+	opt   options
+	keys  keyCache
+	pools poolMap
 }
 
 var _ core.Limiter = (*Limiter)(nil)
@@ -70,37 +85,172 @@ func NewLimiter(c redis.UniversalClient, opts ...Option) *Limiter {
 	return &Limiter{c: c, opt: buildOptions(opts)}
 }
 
-// TryAcquire checks every enabled gate of req's source and scope and takes
-// them all, or refuses and takes none, in one atomic script. It never waits
-// for quota. An error means Redis failed.
+// poolMap remembers the pool each scope named last. Scopes come from
+// configuration, so the map stays small; only pooled scopes are in it.
+type poolMap struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
+
+// note records that scope names pool.
+func (pm *poolMap) note(scope, pool string) {
+	pm.mu.RLock()
+	cur, ok := pm.m[scope]
+	pm.mu.RUnlock()
+	if ok && cur == pool {
+		return
+	}
+	pm.mu.Lock()
+	if pool == "" {
+		delete(pm.m, scope)
+	} else {
+		if pm.m == nil {
+			pm.m = make(map[string]string)
+		}
+		pm.m[scope] = pool
+	}
+	pm.mu.Unlock()
+}
+
+// of returns the pool scope named last ("" = none).
+func (pm *poolMap) of(scope string) string {
+	pm.mu.RLock()
+	defer pm.mu.RUnlock()
+	return pm.m[scope]
+}
+
+// permitPool returns the pool of p's keys; ok=false when p says it is
+// pooled but this Limiter knows no pool of its scope (not its permit).
+func (l *Limiter) permitPool(p core.Permit) (string, bool) {
+	if p.Lease&leasePooled == 0 {
+		return "", true
+	}
+	pool := l.pools.of(p.Scope)
+	return pool, pool != ""
+}
+
+// TryAcquire checks every enabled gate of req's source and scope (or
+// pool) and takes them all, or refuses and takes none, in one atomic
+// script. It never waits for quota. An error means Redis failed.
 func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.Grant, error) {
-	now, nowT := l.opt.nowArg()
-	s, g := req.SourceLimits, req.GlobalLimits
-	lease := newLease(s, g)
-	tokens := max(req.Tokens, 0)
-	sk := l.scriptKeys(req.Scope, req.Source)
-	member, global := sk.members(lease)
-	res, err := acquireScript.Run(ctx, l.c, sk.limiter,
-		now, member, tokens, micros(req.LeaseTTL),
-		max(s.MaxConcurrency, 0), max(s.RPM, 0), max(s.TPM, 0),
-		max(g.MaxConcurrency, 0), max(g.RPM, 0), max(g.TPM, 0), global,
-	).Int64Slice()
+	l.pools.note(req.Scope, req.Pool)
+	lease := newLease(&req)
+	sk := l.scriptKeys(req.Scope, req.Source, req.Pool)
+	w := newRequest()
+	w.open()
+	l.writeAcquire(w, &req, sk, lease)
+	w.close()
+	res, err := acquireScript.Run(ctx, l.c, sk.keys[:circuitIndex-1], w.String()).Int64Slice()
 	if err != nil {
 		return core.Grant{}, fmt.Errorf("polygateway: redisstore: limiter acquire: %w", err)
 	}
+	return l.grant(res, &req, lease, "limiter acquire")
+}
+
+// grant reads an acquire reply {granted, gate, retry after, now}.
+func (l *Limiter) grant(res []int64, req *core.PermitRequest, lease uint64, op string) (core.Grant, error) {
 	if len(res) != 4 {
-		return core.Grant{}, fmt.Errorf("polygateway: redisstore: limiter acquire: unexpected reply %v", res)
+		return core.Grant{}, fmt.Errorf("polygateway: redisstore: %s: unexpected reply %v", op, res)
 	}
 	if res[0] != 1 {
 		return core.Grant{Gate: core.Gate(res[1]), RetryAfter: fromMicros(max(res[2], 0))}, nil
 	}
-	if l.opt.clock == nil {
-		nowT = time.UnixMicro(res[3])
+	at := time.UnixMicro(res[3])
+	if l.opt.clock != nil {
+		at = l.opt.clock.Now()
 	}
 	return core.Grant{OK: true, Permit: core.Permit{
 		Scope: req.Scope, Source: req.Source,
-		Lease: lease, Tokens: tokens, AcquiredAt: nowT,
+		Lease: lease, Tokens: max(req.Tokens, 0), AcquiredAt: at,
 	}}, nil
+}
+
+// writeAcquire writes the fields of the acquire request of req (see
+// lua/lib/acquire.lua and lua/lib/gates.lua): the levels the lease is
+// stored in and one record per gate that is on.
+func (l *Limiter) writeAcquire(w *request, req *core.PermitRequest, sk *scriptKeys, lease uint64) {
+	w.now(&l.opt)
+	w.int("lease_ttl", micros(req.LeaseTTL))
+	var index [numLevels]int64
+	n := int64(0)
+	w.array("levels")
+	for i := range numLevels {
+		if lease&(slotsBit(i)|logBit(i)) != 0 {
+			n++
+			index[i] = n
+			w.open()
+			w.int("key", int64(3*i+1))
+			w.str("member", sk.member(lease, i))
+			w.close()
+		}
+	}
+	w.end()
+	w.array("gates")
+	for _, d := range gateDefs {
+		limit, amount := d.limit(req)
+		if limit <= 0 {
+			continue
+		}
+		w.open()
+		w.int("gate", int64(d.gate))
+		w.str("kind", d.kind)
+		w.int("level", index[d.level])
+		w.int("limit", int64(limit))
+		if d.window > 0 {
+			w.int("window", micros(d.window))
+		}
+		if d.kind == kindSum {
+			w.int("amount", int64(amount))
+		}
+		w.close()
+	}
+	w.end()
+}
+
+// writeRelease writes the fields of the release request of p settled as s
+// (see lua/lib/release.lua); tomb asks for tombstones (reclaim.lua).
+func (l *Limiter) writeRelease(w *request, p core.Permit, s core.Settlement, sk *scriptKeys, tomb bool) {
+	w.now(&l.opt)
+	w.str("settle", settleName(s.Kind))
+	w.array("levels")
+	for i := range numLevels {
+		slots, log := p.Lease&slotsBit(i) != 0, p.Lease&logBit(i) != 0
+		if !slots && !log {
+			continue
+		}
+		w.open()
+		w.int("key", int64(3*i+1))
+		w.str("member", sk.member(p.Lease, i))
+		if slots {
+			w.bool("slots", true)
+		}
+		if log {
+			w.bool("log", true)
+			if f := levelSettle[i]; f != nil {
+				w.int("amount", int64(f(s)))
+			}
+		}
+		if tomb {
+			w.int("gone", goneIndex(i))
+		}
+		w.close()
+	}
+	w.end()
+	if tomb {
+		w.bool("tomb", true)
+	}
+}
+
+// settleName names a settlement kind for the scripts; an unknown kind
+// keeps the estimate, as in memory.Limiter.
+func settleName(k core.SettleKind) string {
+	switch k {
+	case core.SettleActual:
+		return "actual"
+	case core.SettleRefund:
+		return "refund"
+	}
+	return "estimate"
 }
 
 // Release frees p's concurrency slots and settles its TPM entries as s
@@ -111,25 +261,36 @@ func (l *Limiter) Release(ctx context.Context, p core.Permit, s core.Settlement)
 	if p.Lease&leaseLevels == 0 {
 		return nil // no gate was on: the acquire stored nothing
 	}
-	now, _ := l.opt.nowArg()
-	sk := l.scriptKeys(p.Scope, p.Source)
-	member, global := sk.members(p.Lease)
-	err := releaseScript.Run(ctx, l.c, sk.limiter,
-		now, member, int(s.Kind), max(s.Tokens, 0), p.Lease&leaseLevels, global,
-	).Err()
-	if err != nil {
+	pool, ok := l.permitPool(p)
+	if !ok {
+		return nil
+	}
+	sk := l.scriptKeys(p.Scope, p.Source, pool)
+	w := newRequest()
+	w.open()
+	l.writeRelease(w, p, s, sk, false)
+	w.close()
+	if err := releaseScript.Run(ctx, l.c, sk.keys[:circuitIndex-1], w.String()).Err(); err != nil {
 		return fmt.Errorf("polygateway: redisstore: limiter release: %w", err)
 	}
 	return nil
 }
 
-// Usage reports the source's gates, or the scope's global gates when
-// source is "", as of now. An unknown scope or source reports zero. An
-// error means Redis failed.
+// Usage reports the source's gates, or the global gates when source is ""
+// (the pool's, for a scope this Limiter has seen name one), as of now. An
+// unknown scope or source reports zero. An error means Redis failed.
 func (l *Limiter) Usage(ctx context.Context, scope, source string) (core.LimiterUsage, error) {
-	now, _ := l.opt.nowArg()
-	k := l.levelKeys(scope, source)
-	res, err := usageScript.Run(ctx, l.c, k[:], now).Int64Slice()
+	level := levelSource
+	if source == "" {
+		level = levelGlobal
+	}
+	w := newRequest()
+	w.open()
+	w.now(&l.opt)
+	w.int("window", micros(levelWindow[level]))
+	w.close()
+	keys := usageKeys(l.opt.prefix, scope, source, l.pools.of(scope))
+	res, err := usageScript.Run(ctx, l.c, keys, w.String()).Int64Slice()
 	if err != nil {
 		return core.LimiterUsage{}, fmt.Errorf("polygateway: redisstore: limiter usage: %w", err)
 	}
@@ -139,33 +300,31 @@ func (l *Limiter) Usage(ctx context.Context, scope, source string) (core.Limiter
 	return core.LimiterUsage{InFlight: int(res[0]), Requests: int(res[1]), Tokens: int(res[2])}, nil
 }
 
-// leaseLevels masks the low bits of a lease that say where the acquire
-// stored it: bit 0 the source's slots, bit 1 the source's log, bits 2 and 3
-// the same for the scope's global gates. Release reads them back and
-// touches only those keys.
-const leaseLevels = 0xf
-
-// newLease draws a random lease whose low bits name the structures the
-// acquire with limits s and g stores it in (see leaseLevels). Leases need
-// only be unique among the permits of one source that are alive at once;
-// 60 random bits make a collision negligible and, unlike a counter, need no
+// newLease draws a random lease whose low bits say where the acquire of
+// req stores it and how long it lives (see leaseLevels). Leases need only
+// be unique among the permits of one source that are alive at once; 49
+// random bits make a collision negligible and, unlike a counter, need no
 // key of their own. A lease is never zero.
-func newLease(s, g core.Limits) uint64 {
-	var levels uint64
-	if s.MaxConcurrency > 0 {
-		levels |= 1
+func newLease(req *core.PermitRequest) uint64 {
+	var meta uint64
+	for _, d := range gateDefs {
+		if limit, _ := d.limit(req); limit > 0 {
+			if d.kind == kindConc {
+				meta |= slotsBit(d.level)
+			} else {
+				meta |= logBit(d.level)
+			}
+		}
 	}
-	if s.RPM > 0 || s.TPM > 0 {
-		levels |= 2
+	if req.Pool != "" {
+		meta |= leasePooled
 	}
-	if g.MaxConcurrency > 0 {
-		levels |= 4
-	}
-	if g.RPM > 0 || g.TPM > 0 {
-		levels |= 8
+	if req.LeaseTTL > 0 {
+		ms := uint64(max(req.LeaseTTL.Milliseconds(), 1))
+		meta |= uint64(min(bits.Len64(ms), 63)) << leaseTTLShift
 	}
 	for {
-		if v := rand.Uint64()&^leaseLevels | levels; v != 0 {
+		if v := rand.Uint64()&^leaseMeta | meta; v != 0 {
 			return v
 		}
 	}

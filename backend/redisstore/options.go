@@ -1,7 +1,7 @@
 package redisstore
 
 import (
-	"strconv"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -11,12 +11,13 @@ import (
 // DefaultPrefix is the first part of every key when WithPrefix is not given.
 const DefaultPrefix = "pgw"
 
-// Option configures NewLimiter, NewBreaker and NewCache.
+// Option configures NewLimiter, NewBreaker, NewCache and NewAdmitter.
 type Option func(*options)
 
 type options struct {
 	prefix string
 	clock  core.Clock
+	logger *slog.Logger
 }
 
 func buildOptions(opts []Option) options {
@@ -50,14 +51,19 @@ func WithClock(c core.Clock) Option {
 	return func(o *options) { o.clock = c }
 }
 
-// nowArg is the "now" argument of a script: the clock's reading in
-// microseconds, or "" to make the script read the server's TIME.
-func (o *options) nowArg() (string, time.Time) {
+// WithLogger gives NewAdmitter the logger of its background reclaims
+// (rate-limited warnings when Redis cannot be reached to give back what a
+// failed call held). Default: discard. The other constructors ignore it.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l }
+}
+
+// clockOrSystem returns the test clock, or the wall clock.
+func (o *options) clockOrSystem() core.Clock {
 	if o.clock == nil {
-		return "", time.Time{}
+		return core.SystemClock{}
 	}
-	t := o.clock.Now()
-	return strconv.FormatInt(t.UnixMicro(), 10), t
+	return o.clock
 }
 
 // micros converts d to whole microseconds for a script; a positive d below
@@ -80,13 +86,13 @@ var keyEscaper = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%
 // escape returns name as a key component.
 func escape(name string) string { return keyEscaper.Replace(name) }
 
-// scopeTag returns the hash tag of a scope: every key of one scope carries
-// it, so a Redis Cluster puts them in one slot and one script may touch them
-// all. An empty scope gets "%", which no escaped name can be (an empty tag
-// would hash the whole key).
-func scopeTag(scope string) string {
-	if scope == "" {
+// hashTag returns the hash tag of a scope or pool: every key of one scope
+// (of one pool, for a pooled scope) carries it, so a Redis Cluster puts
+// them in one slot and one script may touch them all. An empty name gets
+// "%", which no escaped name can be (an empty tag would hash the whole key).
+func hashTag(name string) string {
+	if name == "" {
 		return "{%}"
 	}
-	return "{" + escape(scope) + "}"
+	return "{" + escape(name) + "}"
 }

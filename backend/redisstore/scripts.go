@@ -32,15 +32,17 @@ func mustRead(name string) string {
 
 // The scripts. Every Limiter and Breaker method is exactly one of them.
 var (
-	acquireScript  = script("acquire.lua", "limiter.lua", "acquire.lua")
+	acquireScript  = script("acquire.lua", "limiter.lua", "gates.lua", "acquire.lua")
 	releaseScript  = script("release.lua", "limiter.lua", "release.lua")
 	usageScript    = script("usage.lua", "limiter.lua")
 	allowScript    = script("allow.lua", "circuit.lua", "allow.lua")
 	recordScript   = script("record.lua", "breaker.lua", "record.lua")
 	snapshotScript = script("snapshot.lua", "circuit.lua")
 	resetScript    = script("reset.lua")
-	// admitScript and finishScript serve a Limiter and Breaker on one
-	// client: one script before the upstream call, one after.
-	admitScript  = script("admit.lua", "circuit.lua", "allow.lua", "limiter.lua", "acquire.lua")
-	finishScript = script("finish.lua", "breaker.lua", "record.lua", "limiter.lua", "release.lua")
+	// admitScript and finishScript are the Admitter's: one script before
+	// the upstream call, one after; reclaimScript gives back what a call
+	// whose reply was lost may hold.
+	admitScript   = script("admit.lua", "circuit.lua", "allow.lua", "limiter.lua", "gates.lua", "acquire.lua")
+	finishScript  = script("finish.lua", "breaker.lua", "record.lua", "limiter.lua", "release.lua")
+	reclaimScript = script("reclaim.lua", "limiter.lua", "release.lua")
 )

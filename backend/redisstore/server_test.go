@@ -19,12 +19,21 @@ type privateRedis struct {
 	port int
 	dir  string
 	cmd  *exec.Cmd
+	// persist makes every write durable before its reply (AOF, fsync
+	// always), so that a restart keeps exactly what was acknowledged.
+	persist bool
 }
 
 // startPrivateRedis starts a redis-server on a spare port and stops it when
 // the test ends. Without a redis-server binary it skips the test (fails it
 // with PGW_REQUIRE_SERVICES=1).
 func startPrivateRedis(t testing.TB) *privateRedis {
+	t.Helper()
+	return startPrivateRedisWith(t, false)
+}
+
+// startPrivateRedisWith is startPrivateRedis, durable when persist is set.
+func startPrivateRedisWith(t testing.TB, persist bool) *privateRedis {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if requireServices() {
@@ -38,7 +47,7 @@ func startPrivateRedis(t testing.TB) *privateRedis {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-	r := &privateRedis{t: t, port: port, dir: t.TempDir()}
+	r := &privateRedis{t: t, port: port, dir: t.TempDir(), persist: persist}
 	t.Cleanup(r.stop)
 	r.start()
 	return r
@@ -50,9 +59,14 @@ func (r *privateRedis) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0
 // start starts the server and waits until it answers.
 func (r *privateRedis) start() {
 	r.t.Helper()
+	aof := "no"
+	if r.persist {
+		aof = "yes"
+	}
 	r.cmd = exec.Command("redis-server",
 		"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning")
+		"--save", "", "--appendonly", aof, "--appendfsync", "always", "--dir", r.dir, "--loglevel", "warning",
+		"--enable-debug-command", "local")
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
 	}
@@ -71,6 +85,14 @@ func (r *privateRedis) start() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// restart kills the server and starts it again on the same port, with
+// its data when it is durable (persist) and empty otherwise.
+func (r *privateRedis) restart() {
+	r.t.Helper()
+	r.stop()
+	r.start()
 }
 
 // stop kills the server and waits for it to exit.

@@ -1,2 +1,3 @@
--- TryAcquire (see acquire in lib/acquire.lua).
-return acquire(KEYS, ARGV, 0)
+-- TryAcquire. KEYS: the levels' keys. ARGV[1]: the acquire request (see
+-- lib/acquire.lua).
+return acquire(cjson.decode(ARGV[1]))

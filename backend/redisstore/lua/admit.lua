@@ -1,22 +1,26 @@
 -- Admit: the breaker's Allow and, when it admits, the limiter's TryAcquire,
 -- in one script. A probe granted here is given back when the limiter
 -- refuses, so a refusal leaves the circuit as it was.
--- KEYS: the six limiter keys (see lib/acquire.lua), then the circuit.
--- ARGV: 1-2 the allow arguments (now, probe ttl), 3-13 the acquire
---       arguments (now, lease, tokens, lease ttl, six limits, global member).
+-- KEYS: the levels' keys and the circuit.
+-- ARGV[1]: { breaker = the allow request (lib/allow.lua) and key = the
+--            circuit's index in KEYS, limiter = the acquire request
+--            (lib/acquire.lua) }.
 -- Returns the allow reply (5 values) followed by the acquire reply (4).
-local now = now_us(ARGV[3])
+local r = cjson.decode(ARGV[1])
+local b, q = r.breaker, r.limiter
+local now = now_us(q.now)
 local bnow = now
-if ARGV[1] ~= ARGV[3] then
-  bnow = now_us(ARGV[1])
+if b.now ~= q.now then
+  bnow = now_us(b.now)
 end
-local a = allow(KEYS[7], ARGV, 0, bnow)
+local key = KEYS[b.key]
+local a = allow(key, b, bnow)
 if a[1] ~= 1 then
   return { a[1], a[2], a[3], a[4], a[5], 0, 0, 0, 0 }
 end
-local g = acquire(KEYS, ARGV, 2, now)
+local g = acquire(q, now)
 if g[1] ~= 1 and a[2] == 1 then
   -- Return the probe just granted: no attempt will report on it.
-  redis.call('HSET', KEYS[7], 'probe', '0')
+  redis.call('HSET', key, 'probe', '0')
 end
 return { a[1], a[2], a[3], a[4], a[5], g[1], g[2], g[3], g[4] }

@@ -1,11 +1,15 @@
 -- Finish: the limiter's Release and the breaker's Record in one script.
--- KEYS: the six limiter keys (see lib/release.lua), then the circuit.
--- ARGV: 1-6 the release arguments, 7-18 the record arguments.
+-- KEYS: the levels' keys and the circuit.
+-- ARGV[1]: { limiter = the release request (lib/release.lua), breaker =
+--            the record request (lib/record.lua) and key = the circuit's
+--            index in KEYS }.
 -- Returns 1 when the record was applied, 0 when it was fenced.
-local now = now_us(ARGV[1])
+local r = cjson.decode(ARGV[1])
+local b, q = r.breaker, r.limiter
+local now = now_us(q.now)
 local bnow = now
-if ARGV[7] ~= ARGV[1] then
-  bnow = now_us(ARGV[7])
+if b.now ~= q.now then
+  bnow = now_us(b.now)
 end
-release(KEYS, ARGV, 0, now)
-return record(KEYS[7], ARGV, 6, bnow)
+release(q, now)
+return record(KEYS[b.key], b, bnow)

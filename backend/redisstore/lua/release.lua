@@ -1,2 +1,3 @@
--- Release (see release in lib/release.lua).
-return release(KEYS, ARGV, 0)
+-- Release. KEYS: the levels' keys. ARGV[1]: the release request (see
+-- lib/release.lua).
+return release(cjson.decode(ARGV[1]))

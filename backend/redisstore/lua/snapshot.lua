@@ -1,4 +1,4 @@
--- Snapshot. KEYS: the circuit. ARGV: now ('' = TIME).
+-- Snapshot. KEYS: the circuit. ARGV[1]: { now = µs (absent: TIME) }.
 -- Returns {state, epoch, consecutive (string), opens, retry after µs, probe held}.
 local h = redis.call('HMGET', KEYS[1], 'open', 'till', 'epoch', 'opens', 'cons', 'probe', 'pexp')
 local epoch = num(h[3], 0)
@@ -7,7 +7,7 @@ local cons = h[5] or '0'
 if h[1] ~= '1' then
   return { 0, epoch, cons, opens, 0, 0 }
 end
-local state, left, held = circuit_state(h[2], h[6], h[7], now_us(ARGV[1]))
+local state, left, held = circuit_state(h[2], h[6], h[7], now_us(cjson.decode(ARGV[1]).now))
 if held then
   return { state, epoch, cons, opens, left, 1 }
 end

@@ -1,50 +1,45 @@
--- TryAcquire: check all six gates and take them all, or take nothing.
--- K: source slots, log, tok; global slots, log, tok.
--- A[o+1..o+11]: now ('' = TIME), lease, tokens, lease ttl (µs, 0 = none),
---       source concurrency, rpm, tpm, global concurrency, rpm, tpm,
---       the global member.
--- now, when given, is the time already read from A[o+1].
+-- TryAcquire: check every gate and take them all, or take nothing.
+-- r: { now = µs (absent: the server's TIME), lease_ttl = µs (0 = none),
+--      levels, gates } (see gates.lua).
+-- now, when given, is the time already read.
 -- Returns {granted 1/0, gate, retry after µs, now µs}.
 --
 -- A grant that needs no purge and no TTL extension is done here; the rest
--- is in limiter().
-local function acquire(K, A, o, now)
-  now = now or now_us(A[o + 1])
-  local tokens = tonumber(A[o + 3])
-  local ttl = tonumber(A[o + 4])
+-- is in limiter(). The client may send one acquire twice (go-redis retries
+-- a command whose connection failed, and the first may have run): the
+-- second takes the same members again, which holds no more slots, and is
+-- granted where the first was, though the gates are full now.
+local function acquire(r, now)
+  now = now or now_us(r.now)
+  local ttl = r.lease_ttl or 0
   local expires, exp = '+inf', nil
   if ttl > 0 then
     exp = now + ttl
     expires = int(exp)
   end
-  local lv = {}
+  local lv = levels(r)
   local refused = false
-  for i = 1, 2 do
-    local conc, rpm, tpm = tonumber(A[o + 3 * i + 2]), tonumber(A[o + 3 * i + 3]), tonumber(A[o + 3 * i + 4])
-    if conc > 0 or rpm > 0 or tpm > 0 then
-      local k = 3 * i - 2
-      local member = A[o + 2]
-      if i == 2 then
-        member = A[o + 11]
-      end
-      local v = {
-        slots = K[k], log = K[k + 1], tok = K[k + 2], gate = k, member = member,
-        conc = conc, rpm = rpm, tpm = tpm, logged = rpm > 0 or tpm > 0, purged = false,
-        card = 0, fresh = false, sum = 0, n = 0, p = 0, x = 0, xs = 0,
-      }
-      peek(v)
-      if v.logged and now - v.p >= PURGE_EVERY then
-        limiter().purge(v, now)
-      end
-      if (conc > 0 and v.card >= conc) or (rpm > 0 and v.n >= rpm) or (tpm > 0 and v.sum + tokens > tpm) then
-        refused = true
-      end
-      lv[#lv + 1] = v
+  for _, v in ipairs(lv) do
+    peek(v)
+    if v.gone then
+      -- Released before it was acquired: a late copy of an Admit whose
+      -- reclaim came first (see reclaim.lua). No one hears this reply.
+      return { 0, 0, 0, now }
+    end
+    if v.logged and now - v.p >= PURGE_EVERY then
+      limiter().purge(v, now)
+    end
+    if (v.conc > 0 and v.card >= v.conc) or (v.rpm > 0 and v.n >= v.rpm) or (v.tpm > 0 and v.sum + v.amount > v.tpm) then
+      refused = true
     end
   end
   if refused then
-    local gate, retry = limiter().refusal(lv, tokens, now)
+    local gate, retry = limiter().refusal(lv, now)
     if gate ~= 0 then
+      if limiter().holds(lv) then
+        -- A retry of an acquire that ran: its grant stands.
+        return { 1, 0, 0, now }
+      end
       return { 0, gate, retry, now }
     end
   end
@@ -57,7 +52,7 @@ local function acquire(K, A, o, now)
     local book = {}
     if v.logged then
       redis.call('ZADD', v.log, nows, v.member)
-      book = { v.member, A[o + 3] .. ' ' .. state, '_sum', int(v.sum + tokens), '_n', int(v.n + 1) }
+      book = { v.member, int(v.amount) .. ' ' .. state, '_sum', int(v.sum + v.amount), '_n', int(v.n + 1) }
       if v.p == now then
         book[7], book[8] = '_p', nows
       end
@@ -75,7 +70,7 @@ local function acquire(K, A, o, now)
     -- it holds no slot); the log's when the grant outlasts it.
     local slots = v.conc > 0 and (v.fresh or (not exp and v.xs ~= -1)
       or (exp and v.xs < exp + MARGIN and (v.xs ~= -1 or v.card == 0)))
-    local log = v.logged and v.x < now + WINDOW + MARGIN
+    local log = v.logged and v.x < now + v.window + MARGIN
     if slots or log then
       limiter().extend(v, expires, now, book, slots, log)
     elseif #book > 0 then

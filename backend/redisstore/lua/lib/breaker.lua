@@ -8,6 +8,9 @@
 --   probe  '1' while the half-open probe is out
 --   pexp   end of the probe's lease (µs; -1 = no expiry)
 --   wins   probe successes in this half-open period
+--   plse   the lease of the probe's holder ('' = unknown)
+--   rlse   the lease of the last outcome the full path applied, so that a
+--          client's retry of the same record is not counted twice
 --   ww     the failure-rate window's bucket width (µs)
 --   b0..b9 its ten buckets, each 'index samples failure-weight' ('' = empty),
 --          one field each so that recording a success rewrites one bucket
@@ -108,6 +111,7 @@ local function breaker()
       probe = h.probe == '1',
       pexp = num(h.pexp, 0),
       wins = num(h.wins, 0),
+      rlse = h.rlse,
       win = win_parse(h),
     }
   end
@@ -125,7 +129,7 @@ local function breaker()
       'open', bool(c.open), 'till', int(c.till), 'cd', int(c.cd),
       'epoch', int(c.epoch), 'opens', int(c.opens), 'cons', flt(c.cons),
       'probe', bool(c.probe), 'pexp', int(c.pexp), 'wins', int(c.wins),
-      'ww', int(w.width),
+      'ww', int(w.width), 'rlse', c.rlse or '',
       'b0', bucket_encode(w.b[0]), 'b1', bucket_encode(w.b[1]), 'b2', bucket_encode(w.b[2]),
       'b3', bucket_encode(w.b[3]), 'b4', bucket_encode(w.b[4]), 'b5', bucket_encode(w.b[5]),
       'b6', bucket_encode(w.b[6]), 'b7', bucket_encode(w.b[7]), 'b8', bucket_encode(w.b[8]),
@@ -135,20 +139,6 @@ local function breaker()
       ttl = ttl + math.ceil((c.till - now) / 1000)
     end
     redis.call('PEXPIRE', key, int(ttl))
-  end
-
-  -- The configuration, from A[first] on (see Breaker.cfgArgs).
-  local function config(A, first)
-    return {
-      threshold = tonumber(A[first]),
-      cooldown = tonumber(A[first + 1]),
-      max_cooldown = tonumber(A[first + 2]),
-      min_calls = tonumber(A[first + 3]),
-      fail_rate = tonumber(A[first + 4]),
-      window = tonumber(A[first + 5]),
-      half_open_successes = tonumber(A[first + 6]),
-      timeout_weight = tonumber(A[first + 7]),
-    }
   end
 
   local function rate_on(cfg)
@@ -207,15 +197,19 @@ local function breaker()
     end
   end
 
-  -- record applies outcome A[o+4] of an admission (see record.lua) to the
-  -- circuit at key, unless the admission is fenced.
-  local function record(key, A, o, now)
+  -- record applies the outcome of an admission (request r, see
+  -- record.lua) to the circuit at key, unless the admission is fenced.
+  local function record(key, r, now)
     local c = load(key)
-    if c.epoch ~= tonumber(A[o + 2]) or c.open ~= (A[o + 3] == '1') then
+    if r.lease and c.rlse == r.lease then
+      return 1 -- applied already: a retry of the same record
+    end
+    if c.epoch ~= r.epoch or c.open ~= (r.probe == true) then
       return 0
     end
-    local out = tonumber(A[o + 4])
-    local cfg = config(A, o + 5)
+    c.rlse = r.lease
+    local out = r.outcome
+    local cfg = r.config
     if c.open then
       -- The probe holder's verdict.
       if out == 0 then

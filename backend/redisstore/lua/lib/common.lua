@@ -1,5 +1,11 @@
 -- Shared by every script. Times are integer microseconds.
 --
+-- Every script takes one argument, ARGV[1]: its request, a JSON object
+-- with named fields (see the script's header), decoded by cjson. Keys are
+-- in KEYS, as Redis Cluster needs them; a request names a key by its index
+-- in KEYS. Numbers are JSON numbers (exact up to 2^53: microsecond times
+-- and counts fit); leases and members are strings.
+--
 -- A script runs its whole text on every call, and each function it defines
 -- is a closure made anew each time: a real cost next to the few commands of
 -- a common call. So the common paths are written inline in a handful of
@@ -9,17 +15,16 @@
 
 local IDLE_MS = 86400000    -- an untouched circuit vanishes after a day
 local RENEW_MS = 3600000    -- or up to an hour sooner: its TTL is renewed hourly
-local WINDOW = 60000000     -- the sliding RPM/TPM window
 local BATCH = 500           -- members per HMGET/HDEL (unpack has a limit)
 local PURGE_EVERY = 1000000 -- the longest a log goes unpurged while in use
 local MARGIN = 1000000      -- a limiter key outlives what it holds by at least this
 local SLACK = 10000000      -- and by at most this more
 
--- now_us returns ARGV's time when the caller passed one (a test clock),
--- else the server's TIME: every process then agrees on one clock.
-local function now_us(arg)
-  if arg ~= nil and arg ~= '' then
-    return tonumber(arg)
+-- now_us returns the request's time when the caller passed one (a test
+-- clock), else the server's TIME: every process then agrees on one clock.
+local function now_us(now)
+  if now then
+    return now
   end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])

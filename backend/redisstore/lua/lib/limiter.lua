@@ -1,22 +1,27 @@
--- The limiter's levels. A level (a source, or the scope's global gates)
--- has up to three keys. A permit's member is its lease on its source's
--- level and lease/source on the global one, so that a permit of one source
--- never frees another's.
+-- The limiter's levels. A level (a source, or the global gates of a scope
+-- or of a pool) has up to three keys. A permit's member is its lease on its
+-- source's level and lease/source (lease/scope:source in a pool) on the
+-- global one, so that a permit of one source never frees another's.
 --   slots  ZSET member -> expiry of its concurrency slot (+inf: no expiry),
---          kept while the level's concurrency gate is on; the member ''
---          scored -inf is a sentinel that keeps the key, and so its TTL,
---          alive while no slot is held
+--          kept while the level's conc gate is on; the member '' scored
+--          -inf is a sentinel that keeps the key, and so its TTL, alive
+--          while no slot is held
 --   log    ZSET member -> time of the acquire, one per grant in the last
---          60 s, kept while its RPM or TPM gate is on
+--          window, kept while its rate or sum gate is on
 --   tok    HASH, the level's book:
---            <member> 'tokens state' of the member's log entry: the tokens
---                     counted for TPM, and the permit's expiry (µs; 0 = none,
---                     -1 = released)
---            _sum     the total tokens of the log's entries
+--            <member> 'amount state' of the member's log entry: the amount
+--                     counted for the sum gate, and the permit's expiry
+--                     (µs; 0 = none, -1 = released); or '0 -1' alone, a
+--                     tombstone (see reclaim.lua): an acquire that finds
+--                     its member released takes nothing
+--            _sum     the total amount of the log's entries
 --            _n       the number of the log's entries
 --            _p       when the log was last purged (µs)
 --            _x       until when the TTLs of log and tok run (µs)
 --            _xs      until when the TTL of slots runs (µs; -1 = none)
+--   gone   ZSET member -> end of its tombstone: the tombstones in the book,
+--          kept by reclaims only (see release.lua), so that they do not
+--          outstay their use in a book that never goes idle
 --
 -- Counts may still include expired slots and entries that left the window
 -- until a purge drops them. Such leftovers only ever overstate, so a check
@@ -30,10 +35,16 @@
 -- the window, whether or not Redis has deleted the log yet, and a purge
 -- clears the book's entries.
 --
--- A level in a script is a table v: its keys (slots, log, tok), its limits
--- (conc, rpm, tpm; logged = rpm or tpm on), gate (the number of its
--- concurrency gate), member, and what peek read: card (slots held, less
--- the sentinel), fresh (no slots key yet), and the book's n, sum, p, x, xs.
+-- A level in a script is a table v (made by levels in gates.lua): its keys
+-- (slots, log, tok), its limits (conc, rpm, tpm: the limits of its conc,
+-- rate and sum gates, 0 = off; logged = a rate or sum gate is on), the
+-- numbers of those gates (gconc, grate, gsum), window (the log's sliding
+-- window), amount (what the request adds to the sum), member, and what peek
+-- read: card (slots held, less the sentinel), fresh (no slots key yet), and
+-- the book's n, sum, p, x, xs.
+--
+-- The book's entries hold the amount of the level's sum gate (tokens, for
+-- TPM); a level with a rate gate and no sum gate keeps entries of amount 0.
 
 -- entry splits a member's book value into its tokens and state.
 local function entry(v)
@@ -41,7 +52,8 @@ local function entry(v)
   return tonumber(t) or 0, tonumber(s) or 0
 end
 
--- peek reads what the level's gates need.
+-- peek reads what the level's gates need, and (when v.member is set) the
+-- member's book entry (v.entry) and whether it was released (v.gone).
 local function peek(v)
   v.card, v.n, v.fresh = 0, 0, false
   if v.conc > 0 then
@@ -50,8 +62,10 @@ local function peek(v)
       v.card, v.fresh = 0, true
     end
   end
-  local m = redis.call('HMGET', v.tok, '_sum', '_n', '_p', '_x', '_xs')
+  local m = redis.call('HMGET', v.tok, '_sum', '_n', '_p', '_x', '_xs', v.member or '_')
   v.sum, v.n, v.p, v.x, v.xs = num(m[1], 0), num(m[2], 0), num(m[3], 0), num(m[4], 0), num(m[5], 0)
+  v.entry = m[6]
+  v.gone = m[6] and string.sub(m[6], -3) == ' -1'
 end
 
 -- limiter returns the limiter's rare paths, made on the first call of a
@@ -102,7 +116,7 @@ local function limiter()
       emptied(v)
       return
     end
-    local cutoff = int(now - WINDOW)
+    local cutoff = int(now - v.window)
     local old = redis.call('ZRANGEBYSCORE', v.log, '-inf', cutoff)
     if #old == 0 then
       return
@@ -128,8 +142,8 @@ local function limiter()
     emptied(v)
   end
 
-  -- tpm_retry is the time until tokens more fit under the level's TPM as
-  -- the oldest entries leave the window; 0 when they never can.
+  -- tpm_retry is the time until tokens more fit under the level's sum gate
+  -- as the oldest entries leave the window; 0 when they never can.
   local function tpm_retry(v, tokens, now)
     if tokens > v.tpm then
       return 0
@@ -151,7 +165,7 @@ local function limiter()
           left = left - entry(vals[k])
         end
         if left + tokens <= v.tpm then
-          return tonumber(e[2 * k]) + WINDOW - now
+          return tonumber(e[2 * k]) + v.window - now
         end
       end
     end
@@ -161,7 +175,7 @@ local function limiter()
   -- refusal purges the levels and checks them again on exact counts: it
   -- returns the first gate that still refuses and the time until it would
   -- let the request through (0 = unknown), or 0, 0.
-  local function refusal(lv, tokens, now)
+  local function refusal(lv, now)
     for _, v in ipairs(lv) do
       if not v.purged then
         purge(v, now)
@@ -172,15 +186,15 @@ local function limiter()
     end
     for _, v in ipairs(lv) do
       if v.conc > 0 and v.card >= v.conc then
-        return v.gate, 0
+        return v.gconc, 0
       end
       if v.rpm > 0 and v.n >= v.rpm then
         -- The request fits once n-rpm+1 of the oldest entries have left.
         local e = redis.call('ZRANGE', v.log, int(v.n - v.rpm), int(v.n - v.rpm), 'WITHSCORES')
-        return v.gate + 1, tonumber(e[2]) + WINDOW - now
+        return v.grate, tonumber(e[2]) + v.window - now
       end
-      if v.tpm > 0 and v.sum + tokens > v.tpm then
-        return v.gate + 2, tpm_retry(v, tokens, now)
+      if v.tpm > 0 and v.sum + v.amount > v.tpm then
+        return v.gsum, tpm_retry(v, v.amount, now)
       end
     end
     return 0, 0
@@ -201,7 +215,7 @@ local function limiter()
       end
     end
     if log then
-      v.x = now + WINDOW + MARGIN + SLACK
+      v.x = now + v.window + MARGIN + SLACK
       redis.call('PEXPIRE', v.log, int(math.ceil((v.x - now) / 1000)))
     end
     book[#book + 1], book[#book + 2] = '_x', int(v.x)
@@ -214,6 +228,21 @@ local function limiter()
     end
   end
 
-  LIM = { purge = purge, refusal = refusal, extend = extend }
+  -- holds reports whether the permit already holds the levels: this
+  -- acquire is a client's retry of one that ran (its reply was lost).
+  local function holds(lv)
+    for _, v in ipairs(lv) do
+      if v.conc > 0 then
+        if redis.call('ZSCORE', v.slots, v.member) then
+          return true
+        end
+      elseif v.entry then
+        return true
+      end
+    end
+    return false
+  end
+
+  LIM = { purge = purge, refusal = refusal, extend = extend, holds = holds }
   return LIM
 end

@@ -1,10 +1,13 @@
 -- Record. key: the circuit.
--- A[o+1..]: now ('' = TIME), admission epoch, admission probe (1/0), outcome
---       (0 success, 1 failure, 2 timeout, 3 rate limited, 4 dead,
---       5 abandoned), then the configuration: failure threshold, cooldown
---       (µs), max cooldown (µs), min calls, failure rate, window (µs),
---       half-open successes, timeout weight (see Breaker.cfgArgs).
--- now, when given, is the time already read from A[o+1].
+-- r: { now = µs (absent: TIME), epoch = the admission's epoch, probe = true
+--      when the admission holds the probe, outcome = the core.Outcome number
+--      (0 success, 1 failure, 2 timeout, 3 rate limited, 4 dead,
+--      5 abandoned), config = { threshold, cooldown (µs), max_cooldown (µs),
+--      min_calls, fail_rate, window (µs), half_open_successes,
+--      timeout_weight } (see Breaker.writeRecord), lease = the attempt's
+--      lease, if known (a retry of a record with the same lease that the
+--      full path applied is not applied again) }.
+-- now, when given, is the time already read.
 -- Returns 1 when applied, 0 when fenced.
 --
 -- A success on a closed circuit is done here: it resets the consecutive
@@ -12,12 +15,12 @@
 -- field xt says until when the key's TTL runs at least, so the TTL is
 -- renewed hourly rather than on every call. Everything else goes to the
 -- full state machine (breaker.lua).
-local function record(key, A, o, now)
-  if A[o + 4] == '0' and A[o + 3] == '0' then
-    local rate, window = tonumber(A[o + 9]), tonumber(A[o + 10])
+local function record(key, r, now)
+  if r.outcome == 0 and not r.probe then
+    local rate, window = r.config.fail_rate, r.config.window
     if not (window > 0 and rate > 0) then
       local h = redis.call('HMGET', key, 'open', 'epoch', 'cons')
-      if num(h[2], 0) ~= tonumber(A[o + 2]) or h[1] == '1' then
+      if num(h[2], 0) ~= r.epoch or h[1] == '1' then
         return 0
       end
       if num(h[3], 0) ~= 0 then
@@ -26,12 +29,12 @@ local function record(key, A, o, now)
       end
       return 1
     end
-    now = now or now_us(A[o + 1])
+    now = now or now_us(r.now)
     local width = math.max(math.floor(window / BUCKETS), 1)
     local idx = math.floor(now / width)
     local field = 'b' .. (idx % BUCKETS)
     local h = redis.call('HMGET', key, 'open', 'epoch', 'ww', 'xt', field)
-    if num(h[2], 0) ~= tonumber(A[o + 2]) or h[1] == '1' then
+    if num(h[2], 0) ~= r.epoch or h[1] == '1' then
       return 0
     end
     if num(h[3], 0) == width then
@@ -50,5 +53,5 @@ local function record(key, A, o, now)
     end
     -- A new window width: the full path clears the window.
   end
-  return breaker().record(key, A, o, now or now_us(A[o + 1]))
+  return breaker().record(key, r, now or now_us(r.now))
 end

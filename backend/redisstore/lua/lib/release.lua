@@ -1,43 +1,65 @@
--- Release: free the permit's slots and settle its TPM entries in place.
--- K: source slots, log, tok; global slots, log, tok.
--- A[o+1..o+6]: now ('' = TIME), lease, kind (0 actual, 1 estimate, 2 refund),
---       tokens, levels (bit 0: the source's slots hold the permit, bit 1:
---       its log; bits 2 and 3 the same for the global level), the global
---       member.
--- now, when given, is the time already read from A[o+1].
+-- Release: free the permit's slots and settle its log entries in place.
+-- r: { now = µs (absent: TIME), settle = 'actual' | 'estimate' | 'refund',
+--      levels = array of { key = i (the level's slots, log and book are
+--      KEYS[i..i+2]), member, slots = true when the level's slots hold the
+--      permit, log = true when its log does, amount = the actual amount
+--      (settle 'actual'), gone = the index in KEYS of the level's tombstone
+--      register (with tomb) }, tomb = true to leave a tombstone in each
+--      level's book where the member has no entry (see reclaim.lua) }.
+-- now, when given, is the time already read.
 --
--- Settling marks the entry released and sets its tokens (actual: to the
--- tokens given, estimate: kept, refund: to zero), unless the permit expired
+-- Settling marks the entry released and sets its amount (actual: to the
+-- amount given, estimate: kept, refund: to zero), unless the permit expired
 -- or was released before.
-local function release(K, A, o, now)
-  local kind = tonumber(A[o + 3])
-  local levels = tonumber(A[o + 5])
-  for i = 0, 1 do
-    local f = math.floor(levels / (4 ^ i)) % 4
-    local member = A[o + 2]
-    if i == 1 then
-      member = A[o + 6]
+-- TOMB_TTL is how long a tombstone stands: longer than a command can be
+-- held up on a dying TCP connection.
+local TOMB_TTL = 900000000
+
+-- tombstone registers the tombstone of member in book: the level's
+-- register (a ZSET member -> end of its tombstone) lets the reclaims that
+-- come later drop the tombstones that have served their time, so that a
+-- busy book does not keep them. Only reclaims touch the register.
+local function tombstone(book, register, member, now)
+  redis.call('ZADD', register, int(now + TOMB_TTL), member)
+  local old = redis.call('ZRANGEBYSCORE', register, '-inf', int(now), 'LIMIT', 0, BATCH)
+  if #old > 0 then
+    redis.call('HDEL', book, unpack(old))
+    redis.call('ZREM', register, unpack(old))
+  end
+  redis.call('PEXPIRE', register, int(TOMB_TTL / 1000 + SLACK / 1000))
+end
+
+local function release(r, now)
+  local kind = r.settle
+  for _, l in ipairs(r.levels) do
+    local k = l.key
+    if l.slots then
+      redis.call('ZREM', KEYS[k], l.member)
     end
-    if f % 2 == 1 then
-      redis.call('ZREM', K[3 * i + 1], member)
+    if r.tomb and redis.call('EXISTS', KEYS[k + 2]) == 1 then
+      -- Only into a book that exists: one made here would have no TTL.
+      if redis.call('HSETNX', KEYS[k + 2], l.member, '0 -1') == 1 and l.gone then
+        now = now or now_us(r.now)
+        tombstone(KEYS[k + 2], KEYS[l.gone], l.member, now)
+      end
     end
-    if f >= 2 then
-      local tok = K[3 * i + 3]
-      local m = redis.call('HMGET', tok, member, '_sum')
+    if l.log then
+      local tok = KEYS[k + 2]
+      local m = redis.call('HMGET', tok, l.member, '_sum')
       if m[1] then
-        now = now or now_us(A[o + 1])
+        now = now or now_us(r.now)
         local old, state = entry(m[1])
         if state ~= -1 and (state == 0 or state > now) then
-          local amount = tonumber(A[o + 4])
-          if kind == 1 then
+          local amount = l.amount or 0
+          if kind == 'estimate' then
             amount = old
-          elseif kind == 2 then
+          elseif kind == 'refund' then
             amount = 0
           end
           if amount == old then
-            redis.call('HSET', tok, member, int(amount) .. ' -1')
+            redis.call('HSET', tok, l.member, int(amount) .. ' -1')
           else
-            redis.call('HSET', tok, member, int(amount) .. ' -1', '_sum', int(num(m[2], 0) + amount - old))
+            redis.call('HSET', tok, l.member, int(amount) .. ' -1', '_sum', int(num(m[2], 0) + amount - old))
           end
         end
       end

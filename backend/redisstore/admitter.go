@@ -1,0 +1,451 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// Admitter is the native admission port of a Limiter and a Breaker of this
+// package on the same client: Admit runs the breaker's Allow and all the
+// gates in one script, Finish the release, the settlement and the record in
+// one script, so a governed call costs one round trip before the upstream
+// call and one after.
+//
+// # Healing
+//
+// A call whose Redis reply is lost must not keep its slots for the length
+// of its lease. The Admitter gives them back by itself, by the lease it drew
+// (leases are drawn by the client, so it knows them before the script runs):
+//
+//   - Admit fails (the script may have run: a reset connection or a
+//     timeout, and go-redis may have sent it before the failure it reports
+//     last, a failed dial of a retry, say): the call is refused with a
+//     GovernanceBackendError, and a reclaim of the lease is queued: it frees whatever the script took and gives the probe back if
+//     the script granted it to this lease. Where nothing was taken it leaves
+//     a tombstone, so that a script that reaches Redis later still (a
+//     command delayed on a dying connection) takes no slot.
+//   - Finish fails: a reclaim releases the permit, settled as Finish would
+//     have, and gives back the probe if the attempt held it. The outcome
+//     itself is dropped: retrying it could count it twice (the record may
+//     have been applied before the reply was lost), so the breaker misses
+//     one sample rather than counting one twice, and a probe returns with
+//     no verdict (the next caller probes again).
+//
+// Reclaims are idempotent. One worker goroutine runs them, retrying with a
+// backoff (and at once whenever a script of this Admitter gets an answer
+// again) until each has run once or the permit's lease has ended (then the
+// slots have freed by themselves); it starts on the first reclaim and is
+// stopped by Close. The queue is bounded; a reclaim that finds it full is
+// dropped (its slots free when the lease ends). Failures are logged through
+// the WithLogger logger, at most once per 10 s with a count of the rest.
+//
+// Nothing of this can let more calls through than the gates allow: a slot
+// is given back only after its call has ended or was refused.
+//
+// # Bounds
+//
+// Every command is bounded by the caller's context when the client has
+// ContextTimeoutEnabled (the clients made from REDIS_URL do; set it on a
+// client of your own), and by the client's read and write timeouts
+// otherwise. A slow or unreachable Redis fails the call with a
+// GovernanceBackendError; nothing goes upstream unprotected.
+//
+// An Admitter is safe for concurrent use. Close it when done (it does not
+// close the client). Create one with NewAdmitter.
+type Admitter struct {
+	l    *Limiter
+	b    *Breaker
+	heal *healer
+}
+
+var (
+	_ core.Admitter = (*Admitter)(nil)
+	_ io.Closer     = (*Admitter)(nil)
+)
+
+// NewAdmitter returns the native Admitter of l and b, or nil when they do
+// not share one client (compose them with core.ComposeAdmitter then).
+// WithLogger applies; l and b keep their own prefix and clock.
+func NewAdmitter(l *Limiter, b *Breaker, opts ...Option) *Admitter {
+	if l == nil || b == nil || l.c != b.c {
+		return nil
+	}
+	o := buildOptions(opts)
+	a := &Admitter{l: l, b: b}
+	logger := o.logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	clock := l.opt.clockOrSystem()
+	a.heal = &healer{a: a, clock: clock, log: rateLog{log: logger, every: healLogEvery},
+		jobs: make(chan *reclaim, healQueue), wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return a
+}
+
+// Admit implements core.Admitter: one script. A scope whose permit and
+// circuit name different pools (keys in different slots) is admitted as
+// core.ComposeAdmitter would, in two round trips.
+func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
+	p := req.Permit
+	if p.Pool != req.Breaker.Pool {
+		return core.ComposeAdmitter(a.l, a.b).Admit(ctx, req)
+	}
+	a.l.pools.note(p.Scope, p.Pool)
+	lease := newLease(&p)
+	sk := a.l.scriptKeys(p.Scope, p.Source, p.Pool)
+	w := newRequest()
+	w.open()
+	w.object("breaker")
+	w.int("key", circuitIndex)
+	a.b.writeAllow(w, &req.Breaker, strconv.FormatUint(lease, 10))
+	w.close()
+	w.object("limiter")
+	a.l.writeAcquire(w, &p, sk, lease)
+	w.close()
+	w.close()
+	res, err := admitScript.Run(ctx, a.l.c, sk.withCircuit(a.l, a.b), w.String()).Int64Slice()
+	if err != nil {
+		if !errors.Is(err, redis.ErrClosed) {
+			j := &reclaim{permit: core.Permit{Scope: p.Scope, Source: p.Source, Lease: lease},
+				pool: p.Pool, settle: core.Settlement{Kind: core.SettleRefund}, probe: true}
+			j.deadline, j.expires = leaseEnd(lease, a.heal.clock.Now())
+			a.heal.add(j)
+		}
+		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit",
+			Err: fmt.Errorf("polygateway: redisstore: admit: %w", err)}
+	}
+	a.heal.answered()
+	if len(res) != 9 {
+		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit",
+			Err: fmt.Errorf("polygateway: redisstore: admit: unexpected reply %v", res)}
+	}
+	t := core.Ticket{Admission: admission(res[:5]), Breaker: req.Breaker}
+	if !t.Admission.Allowed {
+		return t, nil
+	}
+	if t.Grant, err = a.l.grant(res[5:], &p, lease, "admit"); err != nil {
+		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
+	}
+	return t, nil
+}
+
+// Finish implements core.Admitter: one script. On failure the release is
+// retried in the background (see Healing); the outcome is dropped.
+func (a *Admitter) Finish(ctx context.Context, t core.Ticket, s core.Settlement, o core.Outcome) (bool, error) {
+	if !t.Admitted() {
+		return false, nil
+	}
+	p := t.Grant.Permit
+	pool, ok := a.l.permitPool(p)
+	if !ok || pool != t.Breaker.Pool {
+		return core.ComposeAdmitter(a.l, a.b).Finish(ctx, t, s, o)
+	}
+	sk := a.l.scriptKeys(p.Scope, p.Source, pool)
+	w := newRequest()
+	w.open()
+	w.object("limiter")
+	a.l.writeRelease(w, p, s, sk, false)
+	w.close()
+	w.object("breaker")
+	w.int("key", circuitIndex)
+	a.b.writeRecord(w, t.Admission, o, &t.Breaker, p.Lease)
+	w.close()
+	w.close()
+	n, err := finishScript.Run(ctx, a.l.c, sk.withCircuit(a.l, a.b), w.String()).Int64()
+	if err != nil {
+		j := &reclaim{permit: p, pool: pool, settle: s, probe: t.Admission.Probe}
+		j.deadline, j.expires = leaseEnd(p.Lease, p.AcquiredAt)
+		a.heal.add(j)
+		return false, &core.GovernanceBackendError{Backend: "limiter", Op: "finish",
+			Err: fmt.Errorf("polygateway: redisstore: finish: %w", err)}
+	}
+	a.heal.answered()
+	return n == 1, nil
+}
+
+// Reclaiming reports how many reclaims are queued or waiting for a retry.
+func (a *Admitter) Reclaiming() int { return int(a.heal.pending.Load()) }
+
+// Close stops the reclaim worker after one last try of what it still
+// holds (bounded by one second when the client has ContextTimeoutEnabled;
+// by its read timeout otherwise). It is idempotent and does not close the
+// client.
+func (a *Admitter) Close() error {
+	a.heal.close()
+	return nil
+}
+
+// reclaim is one lease to give back.
+type reclaim struct {
+	permit core.Permit // Scope, Source, Lease
+	pool   string
+	settle core.Settlement
+	// probe asks to give back the circuit's probe if this lease holds it.
+	probe bool
+	// deadline is when the lease ends at the latest (expires=false: never).
+	deadline time.Time
+	expires  bool
+	due      time.Time
+	tries    int
+}
+
+// run runs the reclaim script once.
+func (a *Admitter) reclaim(ctx context.Context, j *reclaim) error {
+	sk := a.l.scriptKeys(j.permit.Scope, j.permit.Source, j.pool)
+	w := newRequest()
+	w.open()
+	a.l.writeRelease(w, j.permit, j.settle, sk, true)
+	if j.probe {
+		w.object("circuit")
+		w.int("key", circuitIndex)
+		w.str("holder", strconv.FormatUint(j.permit.Lease, 10))
+		w.close()
+	}
+	w.close()
+	return reclaimScript.Run(ctx, a.l.c, sk.reclaimKeys(a.l, a.b), w.String()).Err()
+}
+
+// Bounds of the reclaim worker.
+const (
+	healQueue      = 1024        // reclaims handed over and not yet taken
+	healPending    = 4096        // reclaims the worker holds for retries
+	healTimeout    = time.Second // one reclaim attempt
+	healBackoffMin = 50 * time.Millisecond
+	healBackoffMax = 2 * time.Second
+	healLogEvery   = 10 * time.Second // at most one warning per this
+)
+
+// healer is the Admitter's reclaim queue and its one worker.
+type healer struct {
+	a       *Admitter
+	clock   core.Clock
+	log     rateLog
+	jobs    chan *reclaim
+	wake    chan struct{} // Redis answered: retry now
+	stop    chan struct{}
+	done    chan struct{}
+	pending atomic.Int64
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+}
+
+// add queues j, starting the worker on first use. It never blocks.
+func (h *healer) add(j *reclaim) {
+	if j.permit.Lease&leaseLevels == 0 && !j.probe {
+		return // nothing was stored
+	}
+	j.due = h.clock.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		h.log.warn(j.due, "polygateway: redisstore: admitter closed; a failed call's slots free when their lease ends",
+			"scope", j.permit.Scope, "source", j.permit.Source)
+		return
+	}
+	if !h.started {
+		h.started = true
+		go h.run()
+	}
+	select {
+	case h.jobs <- j:
+		h.pending.Add(1)
+	default:
+		h.log.warn(j.due, "polygateway: redisstore: reclaim queue full; a failed call's slots free when their lease ends",
+			"scope", j.permit.Scope, "source", j.permit.Source)
+	}
+}
+
+// answered tells the worker that Redis answers again: reclaims waiting
+// for their backoff are retried at once. It costs an atomic load when
+// nothing waits.
+func (h *healer) answered() {
+	if h.pending.Load() == 0 {
+		return
+	}
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the worker, if it started, and waits for it.
+func (h *healer) close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	started := h.started
+	h.mu.Unlock()
+	if started {
+		close(h.stop)
+		<-h.done
+	}
+}
+
+// run is the worker: it takes reclaims, runs those that are due, and
+// retries the failed ones with a backoff.
+func (h *healer) run() {
+	defer close(h.done)
+	var pending []*reclaim
+	for {
+		var wake <-chan time.Time
+		var timer core.Timer
+		if len(pending) > 0 {
+			next := pending[0].due
+			for _, j := range pending[1:] {
+				if j.due.Before(next) {
+					next = j.due
+				}
+			}
+			timer = h.clock.NewTimer(max(next.Sub(h.clock.Now()), 0))
+			wake = timer.C()
+		}
+		select {
+		case j := <-h.jobs:
+			pending = h.take(pending, j)
+		case <-wake:
+		case <-h.wake:
+			now := h.clock.Now()
+			for _, j := range pending {
+				j.due = now
+			}
+		case <-h.stop:
+			if timer != nil {
+				timer.Stop()
+			}
+			h.flush(pending)
+			return
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		for more := true; more; {
+			select {
+			case j := <-h.jobs:
+				pending = h.take(pending, j)
+			default:
+				more = false
+			}
+		}
+		pending = h.attempt(pending)
+	}
+}
+
+// take adds j to the worker's reclaims, within their bound.
+func (h *healer) take(pending []*reclaim, j *reclaim) []*reclaim {
+	if len(pending) >= healPending {
+		h.pending.Add(-1)
+		h.log.warn(h.clock.Now(), "polygateway: redisstore: too many reclaims waiting; a failed call's slots free when their lease ends",
+			"scope", j.permit.Scope, "source", j.permit.Source)
+		return pending
+	}
+	return append(pending, j)
+}
+
+// attempt runs the due reclaims. After the first failure the rest wait
+// for the same backoff: Redis is most likely unreachable for all of them.
+func (h *healer) attempt(pending []*reclaim) []*reclaim {
+	now := h.clock.Now()
+	kept := pending[:0]
+	var failedUntil time.Time
+	for _, j := range pending {
+		switch {
+		case j.expires && !now.Before(j.deadline):
+			h.pending.Add(-1) // the lease has ended: nothing is held any more
+			continue
+		case j.due.After(now):
+		case !failedUntil.IsZero():
+			j.due = failedUntil
+		default:
+			ctx, cancel := context.WithTimeout(context.Background(), healTimeout)
+			err := h.a.reclaim(ctx, j)
+			cancel()
+			if err == nil {
+				h.pending.Add(-1)
+				continue
+			}
+			j.tries++
+			j.due = now.Add(backoff(j.tries))
+			failedUntil = j.due
+			h.log.warn(now, "polygateway: redisstore: cannot give back a failed call's slots yet; retrying",
+				"scope", j.permit.Scope, "source", j.permit.Source, "waiting", len(pending), "err", err)
+		}
+		kept = append(kept, j)
+	}
+	clear(pending[len(kept):])
+	return kept
+}
+
+// flush gives every reclaim still held one last try, all within healTimeout.
+func (h *healer) flush(pending []*reclaim) {
+	for more := true; more; {
+		select {
+		case j := <-h.jobs:
+			pending = append(pending, j)
+		default:
+			more = false
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), healTimeout)
+	defer cancel()
+	failed := 0
+	for _, j := range pending {
+		if ctx.Err() != nil || h.a.reclaim(ctx, j) != nil {
+			failed++
+		}
+		h.pending.Add(-1)
+	}
+	if failed > 0 {
+		h.log.warn(h.clock.Now(), "polygateway: redisstore: admitter closed with reclaims that did not land; their slots free when their leases end",
+			"dropped", failed)
+	}
+}
+
+// backoff is the wait before retry n (from 1): doubling from
+// healBackoffMin up to healBackoffMax.
+func backoff(n int) time.Duration {
+	d := healBackoffMin
+	for i := 1; i < n && d < healBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, healBackoffMax)
+}
+
+// rateLog writes at most one warning per every, with the count of those
+// it held back since the last one. Safe for concurrent use.
+type rateLog struct {
+	log   *slog.Logger
+	every time.Duration
+
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (r *rateLog) warn(now time.Time, msg string, args ...any) {
+	r.mu.Lock()
+	if d := now.Sub(r.last); !r.last.IsZero() && d >= 0 && d < r.every {
+		r.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	n := r.suppressed
+	r.suppressed, r.last = 0, now
+	r.mu.Unlock()
+	r.log.Warn(msg, append(args, "suppressed", n)...)
+}

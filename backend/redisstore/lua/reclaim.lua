@@ -1,0 +1,28 @@
+-- Reclaim: give back what an attempt may hold when its backend reply was
+-- lost, by the attempt's lease. The client runs it in the background after
+-- an Admit whose reply never came (the script may or may not have run) or
+-- a Finish that failed; it is idempotent, and never records an outcome.
+-- KEYS: the levels' keys and, with circuit, the circuit.
+-- ARGV[1]: the release request (lib/release.lua) with tomb = true, and
+--          circuit = { key = the circuit's index in KEYS, holder = the
+--          lease } to give back the probe if this lease holds it.
+--
+-- The release leaves a tombstone in each level's book where the member has
+-- no entry (the Admit did not run, or not yet): the entry '0 -1', released
+-- with nothing counted. An Admit that reaches Redis after its reclaim (a
+-- command delayed on a dying connection) reads its member in the book it
+-- peeks at anyway, finds it released, and takes nothing; a probe it was
+-- granted goes back as for any refusal. A tombstone goes with its book
+-- (the book's TTL, or the purge of a log whose TTL ran out). Returns 1.
+local r = cjson.decode(ARGV[1])
+local now = now_us(r.now)
+release(r, now)
+local c = r.circuit
+if c then
+  local key = KEYS[c.key]
+  local h = redis.call('HMGET', key, 'probe', 'plse')
+  if h[1] == '1' and h[2] == c.holder then
+    redis.call('HSET', key, 'probe', '0')
+  end
+end
+return 1

@@ -1,0 +1,177 @@
+package redisstore
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// TestReclaimBeforeALateAdmitLeavesNoSlot: a reclaim that reaches Redis
+// before its Admit (a command delayed on a dying connection) leaves a
+// tombstone, so that the late Admit takes no slot; the tombstone is in the
+// past, so it blocks no one else and goes with the next purge.
+func TestReclaimBeforeALateAdmitLeavesNoSlot(t *testing.T) {
+	c, prefix := internalClient(t)
+	ctx := context.Background()
+	l, b := NewLimiter(c, WithPrefix(prefix)), NewBreaker(c, WithPrefix(prefix))
+	a := NewAdmitter(l, b)
+	defer a.Close()
+	two := core.Limits{MaxConcurrency: 2}
+	req := core.AdmitRequest{Permit: core.PermitRequest{Scope: "Z", Source: "a", SourceLimits: two, GlobalLimits: two, LeaseTTL: time.Hour}}
+	// Someone holds a slot, so the slots keys exist.
+	if t0, err := a.Admit(ctx, req); err != nil || !t0.Admitted() {
+		t.Fatalf("Admit = %+v, %v", t0, err)
+	}
+	lease := newLease(&req.Permit)
+	j := &reclaim{permit: core.Permit{Scope: "Z", Source: "a", Lease: lease}, settle: core.Settlement{Kind: core.SettleRefund}, probe: true}
+	if err := a.reclaim(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	// The late Admit of that lease: nobody hears it, and it holds nothing.
+	if res := rawAdmit(t, a, req, lease); res[5] != 0 {
+		t.Fatalf("the late Admit was granted: %v", res)
+	}
+	for _, source := range []string{"a", ""} {
+		if u, err := l.Usage(ctx, "Z", source); err != nil || u.InFlight != 1 {
+			t.Fatalf("Usage(%q) = %+v, %v; want only the first slot held", source, u, err)
+		}
+	}
+	if t2, err := a.Admit(ctx, req); err != nil || !t2.Admitted() {
+		t.Fatalf("Admit after the tombstone = %+v, %v; want the second slot", t2, err)
+	}
+}
+
+// TestTombstonesDoNotOutstayTheirUse: a tombstone stands 15 minutes; a
+// reclaim after that drops it from the book, so a busy level's book does
+// not keep the tombstones of every outage.
+func TestTombstonesDoNotOutstayTheirUse(t *testing.T) {
+	c, prefix := internalClient(t)
+	ctx := context.Background()
+	clk := &stepClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l, b := NewLimiter(c, WithPrefix(prefix), WithClock(clk)), NewBreaker(c, WithPrefix(prefix), WithClock(clk))
+	a := NewAdmitter(l, b)
+	defer a.Close()
+	two := core.Limits{MaxConcurrency: 2, RPM: 100}
+	req := core.AdmitRequest{Permit: core.PermitRequest{Scope: "G", Source: "a", SourceLimits: two, LeaseTTL: time.Hour}}
+	if t0, err := a.Admit(ctx, req); err != nil || !t0.Admitted() { // the book exists
+		t.Fatalf("Admit = %+v, %v", t0, err)
+	}
+	book := prefix + ":lim:{G}:src:a:tok"
+	tomb := func() uint64 {
+		lease := newLease(&req.Permit)
+		if err := a.reclaim(ctx, &reclaim{permit: core.Permit{Scope: "G", Source: "a", Lease: lease}, settle: core.Settlement{Kind: core.SettleRefund}}); err != nil {
+			t.Fatal(err)
+		}
+		return lease
+	}
+	first := tomb()
+	if v, _ := c.HGet(ctx, book, strconv.FormatUint(first, 10)).Result(); v != "0 -1" {
+		t.Fatalf("tombstone = %q", v)
+	}
+	clk.now = clk.now.Add(16 * time.Minute)
+	tomb()
+	if n, _ := c.HExists(ctx, book, strconv.FormatUint(first, 10)).Result(); n {
+		t.Fatal("a tombstone older than 15 minutes is still in the book")
+	}
+	if n, _ := c.ZCard(ctx, prefix+":lim:{G}:src:a:gone").Result(); n != 1 {
+		t.Fatalf("the register holds %d tombstones, want the new one", n)
+	}
+}
+
+// stepClock is a clock the test sets.
+type stepClock struct{ now time.Time }
+
+func (s *stepClock) Now() time.Time                      { return s.now }
+func (s *stepClock) NewTimer(d time.Duration) core.Timer { return core.SystemClock{}.NewTimer(d) }
+
+// TestRetriedScriptsCountOnce: go-redis sends a command again when its
+// connection failed, though the first may have run. A retried Admit is
+// granted as the first was (its slot and probe are its own), and a retried
+// Finish does not count its outcome twice.
+func TestRetriedScriptsCountOnce(t *testing.T) {
+	c, prefix := internalClient(t)
+	ctx := context.Background()
+	l, b := NewLimiter(c, WithPrefix(prefix)), NewBreaker(c, WithPrefix(prefix))
+	a := NewAdmitter(l, b)
+	defer a.Close()
+	one := core.Limits{MaxConcurrency: 1, RPM: 10}
+	cfg := core.BreakerConfig{FailThreshold: 2, Cooldown: time.Hour, MaxCooldown: time.Hour, ProbeTTL: time.Hour, HalfOpenSuccesses: 1, TimeoutWeight: 1}
+	req := core.AdmitRequest{Breaker: cfg, Permit: core.PermitRequest{Scope: "R", Source: "a", SourceLimits: one, LeaseTTL: time.Hour}}
+	lease := newLease(&req.Permit)
+	for i := range 2 {
+		if res := rawAdmit(t, a, req, lease); res[0] != 1 || res[5] != 1 {
+			t.Fatalf("Admit %d of one lease = %v, want granted", i+1, res)
+		}
+	}
+	if u, _ := l.Usage(ctx, "R", "a"); u.InFlight != 1 {
+		t.Fatalf("usage %+v, want one slot", u)
+	}
+	// Finish with a failure, sent twice: one failure counted.
+	tk := core.Ticket{Admission: core.Admission{Allowed: true}, Grant: core.Grant{OK: true, Permit: core.Permit{Scope: "R", Source: "a", Lease: lease}}, Breaker: cfg}
+	for range 2 {
+		if _, err := a.Finish(ctx, tk, core.Settlement{Kind: core.SettleRefund}, core.OutcomeFailure); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, _ := b.Snapshot(ctx, "R", "a", cfg); s.ConsecutiveFailures != 1 || s.State != core.StateClosed {
+		t.Fatalf("snapshot %+v, want one failure counted (threshold 2: still closed)", s)
+	}
+}
+
+// rawAdmit runs the admit script for req with a lease of the test's choice.
+func rawAdmit(t *testing.T, a *Admitter, req core.AdmitRequest, lease uint64) []int64 {
+	t.Helper()
+	sk := a.l.scriptKeys(req.Permit.Scope, req.Permit.Source, req.Permit.Pool)
+	w := newRequest()
+	w.open()
+	w.object("breaker")
+	w.int("key", circuitIndex)
+	a.b.writeAllow(w, &req.Breaker, strconv.FormatUint(lease, 10))
+	w.close()
+	w.object("limiter")
+	a.l.writeAcquire(w, &req.Permit, sk, lease)
+	w.close()
+	w.close()
+	res, err := admitScript.Run(context.Background(), a.l.c, sk.withCircuit(a.l, a.b), w.String()).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// internalClient returns a client of the test Redis and a key prefix of
+// the test's own, deleted when it ends.
+func internalClient(t *testing.T) (*redis.Client, string) {
+	t.Helper()
+	url := os.Getenv("PGW_TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		_ = c.Close()
+		if os.Getenv("PGW_REQUIRE_SERVICES") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("no Redis at %s: %v", url, err)
+	}
+	prefix := "pgwint" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	t.Cleanup(func() {
+		keys, _ := c.Keys(context.Background(), prefix+":*").Result()
+		if len(keys) > 0 {
+			c.Del(context.Background(), keys...)
+		}
+		_ = c.Close()
+	})
+	return c, prefix
+}
