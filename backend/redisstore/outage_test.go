@@ -23,7 +23,6 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/fakeupstream"
-	"github.com/polygateway/polygateway/transport"
 )
 
 // guardedUpstream stands in front of a fake upstream and counts the
@@ -114,30 +113,57 @@ func (a *attempts) peaks() (int, map[string]int) {
 	return a.max, per
 }
 
-type countedUpstream struct {
-	next polygateway.Upstream
+// countedTransport counts, at the HTTP level, the attempts under way at
+// once: from the request going out to its answer's body being closed, which
+// the transport does before the attempt's permit is released.
+type countedTransport struct {
+	next http.RoundTripper
 	a    *attempts
 }
 
-func (u countedUpstream) Do(ctx context.Context, src *polygateway.SourceConfig, call *polygateway.Call) (*polygateway.LLMResponse, error) {
+func (u countedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	a := u.a
+	// /s1/v1/…: one path prefix per source, s{N} for source fake_{N}.
+	name := req.URL.Path
+	if i := strings.Index(name[1:], "/"); i > 0 {
+		name = "fake_" + strings.TrimPrefix(name[1:i+1], "s")
+	}
 	a.mu.Lock()
-	s := a.src[src.Name]
+	s := a.src[name]
 	if s == nil {
 		s = &[2]int{}
-		a.src[src.Name] = s
+		a.src[name] = s
 	}
 	a.cur++
 	s[0]++
 	a.max, s[1] = max(a.max, a.cur), max(s[1], s[0])
 	a.mu.Unlock()
-	defer func() {
+	done := func() {
 		a.mu.Lock()
 		a.cur--
 		s[0]--
 		a.mu.Unlock()
-	}()
-	return u.next.Do(ctx, src, call)
+	}
+	resp, err := u.next.RoundTrip(req)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	resp.Body = &countedBody{ReadCloser: resp.Body, done: done}
+	return resp, nil
+}
+
+// countedBody ends its attempt's count when closed (once).
+type countedBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *countedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
 }
 
 // outageClient assembles a client of e logging to the test, counting its
@@ -148,8 +174,8 @@ func outageClient(t *testing.T, e *gwEnv, a ...*attempts) (*polygateway.GatewayC
 	opts := []polygateway.Option{polygateway.WithEnv(e.m), polygateway.WithLogger(logger)}
 	if len(a) > 0 {
 		a[0].src = map[string]*[2]int{}
-		opts = append(opts, polygateway.WithUpstreamFrom(func(tc *transport.Client) polygateway.Upstream {
-			return countedUpstream{next: tc, a: a[0]}
+		opts = append(opts, polygateway.WithHTTPClient(&http.Client{
+			Transport: countedTransport{next: http.DefaultTransport.(*http.Transport).Clone(), a: a[0]},
 		}))
 	}
 	c, err := polygateway.FromEnv(e.scope, opts...)
