@@ -11,7 +11,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	_ "github.com/polygateway/polygateway/backend/redisstore"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // These tests stand two GatewayClients in for two processes: they share
@@ -105,7 +105,7 @@ func sourceState(t *testing.T, c *polygateway.GatewayClient) polygateway.SourceS
 // with GatewayUnavailableError.
 func TestSharedRPM(t *testing.T) {
 	scope := testScope(t)
-	srv := fakeupstream.Start(t)
+	srv := fakeupstream.NewServer(t)
 	env := newGWEnv(scope, redisURL(), srv).set("FAKE__1__RPM", "30", "QUOTA_FULL", "fail_fast")
 	clients := []*polygateway.GatewayClient{env.client(t), env.client(t)}
 
@@ -160,7 +160,7 @@ func TestSharedRPM(t *testing.T) {
 // clients make progress (they wait for slots: QUOTA_FULL=wait).
 func TestSharedConcurrency(t *testing.T) {
 	scope := testScope(t)
-	srv := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(60*time.Millisecond)))
+	srv := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(60*time.Millisecond)))
 	env := newGWEnv(scope, redisURL(), srv).set("FAKE__1__MAX_CONCURRENCY", "3")
 	clients := []*polygateway.GatewayClient{env.client(t), env.client(t)}
 
@@ -203,7 +203,7 @@ func TestSharedConcurrency(t *testing.T) {
 func TestSharedBreaker(t *testing.T) {
 	scope := testScope(t)
 	var healthy atomic.Bool
-	srv := fakeupstream.Start(t, fakeupstream.WithFunc(func(fakeupstream.RequestInfo) fakeupstream.Behavior {
+	srv := fakeupstream.NewServer(t, fakeupstream.WithFunc(func(fakeupstream.RequestInfo) fakeupstream.Behavior {
 		if healthy.Load() {
 			return fakeupstream.OK().WithLatency(time.Second) // the probe is held while the others race
 		}
@@ -276,8 +276,8 @@ func TestSharedBreaker(t *testing.T) {
 func TestRedisDown(t *testing.T) {
 	rs := startPrivateRedis(t)
 	scope := "T" + upper(randomID(5))
-	guarded := fakeupstream.Start(t)
-	cached := fakeupstream.Start(t)
+	guarded := fakeupstream.NewServer(t)
+	cached := fakeupstream.NewServer(t)
 	g := newGWEnv(scope, rs.URL(), guarded).client(t)
 	c := newGWEnv(scope, rs.URL(), cached).setRaw(
 		"PGW_LIMITER_BACKEND", "memory", "PGW_BREAKER_BACKEND", "memory",
