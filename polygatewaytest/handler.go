@@ -260,8 +260,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, info *RequestInf
 			a.embeddings(emb, model)
 			return
 		}
-		rd := s.cache.get(renderKey{model: model, tokens: b.tokens(), content: b.Content, prompt: b.promptTokens(),
-			thinking: b.Thinking, thinkingField: b.ThinkingField})
+		key := renderKey{model: model, tokens: b.tokens(), content: b.Content, prompt: b.promptTokens(),
+			thinking: b.Thinking, thinkingField: b.ThinkingField}
+		if key.content != "" {
+			key.tokens = 0 // the content decides the tokens
+		}
+		rd := s.cache.get(key)
 		if info.Stream {
 			a.stream(rd, info.IncludeUsage)
 		} else {
