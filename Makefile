@@ -26,6 +26,8 @@ FUZZ_TARGETS = \
 	./ocr:FuzzCheckDirectory \
 	./ocr:FuzzExtractMiddle \
 	./ocr:FuzzParseMiddle \
+	./polygatewaytest:FuzzEmbedRequest \
+	./polygatewaytest:FuzzSplitContent \
 	./proxy:FuzzCountElements \
 	./proxy:FuzzParseChat \
 	./proxy:FuzzParseEmbed \

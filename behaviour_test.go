@@ -10,12 +10,12 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestRateLimitWithRetryAfterWaitsBeforeRetryingTheSameSource(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithScript(fu.RateLimited("2"), fu.OK()))
+	srv := fu.NewServer(t, fu.WithScript(fu.RateLimited("2"), fu.OK()))
 	c := baseEnv().source("openai", 1, srv).client(t)
 
 	resp, err := ask(t, c)
@@ -41,8 +41,8 @@ func TestRateLimitWithRetryAfterWaitsBeforeRetryingTheSameSource(t *testing.T) {
 // the call goes to the lower tier at once.
 func TestRateLimitWithALongRetryAfterFailsOverAtOnceWhenAnotherSourceExists(t *testing.T) {
 	t.Parallel()
-	limited := fu.Start(t, fu.WithScript(fu.RateLimited("30"), fu.OK()))
-	other := fu.Start(t)
+	limited := fu.NewServer(t, fu.WithScript(fu.RateLimited("30"), fu.OK()))
+	other := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, limited).source("qwen", 2, other, "PRIORITY", "1").client(t)
 
 	start := time.Now()
@@ -60,8 +60,8 @@ func TestRateLimitWithALongRetryAfterFailsOverAtOnceWhenAnotherSourceExists(t *t
 
 func TestRateLimitForeverWithoutRetryAfterDoesNotHammerTheSource(t *testing.T) {
 	t.Parallel()
-	limited := fu.Start(t, fu.WithBehavior(fu.RateLimited("")))
-	other := fu.Start(t)
+	limited := fu.NewServer(t, fu.WithBehavior(fu.RateLimited("")))
+	other := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, limited).source("qwen", 2, other).client(t)
 
 	deadline := time.Now().Add(3500 * time.Millisecond)
@@ -82,7 +82,7 @@ func TestRateLimitForeverWithoutRetryAfterDoesNotHammerTheSource(t *testing.T) {
 
 func TestServerErrorOnceThenRetrySucceeds(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithScript(fu.ServerError(500), fu.OK()))
+	srv := fu.NewServer(t, fu.WithScript(fu.ServerError(500), fu.OK()))
 	c := baseEnv().source("openai", 1, srv).client(t)
 
 	resp, err := ask(t, c)
@@ -96,8 +96,8 @@ func TestServerErrorOnceThenRetrySucceeds(t *testing.T) {
 
 func TestPrimaryDownServesFromFallbackTierWithItsModelAndUsage(t *testing.T) {
 	t.Parallel()
-	primary := fu.Start(t, fu.WithBehavior(fu.ServerError(503)))
-	fallback := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(5).WithModel("fallback-model")))
+	primary := fu.NewServer(t, fu.WithBehavior(fu.ServerError(503)))
+	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(5).WithModel("fallback-model")))
 	c := baseEnv().source("openai", 1, primary).source("qwen", 2, fallback, "PRIORITY", "1").client(t)
 
 	for i := range 12 {
@@ -128,7 +128,7 @@ func TestPrimaryDownServesFromFallbackTierWithItsModelAndUsage(t *testing.T) {
 
 func TestConnectionResetBeforeHeadersIsRetried(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithScript(fu.Reset(), fu.OK()))
+	srv := fu.NewServer(t, fu.WithScript(fu.Reset(), fu.OK()))
 	c := baseEnv().source("openai", 1, srv).client(t)
 	if _, err := ask(t, c); err != nil {
 		t.Fatalf("call failed: %v", err)
@@ -137,8 +137,8 @@ func TestConnectionResetBeforeHeadersIsRetried(t *testing.T) {
 
 func TestSilentSourceIsBoundedByTimeoutAndNotRetriedWhileAnotherExists(t *testing.T) {
 	t.Parallel()
-	silent := fu.Start(t, fu.WithBehavior(fu.Hang()))
-	healthy := fu.Start(t)
+	silent := fu.NewServer(t, fu.WithBehavior(fu.Hang()))
+	healthy := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, silent, "TIMEOUT_S", "2").
 		source("qwen", 2, healthy, "TIMEOUT_S", "2", "PRIORITY", "1").client(t)
 
@@ -160,8 +160,8 @@ func TestSilentSourceIsBoundedByTimeoutAndNotRetriedWhileAnotherExists(t *testin
 
 func TestSlowFirstTokenFailsOverToFallbackQuickly(t *testing.T) {
 	t.Parallel()
-	slow := fu.Start(t, fu.WithBehavior(fu.OK().WithFirstTokenDelay(3*time.Second)))
-	fallback := fu.Start(t, fu.WithBehavior(fu.OK().WithModel("fallback-model")))
+	slow := fu.NewServer(t, fu.WithBehavior(fu.OK().WithFirstTokenDelay(3*time.Second)))
+	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithModel("fallback-model")))
 	c := baseEnv().source("openai", 1, slow, "TTFT_TIMEOUT_S", "1", "INTER_TOKEN_TIMEOUT_S", "0.5").
 		source("qwen", 2, fallback, "PRIORITY", "1").client(t)
 
@@ -179,7 +179,7 @@ func TestCutStreamIsNeverATruncatedSuccess(t *testing.T) {
 	t.Parallel()
 	t.Run("single source fails", func(t *testing.T) {
 		t.Parallel()
-		srv := fu.Start(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
+		srv := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
 		c := baseEnv().source("openai", 1, srv).set("LLM__RETRY__MAX_ATTEMPTS", "2").client(t)
 		resp, err := ask(t, c)
 		if err == nil || resp != nil {
@@ -192,8 +192,8 @@ func TestCutStreamIsNeverATruncatedSuccess(t *testing.T) {
 	})
 	t.Run("fallback answers in full", func(t *testing.T) {
 		t.Parallel()
-		cut := fu.Start(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
-		full := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(60)))
+		cut := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
+		full := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(60)))
 		c := baseEnv().source("openai", 1, cut).source("qwen", 2, full, "PRIORITY", "1").client(t)
 		resp, err := ask(t, c)
 		if err != nil {
@@ -207,8 +207,8 @@ func TestCutStreamIsNeverATruncatedSuccess(t *testing.T) {
 
 func TestStalledStreamEndsQuicklyAndTheClientStillWorks(t *testing.T) {
 	t.Parallel()
-	stall := fu.Start(t, fu.WithBehavior(fu.StallAfter(20, 10*time.Second).WithTokens(40)))
-	fallback := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(40)))
+	stall := fu.NewServer(t, fu.WithBehavior(fu.StallAfter(20, 10*time.Second).WithTokens(40)))
+	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(40)))
 	c := baseEnv().source("openai", 1, stall, "TTFT_TIMEOUT_S", "2", "INTER_TOKEN_TIMEOUT_S", "1").
 		source("qwen", 2, fallback, "PRIORITY", "1").client(t)
 
@@ -230,7 +230,7 @@ func TestStalledStreamEndsQuicklyAndTheClientStillWorks(t *testing.T) {
 
 func TestMalformedEventIsNeverPartialSuccess(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithBehavior(fu.MalformedAt(5).WithTokens(20)))
+	srv := fu.NewServer(t, fu.WithBehavior(fu.MalformedAt(5).WithTokens(20)))
 	c := baseEnv().source("openai", 1, srv).set("LLM__RETRY__MAX_ATTEMPTS", "1").client(t)
 	resp, err := ask(t, c)
 	var te *polygateway.TransientError
@@ -241,7 +241,7 @@ func TestMalformedEventIsNeverPartialSuccess(t *testing.T) {
 
 func TestCompleteStreamWithoutDoneIsReturnedPromptlyWithUsage(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(12).WithoutDone()))
+	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(12).WithoutDone()))
 	c := baseEnv().source("openai", 1, srv, "TTFT_TIMEOUT_S", "2", "INTER_TOKEN_TIMEOUT_S", "1").client(t)
 	start := time.Now()
 	resp, err := ask(t, c)
@@ -264,8 +264,8 @@ func TestCompleteStreamWithoutDoneIsReturnedPromptlyWithUsage(t *testing.T) {
 // attempt.
 func TestContextLengthExceededIsRejectedAfterOneAttemptWhenNoOtherModelIsConfigured(t *testing.T) {
 	t.Parallel()
-	a := fu.Start(t, fu.WithBehavior(fu.ContextLength()))
-	b := fu.Start(t)
+	a := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
+	b := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, a).source("openai", 2, b, "PRIORITY", "1").client(t) // same MODEL
 	_, err := ask(t, c)
 	var re *polygateway.RequestRejectedError
@@ -279,9 +279,9 @@ func TestContextLengthExceededIsRejectedAfterOneAttemptWhenNoOtherModelIsConfigu
 
 func TestContextLengthExceededRoutesToASourceOfAnotherModel(t *testing.T) {
 	t.Parallel()
-	a := fu.Start(t, fu.WithBehavior(fu.ContextLength()))
-	a2 := fu.Start(t)
-	b := fu.Start(t)
+	a := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
+	a2 := fu.NewServer(t)
+	b := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, a).source("openai", 2, a2, "PRIORITY", "1").
 		source("qwen", 1, b, "PRIORITY", "2").client(t)
 	resp, err := ask(t, c)
@@ -300,8 +300,8 @@ func TestContextLengthExceededRoutesToASourceOfAnotherModel(t *testing.T) {
 
 func TestContentFilterIsRejectedWithTheProvidersReason(t *testing.T) {
 	t.Parallel()
-	a := fu.Start(t, fu.WithBehavior(fu.ContentFilter()))
-	b := fu.Start(t)
+	a := fu.NewServer(t, fu.WithBehavior(fu.ContentFilter()))
+	b := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, a).source("qwen", 2, b, "PRIORITY", "1").client(t)
 	_, err := ask(t, c)
 	var re *polygateway.RequestRejectedError
@@ -318,8 +318,8 @@ func TestContentFilterIsRejectedWithTheProvidersReason(t *testing.T) {
 
 func TestUnauthorizedSourceOpensAtOnceAndIsNeverReachedAgain(t *testing.T) {
 	t.Parallel()
-	bad := fu.Start(t, fu.WithBehavior(fu.BadKey()))
-	good := fu.Start(t)
+	bad := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
+	good := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, bad).source("qwen", 2, good, "PRIORITY", "1").client(t)
 	for i := range 10 {
 		resp, err := ask(t, c)
@@ -340,8 +340,8 @@ func TestUnauthorizedSourceOpensAtOnceAndIsNeverReachedAgain(t *testing.T) {
 func TestFlappingPrimaryIsProbedOncePerCooldownAndTrafficReturns(t *testing.T) {
 	t.Parallel()
 	const outage, cooldown = 3 * time.Second, time.Second
-	primary := fu.Start(t, fu.WithFlap(outage, time.Hour, fu.ServerError(503)))
-	fallback := fu.Start(t)
+	primary := fu.NewServer(t, fu.WithFlap(outage, time.Hour, fu.ServerError(503)))
+	fallback := fu.NewServer(t)
 	start := time.Now()
 	c := baseEnv().source("openai", 1, primary).source("qwen", 2, fallback, "PRIORITY", "1").
 		set("LLM__BREAKER__FAIL_THRESHOLD", "2", "LLM__BREAKER__COOLDOWN_S", "1", "LLM__BREAKER__MAX_COOLDOWN_S", "1").client(t)
@@ -383,15 +383,15 @@ func TestCancellationReturnsAtOnceAndLeavesNothingHeld(t *testing.T) {
 		cancel time.Duration
 	}{
 		{"during a stream", func(t *testing.T) (env, func()) {
-			srv := fu.Start(t, fu.WithBehavior(fu.StallAfter(5, 10*time.Second)))
+			srv := fu.NewServer(t, fu.WithBehavior(fu.StallAfter(5, 10*time.Second)))
 			return baseEnv().source("openai", 1, srv), nil
 		}, 300 * time.Millisecond},
 		{"during backoff", func(t *testing.T) (env, func()) {
-			srv := fu.Start(t, fu.WithBehavior(fu.ServerError(500)))
+			srv := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
 			return baseEnv().source("openai", 1, srv).set("LLM__RETRY__BACKOFF_BASE_S", "10", "LLM__RETRY__BACKOFF_MAX_S", "10"), nil
 		}, 300 * time.Millisecond},
 		{"while waiting for a permit", func(t *testing.T) (env, func()) {
-			srv := fu.Start(t, fu.WithBehavior(fu.Hang()))
+			srv := fu.NewServer(t, fu.WithBehavior(fu.Hang()))
 			return baseEnv().source("openai", 1, srv, "MAX_CONCURRENCY", "1"), nil
 		}, 300 * time.Millisecond},
 	}

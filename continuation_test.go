@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // continuer is a streaming upstream that continues a prefill: asked to
@@ -79,7 +79,7 @@ func (c *continuer) requests() []map[string]any {
 // 40 of 60 tokens and a lower-tier vLLM source (which continues a prefill
 // by default).
 func continuationClient(t *testing.T, fallback *continuer) *polygateway.GatewayClient {
-	primary := fu.Start(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
+	primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
 	e := baseEnv().source("openai", 1, primary).set("LLM__RETRY__TIER_PATIENCE_S", "0",
 		"LLM__VLLM__1__BASE_URL", fallback.URL+"/v1", "LLM__VLLM__1__API_KEY", "none", "LLM__VLLM__1__MODEL", "local",
 		"LLM__VLLM__1__TIMEOUT_S", "5", "LLM__VLLM__1__PRIORITY", "1")
@@ -139,8 +139,8 @@ func TestAContinuationRefusedWithA400EndsWithTheCutNotTheRefusal(t *testing.T) {
 
 func TestWithoutAContinuingSourceACutCommittedStreamEndsAsBefore(t *testing.T) {
 	t.Parallel()
-	primary := fu.Start(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
-	other := fu.Start(t)
+	primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
+	other := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, primary).source("qwen", 1, other, "PRIORITY", "1").client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
 	defer s.Close()

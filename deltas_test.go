@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway/internal/core"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
 	"github.com/polygateway/polygateway/internal/kernel"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // relay is a DeltaSink that "sends" deltas to a client: with commit, the
@@ -56,8 +56,8 @@ func (r *relay) Delivered() (string, string) {
 func TestCommittedStreamIsNotFailedOverAndABufferedOneIs(t *testing.T) {
 	t.Parallel()
 	for _, commit := range []bool{true, false} {
-		cut := fu.Start(t, fu.WithBehavior(fu.CutAfter(5).WithTokens(20)))
-		full := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(20)))
+		cut := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(5).WithTokens(20)))
+		full := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(20)))
 		c := baseEnv().source("openai", 1, cut).source("qwen", 2, full, "PRIORITY", "1").client(t)
 		r := &relay{commit: commit}
 		k, err := kernel.Unwrap(c)

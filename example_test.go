@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/polygateway/polygateway"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // A client for the scope LLM with one source, configured from a map (FromEnv

@@ -8,14 +8,14 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/backendtest"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
 func TestQualityGuardFailsOverWithoutChargingTheBreaker(t *testing.T) {
 	t.Parallel()
-	terse := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(1)))
-	good := fu.Start(t)
+	terse := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(1)))
+	good := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, terse).source("qwen", 2, good, "PRIORITY", "1").
 		set("LLM__QUALITY__GUARD", "true", "LLM__QUALITY__MIN_CHARS", "10").client(t)
 	for i := range 6 {
@@ -38,7 +38,7 @@ func TestQualityGuardFailsOverWithoutChargingTheBreaker(t *testing.T) {
 
 func TestQualityGuardReturnsResultInvalidWhenEverySourceIsBad(t *testing.T) {
 	t.Parallel()
-	terse := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(1)))
+	terse := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(1)))
 	c := baseEnv().source("openai", 1, terse).set("LLM__QUALITY__GUARD", "true", "LLM__QUALITY__MIN_CHARS", "10",
 		"LLM__RETRY__MAX_ATTEMPTS", "2").client(t)
 	resp, err := ask(t, c)
@@ -53,7 +53,7 @@ func TestQualityGuardReturnsResultInvalidWhenEverySourceIsBad(t *testing.T) {
 
 func TestStaleCacheEntryServesWhenTheScopeIsUnavailable(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithScript(fu.OK(), fu.BadKey()))
+	srv := fu.NewServer(t, fu.WithScript(fu.OK(), fu.BadKey()))
 	c := baseEnv().source("openai", 1, srv).set(
 		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "0.2",
 		"LLM__FALLBACK__STALE_S", "60").client(t)
@@ -71,7 +71,7 @@ func TestStaleCacheEntryServesWhenTheScopeIsUnavailable(t *testing.T) {
 	}
 
 	// Without a stale window the expired entry is gone.
-	srv2 := fu.Start(t, fu.WithScript(fu.OK(), fu.BadKey()))
+	srv2 := fu.NewServer(t, fu.WithScript(fu.OK(), fu.BadKey()))
 	c2 := baseEnv().source("openai", 1, srv2).set(
 		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "0.2").client(t)
 	_, _ = ask(t, c2)
@@ -83,7 +83,7 @@ func TestStaleCacheEntryServesWhenTheScopeIsUnavailable(t *testing.T) {
 
 func TestCallerFallbackIsTheLastStep(t *testing.T) {
 	t.Parallel()
-	dead := fu.Start(t, fu.WithBehavior(fu.BadKey()))
+	dead := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
 	scopeFallback := func(ctx context.Context, msgs []polygateway.Message, cause error) (*polygateway.LLMResponse, error) {
 		if !errors.Is(cause, polygateway.ErrGateway) {
 			t.Errorf("fallback cause = %v", cause)
@@ -103,7 +103,7 @@ func TestCallerFallbackIsTheLastStep(t *testing.T) {
 	}
 
 	// A rejected request is the caller's problem: no fallback.
-	bad := fu.Start(t, fu.WithBehavior(fu.ContextLength()))
+	bad := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
 	c2 := baseEnv().source("openai", 1, bad).client(t, polygateway.WithFallback(scopeFallback))
 	var re *polygateway.RequestRejectedError
 	if _, err := ask(t, c2); !errors.As(err, &re) {
@@ -117,7 +117,7 @@ func TestADegradedAnswerWritesOneRowDescribingItAndItsStrategy(t *testing.T) {
 	t.Parallel()
 	t.Run("stale cache", func(t *testing.T) {
 		t.Parallel()
-		srv := fu.Start(t, fu.WithScript(fu.OK(), fu.BadKey()))
+		srv := fu.NewServer(t, fu.WithScript(fu.OK(), fu.BadKey()))
 		sink := telemetry.NewMemory()
 		clk := backendtest.NewFakeClock(time.Now())
 		c := baseEnv().source("openai", 1, srv).set(
@@ -147,7 +147,7 @@ func TestADegradedAnswerWritesOneRowDescribingItAndItsStrategy(t *testing.T) {
 	})
 	t.Run("caller fallback", func(t *testing.T) {
 		t.Parallel()
-		dead := fu.Start(t, fu.WithBehavior(fu.BadKey()))
+		dead := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
 		sink := telemetry.NewMemory()
 		c := baseEnv().source("openai", 1, dead).client(t, polygateway.WithTelemetry(sink),
 			polygateway.WithFallback(func(context.Context, []polygateway.Message, error) (*polygateway.LLMResponse, error) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // defaultsEnv is baseEnv with the library's own retry defaults (baseEnv
@@ -22,8 +22,8 @@ func defaultsEnv() env {
 
 func TestA500OnceOnThePreferredTierIsRetriedThereAndTheFallbackSeesNothing(t *testing.T) {
 	t.Parallel()
-	primary := fu.Start(t, fu.WithScript(fu.ServerError(500), fu.OK()))
-	fallback := fu.Start(t)
+	primary := fu.NewServer(t, fu.WithScript(fu.ServerError(500), fu.OK()))
+	fallback := fu.NewServer(t)
 	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").client(t)
 	resp, err := ask(t, c)
 	if err != nil {
@@ -37,8 +37,8 @@ func TestA500OnceOnThePreferredTierIsRetriedThereAndTheFallbackSeesNothing(t *te
 
 func TestA429WithinThePatienceWaitsForThePreferredTier(t *testing.T) {
 	t.Parallel()
-	primary := fu.Start(t, fu.WithScript(fu.RateLimited("1"), fu.OK()))
-	fallback := fu.Start(t)
+	primary := fu.NewServer(t, fu.WithScript(fu.RateLimited("1"), fu.OK()))
+	fallback := fu.NewServer(t)
 	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").client(t)
 	resp, err := ask(t, c)
 	if err != nil {
@@ -55,8 +55,8 @@ func TestA429WithinThePatienceWaitsForThePreferredTier(t *testing.T) {
 
 func TestTierPatienceZeroFailsOverAtOnce(t *testing.T) {
 	t.Parallel()
-	primary := fu.Start(t, fu.WithScript(fu.ServerError(500), fu.OK()))
-	fallback := fu.Start(t)
+	primary := fu.NewServer(t, fu.WithScript(fu.ServerError(500), fu.OK()))
+	fallback := fu.NewServer(t)
 	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").
 		set("LLM__RETRY__TIER_PATIENCE_S", "0").client(t)
 	resp, err := ask(t, c)
@@ -67,8 +67,8 @@ func TestTierPatienceZeroFailsOverAtOnce(t *testing.T) {
 
 func TestASourceWhoseContextWindowIsTooSmallGetsNoRequest(t *testing.T) {
 	t.Parallel()
-	small := fu.Start(t)
-	large := fu.Start(t)
+	small := fu.NewServer(t)
+	large := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, small, "CONTEXT_WINDOW", "100").
 		source("qwen", 1, large, "PRIORITY", "1", "CONTEXT_WINDOW", "128000").client(t)
 	long := polygateway.User(longText(2000))
@@ -110,8 +110,8 @@ func TestAFlappingPrimaryGetsItsTrafficBackWithinTenSeconds(t *testing.T) {
 		t.Skip("16 s of calls")
 	}
 	const outage = 4 * time.Second
-	primary := fu.Start(t, fu.WithFlap(outage, time.Hour, fu.ServerError(503)))
-	fallback := fu.Start(t)
+	primary := fu.NewServer(t, fu.WithFlap(outage, time.Hour, fu.ServerError(503)))
+	fallback := fu.NewServer(t)
 	start := primary.Started()
 	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").client(t)
 	var back time.Duration
@@ -146,7 +146,7 @@ func TestAFlappingPrimaryGetsItsTrafficBackWithinTenSeconds(t *testing.T) {
 // (adaptive concurrency doubles every round trip from 8 up to its cap).
 func TestSlowStartServes200ConcurrentCallsWithinTwoAndAHalfSeconds(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithBehavior(fu.OK().WithLatency(300*time.Millisecond)))
+	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithLatency(300*time.Millisecond)))
 	c := defaultsEnv().source("openai", 1, srv).client(t)
 	start := time.Now()
 	var wg sync.WaitGroup

@@ -6,13 +6,13 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestTwoScopesInOneProcessAreIndependent(t *testing.T) {
 	t.Parallel()
-	bad := fu.Start(t, fu.WithBehavior(fu.BadKey()))
-	good := fu.Start(t)
+	bad := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
+	good := fu.NewServer(t)
 	e := baseEnv().set(
 		"SEARCH__OPENAI__1__BASE_URL", bad.URL(), "SEARCH__OPENAI__1__API_KEY", "k", "SEARCH__OPENAI__1__MODEL", "m", "SEARCH__OPENAI__1__TIMEOUT_S", "5",
 		"JUDGE__OPENAI__1__BASE_URL", good.URL(), "JUDGE__OPENAI__1__API_KEY", "k", "JUDGE__OPENAI__1__MODEL", "m", "JUDGE__OPENAI__1__TIMEOUT_S", "5",
@@ -45,7 +45,7 @@ func TestTwoScopesInOneProcessAreIndependent(t *testing.T) {
 
 func TestClientsGivenTheSameBreakerShareItsState(t *testing.T) {
 	t.Parallel()
-	bad := fu.Start(t, fu.WithBehavior(fu.BadKey()))
+	bad := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
 	e := baseEnv().source("openai", 1, bad)
 	br := memory.NewBreaker()
 	a := e.client(t, polygateway.WithBreaker(br))

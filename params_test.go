@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestTypedCallOptionsReachTheWireWithTheProvidersFieldNames(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithBodyHistory(4))
+	srv := fu.NewServer(t, fu.WithBodyHistory(4))
 	c := baseEnv().source("openai", 1, srv).client(t)
 	weather := polygateway.Tool{Name: "weather", Description: "the weather in a city",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}
@@ -49,7 +49,7 @@ func TestTypedCallOptionsReachTheWireWithTheProvidersFieldNames(t *testing.T) {
 
 func TestTypedCallOptionsArePartOfTheCacheKey(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t)
+	srv := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, srv).set("PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").client(t)
 	msgs := []polygateway.Message{polygateway.User("same question")}
 	call := func(opts ...polygateway.CallOption) bool {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // The public types are defined in the root package, so that go doc (and
@@ -45,7 +45,7 @@ func TestGoDocOnTheRootShowsTheFieldsOfThePublicTypes(t *testing.T) {
 // still answer errors.Is with the sentinels.
 func TestErrorsReachTheCallerAsThePublicTypes(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithBehavior(fu.ServerError(503)))
+	srv := fu.NewServer(t, fu.WithBehavior(fu.ServerError(503)))
 	c := baseEnv().source("openai", 1, srv).set("LLM__RETRY__MAX_ATTEMPTS", "2").client(t)
 	_, err := ask(t, c)
 	if got := fmt.Sprintf("%T", err); got != "*polygateway.GatewayUnavailableError" {

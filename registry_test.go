@@ -9,7 +9,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // countingLimiter is a third party's limiter: the memory one, counting
@@ -42,7 +42,7 @@ func init() {
 }
 
 func TestABackendRegisteredFromOutsideIsSelectedByNameFromTheEnvironment(t *testing.T) {
-	srv := fu.Start(t)
+	srv := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, srv).set("PGW_LIMITER_BACKEND", "thirdparty").client(t)
 	if _, err := c.Chat(context.Background(), []polygateway.Message{polygateway.User("hi")}); err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestAnUnknownBackendNameListsTheRegisteredOnes(t *testing.T) {
 
 func TestAFailingRegisteredFactoryIsAnAssemblyError(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t)
+	srv := fu.NewServer(t)
 	_, err := polygateway.FromEnv("LLM", polygateway.WithEnv(baseEnv().source("openai", 1, srv).set("PGW_BREAKER_BACKEND", "broken")))
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the breaker store") {
 		t.Fatalf("FromEnv = %v, want the factory's error", err)

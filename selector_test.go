@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // lastSelector always chooses the last candidate, and remembers what it
@@ -30,7 +30,7 @@ func (s *lastSelector) Select(_ context.Context, cands []polygateway.Candidate) 
 
 func TestAUserSelectorGivenByOptionChoosesTheSource(t *testing.T) {
 	t.Parallel()
-	a, b, c := fu.Start(t), fu.Start(t), fu.Start(t)
+	a, b, c := fu.NewServer(t), fu.NewServer(t), fu.NewServer(t)
 	sel := &lastSelector{}
 	client := baseEnv().source("openai", 1, a).source("openai", 2, b).source("openai", 3, c, "PRIORITY", "1").
 		client(t, polygateway.WithSelector(sel))
@@ -61,7 +61,7 @@ func (s badSelector) Select(_ context.Context, cands []polygateway.Candidate) (i
 func TestASelectorChoosingAnIneligibleSourceEndsTheCallWithAnError(t *testing.T) {
 	t.Parallel()
 	for _, sel := range []badSelector{{}, {err: errors.New("no opinion")}} {
-		a, b := fu.Start(t), fu.Start(t)
+		a, b := fu.NewServer(t), fu.NewServer(t)
 		client := baseEnv().source("openai", 1, a).source("openai", 2, b).client(t, polygateway.WithSelector(sel))
 		_, err := client.Chat(context.Background(), []polygateway.Message{polygateway.User("hi")})
 		var se *polygateway.SelectorError

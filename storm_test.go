@@ -10,7 +10,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // Two hundred concurrent calls over flaky, slow and healthy upstreams, each
@@ -18,7 +18,7 @@ import (
 // count is left, and (TestMain) no goroutine leaks.
 func TestTwoHundredConcurrentCallsWithRandomCancellationLeaveNothingHeld(t *testing.T) {
 	t.Parallel()
-	flaky := fu.Start(t, fu.WithFunc(func(r fu.RequestInfo) fu.Behavior {
+	flaky := fu.NewServer(t, fu.WithFunc(func(r fu.RequestInfo) fu.Behavior {
 		switch r.Index % 5 {
 		case 0:
 			return fu.ServerError(503)
@@ -31,7 +31,7 @@ func TestTwoHundredConcurrentCallsWithRandomCancellationLeaveNothingHeld(t *test
 		}
 		return fu.OK().WithInterTokenDelay(10 * time.Millisecond)
 	}))
-	steady := fu.Start(t, fu.WithBehavior(fu.OK().WithLatency(20*time.Millisecond)))
+	steady := fu.NewServer(t, fu.WithBehavior(fu.OK().WithLatency(20*time.Millisecond)))
 	lim, br := memory.NewLimiter(), memory.NewBreaker()
 	c := baseEnv().source("openai", 1, flaky, "MAX_CONCURRENCY", "5").source("qwen", 2, steady, "MAX_CONCURRENCY", "20").
 		set("LLM__GLOBAL__MAX_CONCURRENCY", "20", "LLM__BREAKER__FAIL_THRESHOLD", "3", "LLM__BREAKER__COOLDOWN_S", "0.1",

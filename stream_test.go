@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestChatStreamDeliversTheFirstDeltaBeforeTheUpstreamFinishes(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(20).WithInterTokenDelay(50*time.Millisecond)))
+	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(20).WithInterTokenDelay(50*time.Millisecond)))
 	c := baseEnv().source("openai", 1, srv).client(t)
 	start := time.Now()
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
@@ -43,8 +43,8 @@ func TestChatStreamDeliversTheFirstDeltaBeforeTheUpstreamFinishes(t *testing.T) 
 
 func TestChatStreamFailsOverBeforeTheFirstDeltaWithoutDuplicatingText(t *testing.T) {
 	t.Parallel()
-	broken := fu.Start(t, fu.WithBehavior(fu.CutAfter(0)))
-	fallback := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(6)))
+	broken := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(0)))
+	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(6)))
 	c := baseEnv().source("openai", 1, broken).source("qwen", 1, fallback, "PRIORITY", "1").
 		set("LLM__RETRY__TIER_PATIENCE_S", "0").client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
@@ -63,8 +63,8 @@ func TestChatStreamFailsOverBeforeTheFirstDeltaWithoutDuplicatingText(t *testing
 
 func TestChatStreamCutAfterDeltasEndsWithAnErrorAndNoResponse(t *testing.T) {
 	t.Parallel()
-	cut := fu.Start(t, fu.WithBehavior(fu.CutAfter(5).WithTokens(20)))
-	other := fu.Start(t)
+	cut := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(5).WithTokens(20)))
+	other := fu.NewServer(t)
 	c := baseEnv().source("openai", 1, cut).source("qwen", 1, other, "PRIORITY", "1").client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
 	defer s.Close()
@@ -83,7 +83,7 @@ func TestChatStreamCutAfterDeltasEndsWithAnErrorAndNoResponse(t *testing.T) {
 
 func TestChatStreamCloseMidStreamReleasesEverything(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithScript(fu.OK().WithTokens(200).WithInterTokenDelay(20*time.Millisecond), fu.OK()))
+	srv := fu.NewServer(t, fu.WithScript(fu.OK().WithTokens(200).WithInterTokenDelay(20*time.Millisecond), fu.OK()))
 	c := baseEnv().source("openai", 1, srv, "MAX_CONCURRENCY", "1").client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
 	if !s.Next() {
@@ -111,7 +111,7 @@ func TestChatStreamCloseMidStreamReleasesEverything(t *testing.T) {
 
 func TestChatStreamReplaysACacheHitAndANonStreamedAnswerAsOneDelta(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(4)))
+	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(4)))
 	c := baseEnv().source("openai", 1, srv).set("PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").client(t)
 	collect := func(opts ...polygateway.CallOption) ([]string, *polygateway.LLMResponse) {
 		s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("same")}, opts...)

@@ -9,14 +9,14 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
 func TestTelemetryWritesOneRowPerCallIncludingFailuresAndCacheHitsButNotCancellations(t *testing.T) {
 	t.Parallel()
-	good := fu.Start(t, fu.WithBehavior(fu.OK().WithTokens(3)))
-	rejecting := fu.Start(t, fu.WithBehavior(fu.ContextLength()))
+	good := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(3)))
+	rejecting := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
 	sink := telemetry.NewMemory()
 	e := baseEnv().source("openai", 1, good).set(
 		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60",
@@ -71,7 +71,7 @@ func TestTelemetryWritesOneRowPerCallIncludingFailuresAndCacheHitsButNotCancella
 func TestAPIKeysNeverAppearInErrorsOrLogs(t *testing.T) {
 	t.Parallel()
 	const key = "sk-very-secret-key-123"
-	srv := fu.Start(t, fu.WithBehavior(fu.Status(401, `{"error":{"message":"Incorrect API key provided: sk-very-secret-key-123","type":"invalid_request_error","code":"invalid_api_key"}}`, nil)))
+	srv := fu.NewServer(t, fu.WithBehavior(fu.Status(401, `{"error":{"message":"Incorrect API key provided: sk-very-secret-key-123","type":"invalid_request_error","code":"invalid_api_key"}}`, nil)))
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sink := telemetry.NewMemory()
@@ -92,7 +92,7 @@ func TestAPIKeysNeverAppearInErrorsOrLogs(t *testing.T) {
 
 func TestMissingOptInBackendNamesTheImport(t *testing.T) {
 	t.Parallel()
-	srv := fu.Start(t)
+	srv := fu.NewServer(t)
 	cases := map[string]string{
 		"PGW_LIMITER_BACKEND":   "backend/redisstore",
 		"PGW_TELEMETRY_BACKEND": "telemetry/sqlitesink",

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // BenchmarkCallOverhead measures what the collector adds to one call: the
@@ -64,7 +64,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 // loopback (non-streaming, no cache), without and with the collector wired
 // in as observer, middleware and watcher.
 func BenchmarkEndToEnd(b *testing.B) {
-	srv := fakeupstream.Start(b, fakeupstream.WithBehavior(fakeupstream.OK()))
+	srv := fakeupstream.NewServer(b, fakeupstream.WithBehavior(fakeupstream.OK()))
 	env := testEnv()
 	env["PGW_CACHE_BACKEND"] = "none"
 	addSource(env, 1, srv, "gpt-test", 0)
@@ -95,7 +95,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 // BenchmarkScrape is one /metrics gather of a collector watching a client
 // with three sources after some traffic.
 func BenchmarkScrape(b *testing.B) {
-	srv := fakeupstream.Start(b, fakeupstream.WithBehavior(fakeupstream.OK()))
+	srv := fakeupstream.NewServer(b, fakeupstream.WithBehavior(fakeupstream.OK()))
 	env := testEnv()
 	for i := 1; i <= 3; i++ {
 		addSource(env, i, srv, fmt.Sprintf("m%d", i), 0)

@@ -19,13 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestFailoverRecordsTransientThenSuccess(t *testing.T) {
 	t.Parallel()
-	bad := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.ServerError(503)))
-	good := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK()))
+	bad := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.ServerError(503)))
+	good := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK()))
 	env := testEnv()
 	addSource(env, 1, bad, "m-bad", 0)
 	addSource(env, 2, good, "m-good", 1)
@@ -50,8 +50,8 @@ func TestFailoverRecordsTransientThenSuccess(t *testing.T) {
 
 func TestSourceDeadOpensBreakerAndGaugeShowsOpen(t *testing.T) {
 	t.Parallel()
-	bad := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.BadKey()))
-	good := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK()))
+	bad := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.BadKey()))
+	good := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK()))
 	env := testEnv()
 	addSource(env, 1, bad, "m-bad", 0)
 	addSource(env, 2, good, "m-good", 1)
@@ -84,7 +84,7 @@ polygateway_breaker_state{scope="LLM",source="openai_2"} 0
 
 func TestCacheHitCountsHitAndNoAttempt(t *testing.T) {
 	t.Parallel()
-	srv := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK()))
+	srv := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK()))
 	env := testEnv()
 	addSource(env, 1, srv, "m1", 0)
 	col := newCollector(t)
@@ -108,7 +108,7 @@ func TestCacheHitCountsHitAndNoAttempt(t *testing.T) {
 
 func TestTokensAndCostMatchUsage(t *testing.T) {
 	t.Parallel()
-	srv := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK()))
+	srv := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK()))
 	env := testEnv()
 	addSource(env, 1, srv, "gpt-test", 0)
 	col := newCollector(t)
@@ -144,7 +144,7 @@ func TestTokensAndCostMatchUsage(t *testing.T) {
 
 func TestInFlightReturnsToZero(t *testing.T) {
 	t.Parallel()
-	srv := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(300*time.Millisecond)))
+	srv := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(300*time.Millisecond)))
 	env := testEnv()
 	addSource(env, 1, srv, "m1", 0)
 	col := newCollector(t)
@@ -189,9 +189,9 @@ func TestInFlightReturnsToZero(t *testing.T) {
 // sources with every limit configured.
 func exercise(t *testing.T) *Collector {
 	t.Helper()
-	dead := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.BadKey()))
-	flaky := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.ServerError(503)))
-	good := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK()))
+	dead := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.BadKey()))
+	flaky := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.ServerError(503)))
+	good := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK()))
 	env := testEnv()
 	addSource(env, 1, dead, "m-dead", 0)
 	addSource(env, 2, flaky, "m-flaky", 1)
@@ -403,7 +403,7 @@ func TestModelLabelIsCapped(t *testing.T) {
 
 func TestWatchDedupesUnwatchesAndDropsClosed(t *testing.T) {
 	t.Parallel()
-	srv := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK()))
+	srv := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK()))
 	env := testEnv()
 	addSource(env, 1, srv, "m1", 0)
 	col := newCollector(t)

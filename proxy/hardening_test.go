@@ -17,7 +17,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/embed"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
 

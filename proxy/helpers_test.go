@@ -20,7 +20,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/embed"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
 
@@ -281,5 +281,5 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 
 // fake starts a fake upstream for the test.
 func fake(t testing.TB, opts ...fakeupstream.Option) *fakeupstream.Server {
-	return fakeupstream.Start(t, opts...)
+	return fakeupstream.NewServer(t, opts...)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
 

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/tracing"
 )
 
@@ -59,7 +59,7 @@ func BenchmarkSpans(b *testing.B) {
 // loopback (non-streaming, no cache): "raw" without a Tracer, then with one
 // on each provider. Read the tracing arms as ratios to raw.
 func BenchmarkCall(b *testing.B) {
-	srv := fakeupstream.Start(b, fakeupstream.WithBehavior(fakeupstream.OK()))
+	srv := fakeupstream.NewServer(b, fakeupstream.WithBehavior(fakeupstream.OK()))
 	e := baseEnv().source("openai", srv.URL())
 	msgs := []polygateway.Message{polygateway.User("hello")}
 	run := func(b *testing.B, opts ...polygateway.Option) {

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/tracing"
 )
 
@@ -126,7 +126,7 @@ func (h *headers) traceparents() []string {
 // upstream starts a fake chat upstream answering with b whose requests'
 // traceparent headers are recorded in h.
 func upstream(t testing.TB, h *headers, b fakeupstream.Behavior) *fakeupstream.Server {
-	return fakeupstream.Start(t, fakeupstream.WithFunc(func(r fakeupstream.RequestInfo) fakeupstream.Behavior {
+	return fakeupstream.NewServer(t, fakeupstream.WithFunc(func(r fakeupstream.RequestInfo) fakeupstream.Behavior {
 		if h != nil {
 			h.record(r.Header)
 		}

@@ -19,9 +19,9 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/embed"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
 	"github.com/polygateway/polygateway/ocr"
 	"github.com/polygateway/polygateway/ocr/ocrfake"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/tracing"
 )
 

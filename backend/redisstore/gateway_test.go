@@ -11,7 +11,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	_ "github.com/polygateway/polygateway/backend/redisstore"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // These tests stand two GatewayClients in for two processes: they share
@@ -106,7 +106,7 @@ func sourceState(t *testing.T, c *polygateway.GatewayClient) polygateway.SourceS
 func TestSharedRPM(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		scope := testScope(t, tg)
-		srv := fakeupstream.Start(t)
+		srv := fakeupstream.NewServer(t)
 		env := newGWEnv(scope, tg.url, srv).set("FAKE__1__RPM", "30", "QUOTA_FULL", "fail_fast")
 		clients := []*polygateway.GatewayClient{env.client(t), env.client(t)}
 
@@ -163,7 +163,7 @@ func TestSharedRPM(t *testing.T) {
 func TestSharedConcurrency(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		scope := testScope(t, tg)
-		srv := fakeupstream.Start(t)
+		srv := fakeupstream.NewServer(t)
 		up := startGuardedUpstream(t, 60*time.Millisecond)
 		env := newGWEnv(scope, tg.url, srv).set("FAKE__1__MAX_CONCURRENCY", "3", "FAKE__1__BASE_URL", up.base(0))
 		clients := []*polygateway.GatewayClient{env.client(t), env.client(t)}
@@ -210,7 +210,7 @@ func TestSharedBreaker(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		scope := testScope(t, tg)
 		var healthy atomic.Bool
-		srv := fakeupstream.Start(t, fakeupstream.WithFunc(func(fakeupstream.RequestInfo) fakeupstream.Behavior {
+		srv := fakeupstream.NewServer(t, fakeupstream.WithFunc(func(fakeupstream.RequestInfo) fakeupstream.Behavior {
 			if healthy.Load() {
 				return fakeupstream.OK().WithLatency(time.Second) // the probe is held while the others race
 			}
@@ -284,8 +284,8 @@ func TestSharedBreaker(t *testing.T) {
 func TestRedisDown(t *testing.T) {
 	rs := startPrivateRedis(t)
 	scope := "T" + upper(randomID(5))
-	guarded := fakeupstream.Start(t)
-	cached := fakeupstream.Start(t)
+	guarded := fakeupstream.NewServer(t)
+	cached := fakeupstream.NewServer(t)
 	g := newGWEnv(scope, rs.URL(), guarded).client(t)
 	c := newGWEnv(scope, rs.URL(), cached).setRaw(
 		"PGW_LIMITER_BACKEND", "memory", "PGW_BREAKER_BACKEND", "memory",
@@ -378,7 +378,7 @@ func TestSharedPool(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		pool := "P" + upper(randomID(5))
 		t.Cleanup(func() { deleteKeys(t, tg.client, "pgw:pool:{"+pool+"}*") })
-		srv := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(40*time.Millisecond)))
+		srv := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(40*time.Millisecond)))
 		var clients []*polygateway.GatewayClient
 		for _, scope := range []string{"T" + upper(randomID(5)), "T" + upper(randomID(5))} {
 			env := newGWEnv(scope, tg.url, srv).set("GLOBAL__MAX_CONCURRENCY", "2", "GLOBAL__POOL", pool)

@@ -22,7 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // guardedUpstream stands in front of a fake upstream and counts the
@@ -39,7 +39,7 @@ type guardedUpstream struct {
 
 func startGuardedUpstream(t *testing.T, latency time.Duration) *guardedUpstream {
 	t.Helper()
-	fake := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(latency)))
+	fake := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(latency)))
 	target, err := url.Parse(strings.TrimSuffix(fake.URL(), "/v1"))
 	if err != nil {
 		t.Fatal(err)

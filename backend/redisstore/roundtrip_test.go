@@ -14,7 +14,7 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/internal/core"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // privateClient returns a client of the private server with the hooks.
@@ -59,7 +59,7 @@ func TestRoundTripsPerGovernedCall(t *testing.T) {
 	log := &cmdLog{}
 	c := privateClient(t, rs, log)
 	var before, tripsBefore atomic.Int64
-	srv := fakeupstream.Start(t, fakeupstream.WithFunc(func(fakeupstream.RequestInfo) fakeupstream.Behavior {
+	srv := fakeupstream.NewServer(t, fakeupstream.WithFunc(func(fakeupstream.RequestInfo) fakeupstream.Behavior {
 		before.Store(int64(len(log.snapshot())))
 		tripsBefore.Store(int64(log.roundTrips()))
 		return fakeupstream.OK()

@@ -17,7 +17,7 @@ import (
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/internal/core"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // startSentinel starts a Sentinel on a free port watching the master on
@@ -83,7 +83,7 @@ func TestSentinel(t *testing.T) {
 	if n := countKeys(t, privateClient(t, rs), "pgw:*"); n == 0 {
 		t.Fatal("no key on the master")
 	}
-	srv := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(30*time.Millisecond)))
+	srv := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(30*time.Millisecond)))
 	env := newGWEnv("SENT", url, srv).set("FAKE__1__MAX_CONCURRENCY", "2")
 	a, b := env.client(t), env.client(t)
 	done := make(chan error, 8)

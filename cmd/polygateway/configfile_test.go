@@ -22,7 +22,7 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/configfile"
 	"github.com/polygateway/polygateway/internal/config"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // TestServerKeysAreTheTablesKeys: the keys the server reads are exactly the
@@ -165,8 +165,8 @@ scopes:
 // file is refused with its path and changes nothing.
 func TestReloadFromFileSwapsScopesAndDrains(t *testing.T) {
 	defer http.DefaultClient.CloseIdleConnections()
-	slow := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(20).WithInterTokenDelay(50*time.Millisecond)))
-	fast := fakeupstream.Start(t)
+	slow := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(20).WithInterTokenDelay(50*time.Millisecond)))
+	fast := fakeupstream.NewServer(t)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	writeFile(t, path, gatewayFile("LLM", slow.URL(), ""))
 	logs := &syncBuf{}
@@ -248,11 +248,11 @@ func TestReloadFromFileSwapsScopesAndDrains(t *testing.T) {
 func TestRunWithConfigFileReloadsOnSIGHUP(t *testing.T) {
 	defer http.DefaultClient.CloseIdleConnections()
 	var auth atomic.Value
-	one := fakeupstream.Start(t, fakeupstream.WithFunc(func(ri fakeupstream.RequestInfo) fakeupstream.Behavior {
+	one := fakeupstream.NewServer(t, fakeupstream.WithFunc(func(ri fakeupstream.RequestInfo) fakeupstream.Behavior {
 		auth.Store(ri.Header.Get("Authorization"))
 		return fakeupstream.OK()
 	}))
-	two := fakeupstream.Start(t)
+	two := fakeupstream.NewServer(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gateway.yaml")
 	writeFile(t, path, gatewayFile("LLM", one.URL(), "  log_level: debug\n"))

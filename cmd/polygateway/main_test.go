@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestMain(m *testing.M) {
@@ -62,8 +62,8 @@ func get(t *testing.T, url string) (int, string) {
 
 func TestServeReloadAndShutdownFromEnv(t *testing.T) {
 	defer http.DefaultClient.CloseIdleConnections()
-	one := fakeupstream.Start(t)
-	two := fakeupstream.Start(t)
+	one := fakeupstream.NewServer(t)
+	two := fakeupstream.NewServer(t)
 	env := map[string]string{
 		"PGW_LISTEN_ADDR": "127.0.0.1:0", "PGW_ROUTES": "gpt-4o=LLM", "PGW_ADMIN_TOKEN": "tok-admin", "PGW_METRICS_TOKEN": "tok-metrics",
 		"PGW_CLIENT_RATE": "100", "PGW_DRAIN_TIMEOUT_S": "5", "PGW_LOG_LEVEL": "debug",
@@ -143,7 +143,7 @@ func TestServeReloadAndShutdownFromEnv(t *testing.T) {
 
 	// Shutdown drains a stream in flight.
 	one.ResetStats()
-	slow := fakeupstream.Start(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(8).WithInterTokenDelay(50*time.Millisecond)))
+	slow := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(8).WithInterTokenDelay(50*time.Millisecond)))
 	mu.Lock()
 	current["LLM__ONE__1__BASE_URL"] = slow.URL()
 	mu.Unlock()

@@ -19,7 +19,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 const (
@@ -41,7 +41,7 @@ func tracedEnv(t *testing.T) (map[string]string, func() []string) {
 		seen = append(seen, h.Get("traceparent"))
 		mu.Unlock()
 	}
-	up := fakeupstream.Start(t,
+	up := fakeupstream.NewServer(t,
 		fakeupstream.WithFunc(func(r fakeupstream.RequestInfo) fakeupstream.Behavior {
 			record(r.Header)
 			return fakeupstream.OK()

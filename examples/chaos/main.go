@@ -80,7 +80,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	"github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // Scaled time constants of the experiment.
@@ -281,36 +281,36 @@ func envSummary(env map[string]string) string {
 }
 
 // startFake starts the fake upstream of one source.
-func startFake(s sourceSpec, seed uint64) *fakeupstream.Server {
+func startFake(s sourceSpec, seed uint64) *polygatewaytest.Server {
 	healthy := latencyFunc(seed)
 	switch s.role {
 	case roleBadKey:
-		return fakeupstream.New(fakeupstream.WithBehavior(fakeupstream.BadKey()))
+		return polygatewaytest.New(polygatewaytest.WithBehavior(polygatewaytest.BadKey()))
 	case roleBlackHole:
-		return fakeupstream.New(fakeupstream.WithBehavior(fakeupstream.Hang()))
+		return polygatewaytest.New(polygatewaytest.WithBehavior(polygatewaytest.Hang()))
 	case roleSlow:
-		return fakeupstream.New(fakeupstream.WithBehavior(fakeupstream.OK().WithFirstTokenDelay(slowFirstToken)))
+		return polygatewaytest.New(polygatewaytest.WithBehavior(polygatewaytest.OK().WithFirstTokenDelay(slowFirstToken)))
 	case roleRateLimited:
-		return fakeupstream.New(fakeupstream.WithConcurrencyLimit(rateLimitFlight, fakeupstream.RateLimited("1")),
-			fakeupstream.WithFunc(healthy))
+		return polygatewaytest.New(polygatewaytest.WithConcurrencyLimit(rateLimitFlight, polygatewaytest.RateLimited("1")),
+			polygatewaytest.WithFunc(healthy))
 	case roleFlapping:
-		return fakeupstream.New(fakeupstream.WithFlap(flapDown, flapUp, fakeupstream.ServerError(503)),
-			fakeupstream.WithFunc(healthy))
+		return polygatewaytest.New(polygatewaytest.WithFlap(flapDown, flapUp, polygatewaytest.ServerError(503)),
+			polygatewaytest.WithFunc(healthy))
 	}
-	return fakeupstream.New(fakeupstream.WithFunc(healthy))
+	return polygatewaytest.New(polygatewaytest.WithFunc(healthy))
 }
 
 // latencyFunc answers OK after a latency drawn uniformly in
 // [healthyMin, healthyMax] from a generator seeded with seed.
-func latencyFunc(seed uint64) func(fakeupstream.RequestInfo) fakeupstream.Behavior {
+func latencyFunc(seed uint64) func(polygatewaytest.RequestInfo) polygatewaytest.Behavior {
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	span := int64(healthyMax - healthyMin)
-	return func(fakeupstream.RequestInfo) fakeupstream.Behavior {
+	return func(polygatewaytest.RequestInfo) polygatewaytest.Behavior {
 		mu.Lock()
 		d := healthyMin + time.Duration(rng.Int64N(span+1))
 		mu.Unlock()
-		return fakeupstream.OK().WithLatency(d)
+		return polygatewaytest.OK().WithLatency(d)
 	}
 }
 
@@ -371,7 +371,7 @@ func (r *runResult) percentile(q float64) time.Duration {
 // of the per-source keys, makes calls at the given concurrency and collects
 // the figures.
 func runOnce(label string, specs []sourceSpec, env map[string]string, calls, concurrency int, seed uint64) (*runResult, error) {
-	fakes := make([]*fakeupstream.Server, len(specs))
+	fakes := make([]*polygatewaytest.Server, len(specs))
 	for i, s := range specs {
 		fakes[i] = startFake(s, seed+uint64(i)*1000003)
 	}

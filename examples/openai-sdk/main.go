@@ -35,7 +35,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/embed"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	"github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
 
@@ -138,10 +138,10 @@ func run(demo bool) error {
 // and scope EMBED from fake upstreams on loopback, and returns the
 // gateway's base URL.
 func startDemo() (string, func(), error) {
-	failing := fakeupstream.New(fakeupstream.WithBehavior(fakeupstream.ServerError(503)))
-	healthy := fakeupstream.New(fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(6)))
-	embeddings := fakeupstream.New(fakeupstream.WithHandler("/embeddings", http.HandlerFunc(fakeEmbeddings)))
-	fakes := []*fakeupstream.Server{failing, healthy, embeddings}
+	failing := polygatewaytest.New(polygatewaytest.WithBehavior(polygatewaytest.ServerError(503)))
+	healthy := polygatewaytest.New(polygatewaytest.WithBehavior(polygatewaytest.OK().WithTokens(6)))
+	embeddings := polygatewaytest.New(polygatewaytest.WithHandler("/embeddings", http.HandlerFunc(fakeEmbeddings)))
+	fakes := []*polygatewaytest.Server{failing, healthy, embeddings}
 	closeFakes := func() {
 		for _, f := range fakes {
 			f.Close()

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	"github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
@@ -28,11 +28,11 @@ func main() {
 }
 
 func run() error {
-	failing := fakeupstream.New(fakeupstream.WithBehavior(fakeupstream.ServerError(503)))
+	failing := polygatewaytest.New(polygatewaytest.WithBehavior(polygatewaytest.ServerError(503)))
 	defer failing.Close()
-	slow := fakeupstream.New(fakeupstream.WithBehavior(fakeupstream.OK().WithFirstTokenDelay(3 * time.Second)))
+	slow := polygatewaytest.New(polygatewaytest.WithBehavior(polygatewaytest.OK().WithFirstTokenDelay(3 * time.Second)))
 	defer slow.Close()
-	healthy := fakeupstream.New(fakeupstream.WithBehavior(fakeupstream.OK().WithLatency(30 * time.Millisecond).WithModel("fallback-model")))
+	healthy := polygatewaytest.New(polygatewaytest.WithBehavior(polygatewaytest.OK().WithLatency(30 * time.Millisecond).WithModel("fallback-model")))
 	defer healthy.Close()
 
 	env := map[string]string{

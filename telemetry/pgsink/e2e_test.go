@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry/pgsink"
 )
 
@@ -64,7 +64,7 @@ func TestThousandMixedCallsWriteOneRowPerNonCancelledCall(t *testing.T) {
 	t.Parallel()
 	dsn := pgsink.PostgresDSN(t)
 	schema := pgsink.FreshSchema(t, dsn)
-	up := fu.Start(t, fu.WithFunc(behaviour))
+	up := fu.NewServer(t, fu.WithFunc(behaviour))
 	c, err := polygateway.FromEnv("LLM", polygateway.WithEnv(e2eEnv(up, pgsink.PinnedDSN(t, dsn, "", schema))),
 		polygateway.WithPricing(polygateway.PricingTable{"priced-model": {InputPer1M: 2, OutputPer1M: 8}}))
 	if err != nil {
@@ -211,7 +211,7 @@ func TestClientKeepsWorkingWhilePostgresIsUnreachableAndRowsResume(t *testing.T)
 	dsn := pgsink.PostgresDSN(t)
 	schema := pgsink.FreshSchema(t, dsn)
 	addr, startPG := pgsink.ClosedPortProxy(t, dsn)
-	up := fu.Start(t, fu.WithFunc(behaviour))
+	up := fu.NewServer(t, fu.WithFunc(behaviour))
 	begin := time.Now()
 	c, err := polygateway.FromEnv("LLM", polygateway.WithEnv(e2eEnv(up, pgsink.PinnedDSN(t, dsn, addr, schema))))
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	fu "github.com/polygateway/polygateway/internal/fakeupstream"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 	_ "github.com/polygateway/polygateway/telemetry/sqlitesink"
 )
 
@@ -19,7 +19,7 @@ import (
 // any other program would.
 func TestClientWritesOneSQLiteRowPerCallThroughTheRegisteredBackend(t *testing.T) {
 	t.Parallel()
-	up := fu.Start(t, fu.WithScript(fu.OK(), fu.OK().WithTokens(3), fu.ContextLength(), fu.OK()))
+	up := fu.NewServer(t, fu.WithScript(fu.OK(), fu.OK().WithTokens(3), fu.ContextLength(), fu.OK()))
 	path := filepath.Join(t.TempDir(), "var", "telemetry", "calls.db")
 	const apiKey = "sk-secret-e2e-0123456789"
 	env := map[string]string{

@@ -1,19 +1,21 @@
 // Package fakellm is a small OpenAI-compatible chat server on localhost for
 // the how-to example programs under examples/: it answers
-// POST …/chat/completions, streaming (SSE) and not, and can be told to fail
-// the way real providers fail. It exists so that the examples run offline;
-// it is not part of the library.
+// POST …/chat/completions, streaming (SSE) and not, with an answer computed
+// from the request, and can be told to fail the way real providers fail.
+// It is a thin layer over the public test fake
+// github.com/polygateway/polygateway/polygatewaytest, which does the HTTP;
+// it exists so that the examples run offline and is not part of the
+// library.
 package fakellm
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // Request is what the server read from one chat request.
@@ -44,8 +46,7 @@ func (r Request) LastUser() string {
 // Server is a fake provider. Its zero configuration answers every request
 // with "ok" after no delay.
 type Server struct {
-	srv      *httptest.Server
-	requests atomic.Int64
+	srv *polygatewaytest.Server
 
 	mu      sync.Mutex
 	reply   func(Request) string
@@ -68,18 +69,18 @@ type Failure struct {
 // New starts a server that answers with reply (nil: "ok").
 func New(reply func(Request) string) *Server {
 	s := &Server{reply: reply}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = polygatewaytest.New(polygatewaytest.WithFunc(s.behave))
 	return s
 }
 
 // BaseURL is the value for a source's BASE_URL.
-func (s *Server) BaseURL() string { return s.srv.URL + "/v1" }
+func (s *Server) BaseURL() string { return s.srv.URL() }
 
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
 
 // Requests returns how many chat requests reached the server.
-func (s *Server) Requests() int { return int(s.requests.Load()) }
+func (s *Server) Requests() int { return s.srv.Requests() }
 
 // SetModel sets the model name the answers report (default: the request's).
 func (s *Server) SetModel(model string) { s.mu.Lock(); s.model = model; s.mu.Unlock() }
@@ -109,17 +110,11 @@ func (s *Server) FailWhen(match func(Request) bool, f Failure) {
 	s.mu.Unlock()
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		http.NotFound(w, r)
-		return
-	}
-	s.requests.Add(1)
+// behave chooses the answer to one request: a failure, or the reply with
+// usage counted in words.
+func (s *Server) behave(info polygatewaytest.RequestInfo) polygatewaytest.Behavior {
 	var body map[string]any
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not JSON", nil)
-		return
-	}
+	_ = json.Unmarshal(info.Body, &body) // the fake answered a non-JSON body itself
 	req := parse(body)
 
 	s.mu.Lock()
@@ -130,66 +125,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 
-	if latency > 0 {
-		select {
-		case <-time.After(latency):
-		case <-r.Context().Done():
-			return
-		}
-	}
 	if status != 0 {
-		writeError(w, status, code, message, header)
-		return
+		return polygatewaytest.Status(status, errorBody(status, code, message), flatten(header)).WithLatency(latency)
 	}
 	answer := "ok"
 	if reply != nil {
 		answer = reply(req)
 	}
-	if model == "" {
-		model = req.Model
-	}
-	prompt, completion := 0, len(strings.Fields(answer))
+	prompt := 0
 	for _, m := range req.Messages {
 		prompt += len(strings.Fields(m.Content))
 	}
-	usage := map[string]int{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-	if !req.Stream {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "chatcmpl-fake", "object": "chat.completion", "model": model,
-			"choices": []any{map[string]any{
-				"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": answer},
-			}},
-			"usage": usage,
-		})
-		return
+	b := polygatewaytest.OK().WithContent(answer).WithPromptTokens(prompt).WithModel(model).WithLatency(latency)
+	if answer == "" {
+		b = b.WithTokens(0)
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	flusher, _ := w.(http.Flusher)
-	event := func(v any) {
-		b, _ := json.Marshal(v)
-		fmt.Fprintf(w, "data: %s\n\n", b)
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
-	chunk := func(delta map[string]any, finish any) map[string]any {
-		return map[string]any{
-			"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}},
-		}
-	}
-	for i, word := range strings.SplitAfter(answer, " ") {
-		delta := map[string]any{"content": word}
-		if i == 0 {
-			delta["role"] = "assistant"
-		}
-		event(chunk(delta, nil))
-	}
-	event(chunk(map[string]any{}, "stop"))
-	event(map[string]any{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model, "choices": []any{}, "usage": usage})
-	fmt.Fprint(w, "data: [DONE]\n\n")
+	return b
 }
 
 func parse(body map[string]any) Request {
@@ -229,18 +180,25 @@ func parse(body map[string]any) Request {
 	return req
 }
 
-func writeError(w http.ResponseWriter, status int, code, message string, header http.Header) {
-	for k, vs := range header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
+// errorBody is an OpenAI-style error envelope.
+func errorBody(status int, code, message string) string {
 	if message == "" {
 		message = http.StatusText(status)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
 		"message": message, "type": "fake_error", "code": code,
 	}})
+	return string(b)
+}
+
+// flatten turns a header into the fake's map, joining repeated values.
+func flatten(h http.Header) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(h))
+	for k, vs := range h {
+		m[k] = strings.Join(vs, ", ")
+	}
+	return m
 }

@@ -39,7 +39,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/fakeupstream"
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func main() {

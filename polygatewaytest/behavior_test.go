@@ -1,4 +1,4 @@
-package fakeupstream
+package polygatewaytest
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 func TestOKNonStream(t *testing.T) {
 	t.Parallel()
-	s := Start(t)
+	s := NewServer(t)
 	resp, body := mustPost(t, s, plainReq)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
@@ -41,7 +41,7 @@ func TestOKNonStream(t *testing.T) {
 
 func TestOKStream(t *testing.T) {
 	t.Parallel()
-	s := Start(t)
+	s := NewServer(t)
 
 	t.Run("without include_usage", func(t *testing.T) {
 		t.Parallel()
@@ -91,7 +91,7 @@ func TestOKModifiers(t *testing.T) {
 
 	t.Run("model thinking and tokens", func(t *testing.T) {
 		t.Parallel()
-		s := Start(t, WithBehavior(OK().WithModel("served-model").WithThinking(`let me "think"`).WithTokens(3)))
+		s := NewServer(t, WithBehavior(OK().WithModel("served-model").WithThinking(`let me "think"`).WithTokens(3)))
 		_, body := mustPost(t, s, plainReq)
 		var c completion
 		if err := json.Unmarshal(body, &c); err != nil {
@@ -113,7 +113,7 @@ func TestOKModifiers(t *testing.T) {
 
 	t.Run("thinking field", func(t *testing.T) {
 		t.Parallel()
-		s := Start(t, WithBehavior(OK().WithThinking("hmm").WithThinkingField("reasoning")))
+		s := NewServer(t, WithBehavior(OK().WithThinking("hmm").WithThinkingField("reasoning")))
 		_, body := mustPost(t, s, plainReq)
 		var c completion
 		if err := json.Unmarshal(body, &c); err != nil {
@@ -126,7 +126,7 @@ func TestOKModifiers(t *testing.T) {
 
 	t.Run("default model", func(t *testing.T) {
 		t.Parallel()
-		s := Start(t)
+		s := NewServer(t)
 		_, body := mustPost(t, s, `{"messages":[]}`)
 		var c completion
 		if err := json.Unmarshal(body, &c); err != nil || c.Model != DefaultModel {
@@ -136,7 +136,7 @@ func TestOKModifiers(t *testing.T) {
 
 	t.Run("empty answer", func(t *testing.T) {
 		t.Parallel()
-		s := Start(t, WithBehavior(OK().WithTokens(0)))
+		s := NewServer(t, WithBehavior(OK().WithTokens(0)))
 		_, body := mustPost(t, s, plainReq)
 		var c completion
 		if err := json.Unmarshal(body, &c); err != nil || c.Choices[0].Message.Content != "" || c.Usage.CompletionTokens != 0 {
@@ -146,7 +146,7 @@ func TestOKModifiers(t *testing.T) {
 
 	t.Run("no done no usage", func(t *testing.T) {
 		t.Parallel()
-		s := Start(t, WithBehavior(OK().WithoutDone().WithoutUsage()))
+		s := NewServer(t, WithBehavior(OK().WithoutDone().WithoutUsage()))
 		resp, err := post(t, s, usageReq)
 		if err != nil {
 			t.Fatal(err)
@@ -167,7 +167,7 @@ func TestOKModifiers(t *testing.T) {
 
 	t.Run("thousand tokens", func(t *testing.T) {
 		t.Parallel()
-		s := Start(t, WithBehavior(OK().WithTokens(1000)))
+		s := NewServer(t, WithBehavior(OK().WithTokens(1000)))
 		resp, err := post(t, s, usageReq)
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +182,7 @@ func TestOKModifiers(t *testing.T) {
 		t.Parallel()
 		b := OK().WithLatency(60 * time.Millisecond).WithFirstTokenDelay(80 * time.Millisecond).
 			WithInterTokenDelay(20 * time.Millisecond).WithTokens(3).WithKeepAlive(25 * time.Millisecond)
-		s := Start(t, WithBehavior(b))
+		s := NewServer(t, WithBehavior(b))
 		start := time.Now()
 		resp, err := post(t, s, streamReq)
 		if err != nil {
@@ -214,7 +214,7 @@ func TestOKModifiers(t *testing.T) {
 
 	t.Run("headers", func(t *testing.T) {
 		t.Parallel()
-		s := Start(t, WithBehavior(OK().WithHeader("x-request-id", "req-1")))
+		s := NewServer(t, WithBehavior(OK().WithHeader("x-request-id", "req-1")))
 		resp, _ := mustPost(t, s, plainReq)
 		if resp.Header.Get("X-Request-Id") != "req-1" {
 			t.Errorf("header %v", resp.Header)
@@ -246,7 +246,7 @@ func TestStatusHelpers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := Start(t, WithBehavior(tc.b))
+			s := NewServer(t, WithBehavior(tc.b))
 			for _, req := range []string{plainReq, streamReq} {
 				resp, body := mustPost(t, s, req)
 				if resp.StatusCode != tc.code {
@@ -289,7 +289,7 @@ func TestStatusHelpers(t *testing.T) {
 
 func TestReset(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithBehavior(Reset()))
+	s := NewServer(t, WithBehavior(Reset()))
 	for _, req := range []string{plainReq, streamReq} {
 		resp, err := post(t, s, req)
 		if err == nil {
@@ -304,7 +304,7 @@ func TestReset(t *testing.T) {
 
 func TestHangReleasedByClient(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithBehavior(Hang()))
+	s := NewServer(t, WithBehavior(Hang()))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -354,7 +354,7 @@ func TestHangReleasedByClose(t *testing.T) {
 
 func TestCutAfter(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithBehavior(CutAfter(3)))
+	s := NewServer(t, WithBehavior(CutAfter(3)))
 	resp, err := post(t, s, usageReq)
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +376,7 @@ func TestCutAfter(t *testing.T) {
 
 func TestCutAfterZeroAndBeyond(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithScript(CutAfter(0), CutAfter(100).WithTokens(2)))
+	s := NewServer(t, WithScript(CutAfter(0), CutAfter(100).WithTokens(2)))
 	for _, want := range []int{0, 2} {
 		resp, err := post(t, s, streamReq)
 		if err != nil {
@@ -391,7 +391,7 @@ func TestCutAfterZeroAndBeyond(t *testing.T) {
 
 func TestStallAfter(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithBehavior(StallAfter(2, 200*time.Millisecond).WithKeepAlive(50*time.Millisecond)))
+	s := NewServer(t, WithBehavior(StallAfter(2, 200*time.Millisecond).WithKeepAlive(50*time.Millisecond)))
 	resp, err := post(t, s, streamReq)
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +422,7 @@ func TestMalformedAt(t *testing.T) {
 	t.Parallel()
 	t.Run("continues", func(t *testing.T) {
 		t.Parallel()
-		s := Start(t, WithBehavior(MalformedAt(2)))
+		s := NewServer(t, WithBehavior(MalformedAt(2)))
 		resp, err := post(t, s, streamReq)
 		if err != nil {
 			t.Fatal(err)
@@ -450,7 +450,7 @@ func TestMalformedAt(t *testing.T) {
 	})
 	t.Run("and close", func(t *testing.T) {
 		t.Parallel()
-		s := Start(t, WithBehavior(MalformedAt(1).AndClose()))
+		s := NewServer(t, WithBehavior(MalformedAt(1).AndClose()))
 		resp, err := post(t, s, streamReq)
 		if err != nil {
 			t.Fatal(err)
@@ -464,7 +464,7 @@ func TestMalformedAt(t *testing.T) {
 
 func TestErrorEvent(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithBehavior(ErrorEvent(4)))
+	s := NewServer(t, WithBehavior(ErrorEvent(4)))
 	resp, err := post(t, s, usageReq)
 	if err != nil {
 		t.Fatal(err)
@@ -487,7 +487,7 @@ func TestNotFoundAndBadJSON(t *testing.T) {
 	emb := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
 	})
-	s := Start(t, WithHandler("/embeddings", emb))
+	s := NewServer(t, WithHandler("/embeddings", emb))
 	resp, err := s.Client().Post(s.URL()+"/nope", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)

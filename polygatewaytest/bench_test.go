@@ -1,4 +1,4 @@
-package fakeupstream
+package polygatewaytest
 
 import (
 	"io"
@@ -28,7 +28,7 @@ func benchPost(b *testing.B, s *Server, c *http.Client, body string) {
 
 // BenchmarkNonStream measures one raw non-streaming round trip.
 func BenchmarkNonStream(b *testing.B) {
-	s := Start(b)
+	s := NewServer(b)
 	c := s.Client()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -38,7 +38,7 @@ func BenchmarkNonStream(b *testing.B) {
 
 // BenchmarkStream1000 measures one raw stream of 1,000 chunks.
 func BenchmarkStream1000(b *testing.B) {
-	s := Start(b, WithBehavior(OK().WithTokens(1000)))
+	s := NewServer(b, WithBehavior(OK().WithTokens(1000)))
 	c := s.Client()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -49,7 +49,7 @@ func BenchmarkStream1000(b *testing.B) {
 // BenchmarkHandlerStream1000 measures the server side alone, without a
 // network round trip.
 func BenchmarkHandlerStream1000(b *testing.B) {
-	s := Start(b, WithBehavior(OK().WithTokens(1000)), WithBodyHistory(0))
+	s := NewServer(b, WithBehavior(OK().WithTokens(1000)), WithBodyHistory(0))
 	b.ReportAllocs()
 	for b.Loop() {
 		req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(usageReq))

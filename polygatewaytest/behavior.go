@@ -1,4 +1,4 @@
-package fakeupstream
+package polygatewaytest
 
 import (
 	"maps"
@@ -17,6 +17,45 @@ const PromptTokens = 11
 // DefaultModel is the model reported when neither the Behavior nor the
 // request names one.
 const DefaultModel = "fake-model"
+
+// Kind names what a Behavior does; Behavior.Kind reports it and the attempt
+// log records it (see Attempt).
+type Kind uint8
+
+// Kind values.
+const (
+	// KindNone marks a request that no Behavior answered: the models list,
+	// an unknown path, a wrong method, a body that is not JSON, or a
+	// WithHandler handler.
+	KindNone Kind = iota
+	// KindOK is a normal answer (OK).
+	KindOK
+	// KindStatus is an HTTP error or a verbatim body (Status, RateLimited,
+	// ServerError, BadKey, ContextLength, ContentFilter, InsufficientQuota).
+	KindStatus
+	// KindReset is a connection reset before any response byte (Reset).
+	KindReset
+	// KindHang is a request held without any answer (Hang).
+	KindHang
+	// KindCut is an answer cut short (CutAfter).
+	KindCut
+	// KindStall is an answer that pauses (StallAfter).
+	KindStall
+	// KindMalformed is an answer with broken JSON (MalformedAt).
+	KindMalformed
+	// KindErrorEvent is an error inside a 200 answer (ErrorEvent).
+	KindErrorEvent
+)
+
+var kindNames = [...]string{"none", "ok", "status", "reset", "hang", "cut", "stall", "malformed", "error_event"}
+
+// String returns the lower-case name of k ("ok", "status", "cut", …).
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
 
 type kind uint8
 
@@ -37,12 +76,22 @@ const (
 	faultErrorEvent
 )
 
-// Behavior describes how the server answers one chat completion request.
+// Behavior describes how the server answers one request: a chat completion
+// (streamed or not) or an embeddings request.
 //
 // Build one with a constructor (OK, Status, RateLimited, Reset, Hang,
 // CutAfter, StallAfter, MalformedAt, ErrorEvent, …) and adjust it with the
 // exported fields or the chainable With… methods, which return a modified
-// copy. The zero value behaves like OK().
+// copy. The zero value behaves like OK(). A Behavior is a value: it is safe
+// to share between servers and goroutines once built.
+//
+// An embeddings request is answered like a non-streaming chat request:
+// Latency and FirstTokenDelay are waited before the headers, Status, Reset
+// and Hang act the same, CutAfter sends half the body and closes the
+// connection, StallAfter answers later, MalformedAt sends truncated JSON,
+// ErrorEvent a 200 with an error envelope, NoUsage drops usage, and Model
+// names the model reported. Tokens, Content, Thinking, InterTokenDelay and
+// the stream settings do not apply.
 type Behavior struct {
 	// Latency is waited before anything is sent (before the response
 	// headers). It applies to every kind except Hang.
@@ -64,6 +113,16 @@ type Behavior struct {
 	// its own SSE chunk (" tok5" with a leading space after the first), so
 	// the concatenated deltas equal the non-streaming content.
 	Tokens int
+
+	// Content, when non-empty, replaces the "tok0 tok1 …" answer (and
+	// Tokens): it is split into tokens before every run of whitespace that
+	// follows non-whitespace ("The capital" streams as "The", " capital"), so
+	// completion_tokens is the number of its words.
+	Content string
+
+	// PromptTokens is the prompt_tokens value usage reports. Zero means the
+	// package constant PromptTokens; a negative value reports 0.
+	PromptTokens int
 
 	// Model is the model the response reports. Empty means the request's
 	// model, or DefaultModel when the request names none.
@@ -226,8 +285,24 @@ func (b Behavior) WithTokens(n int) Behavior {
 	return b
 }
 
-// WithModel returns a copy of b reporting model m.
+// WithModel returns a copy of b reporting model m. (The server option
+// WithModel, a function of the package, chooses a behavior by the request's
+// model instead.)
 func (b Behavior) WithModel(m string) Behavior { b.Model = m; return b }
+
+// WithContent returns a copy of b answering with the text s instead of
+// "tok0 tok1 …" (see Behavior.Content).
+func (b Behavior) WithContent(s string) Behavior { b.Content = s; return b }
+
+// WithPromptTokens returns a copy of b whose usage reports n prompt tokens;
+// n <= 0 reports 0.
+func (b Behavior) WithPromptTokens(n int) Behavior {
+	if n <= 0 {
+		n = -1
+	}
+	b.PromptTokens = n
+	return b
+}
 
 // WithThinking returns a copy of b that sends reasoning text s.
 func (b Behavior) WithThinking(s string) Behavior { b.Thinking = s; return b }
@@ -259,6 +334,53 @@ func (b Behavior) WithHeader(k, v string) Behavior {
 // fault event (a MalformedAt event) instead of continuing the stream. It has
 // no effect on other behaviors.
 func (b Behavior) AndClose() Behavior { b.closeAfterFault = true; return b }
+
+// Kind reports what b does.
+func (b Behavior) Kind() Kind {
+	switch b.kind {
+	case kindStatus:
+		return KindStatus
+	case kindReset:
+		return KindReset
+	case kindHang:
+		return KindHang
+	}
+	switch b.fault {
+	case faultCut:
+		return KindCut
+	case faultStall:
+		return KindStall
+	case faultMalformed:
+		return KindMalformed
+	case faultErrorEvent:
+		return KindErrorEvent
+	}
+	return KindOK
+}
+
+// StatusCode returns the HTTP status code b answers with: the code of a
+// Status behavior, 200 for the answers that start normally, 0 for Reset
+// and Hang, which send no status.
+func (b Behavior) StatusCode() int {
+	switch b.kind {
+	case kindStatus:
+		return b.status
+	case kindReset, kindHang:
+		return 0
+	}
+	return http.StatusOK
+}
+
+// promptTokens returns the effective prompt_tokens value.
+func (b *Behavior) promptTokens() int {
+	switch {
+	case b.PromptTokens == 0:
+		return PromptTokens
+	case b.PromptTokens < 0:
+		return 0
+	}
+	return b.PromptTokens
+}
 
 // tokens returns the effective number of content tokens.
 func (b *Behavior) tokens() int {

@@ -1,4 +1,4 @@
-package fakeupstream
+package polygatewaytest
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package fakeupstream
+package polygatewaytest
 
 import (
 	"encoding/json"
@@ -13,7 +13,9 @@ const maxRendered = 256
 // renderKey identifies one rendered answer.
 type renderKey struct {
 	model         string
-	tokens        int
+	tokens        int    // used when content is empty
+	content       string // Behavior.Content
+	prompt        int    // prompt_tokens reported
 	thinking      string
 	thinkingField string
 }
@@ -38,7 +40,7 @@ var (
 	eventMalformed = []byte(`data: {"choices":[{"delta":{"content":"x"` + "\n\n")
 	eventError     = []byte(`data: {"error":{"object":"error","message":"The model server encountered an internal error while generating. Please retry.","type":"InternalServerError","param":null,"code":500}}` + "\n\n")
 	bodyErrorEvent = []byte(`{"error":{"object":"error","message":"The model server encountered an internal error while generating. Please retry.","type":"InternalServerError","param":null,"code":500}}`)
-	bodyMalformed  = []byte(`{"id":"chatcmpl-fakeupstream","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"x`)
+	bodyMalformed  = []byte(`{"id":"chatcmpl-polygatewaytest","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"x`)
 	lenErrorEvent  = strconv.Itoa(len(bodyErrorEvent))
 	lenMalformed   = strconv.Itoa(len(bodyMalformed))
 	hdrJSON        = []string{"application/json"}
@@ -79,9 +81,67 @@ func quote(s string) []byte {
 	return b
 }
 
+// splitContent splits s into tokens, each one starting at a run of
+// whitespace that follows non-whitespace; whitespace at the very start stays
+// with the first token and trailing whitespace with the last.
+func splitContent(s string) []string {
+	var out []string
+	start, seen := 0, false // seen: the current token has non-whitespace
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			if seen && i > start && hasNonSpaceAfter(s, i) {
+				out = append(out, s[start:i])
+				start, seen = i, false
+			}
+		default:
+			seen = true
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// hasNonSpaceAfter reports whether s[i:] holds a non-whitespace byte.
+func hasNonSpaceAfter(s string, i int) bool {
+	for ; i < len(s); i++ {
+		if c := s[i]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return true
+		}
+	}
+	return false
+}
+
+// contentTokens returns the JSON-escaped text (without quotes) of every
+// content token of k.
+func contentTokens(k renderKey) [][]byte {
+	if k.content != "" {
+		parts := splitContent(k.content)
+		toks := make([][]byte, len(parts))
+		for i, p := range parts {
+			q := quote(p)
+			toks[i] = q[1 : len(q)-1]
+		}
+		return toks
+	}
+	toks := make([][]byte, k.tokens)
+	for i := range k.tokens {
+		var tok []byte
+		if i > 0 {
+			tok = append(tok, ' ')
+		}
+		tok = append(tok, "tok"...)
+		toks[i] = strconv.AppendInt(tok, int64(i), 10) // tokens need no escaping
+	}
+	return toks
+}
+
 // render builds every byte sequence of one answer.
 func render(k renderKey, created int64) *rendered {
-	n := k.tokens
+	toks := contentTokens(k)
+	n := len(toks)
 	model := quote(k.model)
 	field := k.thinkingField
 	if field == "" {
@@ -91,7 +151,7 @@ func render(k renderKey, created int64) *rendered {
 
 	// Common prefixes.
 	chunkHead := make([]byte, 0, 128)
-	chunkHead = append(chunkHead, `data: {"id":"chatcmpl-fakeupstream","object":"chat.completion.chunk","created":`...)
+	chunkHead = append(chunkHead, `data: {"id":"chatcmpl-polygatewaytest","object":"chat.completion.chunk","created":`...)
 	chunkHead = append(chunkHead, createdS...)
 	chunkHead = append(chunkHead, `,"model":`...)
 	chunkHead = append(chunkHead, model...)
@@ -99,11 +159,11 @@ func render(k renderKey, created int64) *rendered {
 
 	usage := make([]byte, 0, 96)
 	usage = append(usage, `"usage":{"prompt_tokens":`...)
-	usage = strconv.AppendInt(usage, PromptTokens, 10)
+	usage = strconv.AppendInt(usage, int64(k.prompt), 10)
 	usage = append(usage, `,"completion_tokens":`...)
 	usage = strconv.AppendInt(usage, int64(n), 10)
 	usage = append(usage, `,"total_tokens":`...)
-	usage = strconv.AppendInt(usage, int64(n+PromptTokens), 10)
+	usage = strconv.AppendInt(usage, int64(n+k.prompt), 10)
 	usage = append(usage, '}')
 
 	r := &rendered{chunks: make([][]byte, n)}
@@ -111,15 +171,8 @@ func render(k renderKey, created int64) *rendered {
 	// Content as one string, and the stream chunks, in one backing array.
 	var content []byte
 	perChunk := len(chunkHead) + 96
-	buf := make([]byte, 0, n*perChunk+len(k.thinking)+2*len(chunkHead)+256)
-	var tok []byte
-	for i := range n {
-		tok = tok[:0]
-		if i > 0 {
-			tok = append(tok, ' ')
-		}
-		tok = append(tok, "tok"...)
-		tok = strconv.AppendInt(tok, int64(i), 10)
+	buf := make([]byte, 0, n*perChunk+2*len(k.content)+len(k.thinking)+2*len(chunkHead)+256)
+	for i, tok := range toks {
 		content = append(content, tok...)
 
 		start := len(buf)
@@ -129,7 +182,7 @@ func render(k renderKey, created int64) *rendered {
 			buf = append(buf, `"role":"assistant",`...)
 		}
 		buf = append(buf, `"content":"`...)
-		buf = append(buf, tok...) // tokens need no escaping
+		buf = append(buf, tok...) // already escaped
 		buf = append(buf, `"},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 		r.chunks[i] = buf[start:len(buf):len(buf)]
 	}
@@ -157,7 +210,7 @@ func render(k renderKey, created int64) *rendered {
 
 	// Non-streaming bodies.
 	body := make([]byte, 0, len(content)+len(k.thinking)+len(usage)+256)
-	body = append(body, `{"id":"chatcmpl-fakeupstream","object":"chat.completion","created":`...)
+	body = append(body, `{"id":"chatcmpl-polygatewaytest","object":"chat.completion","created":`...)
 	body = append(body, createdS...)
 	body = append(body, `,"model":`...)
 	body = append(body, model...)

@@ -1,6 +1,7 @@
-package fakeupstream
+package polygatewaytest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,8 +13,10 @@ import (
 )
 
 const (
-	chatPath    = "/v1/chat/completions"
-	maxBodySize = 64 << 20
+	chatPath       = "/v1/chat/completions"
+	embeddingsPath = "/v1/embeddings"
+	modelsPath     = "/v1/models"
+	maxBodySize    = 64 << 20
 )
 
 // request is the part of a chat completion request the server looks at.
@@ -27,21 +30,52 @@ type request struct {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == chatPath {
-		s.chat(w, r)
-		return
+	switch p := r.URL.Path; {
+	case p == chatPath:
+		s.governed(w, r, nil)
+	case s.cfg.handlers[p] != nil:
+		s.mounted(w, r, s.cfg.handlers[p])
+	case p == embeddingsPath:
+		s.governed(w, r, new(embedRequest))
+	case p == modelsPath || strings.HasPrefix(p, modelsPath+"/"):
+		s.models(w, r)
+	default:
+		body, _ := io.ReadAll(io.LimitReader(r.Body, MaxLoggedBody+1))
+		s.logAttempt(r, time.Now(), body, "", false, KindNone, http.StatusNotFound)
+		writeStatic(w, http.StatusNotFound, bodyNotFound)
 	}
-	if h, ok := s.cfg.handlers[r.URL.Path]; ok {
-		h.ServeHTTP(w, r)
-		return
+}
+
+// mounted serves a WithHandler handler; the body it reads is the one the
+// attempt log saw.
+func (s *Server) mounted(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	arrival := time.Now()
+	body, err := readBody(r)
+	if err != nil {
+		abort()
 	}
-	writeStatic(w, http.StatusNotFound, bodyNotFound)
+	s.logAttempt(r, arrival, body, jsonModel(body), false, KindNone, 0)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	h.ServeHTTP(w, r)
+}
+
+// jsonModel returns the "model" of a JSON body, or "".
+func jsonModel(body []byte) string {
+	var m struct {
+		Model string `json:"model"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	return m.Model
 }
 
 // abort drops the connection without completing the response.
 func abort() { panic(http.ErrAbortHandler) }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+// governed serves a request answered by a Behavior: a chat completion when
+// emb is nil, else an embeddings request decoded into emb.
+func (s *Server) governed(w http.ResponseWriter, r *http.Request, emb *embedRequest) {
 	s.enter()
 	defer s.inFlight.Add(-1)
 
@@ -51,39 +85,54 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	idx, arrival := s.record(body)
 	if r.Method != http.MethodPost {
+		s.logAttempt(r, arrival, body, "", false, KindNone, http.StatusMethodNotAllowed)
 		writeStatic(w, http.StatusMethodNotAllowed, bodyNotFound)
 		return
 	}
-	var req request
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeStatic(w, http.StatusBadRequest, bodyBadJSON)
-		return
-	}
 	info := RequestInfo{
-		Index:        idx,
-		Arrival:      arrival,
-		Model:        req.Model,
-		Stream:       req.Stream,
-		IncludeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		Messages:     len(req.Messages),
-		Body:         body,
-		Header:       r.Header,
+		Index:   idx,
+		Path:    r.URL.Path,
+		Arrival: arrival,
+		Body:    body,
+		Header:  r.Header,
+	}
+	if emb == nil {
+		var req request
+		if err := json.Unmarshal(body, &req); err != nil {
+			s.logAttempt(r, arrival, body, "", false, KindNone, http.StatusBadRequest)
+			writeStatic(w, http.StatusBadRequest, bodyBadJSON)
+			return
+		}
+		info.Model, info.Stream, info.Messages = req.Model, req.Stream, len(req.Messages)
+		info.IncludeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	} else {
+		if bad := emb.parse(body, s.cfg.embedDim); bad != "" {
+			s.logAttempt(r, arrival, body, emb.Model, false, KindNone, http.StatusBadRequest)
+			writeStatic(w, http.StatusBadRequest, bad)
+			return
+		}
+		info.Model, info.Inputs = emb.Model, len(emb.texts)
 	}
 
+	var b Behavior
+	admitted := true
 	if lim := int64(s.cfg.limit); lim > 0 {
 		if s.admitted.Add(1) > lim {
 			s.admitted.Add(-1)
-			s.answer(w, r, &info, &s.cfg.over)
-			return
+			b, admitted = s.cfg.over, false
+		} else {
+			defer s.admitted.Add(-1)
 		}
-		defer s.admitted.Add(-1)
 	}
-	if s.down(arrival) {
-		s.answer(w, r, &info, &s.cfg.flapB)
-		return
+	switch {
+	case !admitted:
+	case s.down(arrival):
+		b = s.cfg.flapB
+	default:
+		b = s.next(&info)
 	}
-	b := s.next(&info)
-	s.answer(w, r, &info, &b)
+	s.logAttempt(r, arrival, body, info.Model, info.Stream, b.Kind(), b.StatusCode())
+	s.answer(w, r, &info, &b, emb)
 }
 
 // readBody reads the whole request body.
@@ -177,8 +226,9 @@ func (a *answerer) setHeaders() {
 	}
 }
 
-// answer serves one request with behavior b.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, info *RequestInfo, b *Behavior) {
+// answer serves one request with behavior b; emb is the decoded embeddings
+// request, nil for a chat completion.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, info *RequestInfo, b *Behavior, emb *embedRequest) {
 	a := answerer{s: s, w: w, ctx: r.Context(), b: b}
 	a.f, _ = w.(http.Flusher)
 	defer a.stop()
@@ -206,7 +256,16 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, info *RequestInf
 		if model == "" {
 			model = DefaultModel
 		}
-		rd := s.cache.get(renderKey{model: model, tokens: b.tokens(), thinking: b.Thinking, thinkingField: b.ThinkingField})
+		if emb != nil {
+			a.embeddings(emb, model)
+			return
+		}
+		key := renderKey{model: model, tokens: b.tokens(), content: b.Content, prompt: b.promptTokens(),
+			thinking: b.Thinking, thinkingField: b.ThinkingField}
+		if key.content != "" {
+			key.tokens = 0 // the content decides the tokens
+		}
+		rd := s.cache.get(key)
 		if info.Stream {
 			a.stream(rd, info.IncludeUsage)
 		} else {

@@ -1,4 +1,4 @@
-package fakeupstream
+package polygatewaytest
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 func TestScriptOrdering(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithScript(ServerError(500), RateLimited("1"), BadKey(), OK()))
+	s := NewServer(t, WithScript(ServerError(500), RateLimited("1"), BadKey(), OK()))
 	want := []int{500, 429, 401, 200, 200, 200}
 	for i, code := range want {
 		resp, _ := mustPost(t, s, plainReq)
@@ -24,7 +24,7 @@ func TestScriptOrdering(t *testing.T) {
 
 func TestScriptLastWins(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithFunc(func(RequestInfo) Behavior { return BadKey() }), WithScript(ServerError(500)))
+	s := NewServer(t, WithFunc(func(RequestInfo) Behavior { return BadKey() }), WithScript(ServerError(500)))
 	resp, _ := mustPost(t, s, plainReq)
 	if resp.StatusCode != 500 {
 		t.Errorf("status %d, want the later WithScript", resp.StatusCode)
@@ -35,7 +35,7 @@ func TestFunc(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var infos []RequestInfo
-	s := Start(t, WithFunc(func(r RequestInfo) Behavior {
+	s := NewServer(t, WithFunc(func(r RequestInfo) Behavior {
 		mu.Lock()
 		infos = append(infos, r)
 		mu.Unlock()
@@ -70,7 +70,7 @@ func TestFunc(t *testing.T) {
 func TestFlap(t *testing.T) {
 	t.Parallel()
 	const down, up = 200 * time.Millisecond, 200 * time.Millisecond
-	s := Start(t, WithFlap(down, up, ServerError(503)))
+	s := NewServer(t, WithFlap(down, up, ServerError(503)))
 	var codes []int
 	for time.Since(s.Started()) < 2*(down+up) {
 		resp, _ := mustPost(t, s, plainReq)
@@ -102,7 +102,7 @@ func TestFlap(t *testing.T) {
 
 func TestConcurrencyLimit(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithConcurrencyLimit(2, RateLimited("1")), WithScript(Hang(), Hang(), OK()))
+	s := NewServer(t, WithConcurrencyLimit(2, RateLimited("1")), WithScript(Hang(), Hang(), OK()))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range 2 {
@@ -137,7 +137,7 @@ func TestConcurrencyLimit(t *testing.T) {
 
 func TestConcurrencyLimitParallel(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithConcurrencyLimit(3, RateLimited("1")), WithBehavior(OK().WithLatency(300*time.Millisecond)))
+	s := NewServer(t, WithConcurrencyLimit(3, RateLimited("1")), WithBehavior(OK().WithLatency(300*time.Millisecond)))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	counts := map[int]int{}
@@ -157,7 +157,7 @@ func TestConcurrencyLimitParallel(t *testing.T) {
 
 func TestObservability(t *testing.T) {
 	t.Parallel()
-	s := Start(t, WithBodyHistory(3), WithBehavior(OK().WithLatency(100*time.Millisecond)))
+	s := NewServer(t, WithBodyHistory(3), WithBehavior(OK().WithLatency(100*time.Millisecond)))
 	if s.Requests() != 0 || s.LastBody() != nil || len(s.Bodies()) != 0 {
 		t.Fatal("fresh server not empty")
 	}

@@ -1,4 +1,4 @@
-package fakeupstream
+package polygatewaytest
 
 import (
 	"io"
@@ -16,11 +16,23 @@ import (
 // WithBodyHistory says otherwise.
 const DefaultBodyHistory = 64
 
-// RequestInfo describes one chat completion request; WithFunc receives it.
+// DefaultAttemptLog is how many requests the attempt log keeps unless
+// WithAttemptLog says otherwise.
+const DefaultAttemptLog = 256
+
+// MaxLoggedBody is how many bytes of a request body one Attempt keeps;
+// longer bodies are truncated (Attempt.Truncated).
+const MaxLoggedBody = 64 << 10
+
+// RequestInfo describes one request answered by a Behavior (a chat
+// completion or an embeddings request); WithFunc receives it.
 type RequestInfo struct {
 	// Index is the 0-based arrival order of the request since the server
 	// started (ResetStats does not reset it).
 	Index int
+	// Path is the request's URL path: "/v1/chat/completions" or
+	// "/v1/embeddings".
+	Path string
 	// Arrival is when the server received the request.
 	Arrival time.Time
 	// Model is the request's "model".
@@ -31,6 +43,8 @@ type RequestInfo struct {
 	IncludeUsage bool
 	// Messages is the number of entries in the request's "messages".
 	Messages int
+	// Inputs is the number of texts of an embeddings request's "input".
+	Inputs int
 	// Body is the raw request body. It is shared: do not modify it.
 	Body []byte
 	// Header is the request's header. Do not modify it.
@@ -43,6 +57,10 @@ type Option func(*config)
 type config struct {
 	script   []Behavior
 	fn       func(RequestInfo) Behavior
+	models   map[string]*modelScript
+	names    []string // models listed by GET /v1/models, in order given
+	embedDim int
+	attempts int
 	flap     bool
 	flapDown time.Duration
 	flapUp   time.Duration
@@ -51,6 +69,81 @@ type config struct {
 	over     Behavior
 	history  int
 	handlers map[string]http.Handler
+}
+
+// modelScript is the script of one model given by WithModel.
+type modelScript struct {
+	script []Behavior
+	pos    atomic.Int64
+}
+
+// next returns the model's next behavior.
+func (m *modelScript) next() Behavior {
+	n := len(m.script)
+	if n == 0 {
+		return Behavior{}
+	}
+	i := m.pos.Add(1) - 1
+	return m.script[min(i, int64(n-1))]
+}
+
+// addName lists model for GET /v1/models once.
+func (c *config) addName(model string) {
+	for _, n := range c.names {
+		if n == model {
+			return
+		}
+	}
+	c.names = append(c.names, model)
+}
+
+// WithModel gives the requests whose "model" is model their own script:
+// the i-th such request gets behaviors[i], every later one the last
+// behavior, and with no behaviors every one gets OK(). Those requests do not
+// consult or advance WithScript or WithFunc, so one server can play several
+// upstream models with different faults:
+//
+//	polygatewaytest.NewServer(t,
+//		polygatewaytest.WithModel("gpt-a", polygatewaytest.ServerError(503)),
+//		polygatewaytest.WithModel("gpt-b"))
+//
+// It applies to chat and embeddings requests alike, after
+// WithConcurrencyLimit and WithFlap. A later WithModel for the same model
+// replaces the earlier one. The model is also listed by GET /v1/models.
+func WithModel(model string, behaviors ...Behavior) Option {
+	s := &modelScript{script: append([]Behavior(nil), behaviors...)}
+	return func(c *config) {
+		if c.models == nil {
+			c.models = make(map[string]*modelScript)
+		}
+		c.models[model] = s
+		c.addName(model)
+	}
+}
+
+// WithModels lists names, in order, in the answer to GET /v1/models (after
+// any model named by WithModel before it). Without WithModels and WithModel
+// the list holds DefaultModel only.
+func WithModels(names ...string) Option {
+	names = append([]string(nil), names...)
+	return func(c *config) {
+		for _, n := range names {
+			c.addName(n)
+		}
+	}
+}
+
+// WithEmbeddingDim sets the length of the vectors the embeddings endpoint
+// returns when the request has no "dimensions" (default
+// DefaultEmbeddingDim). Values outside 1..MaxEmbeddingDim are clamped.
+func WithEmbeddingDim(n int) Option {
+	return func(c *config) { c.embedDim = min(max(n, 1), MaxEmbeddingDim) }
+}
+
+// WithAttemptLog keeps the last n requests in the attempt log (default
+// DefaultAttemptLog; 0 keeps none). See Server.Attempts.
+func WithAttemptLog(n int) Option {
+	return func(c *config) { c.attempts = max(n, 0) }
 }
 
 // WithScript answers the i-th request reaching the script with
@@ -97,9 +190,11 @@ func WithBodyHistory(k int) Option {
 	return func(c *config) { c.history = max(k, 0) }
 }
 
-// WithHandler serves h at URL()+path, for example "/embeddings", next to
-// the chat completions endpoint. Such requests are not counted by the
-// observability methods and do not consult the behavior options.
+// WithHandler serves h at URL()+path, for example "/rerank", next to the
+// built-in endpoints; a handler mounted at "/embeddings" or "/models"
+// replaces the built-in one. Such requests are not counted by Requests and
+// the other statistics and do not consult the behavior options; the
+// attempt log records them with KindNone.
 func WithHandler(path string, h http.Handler) Option {
 	return func(c *config) {
 		if c.handlers == nil {
@@ -109,8 +204,8 @@ func WithHandler(path string, h http.Handler) Option {
 	}
 }
 
-// Server is a running fake upstream. All its methods are safe for
-// concurrent use.
+// Server is a running fake OpenAI-compatible upstream. All its methods are
+// safe for concurrent use.
 type Server struct {
 	ts        *httptest.Server
 	cfg       config
@@ -131,18 +226,31 @@ type Server struct {
 	bodies   [][]byte        // ring of the last cfg.history bodies
 	bodyNext int             // next ring slot
 	bodyLen  int             // bodies held
+	log      []Attempt       // ring of the last cfg.attempts attempts
+	logNext  int             // next ring slot
+	logLen   int             // attempts held
+	logSeq   int             // attempts ever logged
 }
 
-// New starts a fake upstream configured by opts. Close it when done (or use
-// Start in tests).
+// New starts a fake upstream configured by opts, for use outside tests
+// (a demo, a local development server). Close it when done; in tests use
+// NewServer, which closes it at the end of the test.
 func New(opts ...Option) *Server {
 	s := &Server{done: make(chan struct{})}
 	s.cfg.history = DefaultBodyHistory
+	s.cfg.attempts = DefaultAttemptLog
+	s.cfg.embedDim = DefaultEmbeddingDim
 	for _, o := range opts {
 		o(&s.cfg)
 	}
+	if len(s.cfg.names) == 0 {
+		s.cfg.names = []string{DefaultModel}
+	}
 	if s.cfg.history > 0 {
 		s.bodies = make([][]byte, s.cfg.history)
+	}
+	if s.cfg.attempts > 0 {
+		s.log = make([]Attempt, s.cfg.attempts)
 	}
 	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
 	s.ts.Config.ErrorLog = log.New(io.Discard, "", 0)
@@ -152,16 +260,18 @@ func New(opts ...Option) *Server {
 	return s
 }
 
-// Start is New for tests: it registers Close with t.Cleanup.
-func Start(t testing.TB, opts ...Option) *Server {
+// NewServer is New for tests: it starts a server configured by opts and
+// registers its Close with t.Cleanup.
+func NewServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	s := New(opts...)
 	t.Cleanup(s.Close)
 	return s
 }
 
-// URL returns the base URL of the API, ending in "/v1": clients POST to
-// URL()+"/chat/completions".
+// URL returns the OpenAI-style base URL of the API, ending in "/v1": the
+// value of a source's BASE_URL. Clients POST to URL()+"/chat/completions"
+// and URL()+"/embeddings" and GET URL()+"/models".
 func (s *Server) URL() string { return s.ts.URL + "/v1" }
 
 // Client returns an *http.Client configured for the server; its idle
@@ -184,15 +294,17 @@ func (s *Server) Close() {
 	})
 }
 
-// Requests returns how many chat completion requests arrived since the
-// server started or since the last ResetStats.
+// Requests returns how many requests answered by a Behavior (chat
+// completions and embeddings) arrived since the server started or since the
+// last ResetStats.
 func (s *Server) Requests() int { return int(s.requests.Load()) }
 
-// InFlight returns how many chat completion requests are being answered now.
+// InFlight returns how many chat completion and embeddings requests are
+// being answered now.
 func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
 
-// MaxInFlight returns the largest number of chat completion requests in
-// flight at once (including those turned away by WithConcurrencyLimit)
+// MaxInFlight returns the largest number of chat completion and embeddings
+// requests in flight at once (including those turned away by WithConcurrencyLimit)
 // since the server started or since the last ResetStats.
 func (s *Server) MaxInFlight() int { return int(s.maxFlight.Load()) }
 
@@ -243,9 +355,9 @@ func (s *Server) LastBody() []byte {
 	return append([]byte(nil), s.bodies[(s.bodyNext-1+k)%k]...)
 }
 
-// ResetStats clears Requests, Arrivals, Hits and Bodies, and sets
-// MaxInFlight to the current InFlight. It does not rewind the script,
-// RequestInfo.Index or the flapping phase.
+// ResetStats clears Requests, Arrivals, Hits, Bodies and the attempt log,
+// and sets MaxInFlight to the current InFlight. It does not rewind the
+// scripts, RequestInfo.Index, Attempt.Seq or the flapping phase.
 func (s *Server) ResetStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,6 +365,8 @@ func (s *Server) ResetStats() {
 	s.arrivals = nil
 	clear(s.bodies)
 	s.bodyNext, s.bodyLen = 0, 0
+	clear(s.log)
+	s.logNext, s.logLen = 0, 0
 	s.maxFlight.Store(s.inFlight.Load())
 }
 
@@ -292,8 +406,11 @@ func (s *Server) down(arrival time.Time) bool {
 	return phase < s.cfg.flapDown
 }
 
-// next returns the behavior of WithFunc or WithScript, or OK().
+// next returns the behavior of WithModel, WithFunc or WithScript, or OK().
 func (s *Server) next(info *RequestInfo) Behavior {
+	if m, ok := s.cfg.models[info.Model]; ok {
+		return m.next()
+	}
 	if s.cfg.fn != nil {
 		return s.cfg.fn(*info)
 	}

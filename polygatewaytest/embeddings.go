@@ -1,0 +1,307 @@
+package polygatewaytest
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"hash/fnv"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultEmbeddingDim is the length of the vectors the embeddings endpoint
+// returns unless WithEmbeddingDim or the request's "dimensions" says
+// otherwise.
+const DefaultEmbeddingDim = 16
+
+// MaxEmbeddingDim is the largest vector length the embeddings endpoint
+// accepts.
+const MaxEmbeddingDim = 8192
+
+// Bounds of one embeddings request.
+const (
+	// MaxEmbeddingInputs is the largest number of texts one embeddings
+	// request may carry (OpenAI's own limit).
+	MaxEmbeddingInputs = 2048
+	// maxEmbeddingValues bounds inputs × dimensions of one answer.
+	maxEmbeddingValues = 1 << 22
+)
+
+// embedRequest is the part of an embeddings request the server looks at,
+// decoded once per request.
+type embedRequest struct {
+	Model          string          `json:"model"`
+	Input          json.RawMessage `json:"input"`
+	EncodingFormat string          `json:"encoding_format"`
+	Dimensions     *int            `json:"dimensions"`
+
+	texts  []string // one per input; token arrays as their ids joined by ","
+	tokens []int    // usage per input
+	dim    int
+	base64 bool
+}
+
+// parse decodes body into e; it returns the body of a 400 answer, or "".
+func (e *embedRequest) parse(body []byte, defaultDim int) string {
+	if err := json.Unmarshal(body, e); err != nil {
+		return bodyBadJSON
+	}
+	switch e.EncodingFormat {
+	case "", "float":
+	case "base64":
+		e.base64 = true
+	default:
+		return invalidRequest("'encoding_format' must be one of float, base64", "encoding_format")
+	}
+	e.dim = defaultDim
+	if e.Dimensions != nil {
+		if *e.Dimensions < 1 || *e.Dimensions > MaxEmbeddingDim {
+			return invalidRequest("'dimensions' must be between 1 and "+strconv.Itoa(MaxEmbeddingDim), "dimensions")
+		}
+		e.dim = *e.Dimensions
+	}
+	if msg := e.inputs(); msg != "" {
+		return invalidRequest(msg, "input")
+	}
+	if len(e.texts)*e.dim > maxEmbeddingValues {
+		return invalidRequest("too many inputs for this many dimensions", "input")
+	}
+	return ""
+}
+
+// inputs fills texts and tokens from Input: a string, an array of strings,
+// an array of token ids, or an array of arrays of token ids.
+func (e *embedRequest) inputs() string {
+	raw := e.Input
+	if len(raw) == 0 || string(raw) == "null" {
+		return "'input' is a required property"
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return e.add(one)
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil || len(list) == 0 {
+		return "'input' must be a non-empty string or array"
+	}
+	if len(list) > MaxEmbeddingInputs {
+		return "'input' must have at most " + strconv.Itoa(MaxEmbeddingInputs) + " items"
+	}
+	var ids []int
+	if json.Unmarshal(raw, &ids) == nil {
+		return e.addTokens(ids)
+	}
+	for _, item := range list {
+		var s string
+		if json.Unmarshal(item, &s) == nil {
+			if msg := e.add(s); msg != "" {
+				return msg
+			}
+			continue
+		}
+		if json.Unmarshal(item, &ids) != nil || len(ids) == 0 {
+			return "'input' items must be strings or arrays of token ids"
+		}
+		if msg := e.addTokens(ids); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+func (e *embedRequest) add(s string) string {
+	if s == "" {
+		return "'input' must not contain empty strings"
+	}
+	e.texts = append(e.texts, s)
+	e.tokens = append(e.tokens, max(len(strings.Fields(s)), 1))
+	return ""
+}
+
+func (e *embedRequest) addTokens(ids []int) string {
+	if len(ids) == 0 {
+		return "'input' must not contain empty token arrays"
+	}
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(id))
+	}
+	e.texts = append(e.texts, b.String())
+	e.tokens = append(e.tokens, len(ids))
+	return ""
+}
+
+// invalidRequest returns an OpenAI invalid_request_error envelope.
+func invalidRequest(msg, param string) string {
+	return `{"error":{"message":` + string(quote(msg)) + `,"type":"invalid_request_error","param":` +
+		string(quote(param)) + `,"code":null}}`
+}
+
+// EmbeddingFor returns the vector the embeddings endpoint answers for text
+// with dim dimensions: a deterministic function of (text, dim) with unit
+// L2 norm, so equal texts get equal vectors on every server and run, and
+// different texts almost surely different ones. An input given as token
+// ids is embedded as the text of its decimal ids joined by commas
+// ("1,2,3"). dim < 1 returns nil.
+func EmbeddingFor(text string, dim int) []float32 {
+	if dim < 1 {
+		return nil
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(text))
+	x := h.Sum64()
+	vals := make([]float64, dim)
+	var sum float64
+	for i := range vals {
+		x += 0x9e3779b97f4a7c15 // splitmix64
+		z := x
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		z ^= z >> 31
+		vals[i] = float64(z>>11)/(1<<53)*2 - 1
+		sum += vals[i] * vals[i]
+	}
+	out := make([]float32, dim)
+	if sum == 0 {
+		out[0] = 1
+		return out
+	}
+	norm := math.Sqrt(sum)
+	for i, v := range vals {
+		out[i] = float32(v / norm)
+	}
+	return out
+}
+
+// embeddings writes the answer to an embeddings request.
+func (a *answerer) embeddings(e *embedRequest, model string) {
+	b := a.b
+	wait := b.FirstTokenDelay
+	if b.fault == faultStall {
+		wait += b.stall
+	}
+	if !a.sleep(wait, false) {
+		abort()
+	}
+	var body []byte
+	switch b.fault {
+	case faultMalformed:
+		body = bodyEmbedMalformed
+	case faultErrorEvent:
+		body = bodyErrorEvent
+	default:
+		body = renderEmbeddings(e, model, b)
+	}
+	h := a.w.Header()
+	h["Content-Type"] = hdrJSON
+	a.setHeaders()
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	a.w.WriteHeader(http.StatusOK)
+	if b.fault == faultCut {
+		a.write(body[:len(body)/2])
+		abort()
+	}
+	_, _ = a.w.Write(body)
+}
+
+var bodyEmbedMalformed = []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.125,`)
+
+// renderEmbeddings builds the JSON answer to e.
+func renderEmbeddings(e *embedRequest, model string, b *Behavior) []byte {
+	per := 8 + e.dim*12
+	if e.base64 {
+		per = 8 + base64.StdEncoding.EncodedLen(4*e.dim)
+	}
+	out := make([]byte, 0, 128+len(model)+len(e.texts)*(per+48))
+	out = append(out, `{"object":"list","data":[`...)
+	raw := make([]byte, 4*e.dim)
+	prompt := 0
+	for i, text := range e.texts {
+		prompt += e.tokens[i]
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"object":"embedding","index":`...)
+		out = strconv.AppendInt(out, int64(i), 10)
+		out = append(out, `,"embedding":`...)
+		v := EmbeddingFor(text, e.dim)
+		if e.base64 {
+			for j, f := range v {
+				binary.LittleEndian.PutUint32(raw[4*j:], math.Float32bits(f))
+			}
+			out = append(out, '"')
+			out = base64.StdEncoding.AppendEncode(out, raw)
+			out = append(out, '"')
+		} else {
+			out = append(out, '[')
+			for j, f := range v {
+				if j > 0 {
+					out = append(out, ',')
+				}
+				out = strconv.AppendFloat(out, float64(f), 'g', -1, 32)
+			}
+			out = append(out, ']')
+		}
+		out = append(out, '}')
+	}
+	out = append(out, `],"model":`...)
+	out = append(out, quote(model)...)
+	if !b.NoUsage {
+		if b.PromptTokens != 0 {
+			prompt = b.promptTokens()
+		}
+		out = append(out, `,"usage":{"prompt_tokens":`...)
+		out = strconv.AppendInt(out, int64(prompt), 10)
+		out = append(out, `,"total_tokens":`...)
+		out = strconv.AppendInt(out, int64(prompt), 10)
+		out = append(out, '}')
+	}
+	return append(out, '}')
+}
+
+// models answers GET /v1/models and GET /v1/models/{id}.
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
+	if r.Method != http.MethodGet {
+		s.logAttempt(r, arrival, nil, "", false, KindNone, http.StatusMethodNotAllowed)
+		writeStatic(w, http.StatusMethodNotAllowed, bodyNotFound)
+		return
+	}
+	created := strconv.FormatInt(s.start.Unix(), 10)
+	object := func(out []byte, id string) []byte {
+		out = append(out, `{"id":`...)
+		out = append(out, quote(id)...)
+		out = append(out, `,"object":"model","created":`...)
+		out = append(out, created...)
+		return append(out, `,"owned_by":"polygatewaytest"}`...)
+	}
+	if id, ok := strings.CutPrefix(r.URL.Path, modelsPath+"/"); ok {
+		for _, n := range s.cfg.names {
+			if n == id {
+				s.logAttempt(r, arrival, nil, id, false, KindNone, http.StatusOK)
+				writeStatic(w, http.StatusOK, string(object(nil, id)))
+				return
+			}
+		}
+		s.logAttempt(r, arrival, nil, id, false, KindNone, http.StatusNotFound)
+		writeStatic(w, http.StatusNotFound, `{"error":{"message":"The model `+strings.Trim(string(quote(id)), `"`)+
+			` does not exist","type":"invalid_request_error","param":null,"code":"model_not_found"}}`)
+		return
+	}
+	out := []byte(`{"object":"list","data":[`)
+	for i, n := range s.cfg.names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = object(out, n)
+	}
+	out = append(out, "]}"...)
+	s.logAttempt(r, arrival, nil, "", false, KindNone, http.StatusOK)
+	writeStatic(w, http.StatusOK, string(out))
+}
