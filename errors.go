@@ -22,6 +22,10 @@ const (
 	ReasonContextLength  = core.ReasonContextLength
 	ReasonContentFilter  = core.ReasonContentFilter
 	ReasonLowQuality     = core.ReasonLowQuality
+	// ReasonBudgetExhausted: a spend budget had no room for the call.
+	ReasonBudgetExhausted = core.ReasonBudgetExhausted
+	// ReasonDisabled: an operator switched the source off.
+	ReasonDisabled = core.ReasonDisabled
 )
 
 // Sentinels, matched with errors.Is.
@@ -34,6 +38,11 @@ var (
 	// ErrAllSourcesExhausted matches a GatewayUnavailableError for every
 	// other reason (retry budget spent, stalled, quota full).
 	ErrAllSourcesExhausted = core.ErrAllSourcesExhausted
+	// ErrBudgetExhausted matches a GatewayUnavailableError refused before
+	// any request because a spend budget had no room for the call's
+	// estimated cost (Reason budget_exhausted; RetryAfter is when the
+	// budget's window ends). It also matches ErrAllSourcesExhausted.
+	ErrBudgetExhausted = core.ErrBudgetExhausted
 )
 
 // TransientError is one attempt's retryable failure: timeout, 5xx, network
@@ -201,7 +210,8 @@ func (e *GatewayUnavailableError) Error() string { return (*core.GatewayUnavaila
 func (e *GatewayUnavailableError) Unwrap() error { return e.Err }
 
 // Is matches ErrGateway, and ErrCircuitOpen (Reason circuit_open) or
-// ErrAllSourcesExhausted (every other reason).
+// ErrAllSourcesExhausted (every other reason), and ErrBudgetExhausted
+// (Reason budget_exhausted).
 func (e *GatewayUnavailableError) Is(target error) bool {
 	return (*core.GatewayUnavailableError)(e).Is(target)
 }

@@ -59,7 +59,18 @@ type (
 	GatewaySettings      = core.GatewaySettings
 	RetrySettings        = core.RetrySettings
 	BackpressureSettings = core.BackpressureSettings
+	Budget               = core.Budget
+	BudgetUsage          = core.BudgetUsage
 )
+
+// BudgetLimiter is a Limiter that enforces spend budgets (PermitRequest.
+// Budgets) in the same atomic step as its gates; a scope with a budget
+// needs one.
+type BudgetLimiter = core.BudgetLimiter
+
+// SourceSwitch is a Breaker that can switch a source off at runtime and
+// on again; a backend shared across processes shares the switch.
+type SourceSwitch = core.SourceSwitch
 
 // Admitter is the admission port: an attempt passes the breaker and the six
 // gates in one step (Admit) and reports its settlement and outcome in one

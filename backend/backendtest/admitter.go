@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -115,7 +116,7 @@ func (h *admitterHarness) granted(r core.AdmitRequest) core.Ticket {
 func (h *admitterHarness) refusedBy(r core.AdmitRequest, gate core.Gate) core.Ticket {
 	h.t.Helper()
 	t := h.admit(r)
-	if !t.Admission.Allowed || t.Grant.OK || t.Grant.Gate != gate || t.Grant.Permit != (core.Permit{}) {
+	if !t.Admission.Allowed || t.Grant.OK || t.Grant.Gate != gate || !reflect.DeepEqual(t.Grant.Permit, core.Permit{}) {
 		h.t.Fatalf("Admit(%s/%s) = %+v, want admitted by the breaker and refused by %v", r.Permit.Scope, r.Permit.Source, t, gate)
 	}
 	return t
@@ -182,7 +183,7 @@ func admitterBreakerRefusal(h *admitterHarness) {
 	h.open("a")
 	before := h.usage("a")
 	t := h.admit(h.req("a", allGates, allGates, 100))
-	if t.Admission.Allowed || t.Admitted() || t.Grant != (core.Grant{}) {
+	if t.Admission.Allowed || t.Admitted() || !reflect.DeepEqual(t.Grant, core.Grant{}) {
 		h.t.Fatalf("Admit on an open circuit = %+v, want refused by the breaker with no grant", t)
 	}
 	if t.Admission.State != core.StateOpen || t.Admission.RetryAfter != h.cfg.Cooldown {

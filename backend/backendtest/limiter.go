@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -122,7 +123,7 @@ func (h *limiterHarness) refuse(req core.PermitRequest, want core.Gate) core.Gra
 	if g.Gate != want {
 		h.t.Fatalf("refused by %v, want %v", g.Gate, want)
 	}
-	if g.Permit != (core.Permit{}) {
+	if !reflect.DeepEqual(g.Permit, core.Permit{}) {
 		h.t.Fatalf("refusal carries a permit: %+v", g.Permit)
 	}
 	return g

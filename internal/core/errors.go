@@ -31,6 +31,11 @@ const (
 	ReasonContentFilter Reason = "content_filter"
 	// ReasonLowQuality: the quality guard refused the answer.
 	ReasonLowQuality Reason = "low_quality"
+	// ReasonBudgetExhausted: a spend budget has no room for the call's
+	// estimated cost in its current window; nothing was sent.
+	ReasonBudgetExhausted Reason = "budget_exhausted"
+	// ReasonDisabled: an operator switched the source off.
+	ReasonDisabled Reason = "disabled"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -43,6 +48,10 @@ var (
 	// ErrAllSourcesExhausted matches a GatewayUnavailableError for any other
 	// reason: retry budget spent, stalled, every source dead or rate limited.
 	ErrAllSourcesExhausted = errors.New("polygateway: all sources exhausted")
+	// ErrBudgetExhausted matches a GatewayUnavailableError refused by a
+	// spend budget (Reason budget_exhausted); it also matches
+	// ErrAllSourcesExhausted.
+	ErrBudgetExhausted = errors.New("polygateway: budget exhausted")
 )
 
 // TransientError is a failure worth retrying elsewhere: timeout, 5xx, network
@@ -181,7 +190,8 @@ func (e *GatewayUnavailableError) Error() string {
 func (e *GatewayUnavailableError) Unwrap() error { return e.Err }
 
 // Is matches ErrGateway, and ErrCircuitOpen (Reason circuit_open) or
-// ErrAllSourcesExhausted (every other reason).
+// ErrAllSourcesExhausted (every other reason), and ErrBudgetExhausted
+// (Reason budget_exhausted).
 func (e *GatewayUnavailableError) Is(target error) bool {
 	switch target {
 	case ErrGateway:
@@ -190,6 +200,8 @@ func (e *GatewayUnavailableError) Is(target error) bool {
 		return e.Reason == ReasonCircuitOpen
 	case ErrAllSourcesExhausted:
 		return e.Reason != ReasonCircuitOpen
+	case ErrBudgetExhausted:
+		return e.Reason == ReasonBudgetExhausted
 	}
 	return false
 }

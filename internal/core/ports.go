@@ -73,9 +73,12 @@ const (
 	GateGlobalConcurrency
 	GateGlobalRPM
 	GateGlobalTPM
+	// GateBudget is a spend budget (PermitRequest.Budgets); the refusing
+	// budget's key is in Grant.Budget.
+	GateBudget
 )
 
-var gateNames = [...]string{"none", "source_concurrency", "source_rpm", "source_tpm", "global_concurrency", "global_rpm", "global_tpm"}
+var gateNames = [...]string{"none", "source_concurrency", "source_rpm", "source_tpm", "global_concurrency", "global_rpm", "global_tpm", "budget"}
 
 // String returns the gate's name.
 func (g Gate) String() string {
@@ -98,6 +101,74 @@ type PermitRequest struct {
 	// GlobalLimits (their counts live under the pool's name). "" = the
 	// scope's own global gates.
 	Pool string
+	// Budgets are the spend budgets this attempt is checked against, in
+	// the same atomic step as the gates: each must have room for Cost in
+	// its current window, and Cost is reserved on every one. Nil = none.
+	// The slice is shared with the Permit: callers never modify it.
+	Budgets []Budget
+	// Cost is the attempt's estimated cost in micro-USD, reserved on every
+	// budget at the acquire and settled on release (Settlement.Cost).
+	Cost int64
+}
+
+// Budget is one spend budget: at most Limit micro-USD per Window, counted
+// in fixed windows aligned to the Unix epoch (a window of 86400 s resets at
+// 00:00 UTC), so that every process sharing a backend agrees on the window.
+// A reservation stays in the window it was made in; settlement moves that
+// window's spend from the estimate to the actual cost.
+type Budget struct {
+	// Key names the budget's spend: "scope:LLM", "client:team-a". Budgets
+	// with one key share one spend, whichever scope checks them.
+	Key string
+	// Limit is the spend allowed per window, in micro-USD (> 0).
+	Limit int64
+	// Window is the window's length (>= 1s; a whole number of seconds).
+	Window time.Duration
+}
+
+// WindowStart returns the start of b's window that holds t.
+func (b Budget) WindowStart(t time.Time) time.Time {
+	w := int64(b.Window / time.Second)
+	if w <= 0 {
+		w = 1
+	}
+	s := t.Unix()
+	start := s - s%w
+	if s < 0 && s%w != 0 {
+		start -= w
+	}
+	return time.Unix(start, 0)
+}
+
+// BudgetUsage is a read-only view of one budget's current window.
+type BudgetUsage struct {
+	Budget
+	// Spent is the spend counted in the current window (settled costs plus
+	// the reservations of calls in flight), in micro-USD.
+	Spent int64
+	// WindowStart and WindowEnd bound the current window.
+	WindowStart, WindowEnd time.Time
+}
+
+// Remaining returns Limit-Spent, never below zero.
+func (u BudgetUsage) Remaining() int64 { return max(u.Limit-u.Spent, 0) }
+
+// BudgetLimiter is a Limiter that enforces spend budgets. A Limiter that
+// does not implement it cannot serve a scope with budgets (a configuration
+// error), so that a budget is never silently ignored.
+//
+// Contract: TryAcquire refuses with Gate=GateBudget and Budget=the key
+// (RetryAfter = until that budget's window ends) when a budget's spend in
+// its current window plus req.Cost would exceed its Limit; otherwise, in the
+// same atomic step as the gates, it adds req.Cost to every budget's window.
+// Release settles the reservation in the window it was made: SettleActual
+// moves it to Settlement.Cost, SettleEstimate keeps it, SettleRefund removes
+// it. Budgets reads the current windows. Many processes sharing a backend
+// therefore never spend past a Limit by more than the difference between
+// actual and reserved cost of the calls in flight. Safe for concurrent use.
+type BudgetLimiter interface {
+	Limiter
+	Budgets(ctx context.Context, budgets []Budget) ([]BudgetUsage, error)
 }
 
 // Permit is what a granted acquire holds. It is a value: release it exactly once.
@@ -109,6 +180,10 @@ type Permit struct {
 	Tokens int
 	// AcquiredAt is the limiter's time of the acquire; settlement lands in its window.
 	AcquiredAt time.Time
+	// Budgets and Cost are the request's: Cost micro-USD is reserved on
+	// each budget's window holding AcquiredAt.
+	Budgets []Budget
+	Cost    int64
 }
 
 // Grant is the answer to TryAcquire. When OK is false nothing was counted,
@@ -119,6 +194,8 @@ type Grant struct {
 	Permit     Permit
 	Gate       Gate
 	RetryAfter time.Duration
+	// Budget is the refusing budget's key when Gate is GateBudget.
+	Budget string
 }
 
 // SettleKind says how a released permit's pre-deducted tokens are settled.
@@ -138,6 +215,9 @@ const (
 type Settlement struct {
 	Kind   SettleKind
 	Tokens int
+	// Cost is the actual cost in micro-USD, settled on the permit's
+	// budgets under SettleActual.
+	Cost int64
 }
 
 // LimiterUsage is a read-only view of one source's or the scope's gates.
@@ -196,6 +276,9 @@ type Admission struct {
 	State BreakerState
 	// RetryAfter is, when refused, how long until a probe may be admitted.
 	RetryAfter time.Duration
+	// Disabled is true when refused because the source is switched off
+	// (SourceSwitch).
+	Disabled bool
 }
 
 // Outcome is what an admitted attempt reports to the breaker.
@@ -232,6 +315,20 @@ type BreakerSnapshot struct {
 	RetryAfter time.Duration
 	// ProbeHeld is true while a half-open probe is out.
 	ProbeHeld bool
+	// Disabled is true while an operator has switched the source off
+	// (SourceSwitch); the circuit's own state is kept underneath.
+	Disabled bool
+}
+
+// SourceSwitch is a Breaker that can switch a source off at runtime (the
+// operator's is_active). A switched-off source is refused by Allow
+// (Allowed=false, Disabled=true, RetryAfter=0) until it is switched on
+// again; the circuit's state and history are kept meanwhile, and Reset does
+// not switch a source on. A backend shared across processes shares the
+// switch, so that every process sees it. Safe for concurrent use.
+type SourceSwitch interface {
+	Breaker
+	SetEnabled(ctx context.Context, scope, source string, cfg BreakerConfig, enabled bool) error
 }
 
 // Breaker is the circuit breaker port, keyed by (scope, source).
