@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/core"
 )
 
 // gatewayInfo is the "gateway" object of every answer: what really
@@ -140,20 +141,19 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri.model, ri.stream = req.model, req.stream
-	scope, client, ok := g.chatRoute(req.model)
+	scope, cs, ok := g.chatRoute(req.model)
 	if !ok {
 		s.fail(w, ri, modelNotFound(req.model))
 		return
 	}
 	ri.scope = scope
 	if req.stream {
-		s.streamChat(w, r, ri, client, req)
+		s.streamChat(w, r, ri, cs.k, req)
 		return
 	}
 	ctx, done := s.callContext(r)
 	defer done()
-	resp, err := client.Chat(ctx, req.messages,
-		polygateway.WithStream(true), polygateway.WithParams(req.params), polygateway.WithSessionID(ri.id))
+	resp, err := cs.k.Handle(ctx, &core.Call{Messages: req.messages, Params: req.params, Stream: cs.watched, SessionID: ri.id})
 	if err != nil {
 		s.fail(w, ri, s.callError(r, err))
 		return

@@ -85,12 +85,14 @@ func TestSDKNonStreaming(t *testing.T) {
 		h.Get("X-PolyGateway-Cache") != "miss" || h.Get("X-PolyGateway-Degraded") != "false" || h.Get("X-Request-ID") != gw.Gateway.RequestID {
 		t.Errorf("headers = %v", h)
 	}
-	// The generation fields went upstream; model was rewritten.
+	// The generation fields went upstream; model was rewritten; without a
+	// stream watchdog a non-streaming client's call is not streamed
+	// upstream either.
 	var sent map[string]any
 	if err := json.Unmarshal(up.LastBody(), &sent); err != nil {
 		t.Fatal(err)
 	}
-	if sent["model"] != "primary-model" || sent["temperature"] != 0.2 || sent["max_tokens"] != float64(64) || sent["stream"] != true {
+	if sent["model"] != "primary-model" || sent["temperature"] != 0.2 || sent["max_tokens"] != float64(64) || sent["stream"] != false {
 		t.Errorf("upstream body = %v", sent)
 	}
 }

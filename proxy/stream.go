@@ -320,18 +320,14 @@ func (k *streamSink) tracked() (string, []string) {
 }
 
 // streamChat serves a chat completion with "stream": true.
-func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo, client *polygateway.GatewayClient, req *chatRequest) {
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo, k *kernel.Client, req *chatRequest) {
 	ctx, done := s.callContext(r)
 	defer done()
 	callID := polygateway.NewCallID()
 	sink := s.newStreamSink(w, ri, callID, req.model)
-	var resp *polygateway.LLMResponse
-	k, err := kernel.Unwrap(client)
-	if err == nil {
-		resp, err = k.Handle(ctx, &core.Call{
-			ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
-		})
-	}
+	resp, err := k.Handle(ctx, &core.Call{
+		ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
+	})
 	if err == nil {
 		s.note(ri, resp)
 		if werr := sink.finish(resp, req.includeUsage); errors.Is(werr, errStreamBroken) {
