@@ -16,6 +16,7 @@ import (
 // serverConfig is the server's own configuration, from PGW_* keys.
 type serverConfig struct {
 	addr         string
+	adminAddr    string // PGW_ADMIN_ADDR: the pprof listener, off when empty
 	drainTimeout time.Duration
 	metrics      bool
 	logLevel     slog.Level
@@ -63,6 +64,9 @@ func parseServerConfig(env map[string]string) (serverConfig, error) {
 	}
 	if v, ok := get("PGW_LISTEN_ADDR"); ok {
 		sc.addr = v
+	}
+	if v, ok := get("PGW_ADMIN_ADDR"); ok {
+		sc.adminAddr = v
 	}
 	if sc.routing, err = parseRouting(env); err != nil {
 		return sc, err

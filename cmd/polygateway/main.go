@@ -47,8 +47,13 @@
 // .env file to change sources.) Logs go to stderr through slog and never
 // contain keys.
 //
+//	PGW_ADMIN_ADDR             opt-in admin listener serving net/http/pprof under
+//	                           /debug/pprof/ (unset = none); keep it on loopback
+//
 // Flags: -env-file names the .env file (default ".env", optional unless
-// given); -check validates the configuration, builds every client and exits.
+// given); -check validates the configuration, builds every client and exits;
+// -version prints the build information (module version, Go version, VCS
+// revision) and exits; -admin-addr overrides PGW_ADMIN_ADDR.
 package main
 
 import (
@@ -64,16 +69,22 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("polygateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	envFile := fs.String("env-file", ".env", "the .env file to read (optional unless set)")
 	check := fs.Bool("check", false, "validate the configuration, build every client and exit")
+	version := fs.Bool("version", false, "print the build information and exit")
+	adminAddr := fs.String("admin-addr", "", "serve pprof on this separate listener (overrides PGW_ADMIN_ADDR); never on the public one")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *version {
+		printVersion(stdout)
+		return 0
 	}
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "env-file" })
@@ -89,6 +100,9 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		boot.Error("configuration invalid", slog.String("error", err.Error()))
 		return 1
+	}
+	if *adminAddr != "" {
+		sc.adminAddr = *adminAddr
 	}
 	log := newLogger(stderr, sc)
 	var hook metricsHook
@@ -108,6 +122,14 @@ func run(args []string, stderr io.Writer) int {
 		closeBackends(b)
 		log.Info("configuration valid", slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()))
 		return 0
+	}
+	if sc.adminAddr != "" {
+		admin, _, err := startAdmin(log, sc.adminAddr)
+		if err != nil {
+			log.Error("start failed", slog.String("error", err.Error()))
+			return 1
+		}
+		defer admin.Close()
 	}
 	if _, err := a.start(); err != nil {
 		log.Error("start failed", slog.String("error", err.Error()))
