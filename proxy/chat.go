@@ -121,6 +121,10 @@ type messageBody struct {
 	ToolCalls        []toolCallBody `json:"tool_calls,omitempty"`
 }
 
+// commitHeader overrides the server's stream commit policy for one request
+// (the body field polygateway.stream_commit wins over it).
+const commitHeader = "X-PolyGateway-Stream-Commit"
+
 // handleChat serves POST /v1/chat/completions.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	ri := info(r)
@@ -141,6 +145,16 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri.model, ri.stream = req.model, req.stream
+	if req.commit == "" {
+		if v := r.Header.Get(commitHeader); v != "" {
+			if !validCommit(v) {
+				s.fail(w, ri, invalidRequest(http.StatusBadRequest, commitHeader, "invalid_value",
+					commitHeader+" "+strconv.Quote(v)+" is not a commit policy ("+CommitFirstToken+" or "+CommitBuffer+")"))
+				return
+			}
+			req.commit = v
+		}
+	}
 	scope, cs, ok := g.chatRoute(req.model)
 	if !ok {
 		s.fail(w, ri, modelNotFound(req.model))

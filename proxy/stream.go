@@ -129,9 +129,12 @@ type streamSink struct {
 	pieces    []piece         // held deltas (buffer)
 }
 
-func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias string) *streamSink {
+func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias, commit string) *streamSink {
+	if commit == "" {
+		commit = s.cfg.StreamCommit
+	}
 	return &streamSink{
-		buffer: s.cfg.StreamCommit == CommitBuffer,
+		buffer: commit == CommitBuffer,
 		out:    sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout},
 		ri:     ri, id: "chatcmpl-" + callID, created: time.Now().Unix(), alias: alias,
 	}
@@ -324,7 +327,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo,
 	ctx, done := s.callContext(r)
 	defer done()
 	callID := polygateway.NewCallID()
-	sink := s.newStreamSink(w, ri, callID, req.model)
+	sink := s.newStreamSink(w, ri, callID, req.model, req.commit)
 	resp, err := k.Handle(ctx, &core.Call{
 		ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
 	})
