@@ -145,6 +145,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri.model, ri.stream = req.model, req.stream
+	if req.model == "" {
+		// OpenAI refuses a request without a model, and so does the
+		// gateway, default scope or not.
+		s.fail(w, ri, invalidRequest(http.StatusBadRequest, "model", "missing_required_parameter", "you must provide a model parameter"))
+		return
+	}
 	if req.commit == "" {
 		if v := r.Header.Get(commitHeader); v != "" {
 			if !validCommit(v) {
@@ -227,8 +233,5 @@ func (s *Server) fail(w http.ResponseWriter, ri *reqInfo, e *apiError) {
 
 func modelNotFound(model string) *apiError {
 	msg := "The model `" + model + "` does not exist or is not routed by this gateway."
-	if model == "" {
-		msg = "model is required (this gateway has no default scope)"
-	}
 	return invalidRequest(http.StatusNotFound, "model", "model_not_found", msg)
 }

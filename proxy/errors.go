@@ -114,7 +114,9 @@ func mapError(err error, gone bool) *apiError {
 		if msg == "" {
 			msg = err.Error()
 		}
-		return invalidRequest(http.StatusBadRequest, "", code, msg)
+		// The provider's error.param names the request field at fault;
+		// it reaches the client as OpenAI would send it.
+		return invalidRequest(http.StatusBadRequest, rejected.Param, code, msg)
 	case errors.As(err, &invalid):
 		return &apiError{status: http.StatusUnprocessableEntity, typ: "invalid_response_error", code: "result_invalid", msg: err.Error()}
 	case errors.As(err, &transient):

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -11,7 +12,10 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/core"
 	"github.com/polygateway/polygateway/internal/kernel"
+	"github.com/polygateway/polygateway/transport"
 )
+
+var _ transport.DeltaFlusher = (*streamSink)(nil)
 
 // errStreamBroken reports a relayed stream that could not be completed.
 var errStreamBroken = errors.New("stream broken after the first byte")
@@ -58,6 +62,9 @@ func (o *sseWriter) event(v any) {
 	o.buf = append(o.buf, '\n', '\n')
 	o.write(o.buf)
 }
+
+// eventBytes writes one event already encoded as "data: …\n\n".
+func (o *sseWriter) eventBytes(p []byte) { o.write(p) }
 
 func (o *sseWriter) write(p []byte) {
 	if o.err != nil {
@@ -124,9 +131,14 @@ type streamSink struct {
 
 	committed bool
 	roleSent  bool
-	sent      strings.Builder // content relayed (first_token)
-	sentThink strings.Builder // thinking relayed (first_token)
-	pieces    []piece         // held deltas (buffer)
+	// prefix is the encoded start of a delta chunk for prefixModel, up to
+	// the delta object: "data: {\"id\":…,\"delta\":{".
+	prefix      []byte
+	prefixModel string
+	unflushed   bool
+	sent        strings.Builder // content relayed (first_token)
+	sentThink   strings.Builder // thinking relayed (first_token)
+	pieces      []piece         // held deltas (buffer)
 }
 
 func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias, commit string) *streamSink {
@@ -174,14 +186,74 @@ func (k *streamSink) Delta(content, thinking string) error {
 			h.Set("X-PolyGateway-Degraded", "false")
 		})
 	}
-	model := k.model
-	if model == "" {
-		model = k.alias
-	}
 	k.sent.WriteString(content)
 	k.sentThink.WriteString(thinking)
-	k.out.event(k.delta(model, content, thinking))
+	k.writeDelta(k.streamModel(), content, thinking)
+	k.unflushed = true
+	return k.out.err
+}
+
+// FlushDeltas pushes the relayed deltas to the client
+// (transport.DeltaFlusher): the transport calls it when it has no further
+// event at hand, so deltas that arrived together leave in one write.
+func (k *streamSink) FlushDeltas() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.unflushed {
+		return k.out.err
+	}
+	k.unflushed = false
 	return k.out.flush()
+}
+
+// streamModel is the model every chunk of the stream names: the answering
+// attempt's source model (announced when the attempt started), else the
+// requested name until one is known. Called with k.mu held.
+func (k *streamSink) streamModel() string {
+	if k.model != "" {
+		return k.model
+	}
+	return k.alias
+}
+
+// writeDelta writes a content/thinking chunk (the first one carries the
+// role) without encoding/json: the chunk's fixed part is encoded once per
+// model. Called with k.mu held.
+func (k *streamSink) writeDelta(model, content, thinking string) {
+	if k.prefix == nil || k.prefixModel != model {
+		p := append(k.prefix[:0], `data: {"id":`...)
+		p = transport.AppendJSONString(p, k.id)
+		p = append(p, `,"object":"chat.completion.chunk","created":`...)
+		p = strconv.AppendInt(p, k.created, 10)
+		p = append(p, `,"model":`...)
+		p = transport.AppendJSONString(p, model)
+		p = append(p, `,"choices":[{"index":0,"delta":{`...)
+		k.prefix, k.prefixModel = p, model
+	}
+	b := append(k.out.buf[:0], k.prefix...)
+	sep := false
+	if !k.roleSent {
+		b = append(b, `"role":"assistant"`...)
+		k.roleSent, sep = true, true
+	}
+	if content != "" || thinking == "" {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"content":`...)
+		b = transport.AppendJSONString(b, content)
+		sep = true
+	}
+	if thinking != "" {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"reasoning_content":`...)
+		b = transport.AppendJSONString(b, thinking)
+	}
+	b = append(b, "},\"finish_reason\":null}]}\n\n"...)
+	k.out.buf = b
+	k.out.eventBytes(b)
 }
 
 // Committed reports whether anything was sent to the client.
@@ -229,7 +301,13 @@ func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) er
 		_ = k.out.flush()
 		return errStreamBroken
 	}
+	// Every chunk names one model: the answering attempt's, which the
+	// chunks relayed so far named too; a cache hit or fallback answer
+	// (no attempt of this call answered) names its own.
 	model := resp.Model
+	if k.model != "" && k.source == resp.SourceName && !resp.CacheHit && !resp.Degraded {
+		model = k.model
+	}
 	if !k.out.started {
 		k.committed = true
 		k.out.start(func(h http.Header) { setGatewayHeaders(h, resp) })
@@ -237,11 +315,11 @@ func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) er
 	switch {
 	case k.buffer && len(k.pieces) > 0 && matches(k.pieces, resp):
 		for _, p := range k.pieces {
-			k.out.event(k.delta(model, p.content, p.thinking))
+			k.writeDelta(model, p.content, p.thinking)
 		}
 	case k.buffer || k.sent.Len() == 0 && k.sentThink.Len() == 0:
 		if resp.Content != "" || resp.Thinking != "" || len(resp.ToolCalls) == 0 {
-			k.out.event(k.delta(model, resp.Content, resp.Thinking))
+			k.writeDelta(model, resp.Content, resp.Thinking)
 		}
 	default:
 		// Relayed deltas normally are the whole answer; send what the
@@ -254,7 +332,7 @@ func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) er
 			restThink = resp.Thinking[len(sent):]
 		}
 		if rest != "" || restThink != "" {
-			k.out.event(k.delta(model, rest, restThink))
+			k.writeDelta(model, rest, restThink)
 		}
 	}
 	if tcs := toolCalls(resp, true); len(tcs) > 0 {
@@ -334,9 +412,9 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo,
 	if err == nil {
 		s.note(ri, resp)
 		if werr := sink.finish(resp, req.includeUsage); errors.Is(werr, errStreamBroken) {
-			ri.status, ri.code = http.StatusBadGateway, "stream_interrupted"
+			ri.code, ri.outcome = "stream_interrupted", "stream_interrupted"
 		} else if werr != nil {
-			ri.status, ri.code = StatusClientClosedRequest, "client_write_failed"
+			ri.code, ri.outcome = "client_write_failed", "client_write_failed"
 		}
 		return
 	}
@@ -345,7 +423,10 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo,
 	if sink.writeFailed() {
 		// The client stopped reading (write timeout) or went away mid-stream:
 		// the call was aborted for its sake, nothing more can be sent.
-		ri.status, ri.code = StatusClientClosedRequest, "client_write_failed"
+		ri.code, ri.outcome = "client_write_failed", "client_write_failed"
+		if !sink.started() {
+			ri.status = StatusClientClosedRequest
+		}
 		return
 	}
 	if !sink.started() {
@@ -355,11 +436,12 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo,
 		s.fail(w, ri, ae)
 		return
 	}
-	ri.code = ae.code
+	// The client has a 200 and part of an answer: the log keeps that status
+	// and tells how the stream ended.
+	ri.code, ri.outcome = ae.code, "stream_interrupted"
 	if ae.status == StatusClientClosedRequest {
-		ri.status = ae.status
+		ri.outcome = "client_closed_request"
 		return
 	}
-	ri.status = ae.status
 	sink.fail(ae)
 }

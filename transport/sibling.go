@@ -23,3 +23,9 @@ func (c *Client) Send(src *core.SourceConfig, req *http.Request) (*http.Response
 func ClassifyNetError(src *core.SourceConfig, status int, err error) error {
 	return classifyNetError(src, status, err)
 }
+
+// AppendJSONString appends s to b as a JSON string literal, as the request
+// encoder writes strings: control characters, quotes, backslashes and
+// U+2028/U+2029 escaped, invalid UTF-8 as U+FFFD, no HTML escaping. The
+// gateway writes its relayed chunks with it.
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
