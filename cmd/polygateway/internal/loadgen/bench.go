@@ -24,7 +24,7 @@ import (
 func bench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	gwBin := fs.String("gateway", "", "the polygateway binary to measure")
-	duration := fs.Duration("duration", 4*time.Second, "measured time of each run")
+	duration := fs.Duration("duration", 3*time.Second, "measured time of each run")
 	warmup := fs.Duration("warmup", time.Second, "unmeasured warm-up of each run")
 	rates := fs.String("rates", "500,2000,5000", "open-loop rates (requests per second)")
 	workers := fs.Int("workers", 16, "connections of the closed-loop run")
@@ -73,6 +73,31 @@ func bench(args []string) error {
 	if err != nil {
 		return err
 	}
+	startRelay := func(upstream string) (string, int, error) {
+		cmd := exec.Command(self, "relay", "-upstream", upstream, "-max", "10m")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return "", 0, err
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			return "", 0, err
+		}
+		procs = append(procs, cmd)
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			return "", 0, fmt.Errorf("relay did not start: %w", err)
+		}
+		return strings.TrimSpace(line), cmd.Process.Pid, nil
+	}
+	relayURL, relayPID, err := startRelay(fakeURL)
+	if err != nil {
+		return err
+	}
+	relayStreamURL, relayStreamPID, err := startRelay(streamURL)
+	if err != nil {
+		return err
+	}
 	addr, err := freeAddr()
 	if err != nil {
 		return err
@@ -83,16 +108,32 @@ func bench(args []string) error {
 	}
 	defer os.Remove(gwLog.Name())
 	defer gwLog.Close()
-	gw := exec.Command(*gwBin, "-env-file", os.DevNull)
-	gw.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"PGW_LISTEN_ADDR=" + addr, "PGW_ROUTES=gpt-4o=LLM,stream=STREAM", "PGW_LOG_LEVEL=warn",
-		"PGW_LIMITER_BACKEND=memory", "PGW_BREAKER_BACKEND=memory", "PGW_CACHE_BACKEND=none", "PGW_TELEMETRY_BACKEND=none",
-		"LLM__FAKE__1__BASE_URL=" + fakeURL, "LLM__FAKE__1__API_KEY=none", "LLM__FAKE__1__MODEL=fake-model",
-		"LLM__FAKE__1__TIMEOUT_S=30", "LLM__FAKE__1__MAX_CONCURRENCY=8192",
-		"STREAM__FAKE__1__BASE_URL=" + streamURL, "STREAM__FAKE__1__API_KEY=none", "STREAM__FAKE__1__MODEL=fake-model",
-		"STREAM__FAKE__1__TIMEOUT_S=30", "STREAM__FAKE__1__MAX_CONCURRENCY=8192",
+	// gwEnv is the gateway's environment. LLM and STREAM have no stream
+	// watchdog (TTFT_TIMEOUT_S=0 switches off the default one; a gateway
+	// that refuses 0 has none by default and gets the keys omitted),
+	// WATCHED has one.
+	gwEnv := func(zero bool) []string {
+		env := []string{
+			"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+			"PGW_LISTEN_ADDR=" + addr, "PGW_ROUTES=gpt-4o=LLM,stream=STREAM,watched=WATCHED", "PGW_LOG_LEVEL=warn",
+			"PGW_LIMITER_BACKEND=memory", "PGW_BREAKER_BACKEND=memory", "PGW_CACHE_BACKEND=none", "PGW_TELEMETRY_BACKEND=none",
+		}
+		for _, src := range []struct{ scope, url string }{{"LLM", fakeURL}, {"STREAM", streamURL}, {"WATCHED", fakeURL}} {
+			p := src.scope + "__FAKE__1__"
+			env = append(env, p+"BASE_URL="+src.url, p+"API_KEY=none", p+"MODEL=fake-model", p+"TIMEOUT_S=60", p+"MAX_CONCURRENCY=8192")
+			switch {
+			case src.scope == "WATCHED":
+				env = append(env, p+"TTFT_TIMEOUT_S=20", p+"INTER_TOKEN_TIMEOUT_S=10")
+			case zero:
+				env = append(env, p+"TTFT_TIMEOUT_S=0", p+"INTER_TOKEN_TIMEOUT_S=0")
+			}
+		}
+		return env
 	}
+	check := exec.Command(*gwBin, "-check", "-env-file", os.DevNull)
+	check.Env = gwEnv(true)
+	gw := exec.Command(*gwBin, "-env-file", os.DevNull)
+	gw.Env = gwEnv(check.Run() == nil)
 	gw.Stdout, gw.Stderr = gwLog, gwLog
 	if err := gw.Start(); err != nil {
 		return err
@@ -120,57 +161,89 @@ func bench(args []string) error {
 			return nil, fmt.Errorf("%s: %w", label, err)
 		}
 		r.Label = label
-		fmt.Fprintf(os.Stderr, "  %-22s %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  errors %d\n", label, r.Throughput, r.P50, r.P99, r.Errors)
+		fmt.Fprintf(os.Stderr, "  %-34s %8.0f req/s  p50 %8.3f ms  p99 %8.3f ms  errors %d\n", label, r.Throughput, r.P50, r.P99, r.Errors)
 		fmt.Fprintln(rawOut, mustJSON(r))
 		return r, nil
 	}
-	pair := func(name string, l load, direct, via string, directPID int) (d, g *report, err error) {
-		ld, lg := l, l
-		ld.base, ld.pid = direct, directPID
-		lg.base, lg.pid = via, gw.Process.Pid
-		if d, err = measure("direct "+name, ld); err != nil {
-			return nil, nil, err
-		}
-		g, err = measure("gateway "+name, lg)
-		return d, g, err
+	type arm struct {
+		name, base string
+		pid        int
 	}
+	// trio runs l direct, through the bare relay and through the gateway.
+	trio := func(name string, l load, arms ...arm) ([]*report, error) {
+		var out []*report
+		for _, a := range arms {
+			la := l
+			la.base, la.pid = a.base, a.pid
+			r, err := measure(a.name+" "+name, la)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+		return out, nil
+	}
+	direct, relayArm, gateway := arm{"direct", fakeURL, fakePID}, arm{"relay", relayURL, relayPID}, arm{"gateway", gwBase, gw.Process.Pid}
 
 	fmt.Fprintf(os.Stderr, "bench-gateway: %s per run after %s of warm-up\n", *duration, *warmup)
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t") }
-	row("measure", "direct", "gateway", "added", "gateway/direct")
+	row("measure", "direct", "bare relay", "gateway", "gateway added", "gateway/direct", "relay/direct")
+	three := func(label string, get func(*report) float64, format func(float64) string, added bool, rs []*report) {
+		d, r, g := get(rs[0]), get(rs[1]), get(rs[2])
+		add := ""
+		if added {
+			add = plus(g - d)
+		}
+		row(label, format(d), format(r), format(g), add, ratio(g, d), ratio(r, d))
+	}
+	p50 := func(r *report) float64 { return r.P50 }
+	p99 := func(r *report) float64 { return r.P99 }
+	cpuReq := func(r *report) float64 { return r.CPUPerReq }
+	errs := func(r *report) float64 { return float64(r.Errors) }
 	for _, rs := range strings.Split(*rates, ",") {
 		rate, err := strconv.ParseFloat(strings.TrimSpace(rs), 64)
 		if err != nil || rate <= 0 {
 			return fmt.Errorf("bad rate %q", rs)
 		}
 		name := fmt.Sprintf("open %g/s", rate)
-		d, g, err := pair(name, load{rate: rate, model: "gpt-4o"}, fakeURL, gwBase, fakePID)
+		res, err := trio(name, load{rate: rate, model: "gpt-4o"}, direct, relayArm, gateway)
 		if err != nil {
 			return err
 		}
-		row(name+" p50 ms", f3(d.P50), f3(g.P50), plus(g.P50-d.P50), ratio(g.P50, d.P50))
-		row(name+" p99 ms", f3(d.P99), f3(g.P99), plus(g.P99-d.P99), ratio(g.P99, d.P99))
-		row(name+" errors", strconv.Itoa(d.Errors), strconv.Itoa(g.Errors), "", "")
-		row(name+" CPU µs/req", f1(d.CPUPerReq), f1(g.CPUPerReq), "", ratio(g.CPUPerReq, d.CPUPerReq))
+		three(name+" p50 ms", p50, f3, true, res)
+		three(name+" p99 ms", p99, f3, true, res)
+		three(name+" CPU µs/req", cpuReq, f1, false, res)
+		three(name+" errors", errs, f0, false, res)
 	}
 	name := fmt.Sprintf("closed %d conns", *workers)
-	d, g, err := pair(name, load{workers: *workers, model: "gpt-4o"}, fakeURL, gwBase, fakePID)
+	res, err := trio(name, load{workers: *workers, model: "gpt-4o"}, direct, relayArm, gateway)
 	if err != nil {
 		return err
 	}
-	row(name+" req/s", f0(d.Throughput), f0(g.Throughput), "", ratio(g.Throughput, d.Throughput))
-	row(name+" CPU µs/req", f1(d.CPUPerReq), f1(g.CPUPerReq), "", ratio(g.CPUPerReq, d.CPUPerReq))
+	three(name+" req/s", func(r *report) float64 { return r.Throughput }, f0, false, res)
+	three(name+" CPU µs/req", cpuReq, f1, false, res)
+	// A source with a stream watchdog: a non-streaming client's call still
+	// streams upstream (so that a silent first token fails over).
+	watched, err := measure("gateway "+name+" watched source", load{workers: *workers, model: "watched", base: gwBase, pid: gw.Process.Pid})
+	if err != nil {
+		return err
+	}
+	w := []*report{res[0], res[1], watched}
+	three(name+" watchdog req/s", func(r *report) float64 { return r.Throughput }, f0, false, w)
+	three(name+" watchdog CPU µs/req", cpuReq, f1, false, w)
+
 	name = fmt.Sprintf("stream %g/s×%d", *streamRate, *streamTokens)
-	d, g, err = pair(name, load{rate: *streamRate, model: "stream", stream: true}, streamURL, gwBase, streamPID)
+	res, err = trio(name, load{rate: *streamRate, model: "stream", stream: true},
+		arm{"direct", streamURL, streamPID}, arm{"relay", relayStreamURL, relayStreamPID}, arm{"gateway", gwBase, gw.Process.Pid})
 	if err != nil {
 		return err
 	}
-	row(name+" TTFT p50 ms", f3(d.TTFT50), f3(g.TTFT50), plus(g.TTFT50-d.TTFT50), ratio(g.TTFT50, d.TTFT50))
-	row(name+" TTFT p99 ms", f3(d.TTFT99), f3(g.TTFT99), plus(g.TTFT99-d.TTFT99), ratio(g.TTFT99, d.TTFT99))
-	row(name+" chunks", strconv.FormatInt(d.Chunks, 10), strconv.FormatInt(g.Chunks, 10), "", "")
-	row(name+" CPU µs/chunk", f3(d.CPUPerChk), f3(g.CPUPerChk), "", ratio(g.CPUPerChk, d.CPUPerChk))
-	row(name+" errors", strconv.Itoa(d.Errors), strconv.Itoa(g.Errors), "", "")
+	three(name+" TTFT p50 ms", func(r *report) float64 { return r.TTFT50 }, f3, true, res)
+	three(name+" TTFT p99 ms", func(r *report) float64 { return r.TTFT99 }, f3, true, res)
+	three(name+" chunks", func(r *report) float64 { return float64(r.Chunks) }, f0, false, res)
+	three(name+" CPU µs/chunk", func(r *report) float64 { return r.CPUPerChk }, f3, false, res)
+	three(name+" errors", errs, f0, false, res)
 	return tw.Flush()
 }
 

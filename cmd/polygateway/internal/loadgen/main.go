@@ -16,12 +16,17 @@
 //	    With -pid the CPU time that process used during the measured part is
 //	    read from /proc/<pid>/stat (utime+stime).
 //
+//	loadgen relay -upstream BASE
+//	    serves a bare reverse proxy (net/http/httputil) in front of BASE and
+//	    prints its base URL: the floor of any Go HTTP proxy.
+//
 //	loadgen bench -gateway BIN [-duration D]
 //	    the comparison behind `make bench-gateway`: starts a zero-delay fake
 //	    (this binary in fake mode) and the gateway BIN in front of it, each
 //	    as its own process, runs every load both direct to the fake and
-//	    through the gateway, and prints the added latency, throughput and
-//	    CPU per request and per relayed chunk as ratios to direct.
+//	    through the gateway (and, for the floor, through the bare relay),
+//	    and prints the added latency, throughput and CPU per request and
+//	    per relayed chunk as ratios to direct.
 //
 // Only loopback addresses are accepted; every run is bounded by -duration
 // (at most 5 minutes).
@@ -54,7 +59,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: loadgen fake|run|bench [flags]")
+		fmt.Fprintln(os.Stderr, "usage: loadgen fake|run|relay|bench [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -69,6 +74,8 @@ func main() {
 		}
 	case "bench":
 		err = bench(os.Args[2:])
+	case "relay":
+		err = relay(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
