@@ -188,7 +188,8 @@ func (k *streamSink) Delta(content, thinking string) error {
 	if k.out.err != nil {
 		return k.out.err
 	}
-	if !k.committed {
+	first := !k.committed
+	if first {
 		k.committed = true
 		source, attempts := k.source, strings.Join(k.attempts, ",")
 		k.out.start(func(h http.Header) {
@@ -201,6 +202,12 @@ func (k *streamSink) Delta(content, thinking string) error {
 	k.sent.WriteString(content)
 	k.sentThink.WriteString(thinking)
 	k.writeDelta(k.streamModel(), content, thinking)
+	if first {
+		// The first token goes out at once (time to first token); later
+		// ones wait for FlushDeltas, at most until the transport has no
+		// further event at hand.
+		return k.out.flush()
+	}
 	k.unflushed = true
 	return k.out.err
 }
