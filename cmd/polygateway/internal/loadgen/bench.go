@@ -223,6 +223,11 @@ func bench(args []string) error {
 	}
 	three(name+" req/s", func(r *report) float64 { return r.Throughput }, f0, false, res)
 	three(name+" CPU µs/req", cpuReq, f1, false, res)
+	// The floor of any proxy: it is an HTTP server (what the fake costs per
+	// request) and an HTTP client (what the load generator costs).
+	three(name+" client CPU µs/req", func(r *report) float64 { return r.ClientCPUPerReq }, f1, false, res)
+	floor := res[0].CPUPerReq + res[0].ClientCPUPerReq
+	row(name+" floor: server+client µs/req", f1(floor), f1(res[1].CPUPerReq), f1(res[2].CPUPerReq), "", ratio(res[2].CPUPerReq, floor), ratio(res[1].CPUPerReq, floor))
 	// A source with a stream watchdog: a non-streaming client's call still
 	// streams upstream (so that a silent first token fails over).
 	watched, err := measure("gateway "+name+" watched source", load{workers: *workers, model: "watched", base: gwBase, pid: gw.Process.Pid})

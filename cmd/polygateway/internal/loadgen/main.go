@@ -139,6 +139,9 @@ type report struct {
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	CPUPerReq  float64 `json:"cpu_us_per_request,omitempty"`
 	CPUPerChk  float64 `json:"cpu_us_per_chunk,omitempty"`
+	// ClientCPUPerReq is the load generator's own CPU per request: what the
+	// HTTP client side of an exchange costs on this machine.
+	ClientCPUPerReq float64 `json:"client_cpu_us_per_request,omitempty"`
 }
 
 func runFlags(args []string) (*report, error) {
@@ -248,10 +251,10 @@ func (l *load) run() (*report, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.warmup+l.duration)
 	defer cancel()
-	var cpu0 float64
+	var cpu0, self0 float64
 	var t0 time.Time
 	time.AfterFunc(l.warmup, func() {
-		cpu0, t0 = cpuSeconds(l.pid), time.Now()
+		cpu0, self0, t0 = cpuSeconds(l.pid), cpuSeconds(os.Getpid()), time.Now()
 		measuring.Store(true)
 	})
 
@@ -292,7 +295,7 @@ func (l *load) run() (*report, error) {
 	}
 	measuring.Store(false)
 	elapsed := time.Since(t0)
-	cpu1 := cpuSeconds(l.pid)
+	cpu1, self1 := cpuSeconds(l.pid), cpuSeconds(os.Getpid())
 	wg.Wait()
 
 	var lats, ttfts []time.Duration
@@ -317,6 +320,9 @@ func (l *load) run() (*report, error) {
 	}
 	if l.rate == 0 {
 		rep.Workers = l.workers
+	}
+	if ok := len(results) - errs; ok > 0 && self1 > self0 {
+		rep.ClientCPUPerReq = round((self1 - self0) * 1e6 / float64(ok))
 	}
 	if l.stream {
 		rep.TTFT50, rep.TTFT99 = ms(pct(ttfts, 0.5)), ms(pct(ttfts, 0.99))
