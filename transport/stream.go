@@ -110,6 +110,9 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 		}
 	}
 	st.asm.end()
+	if done {
+		drainAfterDone(resp.Body)
+	}
 	if !done && st.asm.finish == "" {
 		if actx.Err() != nil {
 			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, actx.Err())
@@ -120,6 +123,32 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 		}
 	}
 	return c.result(src, call, st, start, true), nil
+}
+
+// After the end of a complete stream, drainAfterDone waits at most
+// drainWait for at most drainBytes of what follows.
+const (
+	drainWait  = 2 * time.Millisecond
+	drainBytes = 4 << 10
+)
+
+// drainAfterDone reads what follows the end of a complete stream — the
+// chunked encoding's last chunk, a trailing blank line — so that the
+// connection goes back to the pool: net/http closes a connection whose
+// body is closed before its end, and a new one costs a dial on the next
+// attempt (with TLS, a handshake). A server that keeps the stream open
+// after [DONE] loses its connection after drainWait, as it did before.
+func drainAfterDone(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { _ = body.Close() })
+	defer t.Stop()
+	var buf [512]byte
+	for n := 0; n < drainBytes; {
+		m, err := body.Read(buf[:])
+		n += m
+		if err != nil {
+			return
+		}
+	}
 }
 
 // DeltaFlusher is an optional interface of a core.DeltaSink. A sink that
