@@ -182,7 +182,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	s.note(ri, resp)
 	setGatewayHeaders(w.Header(), resp)
-	b, err := appendCompletion(make([]byte, 0, 512+len(resp.Content)+len(resp.Thinking)), ri, resp, time.Now().Unix())
+	b, err := appendCompletion(make([]byte, 0, 1024+len(resp.Content)+len(resp.Thinking)), ri, resp, time.Now().Unix())
 	if err != nil {
 		s.fail(w, ri, mapError(err, false))
 		return
@@ -211,8 +211,10 @@ func completion(ri *reqInfo, resp *polygateway.LLMResponse, created int64) *comp
 
 // appendCompletion appends the JSON of completion(ri, resp, created).
 func appendCompletion(b []byte, ri *reqInfo, resp *polygateway.LLMResponse, created int64) ([]byte, error) {
-	b = append(b, `{"id":`...)
-	b = transport.AppendJSONString(b, "chatcmpl-"+resp.CallID)
+	b = append(b, `{"id":"chatcmpl-`...)
+	n := len(b)
+	b = transport.AppendJSONString(b, resp.CallID)
+	b = append(b[:n], b[n+1:]...) // drop the call id's own opening quote
 	b = append(b, `,"object":"chat.completion","created":`...)
 	b = strconv.AppendInt(b, created, 10)
 	b = append(b, `,"model":`...)

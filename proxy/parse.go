@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/polygateway/polygateway"
 )
@@ -23,6 +24,10 @@ import (
 type scanner struct {
 	b []byte
 	i int
+	// alias lets decoded strings share b's memory instead of copying it:
+	// only for a b that is never written again (readBody's buffers are
+	// allocated per request and never reused).
+	alias bool
 }
 
 // ws skips whitespace.
@@ -78,6 +83,9 @@ func (s *scanner) str() (string, bool) {
 	}
 	raw := s.b[start+1 : s.i-1]
 	if !escaped && (!wide || utf8.Valid(raw)) {
+		if s.alias && len(raw) > 0 {
+			return unsafe.String(&raw[0], len(raw)), true
+		}
 		return string(raw), true
 	}
 	var out string
@@ -255,7 +263,8 @@ func (it *objectIter) key(s *scanner) (key string, done, ok bool) {
 	return key, false, true
 }
 
-// parseChat decodes a chat completion request body.
+// parseChat decodes a chat completion request body. The strings of the
+// request share body's memory: body must never be written again.
 func parseChat(body []byte) (*chatRequest, error) {
 	type member struct {
 		key string
@@ -267,7 +276,7 @@ func parseChat(body []byte) (*chatRequest, error) {
 		msgsRaw []byte
 		hasMsgs bool
 	)
-	s := scanner{b: body}
+	s := scanner{b: body, alias: true}
 	it, ok := s.object()
 	for ok {
 		key, done, kok := it.key(&s)
@@ -395,7 +404,7 @@ func syntaxOrType(raw []byte, want *requestError) *requestError {
 
 // decodeMessages decodes the messages array (raw is its extent).
 func decodeMessages(raw []byte) ([]polygateway.Message, error) {
-	s := scanner{b: raw}
+	s := scanner{b: raw, alias: true}
 	if s.peek() != '[' {
 		return nil, syntaxOrType(raw, errMessagesType)
 	}

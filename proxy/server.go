@@ -459,7 +459,9 @@ const chunkedStep = 16 << 10
 // before the first byte is read; a chunked body reserves each doubling of
 // its buffer before reading into it. The caller calls release once the
 // request's answer is complete (the parsed request is made of the body's
-// bytes); on error nothing stays reserved.
+// bytes); on error nothing stays reserved. The returned buffer is the
+// request's own, never reused nor written after this returns: the chat
+// parser's strings share its memory.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), _ *apiError) {
 	limit := s.cfg.MaxBodyBytes
 	tooLarge := invalidRequest(http.StatusRequestEntityTooLarge, "", "request_too_large",
