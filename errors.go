@@ -92,6 +92,9 @@ type RequestRejectedError struct {
 	StatusCode int
 	// Code is the provider's error code (e.g. "context_length_exceeded").
 	Code string
+	// Param is the request field the provider named as the cause (its
+	// error.param, e.g. "messages"), redacted and bounded; "" when none.
+	Param string
 	// Reason is set when the rejection is of a known kind:
 	// ReasonContextLength or ReasonContentFilter; "" otherwise.
 	Reason Reason

@@ -1,11 +1,14 @@
 package proxy_test
 
 import (
+	"bufio"
+	"bytes"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/polygateway/polygateway"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
@@ -16,7 +19,8 @@ import (
 // prompt sent straight to the fake upstream ("direct") with the same
 // request through the gateway ("gateway"), in the same process and run.
 // Compare the two ns/op: the difference is the gateway's cost (governance
-// included, and the upstream answer streamed, as the gateway asks for it).
+// included; without a stream watchdog the upstream answers with one JSON
+// body, as the client asked).
 func BenchmarkChat(b *testing.B) {
 	up := fake(b, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(16)), fakeupstream.WithBodyHistory(0))
 	e := baseEnv().source("LLM", "fake", 1, up.URL(), secretKey1, "fake-model", "MAX_CONCURRENCY", "1024")
@@ -50,6 +54,55 @@ func BenchmarkChat(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkStreamTTFT measures the time to the first content chunk of a
+// 64-chunk stream, one stream at a time, straight from the fake upstream
+// ("direct") and through the gateway ("gateway"), in the same process and
+// run: ttft-µs/op of each, and the whole stream's ns/op.
+func BenchmarkStreamTTFT(b *testing.B) {
+	up := fake(b, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(64)), fakeupstream.WithBodyHistory(0))
+	e := baseEnv().source("LLM", "fake", 1, up.URL(), secretKey1, "fake-model", "MAX_CONCURRENCY", "1024")
+	f := serve(b, proxy.Config{
+		Backends: proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(b, "LLM", e)}, DefaultScope: "LLM"},
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	for _, tc := range []struct{ name, url string }{
+		{"direct", up.URL() + "/chat/completions"},
+		{"gateway", f.ts.URL + "/v1/chat/completions"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			tr := &http.Transport{MaxIdleConnsPerHost: 4}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr}
+			var ttft time.Duration
+			for b.Loop() {
+				start := time.Now()
+				resp, err := hc.Post(tc.url, "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				br := bufio.NewReader(resp.Body)
+				first := true
+				for {
+					line, err := br.ReadSlice('\n')
+					if first && bytes.Contains(line, []byte(`"content":"tok0"`)) {
+						ttft += time.Since(start)
+						first = false
+					}
+					if err != nil {
+						break
+					}
+				}
+				resp.Body.Close()
+				if first {
+					b.Fatal("no first token")
+				}
+			}
+			b.ReportMetric(float64(ttft.Microseconds())/float64(b.N), "ttft-µs/op")
 		})
 	}
 }

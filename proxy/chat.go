@@ -1,12 +1,17 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/kernel"
+	"github.com/polygateway/polygateway/transport"
 )
 
 // gatewayInfo is the "gateway" object of every answer: what really
@@ -120,6 +125,10 @@ type messageBody struct {
 	ToolCalls        []toolCallBody `json:"tool_calls,omitempty"`
 }
 
+// commitHeader overrides the server's stream commit policy for one request
+// (the body field polygateway.stream_commit wins over it).
+const commitHeader = "X-PolyGateway-Stream-Commit"
+
 // handleChat serves POST /v1/chat/completions.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	ri := info(r)
@@ -140,37 +149,42 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri.model, ri.stream = req.model, req.stream
-	scope, client, ok := g.chatRoute(req.model)
+	if req.model == "" {
+		// OpenAI refuses a request without a model, and so does the
+		// gateway, default scope or not.
+		s.fail(w, ri, invalidRequest(http.StatusBadRequest, "model", "missing_required_parameter", "you must provide a model parameter"))
+		return
+	}
+	if req.commit == "" {
+		if v := r.Header.Get(commitHeader); v != "" {
+			if !validCommit(v) {
+				s.fail(w, ri, invalidRequest(http.StatusBadRequest, commitHeader, "invalid_value",
+					commitHeader+" "+strconv.Quote(v)+" is not a commit policy ("+CommitFirstToken+" or "+CommitBuffer+")"))
+				return
+			}
+			req.commit = v
+		}
+	}
+	scope, cs, ok := g.chatRoute(req.model)
 	if !ok {
 		s.fail(w, ri, modelNotFound(req.model))
 		return
 	}
 	ri.scope = scope
 	if req.stream {
-		s.streamChat(w, r, ri, client, req)
+		s.streamChat(w, r, ri, cs.k, req)
 		return
 	}
 	ctx, done := s.callContext(r)
 	defer done()
-	resp, err := client.Chat(ctx, req.messages,
-		polygateway.WithStream(true), polygateway.WithParams(req.params), polygateway.WithSessionID(ri.id))
+	resp, err := govern(ctx, cs.k, &core.Call{Messages: req.messages, Params: req.params, Stream: cs.watched, SessionID: ri.id})
 	if err != nil {
 		s.fail(w, ri, s.callError(r, err))
 		return
 	}
 	s.note(ri, resp)
 	setGatewayHeaders(w.Header(), resp)
-	content := &resp.Content
-	tcs := toolCalls(resp, false)
-	if resp.Content == "" && len(tcs) > 0 {
-		content = nil
-	}
-	out := completionBody{
-		ID: "chatcmpl-" + resp.CallID, Object: "chat.completion", Created: time.Now().Unix(), Model: resp.Model,
-		Choices: []choiceBody{{Message: messageBody{Role: "assistant", Content: content, ReasoningContent: resp.Thinking, ToolCalls: tcs}, FinishReason: finishReason(resp)}},
-		Usage:   usageOf(resp), Gateway: newGatewayInfo(ri, resp),
-	}
-	b, err := json.Marshal(&out)
+	b, err := appendCompletion(make([]byte, 0, 1024+len(resp.Content)+len(resp.Thinking)), ri, resp, time.Now().Unix())
 	if err != nil {
 		s.fail(w, ri, mapError(err, false))
 		return
@@ -179,6 +193,129 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	_, _ = w.Write(b)
+}
+
+// completion is the chat.completion object of resp as encoding/json
+// writes completionBody; appendCompletion writes the same JSON without
+// reflection (TestAppendCompletionMatchesEncodingJSON holds them together).
+func completion(ri *reqInfo, resp *polygateway.LLMResponse, created int64) *completionBody {
+	content := &resp.Content
+	tcs := toolCalls(resp, false)
+	if resp.Content == "" && len(tcs) > 0 {
+		content = nil
+	}
+	return &completionBody{
+		ID: "chatcmpl-" + resp.CallID, Object: "chat.completion", Created: created, Model: resp.Model,
+		Choices: []choiceBody{{Message: messageBody{Role: "assistant", Content: content, ReasoningContent: resp.Thinking, ToolCalls: tcs}, FinishReason: finishReason(resp)}},
+		Usage:   usageOf(resp), Gateway: newGatewayInfo(ri, resp),
+	}
+}
+
+// appendCompletion appends the JSON of completion(ri, resp, created).
+func appendCompletion(b []byte, ri *reqInfo, resp *polygateway.LLMResponse, created int64) ([]byte, error) {
+	b = append(b, `{"id":"chatcmpl-`...)
+	n := len(b)
+	b = transport.AppendJSONString(b, resp.CallID)
+	b = append(b[:n], b[n+1:]...) // drop the call id's own opening quote
+	b = append(b, `,"object":"chat.completion","created":`...)
+	b = strconv.AppendInt(b, created, 10)
+	b = append(b, `,"model":`...)
+	b = transport.AppendJSONString(b, resp.Model)
+	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	tcs := toolCalls(resp, false)
+	if resp.Content == "" && len(tcs) > 0 {
+		b = append(b, "null"...)
+	} else {
+		b = transport.AppendJSONString(b, resp.Content)
+	}
+	if resp.Thinking != "" {
+		b = append(b, `,"reasoning_content":`...)
+		b = transport.AppendJSONString(b, resp.Thinking)
+	}
+	if len(tcs) > 0 {
+		raw, err := json.Marshal(tcs)
+		if err != nil {
+			return b, err
+		}
+		b = append(b, `,"tool_calls":`...)
+		b = append(b, raw...)
+	}
+	b = append(b, `},"finish_reason":`...)
+	b = transport.AppendJSONString(b, finishReason(resp))
+	b = append(b, `,"logprobs":null}],"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(resp.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(resp.CompletionTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(resp.PromptTokens+resp.CompletionTokens), 10)
+	b = append(b, `},"gateway":`...)
+	b = appendGatewayInfo(b, ri, resp)
+	return append(b, '}'), nil
+}
+
+// appendGatewayInfo appends the JSON of newGatewayInfo(ri, resp).
+func appendGatewayInfo(b []byte, ri *reqInfo, resp *polygateway.LLMResponse) []byte {
+	b = append(b, `{"request_id":`...)
+	b = transport.AppendJSONString(b, ri.id)
+	if resp.CallID != "" {
+		b = append(b, `,"call_id":`...)
+		b = transport.AppendJSONString(b, resp.CallID)
+	}
+	b = append(b, `,"scope":`...)
+	b = transport.AppendJSONString(b, ri.scope)
+	b = append(b, `,"source":`...)
+	b = transport.AppendJSONString(b, resp.SourceName)
+	if resp.Provider != "" {
+		b = append(b, `,"provider":`...)
+		b = transport.AppendJSONString(b, resp.Provider)
+	}
+	b = append(b, `,"attempts":[`...)
+	for i, a := range resp.Attempts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = transport.AppendJSONString(b, a)
+	}
+	b = append(b, `],"cache_hit":`...)
+	b = strconv.AppendBool(b, resp.CacheHit)
+	b = append(b, `,"degraded":`...)
+	b = strconv.AppendBool(b, degraded(resp))
+	b = append(b, `,"latency_ms":`...)
+	b = appendFloat(b, ms(resp.Latency))
+	if t := ms(resp.TTFT); t != 0 {
+		b = append(b, `,"ttft_ms":`...)
+		b = appendFloat(b, t)
+	}
+	if resp.UsageSource != "" {
+		b = append(b, `,"usage_source":`...)
+		b = transport.AppendJSONString(b, resp.UsageSource)
+	}
+	if resp.Cost != nil {
+		b = append(b, `,"cost":`...)
+		b = appendFloat(b, *resp.Cost)
+	}
+	return append(b, '}')
+}
+
+// appendFloat appends f as encoding/json writes a float64 (NaN and the
+// infinities, which JSON cannot carry, as 0).
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, '0')
+	}
+	abs, format := math.Abs(f), byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9, as encoding/json does
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }
 
 // note records the answer in the request's log line.
@@ -213,8 +350,15 @@ func (s *Server) fail(w http.ResponseWriter, ri *reqInfo, e *apiError) {
 
 func modelNotFound(model string) *apiError {
 	msg := "The model `" + model + "` does not exist or is not routed by this gateway."
-	if model == "" {
-		msg = "model is required (this gateway has no default scope)"
-	}
 	return invalidRequest(http.StatusNotFound, "model", "model_not_found", msg)
+}
+
+// govern runs one governed call on k and returns the library's public
+// answer and error types, as a library caller of the scope gets them.
+func govern(ctx context.Context, k *kernel.Client, call *core.Call) (*polygateway.LLMResponse, error) {
+	kr, err := k.Handle(ctx, call)
+	if err != nil {
+		return nil, kernel.PublicError(err)
+	}
+	return (*polygateway.LLMResponse)(kr), nil
 }

@@ -127,7 +127,9 @@ func mapError(err error, gone bool) *apiError {
 		if code == "" {
 			code = "request_rejected"
 		}
-		return invalidRequest(http.StatusBadRequest, "", code, publicText(rejected))
+		// The provider's error.param names the request field at fault;
+		// it reaches the client as OpenAI would send it.
+		return invalidRequest(http.StatusBadRequest, rejected.Param, code, publicText(rejected))
 	case errors.As(err, &invalid):
 		return &apiError{status: http.StatusUnprocessableEntity, typ: "invalid_response_error", code: "result_invalid", msg: publicText(invalid)}
 	case errors.As(err, &transient):

@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// FuzzParseChat parses random chat completion request bodies. It never
+// FuzzParseChatProperties parses random chat completion request bodies. It never
 // panics; a failure is a *requestError with a code and a message; a body
 // that encoding/json finds invalid is refused; an accepted request has
 // messages with chat roles, and its params hold neither the fields the
 // server owns nor nulls, each value valid JSON.
-func FuzzParseChat(f *testing.F) {
+func FuzzParseChatProperties(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"gpt-4o","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"temperature":0.2,"stream":true,"stream_options":{"include_usage":true}}`,
 		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AQID","detail":"low"}}]}]}`,

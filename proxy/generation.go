@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/kernel"
 )
 
 // generation is one immutable set of routes and clients plus a reference
@@ -16,6 +17,9 @@ import (
 type generation struct {
 	Backends
 	models []string // every routed model name, sorted
+	// chat holds the kernel client of every chat scope and whether a
+	// source of it has a stream watchdog.
+	chat map[string]chatScope
 
 	mu      sync.Mutex
 	refs    int
@@ -35,7 +39,32 @@ func newGeneration(b Backends) *generation {
 		}
 	}
 	slices.Sort(models)
-	return &generation{Backends: b, models: models, drained: make(chan struct{})}
+	chat := make(map[string]chatScope, len(b.Clients))
+	for scope, c := range b.Clients {
+		k, err := kernel.Unwrap(c)
+		if err != nil {
+			continue // validate refused nil clients
+		}
+		cs := chatScope{k: k}
+		for i := range k.Settings().Sources {
+			src := &k.Settings().Sources[i]
+			cs.watched = cs.watched || src.TTFTTimeout > 0 || src.InterTokenTimeout > 0
+		}
+		chat[scope] = cs
+	}
+	return &generation{Backends: b, models: models, chat: chat, drained: make(chan struct{})}
+}
+
+// chatScope is what a chat request needs of its scope.
+type chatScope struct {
+	k *kernel.Client
+	// watched: a source of the scope has a time-to-first-token or
+	// inter-token timeout. Such a source can only be watched while it
+	// streams, so a non-streaming client's call still asks the upstream to
+	// stream (and a silent first token fails over); without a watchdog the
+	// upstream answers with one JSON body, which costs a fraction of the
+	// SSE events.
+	watched bool
 }
 
 // acquire takes a reference unless the generation is retired.
@@ -79,13 +108,13 @@ func (g *generation) inflight() int {
 	return g.refs
 }
 
-// chatRoute returns the scope and client that serve a chat model.
-func (g *generation) chatRoute(model string) (string, *polygateway.GatewayClient, bool) {
+// chatRoute returns the scope that serves a chat model and its client.
+func (g *generation) chatRoute(model string) (string, chatScope, bool) {
 	scope, ok := g.Routes[model]
 	if !ok {
 		scope = g.DefaultScope
 	}
-	c, ok := g.Clients[scope]
+	c, ok := g.chat[scope]
 	return scope, c, ok && scope != ""
 }
 

@@ -43,6 +43,20 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
+// handleModel serves GET /v1/models/{id}: OpenAI's model object for a
+// routed model name, 404 model_not_found for any other (a default scope
+// serves unlisted names but does not make them listed models).
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	g := s.gen.Load()
+	if _, found := slices.BinarySearch(g.models, id); !found {
+		s.fail(w, info(r), invalidRequest(http.StatusNotFound, "model", "model_not_found",
+			"The model `"+id+"` does not exist or is not routed by this gateway."))
+		return
+	}
+	s.writeJSON(w, http.StatusOK, modelBody{ID: id, Object: "model", OwnedBy: "polygateway"})
+}
+
 // scopeSources lists every scope's source statuses, chat and embeddings.
 type scopeStatus struct {
 	scope, kind string

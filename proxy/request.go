@@ -7,16 +7,19 @@ import (
 	"strings"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/core"
 )
 
 // chatRequest is a parsed OpenAI chat completion request.
 type chatRequest struct {
 	model        string
-	messages     []polygateway.Message
+	messages     []core.Message
 	stream       bool
 	includeUsage bool
 	// params are the other fields, passed upstream verbatim.
 	params map[string]any
+	// commit is the request's own stream commit policy ("" = the server's).
+	commit string
 }
 
 // requestError is a problem with the client's request: 400 with param.
@@ -32,16 +35,44 @@ func badRequest(param, code, format string, args ...any) *requestError {
 
 // ownFields are request fields the server interprets itself and never
 // passes upstream as parameters.
-var ownFields = map[string]bool{"model": true, "messages": true, "stream": true, "stream_options": true}
+var ownFields = map[string]bool{"model": true, "messages": true, "stream": true, "stream_options": true, gatewayField: true}
+
+// gatewayField is the request field of the gateway's own per-request
+// options, {"polygateway": {"stream_commit": "buffer"}}; it is never sent
+// upstream.
+const gatewayField = "polygateway"
+
+// gatewayOptions reads the gateway's per-request options object.
+func (req *chatRequest) gatewayOptions(raw []byte) error {
+	var o struct {
+		StreamCommit *string `json:"stream_commit"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return badRequest(gatewayField, "invalid_type", "polygateway must be an object such as {\"stream_commit\": \"buffer\"}")
+	}
+	if o.StreamCommit != nil {
+		if !validCommit(*o.StreamCommit) {
+			return badRequest(gatewayField+".stream_commit", "invalid_value", "polygateway.stream_commit %q is not a commit policy (%s or %s)", *o.StreamCommit, CommitFirstToken, CommitBuffer)
+		}
+		req.commit = *o.StreamCommit
+	}
+	return nil
+}
+
+// validCommit reports whether v names a stream commit policy.
+func validCommit(v string) bool { return v == CommitFirstToken || v == CommitBuffer }
 
 // wireMessage is one message as a client sends it. Unknown fields are
 // ignored.
 type wireMessage struct {
 	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
+	Content    json.RawMessage `json:"content"` // when not a string
 	Name       string          `json:"name"`
 	ToolCallID string          `json:"tool_call_id"`
 	ToolCalls  json.RawMessage `json:"tool_calls"`
+	// text is the content when it was a string (isText).
+	text   string
+	isText bool
 }
 
 // wireToolCall is one element of an assistant message's tool_calls.
@@ -61,89 +92,29 @@ type wirePart struct {
 	ImageURL json.RawMessage `json:"image_url"`
 }
 
-// parseChat decodes a chat completion request body.
-func parseChat(body []byte) (*chatRequest, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return nil, badRequest("", "invalid_json", "request body is not a JSON object: %v", err)
-	}
-	req := &chatRequest{}
-	if raw, ok := fields["model"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &req.model); err != nil {
-			return nil, badRequest("model", "invalid_type", "model must be a string")
-		}
-	}
-	if raw, ok := fields["stream"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &req.stream); err != nil {
-			return nil, badRequest("stream", "invalid_type", "stream must be a boolean")
-		}
-	}
-	if raw, ok := fields["stream_options"]; ok && !isNull(raw) {
-		var so struct {
-			IncludeUsage bool `json:"include_usage"`
-		}
-		if err := json.Unmarshal(raw, &so); err != nil {
-			return nil, badRequest("stream_options", "invalid_type", "stream_options must be an object")
-		}
-		req.includeUsage = so.IncludeUsage
-	}
-	if raw, ok := fields["n"]; ok && !isNull(raw) {
-		var n float64
-		if err := json.Unmarshal(raw, &n); err != nil || n != 1 {
-			return nil, badRequest("n", "unsupported_value", "only n=1 is supported")
-		}
-	}
-	raw, ok := fields["messages"]
-	if !ok || isNull(raw) {
-		return nil, badRequest("messages", "missing_required_parameter", "messages is required")
-	}
-	var msgs []wireMessage
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return nil, badRequest("messages", "invalid_type", "messages must be an array of message objects: %v", err)
-	}
-	if len(msgs) == 0 {
-		return nil, badRequest("messages", "empty_array", "messages must not be empty")
-	}
-	req.messages = make([]polygateway.Message, len(msgs))
-	for i := range msgs {
-		m, err := convertMessage(&msgs[i], i)
-		if err != nil {
-			return nil, err
-		}
-		req.messages[i] = m
-	}
-	for k, v := range fields {
-		if ownFields[k] || isNull(v) {
-			continue
-		}
-		if req.params == nil {
-			req.params = make(map[string]any, len(fields))
-		}
-		req.params[k] = v
-	}
-	return req, nil
-}
+// msgParam names message i for an error's param.
+func msgParam(i int) string { return fmt.Sprintf("messages[%d]", i) }
 
 // convertMessage turns a wire message into a library message.
-func convertMessage(w *wireMessage, i int) (polygateway.Message, error) {
-	param := fmt.Sprintf("messages[%d]", i)
-	m := polygateway.Message{Role: w.Role, Name: w.Name, ToolCallID: w.ToolCallID}
+func convertMessage(w *wireMessage, i int) (core.Message, error) {
+	param := func() string { return msgParam(i) }
+	m := core.Message{Role: w.Role, Name: w.Name, ToolCallID: w.ToolCallID}
 	switch w.Role {
 	case "system", "user", "assistant", "tool", "developer":
 	case "":
-		return m, badRequest(param+".role", "missing_required_parameter", "%s.role is required", param)
+		return m, badRequest(param()+".role", "missing_required_parameter", "%s.role is required", param())
 	default:
-		return m, badRequest(param+".role", "invalid_value", "%s.role %q is not a chat role", param, w.Role)
+		return m, badRequest(param()+".role", "invalid_value", "%s.role %q is not a chat role", param(), w.Role)
 	}
 	if len(w.ToolCalls) > 0 && !isNull(w.ToolCalls) {
 		var calls []wireToolCall
 		if err := json.Unmarshal(w.ToolCalls, &calls); err != nil {
-			return m, badRequest(param+".tool_calls", "invalid_type", "%s.tool_calls: %v", param, err)
+			return m, badRequest(param()+".tool_calls", "invalid_type", "%s.tool_calls: %v", param(), err)
 		}
 		for j, c := range calls {
 			if c.Function.Name == "" {
-				return m, badRequest(fmt.Sprintf("%s.tool_calls[%d].function.name", param, j), "missing_required_parameter",
-					"%s.tool_calls[%d].function.name is required", param, j)
+				return m, badRequest(fmt.Sprintf("%s.tool_calls[%d].function.name", param(), j), "missing_required_parameter",
+					"%s.tool_calls[%d].function.name is required", param(), j)
 			}
 			m.ToolCalls = append(m.ToolCalls, polygateway.ToolCall{
 				Index: j, ID: c.ID, Type: c.Type, Name: c.Function.Name, Arguments: c.Function.Arguments,
@@ -152,18 +123,20 @@ func convertMessage(w *wireMessage, i int) (polygateway.Message, error) {
 	}
 	content := bytes.TrimSpace(w.Content)
 	switch {
+	case w.isText:
+		m.Content = w.text
 	case len(content) == 0 || isNull(content):
 	case content[0] == '"':
 		if err := json.Unmarshal(content, &m.Content); err != nil {
-			return m, badRequest(param+".content", "invalid_type", "%s.content: %v", param, err)
+			return m, badRequest(param()+".content", "invalid_type", "%s.content: %v", param(), err)
 		}
 	case content[0] == '[':
 		var parts []wirePart
 		if err := json.Unmarshal(content, &parts); err != nil {
-			return m, badRequest(param+".content", "invalid_type", "%s.content must be a string or an array of content parts", param)
+			return m, badRequest(param()+".content", "invalid_type", "%s.content must be a string or an array of content parts", param())
 		}
 		for j := range parts {
-			p, err := convertPart(&parts[j], fmt.Sprintf("%s.content[%d]", param, j))
+			p, err := convertPart(&parts[j], fmt.Sprintf("%s.content[%d]", param(), j))
 			if err != nil {
 				return m, err
 			}
@@ -173,7 +146,7 @@ func convertMessage(w *wireMessage, i int) (polygateway.Message, error) {
 			m.Parts = nil
 		}
 	default:
-		return m, badRequest(param+".content", "invalid_type", "%s.content must be a string or an array of content parts", param)
+		return m, badRequest(param()+".content", "invalid_type", "%s.content must be a string or an array of content parts", param())
 	}
 	return m, nil
 }

@@ -35,7 +35,15 @@ func sdkFixture(t *testing.T, primary, fallback *fakeupstream.Server, cfg proxy.
 func TestSDKNonStreaming(t *testing.T) {
 	up := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(5).WithThinking("let me think")))
 	fb := fake(t)
-	f := sdkFixture(t, up, fb, proxy.Config{})
+	// Both sources without a stream watchdog (it is on by default).
+	off := []string{"TTFT_TIMEOUT_S", "0", "INTER_TOKEN_TIMEOUT_S", "0"}
+	e := baseEnv().
+		source("LLM", "primary", 1, up.URL(), secretKey1, "primary-model", off...).
+		source("LLM", "fallback", 2, fb.URL(), secretKey2, "fallback-model", append([]string{"PRIORITY", "1"}, off...)...)
+	cfg := proxy.Config{}
+	cfg.Clients = map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)}
+	cfg.Routes = map[string]string{"gpt-4o": "LLM"}
+	f := serve(t, cfg)
 	client := f.sdk()
 	var raw *http.Response
 	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
@@ -85,12 +93,14 @@ func TestSDKNonStreaming(t *testing.T) {
 		h.Get("X-PolyGateway-Cache") != "miss" || h.Get("X-PolyGateway-Degraded") != "false" || h.Get("X-Request-ID") != gw.Gateway.RequestID {
 		t.Errorf("headers = %v", h)
 	}
-	// The generation fields went upstream; model was rewritten.
+	// The generation fields went upstream; model was rewritten; without a
+	// stream watchdog a non-streaming client's call is not streamed
+	// upstream either.
 	var sent map[string]any
 	if err := json.Unmarshal(up.LastBody(), &sent); err != nil {
 		t.Fatal(err)
 	}
-	if sent["model"] != "primary-model" || sent["temperature"] != 0.2 || sent["max_tokens"] != float64(64) || sent["stream"] != true {
+	if sent["model"] != "primary-model" || sent["temperature"] != 0.2 || sent["max_tokens"] != float64(64) || sent["stream"] != false {
 		t.Errorf("upstream body = %v", sent)
 	}
 }

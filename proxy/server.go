@@ -95,6 +95,7 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/chat/completions", s.api(s.handleChat))
 	m.Handle("POST /v1/embeddings", s.api(s.handleEmbeddings))
 	m.Handle("GET /v1/models", s.api(s.handleModels))
+	m.Handle("GET /v1/models/{id...}", s.api(s.handleModel))
 	m.Handle("GET /v1/providers", s.api(s.handleProviders))
 	m.HandleFunc("GET /healthz", s.handleHealth)
 	m.HandleFunc("GET /readyz", s.handleReady)
@@ -102,9 +103,6 @@ func (s *Server) routes() {
 	if s.cfg.Metrics != nil {
 		m.Handle("GET /metrics", s.metrics(s.cfg.Metrics))
 	}
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeAPIError(w, invalidRequest(http.StatusNotFound, "", "not_found", "no route for "+r.Method+" "+r.URL.Path))
-	})
 	s.mux = m
 }
 
@@ -129,8 +127,11 @@ type reqInfo struct {
 	id, client, model, scope, source string
 	attempts                         []string
 	cache, stream                    bool
-	status                           int
-	code                             string
+	// status is logged when nothing was sent (a client that went away: 499).
+	status int
+	// code is the error code; outcome how the request ended when the wire
+	// status does not tell it (a stream cut after its 200); both "" = ok.
+	code, outcome string
 }
 
 type ctxKey struct{}
@@ -152,17 +153,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-ID", ri.id)
 	sw := &statusWriter{ResponseWriter: w}
-	s.mux.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri)))
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri))
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// No route: an unknown path (404) or a known one with another
+		// method (405 with Allow), in OpenAI's error shape.
+		s.mux.ServeHTTP(&routeErrorWriter{statusWriter: sw, r: r}, r)
+	} else {
+		s.mux.ServeHTTP(sw, r)
+	}
+	// The log records the status the client received; a response never
+	// begun (the client went away) logs ri.status (499).
 	status := sw.status
-	if ri.status != 0 {
+	if status == 0 {
 		status = ri.status
 	}
 	if status == 0 {
 		status = http.StatusOK
 	}
+	outcome := ri.outcome
+	if outcome == "" {
+		outcome = cmpOr(ri.code, "ok")
+	}
 	level := slog.LevelInfo
 	switch {
-	case status >= 500:
+	case status >= 500, status < 300 && outcome != "ok":
 		level = slog.LevelWarn
 	case r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics":
 		level = slog.LevelDebug // probes and scrapes would drown the log
@@ -187,6 +201,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ri.source != "" {
 		attrs = append(attrs, slog.String("source", ri.source), slog.String("attempts", joinComma(ri.attempts)), slog.Bool("cache_hit", ri.cache))
 	}
+	attrs = append(attrs, slog.String("outcome", outcome))
 	if ri.code != "" {
 		attrs = append(attrs, slog.String("error_code", ri.code))
 	}
@@ -218,6 +233,56 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// routeErrorWriter turns the multiplexer's plain-text 404 and 405 (whose
+// Allow header it keeps) into OpenAI-shaped errors.
+type routeErrorWriter struct {
+	*statusWriter
+	r       *http.Request
+	written bool
+}
+
+func (w *routeErrorWriter) WriteHeader(code int) {
+	if w.written {
+		return
+	}
+	w.written = true
+	ri := info(w.r)
+	h := w.Header()
+	h.Del("Content-Type")
+	h.Del("X-Content-Type-Options")
+	var e *apiError
+	switch code {
+	case http.StatusMethodNotAllowed:
+		ri.code = "method_not_allowed"
+		e = invalidRequest(code, "", "method_not_allowed", w.r.Method+" is not allowed on "+w.r.URL.Path+" (allowed: "+h.Get("Allow")+")")
+	case http.StatusNotFound:
+		ri.code = "not_found"
+		e = invalidRequest(code, "", "not_found", "no route for "+w.r.Method+" "+w.r.URL.Path)
+	default: // a redirect to the cleaned path
+		w.statusWriter.WriteHeader(code)
+		return
+	}
+	writeAPIError(w.statusWriter, e)
+}
+
+func (w *routeErrorWriter) Write(p []byte) (int, error) {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	if ri := info(w.r); ri.code == "method_not_allowed" || ri.code == "not_found" {
+		return len(p), nil // the multiplexer's own text: replaced
+	}
+	return w.statusWriter.Write(p)
+}
+
+// cmpOr returns a, or b when a is empty.
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
 
 // api wraps a /v1/ handler with client authentication and the per-client
 // rate limit, both decided from the headers alone: a refused request's
@@ -394,7 +459,9 @@ const chunkedStep = 16 << 10
 // before the first byte is read; a chunked body reserves each doubling of
 // its buffer before reading into it. The caller calls release once the
 // request's answer is complete (the parsed request is made of the body's
-// bytes); on error nothing stays reserved.
+// bytes); on error nothing stays reserved. The returned buffer is the
+// request's own, never reused nor written after this returns: the chat
+// parser's strings share its memory.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), _ *apiError) {
 	limit := s.cfg.MaxBodyBytes
 	tooLarge := invalidRequest(http.StatusRequestEntityTooLarge, "", "request_too_large",

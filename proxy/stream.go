@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -11,7 +12,10 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/core"
 	"github.com/polygateway/polygateway/internal/kernel"
+	"github.com/polygateway/polygateway/transport"
 )
+
+var _ transport.DeltaFlusher = (*streamSink)(nil)
 
 // errStreamBroken reports a relayed stream that could not be completed.
 var errStreamBroken = errors.New("stream broken after the first byte")
@@ -25,6 +29,8 @@ type sseWriter struct {
 	started bool
 	err     error
 	buf     []byte
+	// set is when the write deadline was last moved.
+	set time.Time
 }
 
 // start sends the response headers (status 200, text/event-stream).
@@ -39,8 +45,18 @@ func (o *sseWriter) start(set func(http.Header)) {
 	o.w.WriteHeader(http.StatusOK)
 }
 
+// deadline bounds the next write by the write timeout. Moving a deadline
+// costs a timer update, so a stream writing many events a millisecond
+// moves it when a sixteenth of the timeout has passed since the last move:
+// every write is still bounded by between 15/16 of the timeout and the
+// timeout.
 func (o *sseWriter) deadline() {
-	_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
+	now := time.Now()
+	if !o.set.IsZero() && now.Sub(o.set) < o.timeout/16 {
+		return
+	}
+	o.set = now
+	_ = o.rc.SetWriteDeadline(now.Add(o.timeout))
 }
 
 // event writes one "data: <json>" event (without flushing).
@@ -58,6 +74,9 @@ func (o *sseWriter) event(v any) {
 	o.buf = append(o.buf, '\n', '\n')
 	o.write(o.buf)
 }
+
+// eventBytes writes one event already encoded as "data: …\n\n".
+func (o *sseWriter) eventBytes(p []byte) { o.write(p) }
 
 func (o *sseWriter) write(p []byte) {
 	if o.err != nil {
@@ -124,14 +143,22 @@ type streamSink struct {
 
 	committed bool
 	roleSent  bool
-	sent      strings.Builder // content relayed (first_token)
-	sentThink strings.Builder // thinking relayed (first_token)
-	pieces    []piece         // held deltas (buffer)
+	// prefix is the encoded start of a delta chunk for prefixModel, up to
+	// the delta object: "data: {\"id\":…,\"delta\":{".
+	prefix      []byte
+	prefixModel string
+	unflushed   bool
+	sent        strings.Builder // content relayed (first_token)
+	sentThink   strings.Builder // thinking relayed (first_token)
+	pieces      []piece         // held deltas (buffer)
 }
 
-func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias string) *streamSink {
+func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias, commit string) *streamSink {
+	if commit == "" {
+		commit = s.cfg.StreamCommit
+	}
 	return &streamSink{
-		buffer: s.cfg.StreamCommit == CommitBuffer,
+		buffer: commit == CommitBuffer,
 		out:    sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout},
 		ri:     ri, id: "chatcmpl-" + callID, created: time.Now().Unix(), alias: alias,
 	}
@@ -161,7 +188,8 @@ func (k *streamSink) Delta(content, thinking string) error {
 	if k.out.err != nil {
 		return k.out.err
 	}
-	if !k.committed {
+	first := !k.committed
+	if first {
 		k.committed = true
 		source, attempts := k.source, strings.Join(k.attempts, ",")
 		k.out.start(func(h http.Header) {
@@ -171,14 +199,80 @@ func (k *streamSink) Delta(content, thinking string) error {
 			h.Set("X-PolyGateway-Degraded", "false")
 		})
 	}
-	model := k.model
-	if model == "" {
-		model = k.alias
-	}
 	k.sent.WriteString(content)
 	k.sentThink.WriteString(thinking)
-	k.out.event(k.delta(model, content, thinking))
+	k.writeDelta(k.streamModel(), content, thinking)
+	if first {
+		// The first token goes out at once (time to first token); later
+		// ones wait for FlushDeltas, at most until the transport has no
+		// further event at hand.
+		return k.out.flush()
+	}
+	k.unflushed = true
+	return k.out.err
+}
+
+// FlushDeltas pushes the relayed deltas to the client
+// (transport.DeltaFlusher): the transport calls it when it has no further
+// event at hand, so deltas that arrived together leave in one write.
+func (k *streamSink) FlushDeltas() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.unflushed {
+		return k.out.err
+	}
+	k.unflushed = false
 	return k.out.flush()
+}
+
+// streamModel is the model every chunk of the stream names: the answering
+// attempt's source model (announced when the attempt started), else the
+// requested name until one is known. Called with k.mu held.
+func (k *streamSink) streamModel() string {
+	if k.model != "" {
+		return k.model
+	}
+	return k.alias
+}
+
+// writeDelta writes a content/thinking chunk (the first one carries the
+// role) without encoding/json: the chunk's fixed part is encoded once per
+// model. Called with k.mu held.
+func (k *streamSink) writeDelta(model, content, thinking string) {
+	if k.prefix == nil || k.prefixModel != model {
+		p := append(k.prefix[:0], `data: {"id":`...)
+		p = transport.AppendJSONString(p, k.id)
+		p = append(p, `,"object":"chat.completion.chunk","created":`...)
+		p = strconv.AppendInt(p, k.created, 10)
+		p = append(p, `,"model":`...)
+		p = transport.AppendJSONString(p, model)
+		p = append(p, `,"choices":[{"index":0,"delta":{`...)
+		k.prefix, k.prefixModel = p, model
+	}
+	b := append(k.out.buf[:0], k.prefix...)
+	sep := false
+	if !k.roleSent {
+		b = append(b, `"role":"assistant"`...)
+		k.roleSent, sep = true, true
+	}
+	if content != "" || thinking == "" {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"content":`...)
+		b = transport.AppendJSONString(b, content)
+		sep = true
+	}
+	if thinking != "" {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"reasoning_content":`...)
+		b = transport.AppendJSONString(b, thinking)
+	}
+	b = append(b, "},\"finish_reason\":null}]}\n\n"...)
+	k.out.buf = b
+	k.out.eventBytes(b)
 }
 
 // Committed reports whether anything was sent to the client.
@@ -234,7 +328,13 @@ func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) er
 		_ = k.out.flush()
 		return errStreamBroken
 	}
+	// Every chunk names one model: the answering attempt's, which the
+	// chunks relayed so far named too; a cache hit or fallback answer
+	// (no attempt of this call answered) names its own.
 	model := resp.Model
+	if k.model != "" && k.source == resp.SourceName && !resp.CacheHit && !resp.Degraded {
+		model = k.model
+	}
 	if !k.out.started {
 		k.committed = true
 		k.out.start(func(h http.Header) { setGatewayHeaders(h, resp) })
@@ -242,11 +342,11 @@ func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) er
 	switch {
 	case k.buffer && len(k.pieces) > 0 && matches(k.pieces, resp):
 		for _, p := range k.pieces {
-			k.out.event(k.delta(model, p.content, p.thinking))
+			k.writeDelta(model, p.content, p.thinking)
 		}
 	case k.buffer || k.sent.Len() == 0 && k.sentThink.Len() == 0:
 		if resp.Content != "" || resp.Thinking != "" || len(resp.ToolCalls) == 0 {
-			k.out.event(k.delta(model, resp.Content, resp.Thinking))
+			k.writeDelta(model, resp.Content, resp.Thinking)
 		}
 	default:
 		// Relayed deltas normally are the whole answer; send what the
@@ -259,7 +359,7 @@ func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) er
 			restThink = resp.Thinking[len(sent):]
 		}
 		if rest != "" || restThink != "" {
-			k.out.event(k.delta(model, rest, restThink))
+			k.writeDelta(model, rest, restThink)
 		}
 	}
 	if tcs := toolCalls(resp, true); len(tcs) > 0 {
@@ -328,30 +428,20 @@ func (k *streamSink) tracked() (string, []string) {
 }
 
 // streamChat serves a chat completion with "stream": true.
-func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo, client *polygateway.GatewayClient, req *chatRequest) {
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo, k *kernel.Client, req *chatRequest) {
 	ctx, done := s.callContext(r)
 	defer done()
 	callID := polygateway.NewCallID()
-	sink := s.newStreamSink(w, ri, callID, req.model)
-	var resp *polygateway.LLMResponse
-	k, err := kernel.Unwrap(client)
-	if err == nil {
-		msgs := make([]core.Message, len(req.messages))
-		for i := range req.messages {
-			msgs[i] = core.Message(req.messages[i])
-		}
-		var kr *core.LLMResponse
-		kr, err = k.Handle(ctx, &core.Call{
-			ID: callID, Messages: msgs, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
-		})
-		resp, err = (*polygateway.LLMResponse)(kr), kernel.PublicError(err)
-	}
+	sink := s.newStreamSink(w, ri, callID, req.model, req.commit)
+	resp, err := govern(ctx, k, &core.Call{
+		ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
+	})
 	if err == nil {
 		s.note(ri, resp)
 		if werr := sink.finish(resp, req.includeUsage); errors.Is(werr, errStreamBroken) {
-			ri.status, ri.code = http.StatusBadGateway, "stream_interrupted"
+			ri.code, ri.outcome = "stream_interrupted", "stream_interrupted"
 		} else if werr != nil {
-			ri.status, ri.code = StatusClientClosedRequest, "client_write_failed"
+			ri.code, ri.outcome = "client_write_failed", "client_write_failed"
 		}
 		return
 	}
@@ -360,7 +450,10 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo,
 	if sink.writeFailed() {
 		// The client stopped reading (write timeout) or went away mid-stream:
 		// the call was aborted for its sake, nothing more can be sent.
-		ri.status, ri.code = StatusClientClosedRequest, "client_write_failed"
+		ri.code, ri.outcome = "client_write_failed", "client_write_failed"
+		if !sink.started() {
+			ri.status = StatusClientClosedRequest
+		}
 		return
 	}
 	if !sink.started() {
@@ -370,11 +463,12 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo,
 		s.fail(w, ri, ae)
 		return
 	}
-	ri.code = ae.code
+	// The client has a 200 and part of an answer: the log keeps that status
+	// and tells how the stream ended.
+	ri.code, ri.outcome = ae.code, "stream_interrupted"
 	if ae.status == StatusClientClosedRequest {
-		ri.status = ae.status
+		ri.outcome = "client_closed_request"
 		return
 	}
-	ri.status = ae.status
 	sink.fail(ae)
 }

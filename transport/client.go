@@ -387,12 +387,23 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 		if err != nil && err != errBodyTooLarge && actx.Err() != nil {
 			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
 		}
-		return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, parseEnvelope(st.body), c.cfg.MaxRetryAfter, time.Now())
+		env := parseEnvelope(st.body)
+		return nil, withParam(classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now()), src, env.param)
 	}
 	if isEventStream(resp.Header.Get("Content-Type"), call.Stream) {
 		return c.readStream(ctx, actx, src, call, prof, resp, st, start)
 	}
 	return c.readJSON(ctx, actx, src, call, prof, resp, st, start)
+}
+
+// withParam puts the provider's error.param on a rejection, redacted and
+// bounded like its code, so that a gateway can pass it to its client.
+func withParam(err error, src *core.SourceConfig, param string) error {
+	var rej *core.RequestRejectedError
+	if param != "" && errors.As(err, &rej) {
+		rej.Param = cutUTF8(strings.TrimSpace(RedactKey(param, src.APIKey)), 128)
+	}
+	return err
 }
 
 // isEventStream decides how to read a 2xx body: text/event-stream is SSE,

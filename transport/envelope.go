@@ -14,6 +14,9 @@ type envelope struct {
 	code, typ string
 	// inner is Azure's innererror.code.
 	inner string
+	// param is error.param, the request field the provider blames ("" when
+	// null or absent).
+	param string
 	// message is the provider's message (not yet trimmed or redacted).
 	message string
 	// status is an HTTP-like status the body states itself (integer code,
@@ -151,6 +154,10 @@ func (e *envelope) readErrorObject(l *lexer) {
 		case "message":
 			if s := l.strOrNull(); s.set {
 				e.message = l.string(s)
+			}
+		case "param":
+			if s := l.strOrNull(); s.set {
+				e.param = l.string(s)
 			}
 		case "status":
 			if n, ok := l.int(); ok && n >= 100 && n < 600 {

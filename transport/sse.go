@@ -139,6 +139,20 @@ func (s *SSEReader) Next() (*SSEEvent, error) {
 	}
 }
 
+// Buffered reports whether the next call of Next can return without
+// reading: the input ended, or the bytes already read hold the blank line
+// that ends an event. A relay flushes its client when it is false, before
+// Next waits on the network.
+func (s *SSEReader) Buffered() bool {
+	if s.eof || s.err != nil {
+		return true
+	}
+	b := s.buf[s.start:s.end]
+	return bytes.Contains(b, lflf) || bytes.Contains(b, crlfcrlf) || bytes.Contains(b, crcr)
+}
+
+var lflf, crlfcrlf, crcr = []byte("\n\n"), []byte("\r\n\r\n"), []byte("\r\r")
+
 func (s *SSEReader) dispatch(unterminated bool) *SSEEvent {
 	s.ev = SSEEvent{Data: s.data, Unterminated: unterminated}
 	if len(s.event) > 0 {

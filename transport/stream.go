@@ -34,7 +34,17 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 	st.asm.reset(prof, false, src.Model)
 	mk := errMaker{src: src, status: resp.StatusCode}
 	done, cut := false, false
+	flusher, _ := call.Deltas.(DeltaFlusher)
+	unflushed := false
 	for !done && !cut {
+		if unflushed && !st.sse.Buffered() {
+			// Every delta read so far went to the sink; the next event
+			// needs the network: let the sink push them out now.
+			unflushed = false
+			if ferr := flusher.FlushDeltas(); ferr != nil {
+				return nil, c.consumerFailed(ctx, mk, ferr)
+			}
+		}
 		ev, err := st.sse.Next()
 		switch {
 		case err == nil:
@@ -62,7 +72,8 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 		}
 		data := bytes.TrimSpace(ev.Data)
 		if ev.Event == "error" {
-			return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, parseEnvelope(data), c.cfg.MaxRetryAfter, time.Now())
+			env := parseEnvelope(data)
+			return nil, withParam(classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now()), src, env.param)
 		}
 		if len(data) == 0 {
 			continue
@@ -86,7 +97,8 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 			return nil, mk.transient(core.ReasonNetworkError, 0)
 		}
 		if st.chunk.isError || st.chunk.baseCode != 0 {
-			return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, parseEnvelope(data), c.cfg.MaxRetryAfter, time.Now())
+			env := parseEnvelope(data)
+			return nil, withParam(classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now()), src, env.param)
 		}
 		nc, nt := len(st.asm.content), len(st.asm.thinking)
 		if st.asm.apply(&st.lex, &st.chunk) {
@@ -94,13 +106,9 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 		}
 		if call.Deltas != nil && (len(st.asm.content) > nc || len(st.asm.thinking) > nt) {
 			if derr := call.Deltas.Delta(string(st.asm.content[nc:]), string(st.asm.thinking[nt:])); derr != nil {
-				if cerr := ctx.Err(); cerr != nil {
-					return nil, &core.CanceledError{Err: cerr}
-				}
-				mk.msg = "stream consumer failed: " + derr.Error()
-				mk.err = derr
-				return nil, mk.rejected("stream_consumer_failed")
+				return nil, c.consumerFailed(ctx, mk, derr)
 			}
+			unflushed = flusher != nil
 		}
 		if st.asm.finish != "" && !st.chunk.picked && st.chunk.usage.complete() {
 			// The separate usage chunk after finish_reason ends the answer:
@@ -109,6 +117,9 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 		}
 	}
 	st.asm.end()
+	if done {
+		drainAfterDone(resp.Body)
+	}
 	if !done && st.asm.finish == "" {
 		if actx.Err() != nil {
 			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, actx.Err())
@@ -150,4 +161,52 @@ func carriesAnswer(data []byte) bool {
 		}
 	}
 	return false
+}
+
+// After the end of a complete stream, drainAfterDone waits at most
+// drainWait for at most drainBytes of what follows.
+const (
+	drainWait  = 2 * time.Millisecond
+	drainBytes = 4 << 10
+)
+
+// drainAfterDone reads what follows the end of a complete stream — the
+// chunked encoding's last chunk, a trailing blank line — so that the
+// connection goes back to the pool: net/http closes a connection whose
+// body is closed before its end, and a new one costs a dial on the next
+// attempt (with TLS, a handshake). A server that keeps the stream open
+// after [DONE] loses its connection after drainWait, as it did before.
+func drainAfterDone(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { _ = body.Close() })
+	defer t.Stop()
+	var buf [512]byte
+	for n := 0; n < drainBytes; {
+		m, err := body.Read(buf[:])
+		n += m
+		if err != nil {
+			return
+		}
+	}
+}
+
+// DeltaFlusher is an optional interface of a core.DeltaSink. A sink that
+// implements it may pass each Delta on without flushing it: the transport
+// calls FlushDeltas whenever every delta read so far has been given to the
+// sink and the next event must come from the network, so nothing waits in
+// the sink while the stream waits, and deltas that arrived together leave
+// together (one write to a client per network read instead of one per
+// delta). Deltas still buffered when the attempt ends are the sink's to
+// flush. An error aborts the attempt as a Delta error does.
+type DeltaFlusher interface {
+	FlushDeltas() error
+}
+
+// consumerFailed is the error of an attempt whose delta sink failed.
+func (c *Client) consumerFailed(ctx context.Context, mk errMaker, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return &core.CanceledError{Err: cerr}
+	}
+	mk.msg = "stream consumer failed: " + err.Error()
+	mk.err = err
+	return mk.rejected("stream_consumer_failed")
 }

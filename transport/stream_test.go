@@ -4,8 +4,11 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -226,5 +229,51 @@ func TestConnectionResetBeforeHeaders(t *testing.T) {
 	_, err = c.Do(context.Background(), src, chatCall(false))
 	if e := asTransient(t, err); e.Reason != core.ReasonNetworkError {
 		t.Fatalf("%+v", e)
+	}
+}
+
+func TestCompleteStreamsReuseTheirConnection(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(sse(contentChunk("a"), contentChunk("b"), data("[DONE]")))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	src := source(srv, "openai")
+	for i := range 5 {
+		r, err := c.Do(context.Background(), src, chatCall(true))
+		if err != nil || r.Content != "ab" {
+			t.Fatalf("call %d: %v %+v", i, err, r)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("5 complete streams used %d connections, want 1: a stream closed before its end drops its connection", n)
+	}
+}
+
+func TestAStreamLeftOpenAfterDoneCostsAtMostTheDrainWait(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sse(contentChunk("a"), data("[DONE]"))(w, r)
+		select { // a server that keeps the response open after [DONE]
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	start := time.Now()
+	r, err := c.Do(context.Background(), source(srv, "openai"), chatCall(true))
+	if err != nil || r.Content != "a" {
+		t.Fatalf("%v %+v", err, r)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("the attempt waited %v for a stream left open after [DONE]", took)
 	}
 }

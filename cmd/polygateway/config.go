@@ -17,6 +17,7 @@ import (
 // serverConfig is the server's own configuration, from PGW_* keys.
 type serverConfig struct {
 	addr         string
+	adminAddr    string // PGW_ADMIN_ADDR: the pprof listener, off when empty
 	drainTimeout time.Duration
 	metrics      bool
 	logLevel     slog.Level
@@ -96,6 +97,9 @@ func readServerConfig(r *keyReader) (serverConfig, error) {
 	get := r.get
 	if v, ok := get("PGW_LISTEN_ADDR"); ok {
 		sc.addr = v
+	}
+	if v, ok := get("PGW_ADMIN_ADDR"); ok {
+		sc.adminAddr = v
 	}
 	if sc.routing, err = readRouting(r); err != nil {
 		return sc, err

@@ -263,7 +263,7 @@ func TestRunWithConfigFileReloadsOnSIGHUP(t *testing.T) {
 	logs := &syncBuf{}
 	sigs := make(chan os.Signal, 1)
 	code := make(chan int, 1)
-	go func() { code <- run([]string{"-config", path, "-env-file", envFile}, logs, sigs) }()
+	go func() { code <- run([]string{"-config", path, "-env-file", envFile}, io.Discard, logs, sigs) }()
 
 	addr := waitLog(t, logs, regexp.MustCompile(`"addr":"([^"]+)"`))
 	base := "http://" + addr
@@ -294,11 +294,11 @@ func TestRunWithConfigFileReloadsOnSIGHUP(t *testing.T) {
 	// -check with a bad file names the path and fails.
 	writeFile(t, path, strings.Replace(gatewayFile("FAST", two.URL(), ""), "routes:", "routs:", 1))
 	bad := &syncBuf{}
-	if c := run([]string{"-check", "-config", path, "-env-file", envFile}, bad, nil); c != 1 || !strings.Contains(bad.String(), "server.routs") ||
+	if c := run([]string{"-check", "-config", path, "-env-file", envFile}, io.Discard, bad, nil); c != 1 || !strings.Contains(bad.String(), "server.routs") ||
 		!strings.Contains(bad.String(), "did you mean routes?") {
 		t.Errorf("-check of a bad file: %d %s", c, bad.String())
 	}
-	if c := run([]string{"-config-poll", "10ms", "-config", path}, io.Discard, nil); c != 2 {
+	if c := run([]string{"-config-poll", "10ms", "-config", path}, io.Discard, io.Discard, nil); c != 2 {
 		t.Errorf("-config-poll below 1s: exit %d", c)
 	}
 }

@@ -68,10 +68,14 @@
 // reloaded when its modification time or size changes, looked at every 5s.
 // Logs go to stderr through slog and never contain keys.
 //
+//	PGW_ADMIN_ADDR             opt-in admin listener serving net/http/pprof under
+//	                           /debug/pprof/ (unset = none); keep it on loopback
+//
 // Flags: -env-file names the .env file (default ".env", optional unless
 // given); -config names a YAML config file; -config-poll an interval (>= 1s)
 // to watch it; -check validates the configuration, builds every client and
-// exits.
+// exits; -version prints the build information (module version, Go
+// version, VCS revision) and exits; -admin-addr overrides PGW_ADMIN_ADDR.
 package main
 
 import (
@@ -90,23 +94,30 @@ import (
 func main() {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	os.Exit(run(os.Args[1:], os.Stderr, sigs))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, sigs))
 }
 
 // minPoll is the shortest -config-poll interval.
 const minPoll = time.Second
 
-// run is the command: it returns the exit code. sigs delivers SIGHUP
-// (reload), SIGINT and SIGTERM (drain and exit).
-func run(args []string, stderr io.Writer, sigs <-chan os.Signal) int {
+// run is the command: it returns the exit code. -version writes to
+// stdout, logs go to stderr; sigs delivers SIGHUP (reload), SIGINT and
+// SIGTERM (drain and exit).
+func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	fs := flag.NewFlagSet("polygateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	envFile := fs.String("env-file", ".env", "the .env file to read (optional unless set); with -config, the variables ${NAME} are taken from it and the environment")
 	configPath := fs.String("config", "", "a YAML configuration file to read instead of the environment's keys (see docs/howto-config-file.md)")
 	poll := fs.Duration("config-poll", 0, "with -config: check the file for changes this often (at least 1s) and reload when it changed; 0 = only on SIGHUP")
 	check := fs.Bool("check", false, "validate the configuration, build every client and exit")
+	version := fs.Bool("version", false, "print the build information and exit")
+	adminAddr := fs.String("admin-addr", "", "serve pprof on this separate listener (overrides PGW_ADMIN_ADDR); never on the public one")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *version {
+		printVersion(stdout)
+		return 0
 	}
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "env-file" })
@@ -126,6 +137,9 @@ func run(args []string, stderr io.Writer, sigs <-chan os.Signal) int {
 	if err != nil {
 		boot.Error("configuration invalid", slog.String("config", origin), slog.String("error", err.Error()))
 		return 1
+	}
+	if *adminAddr != "" {
+		sc.adminAddr = *adminAddr
 	}
 	log := newLogger(stderr, sc)
 	var hook metricsHook
@@ -166,6 +180,14 @@ func run(args []string, stderr io.Writer, sigs <-chan os.Signal) int {
 		log.Info("configuration valid", slog.String("config", origin),
 			slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()))
 		return 0
+	}
+	if sc.adminAddr != "" {
+		admin, _, err := startAdmin(log, sc.adminAddr)
+		if err != nil {
+			log.Error("start failed", slog.String("error", err.Error()))
+			return 1
+		}
+		defer admin.Close()
 	}
 	if _, err := a.start(); err != nil {
 		log.Error("start failed", slog.String("config", origin), slog.String("error", err.Error()))

@@ -13,7 +13,7 @@ import (
 type promHook struct{ col *metrics.Collector }
 
 func newMetrics() (metricsHook, error) {
-	col, err := metrics.New(nil)
+	col, err := metrics.New(nil, metrics.WithRuntimeMetrics()) // go_* and process_* beside the gateway's own
 	if err != nil {
 		return nil, err
 	}

@@ -301,6 +301,8 @@ var keyTable = []KeyDoc{
 		Meaning: "Gateway: relay stream deltas as they come (first_token) or hold the answer until the call succeeded (buffer).", Example: "first_token", Kind: KindEnum},
 	{Pattern: "PGW_ADMIN_TOKEN", Default: "admin endpoints off", Form: "non-empty string", Reader: ReaderGateway,
 		Meaning: "Gateway: bearer token of /admin/…; also opens /metrics and the /readyz details. Never logged.", Example: "replace-me", Kind: KindSecret},
+	{Pattern: "PGW_ADMIN_ADDR", Default: "off", Form: "host:port", Reader: ReaderGateway,
+		Meaning: "Gateway: a separate listener serving Go's profiles (net/http/pprof) under /debug/pprof/, without authentication: bind it to loopback. -admin-addr overrides it.", Example: "127.0.0.1:6060", Kind: KindString},
 	{Pattern: "PGW_METRICS_TOKEN", Default: "/metrics open", Form: "non-empty string", Reader: ReaderGateway,
 		Meaning: "Gateway: bearer token /metrics requires and the /readyz details need. Never logged.", Example: "replace-me", Kind: KindSecret},
 	{Pattern: "PGW_CLIENT_KEYS", Default: "no client auth", Form: "comma-separated keys", Reader: ReaderGateway,

@@ -1,25 +1,40 @@
-// Command loadgen measures the gateway server on loopback. It has two
+// Command loadgen measures the gateway server on loopback. It has three
 // modes, each meant to run as its own process:
 //
 //	loadgen fake [-tokens N] [-latency D]
 //	    serves a fake OpenAI upstream on 127.0.0.1 and prints its base URL
 //	    (ending in /v1) on stdout; it stops on SIGINT/SIGTERM or after -max.
 //
-//	loadgen run -url BASE [-rate R] [-duration D] [-payload B] [-workers C] [-pid P]
-//	    sends non-streaming chat completions with a user message of B bytes
-//	    to BASE+"/chat/completions". With -rate > 0 requests start on a fixed
+//	loadgen run -url BASE [-rate R] [-duration D] [-payload B] [-workers C] [-stream] [-pid P]
+//	    sends chat completions with a user message of B bytes to
+//	    BASE+"/chat/completions". With -rate > 0 requests are sent on a fixed
 //	    schedule (open loop: a slow server does not slow the schedule down)
-//	    and latency percentiles are reported; with -rate 0 C workers send
-//	    back to back (saturation) and the throughput is reported. With -pid
-//	    the CPU time that process used during the run is read from /proc,
-//	    giving requests per CPU-second.
+//	    and each latency is measured from the request's scheduled send time,
+//	    so queueing anywhere counts; with -rate 0 C workers send back to back
+//	    (closed loop, the maximum throughput). -stream asks for SSE and
+//	    reports the time to the first content chunk and the chunks received.
+//	    With -pid the CPU time that process used during the measured part is
+//	    read from /proc/<pid>/stat (utime+stime).
+//
+//	loadgen relay -upstream BASE
+//	    serves a bare reverse proxy (net/http/httputil) in front of BASE and
+//	    prints its base URL: the floor of any Go HTTP proxy.
+//
+//	loadgen bench -gateway BIN [-duration D]
+//	    the comparison behind `make bench-gateway`: starts a zero-delay fake
+//	    (this binary in fake mode) and the gateway BIN in front of it, each
+//	    as its own process, runs every load both direct to the fake and
+//	    through the gateway (and, for the floor, through the bare relay),
+//	    and prints the added latency, throughput and CPU per request and
+//	    per relayed chunk as ratios to direct.
 //
 // Only loopback addresses are accepted; every run is bounded by -duration
-// (at most 5 minutes). bench.sh next to this file runs the comparison
-// direct-to-fake versus through the gateway.
+// (at most 5 minutes).
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,7 +59,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: loadgen fake|run [flags]")
+		fmt.Fprintln(os.Stderr, "usage: loadgen fake|run|relay|bench [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -52,7 +67,15 @@ func main() {
 	case "fake":
 		err = fake(os.Args[2:])
 	case "run":
-		err = run(os.Args[2:])
+		var r *report
+		if r, err = runFlags(os.Args[2:]); err == nil {
+			b, _ := json.Marshal(r)
+			fmt.Println(string(b))
+		}
+	case "bench":
+		err = bench(os.Args[2:])
+	case "relay":
+		err = relay(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
@@ -83,51 +106,137 @@ func fake(args []string) error {
 	return nil
 }
 
-type result struct {
-	lat time.Duration
-	err bool
+// load is one measured run.
+type load struct {
+	base     string
+	rate     float64 // 0: closed loop with workers
+	workers  int
+	duration time.Duration
+	warmup   time.Duration
+	payload  int
+	model    string
+	stream   bool
+	pid      int
 }
 
-func run(args []string) error {
+// report is what a run measured.
+type report struct {
+	Label      string  `json:"label,omitempty"`
+	Target     string  `json:"target"`
+	Rate       float64 `json:"rate"`
+	Workers    int     `json:"workers,omitempty"`
+	Stream     bool    `json:"stream,omitempty"`
+	Requests   int     `json:"requests"`
+	Errors     int     `json:"errors"`
+	Throughput float64 `json:"throughput_rps"`
+	P50        float64 `json:"p50_ms"`
+	P90        float64 `json:"p90_ms"`
+	P99        float64 `json:"p99_ms"`
+	Max        float64 `json:"max_ms"`
+	TTFT50     float64 `json:"ttft_p50_ms,omitempty"`
+	TTFT99     float64 `json:"ttft_p99_ms,omitempty"`
+	Chunks     int64   `json:"chunks,omitempty"`
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	CPUPerReq  float64 `json:"cpu_us_per_request,omitempty"`
+	CPUPerChk  float64 `json:"cpu_us_per_chunk,omitempty"`
+	// ClientCPUPerReq is the load generator's own CPU per request: what the
+	// HTTP client side of an exchange costs on this machine.
+	ClientCPUPerReq float64 `json:"client_cpu_us_per_request,omitempty"`
+}
+
+func runFlags(args []string) (*report, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	base := fs.String("url", "", "base URL ending in /v1 (loopback only)")
-	rate := fs.Float64("rate", 500, "requests per second (0 = saturation with -workers)")
-	duration := fs.Duration("duration", 10*time.Second, "measurement time (max 5m)")
-	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured warm-up")
-	payload := fs.Int("payload", 1024, "bytes of the user message")
-	workers := fs.Int("workers", 32, "concurrent workers in saturation mode")
-	model := fs.String("model", "gpt-4o", "model name to send")
-	pid := fs.Int("pid", 0, "process whose CPU time to report")
+	var l load
+	fs.StringVar(&l.base, "url", "", "base URL ending in /v1 (loopback only)")
+	fs.Float64Var(&l.rate, "rate", 500, "requests per second (0 = closed loop with -workers)")
+	fs.DurationVar(&l.duration, "duration", 10*time.Second, "measurement time (max 5m)")
+	fs.DurationVar(&l.warmup, "warmup", 2*time.Second, "unmeasured warm-up")
+	fs.IntVar(&l.payload, "payload", 1024, "bytes of the user message")
+	fs.IntVar(&l.workers, "workers", 32, "concurrent workers in closed-loop mode")
+	fs.StringVar(&l.model, "model", "gpt-4o", "model name to send")
+	fs.BoolVar(&l.stream, "stream", false, "ask for a streamed answer")
+	fs.IntVar(&l.pid, "pid", 0, "process whose CPU time to report")
 	label := fs.String("label", "", "label printed with the result")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
-	u, err := url.Parse(*base)
+	r, err := l.run()
+	if r != nil {
+		r.Label = *label
+	}
+	return r, err
+}
+
+// checkLoopback refuses any base URL that is not on loopback.
+func checkLoopback(base string) error {
+	u, err := url.Parse(base)
 	if err != nil || u.Hostname() == "" {
-		return fmt.Errorf("bad -url %q", *base)
+		return fmt.Errorf("bad url %q", base)
 	}
 	if ip := net.ParseIP(u.Hostname()); !(u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()) {
-		return fmt.Errorf("-url must be a loopback address, got %s", u.Hostname())
+		return fmt.Errorf("url must be a loopback address, got %s", u.Hostname())
 	}
-	if *duration <= 0 || *duration > 5*time.Minute {
-		return errors.New("-duration must be in (0, 5m]")
-	}
-	target := strings.TrimRight(*base, "/") + "/chat/completions"
-	msg := strings.Repeat("lorem ipsum ", *payload/12+1)[:*payload]
-	body, _ := json.Marshal(map[string]any{"model": *model, "messages": []map[string]string{{"role": "user", "content": msg}}})
+	return nil
+}
 
-	tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 30 * time.Second}
+type result struct {
+	lat, ttft time.Duration
+	chunks    int64
+	err       bool
+}
+
+func (l *load) run() (*report, error) {
+	if err := checkLoopback(l.base); err != nil {
+		return nil, err
+	}
+	if l.duration <= 0 || l.duration > 5*time.Minute {
+		return nil, errors.New("-duration must be in (0, 5m]")
+	}
+	target := strings.TrimRight(l.base, "/") + "/chat/completions"
+	msg := strings.Repeat("lorem ipsum ", l.payload/12+1)[:l.payload]
+	body, _ := json.Marshal(map[string]any{"model": l.model, "stream": l.stream,
+		"messages": []map[string]string{{"role": "user", "content": msg}}})
+
+	tr := &http.Transport{MaxIdleConns: 8192, MaxIdleConnsPerHost: 8192, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	defer tr.CloseIdleConnections()
-	one := func() result {
-		start := time.Now()
-		resp, err := client.Post(target, "application/json", strings.NewReader(string(body)))
+	// one sends a request scheduled at sched and measures from there.
+	one := func(sched time.Time) result {
+		req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
 		if err != nil {
-			return result{time.Since(start), true}
+			return result{lat: time.Since(sched), err: true}
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return result{time.Since(start), resp.StatusCode != http.StatusOK}
+		defer resp.Body.Close()
+		if !l.stream {
+			_, err = io.Copy(io.Discard, resp.Body)
+			return result{lat: time.Since(sched), err: err != nil || resp.StatusCode != http.StatusOK}
+		}
+		r := result{}
+		br := bufio.NewReaderSize(resp.Body, 16<<10)
+		done := false
+		for {
+			line, err := br.ReadSlice('\n')
+			if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+				switch {
+				case bytes.HasPrefix(d, []byte("[DONE]")):
+					done = true
+				case bytes.Contains(d, []byte(`"error"`)):
+				default:
+					r.chunks++
+					if r.ttft == 0 && bytes.Contains(d, []byte(`"content":"`)) {
+						r.ttft = time.Since(sched)
+					}
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		r.lat = time.Since(sched)
+		r.err = !done || resp.StatusCode != http.StatusOK
+		return r
 	}
 
 	var measuring atomic.Bool
@@ -140,29 +249,24 @@ func run(args []string) error {
 			mu.Unlock()
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *warmup+*duration)
+	ctx, cancel := context.WithTimeout(context.Background(), l.warmup+l.duration)
 	defer cancel()
-	time.AfterFunc(*warmup, func() { measuring.Store(true) })
-	var cpu0 float64
+	var cpu0, self0 float64
 	var t0 time.Time
-	time.AfterFunc(*warmup, func() { cpu0, t0 = cpuSeconds(*pid), time.Now() })
+	time.AfterFunc(l.warmup, func() {
+		cpu0, self0, t0 = cpuSeconds(l.pid), cpuSeconds(os.Getpid()), time.Now()
+		measuring.Store(true)
+	})
 
 	var wg sync.WaitGroup
-	if *rate > 0 {
-		interval := time.Duration(float64(time.Second) / *rate)
-		next := time.Now()
+	if l.rate > 0 {
+		interval := float64(time.Second) / l.rate
+		start := time.Now()
 		sem := make(chan struct{}, 8192) // bound on outstanding requests
-	loop:
-		for {
-			next = next.Add(interval)
-			if d := time.Until(next); d > 0 {
-				select {
-				case <-ctx.Done():
-					break loop
-				case <-time.After(d):
-				}
-			} else if ctx.Err() != nil {
-				break loop
+		for i := 0; ctx.Err() == nil; i++ {
+			sched := start.Add(time.Duration(float64(i) * interval))
+			if d := time.Until(sched); d > 0 {
+				time.Sleep(d)
 			}
 			select {
 			case sem <- struct{}{}:
@@ -173,17 +277,17 @@ func run(args []string) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				record(one())
+				record(one(sched))
 				<-sem
 			}()
 		}
 	} else {
-		for range *workers {
+		for range l.workers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for ctx.Err() == nil {
-					record(one())
+					record(one(time.Now()))
 				}
 			}()
 		}
@@ -191,38 +295,57 @@ func run(args []string) error {
 	}
 	measuring.Store(false)
 	elapsed := time.Since(t0)
-	cpu1 := cpuSeconds(*pid)
+	cpu1, self1 := cpuSeconds(l.pid), cpuSeconds(os.Getpid())
 	wg.Wait()
 
-	var lats []time.Duration
+	var lats, ttfts []time.Duration
 	errs := 0
+	var chunks int64
 	for _, r := range results {
 		if r.err {
 			errs++
 			continue
 		}
 		lats = append(lats, r.lat)
-	}
-	slices.Sort(lats)
-	pct := func(p float64) time.Duration {
-		if len(lats) == 0 {
-			return 0
+		if r.ttft > 0 {
+			ttfts = append(ttfts, r.ttft)
 		}
-		return lats[min(len(lats)-1, int(p*float64(len(lats))))]
+		chunks += r.chunks
 	}
-	out := map[string]any{
-		"label": *label, "target": target, "rate": *rate, "workers": *workers, "payload_bytes": *payload,
-		"requests": len(results), "errors": errs, "throughput_rps": round(float64(len(results)) / elapsed.Seconds()),
-		"p50_ms": ms(pct(0.50)), "p90_ms": ms(pct(0.90)), "p99_ms": ms(pct(0.99)), "max_ms": ms(pct(1)),
+	rep := &report{
+		Target: target, Rate: l.rate, Stream: l.stream, Requests: len(results), Errors: errs,
+		Throughput: round(float64(len(results)-errs) / elapsed.Seconds()),
+		P50:        ms(pct(lats, 0.50)), P90: ms(pct(lats, 0.90)), P99: ms(pct(lats, 0.99)), Max: ms(pct(lats, 1)),
+		Chunks: chunks,
 	}
-	if *pid > 0 && cpu1 > cpu0 {
-		out["cpu_seconds"] = round(cpu1 - cpu0)
-		out["cores_used"] = round((cpu1 - cpu0) / elapsed.Seconds())
-		out["requests_per_cpu_second"] = round(float64(len(results)-errs) / (cpu1 - cpu0))
+	if l.rate == 0 {
+		rep.Workers = l.workers
 	}
-	b, _ := json.Marshal(out)
-	fmt.Println(string(b))
-	return nil
+	if ok := len(results) - errs; ok > 0 && self1 > self0 {
+		rep.ClientCPUPerReq = round((self1 - self0) * 1e6 / float64(ok))
+	}
+	if l.stream {
+		rep.TTFT50, rep.TTFT99 = ms(pct(ttfts, 0.5)), ms(pct(ttfts, 0.99))
+	}
+	if l.pid > 0 && cpu1 > cpu0 {
+		cpu := cpu1 - cpu0
+		rep.CPUSeconds = round(cpu)
+		if ok := len(results) - errs; ok > 0 {
+			rep.CPUPerReq = round(cpu * 1e6 / float64(ok))
+		}
+		if chunks > 0 {
+			rep.CPUPerChk = round(cpu * 1e6 / float64(chunks))
+		}
+	}
+	return rep, nil
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return d[min(len(d)-1, int(p*float64(len(d))))]
 }
 
 func ms(d time.Duration) float64 { return round(float64(d.Microseconds()) / 1000) }
