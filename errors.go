@@ -126,15 +126,21 @@ type ResultInvalidError struct {
 type GatewayUnavailableError struct {
 	// Scope is the scope that could not answer.
 	Scope string
-	// Reason is circuit_open, retry_exhausted, stalled, rate_limited or
-	// timeout (the deadline cannot be met).
+	// Reason is circuit_open, retry_exhausted, stalled, rate_limited,
+	// timeout (the deadline cannot be met), budget_exhausted (a spend
+	// budget had no room; nothing was sent) or disabled (every source is
+	// switched off).
 	Reason Reason
 	// RetryAfter is how long until a source can be used again (breaker
-	// cooldowns, memos, Retry-After); 0 = now.
+	// cooldowns, memos, Retry-After; for budget_exhausted, the end of the
+	// budget's window); 0 = now.
 	RetryAfter time.Duration
 	// PerSource names every source of the scope with the reason it was not
 	// usable: its failure in this call, or why the call could not try it.
 	PerSource map[string]Reason
+	// Budget is the key of the refusing budget ("scope:LLM",
+	// "client:team-a") when Reason is budget_exhausted.
+	Budget string
 	// Err is the last attempt's error, if any.
 	Err error
 }

@@ -95,6 +95,7 @@ const (
 // Group names of the two-part scope keys {SCOPE}__{GROUP}__{FIELD}.
 const (
 	groupGlobal       = "GLOBAL"
+	groupBudget       = "BUDGET"
 	groupRetry        = "RETRY"
 	groupBreaker      = "BREAKER"
 	groupBackpressure = "BACKPRESSURE"
@@ -170,6 +171,10 @@ var keyTable = []KeyDoc{
 		Meaning: "Scope-wide tokens per minute; when > 0, every source needs EST_TOKENS.", Example: "200000", Kind: KindIntNonNeg},
 	{Pattern: scopeP + "GLOBAL__POOL", Form: "name: letters, digits, _ and -",
 		Meaning: "Scopes naming the same pool share their GLOBAL gates (one count for all of them, in memory within a process and in Redis across processes); each scope's GLOBAL limits apply to the pool's count.", Example: "shared", Kind: KindName},
+	{Pattern: scopeP + "BUDGET__USD", Default: "none", Form: "decimal > 0 (USD)",
+		Meaning: "Spend budget of the scope per BUDGET__WINDOW_S: each attempt reserves its estimated cost (prompt at the input price, max_tokens, else EST_TOKENS, else 1024 tokens at the output price) in the admission step and settles it to the actual cost; a call that does not fit is refused before any request (budget_exhausted, with RetryAfter = the window's end). Needs a price for every source's model (PGW_PRICING_PATH).", Example: "50", Kind: KindDecimalPos},
+	{Pattern: scopeP + "BUDGET__WINDOW_S", Default: "86400", Form: "integer seconds >= 1",
+		Meaning: "The budget's window: fixed windows aligned to the Unix epoch (86400 resets at 00:00 UTC), shared by every process on the backend.", Example: "3600", Kind: KindIntPos},
 	{Pattern: scopeP + "SELECTOR", Default: "health_aware",
 		Values: []string{"health_aware", "round_robin", "least_inflight", "cost_aware"},
 		Form:   "health_aware | round_robin | least_inflight | cost_aware", Meaning: "Source selection strategy.", Example: "health_aware", Kind: KindEnum},

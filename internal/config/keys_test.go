@@ -65,7 +65,7 @@ func TestKeysDriveKnownFields(t *testing.T) {
 		}
 	}
 	// Patterns are unique and the groups are exactly the documented ones.
-	if got := known.groupOrder; !slices.Equal(got, []string{groupGlobal, groupRetry, groupBreaker, groupBackpressure, groupFallback, groupQuality}) {
+	if got := known.groupOrder; !slices.Equal(got, []string{groupGlobal, groupBudget, groupRetry, groupBreaker, groupBackpressure, groupFallback, groupQuality}) {
 		t.Errorf("groups = %v", got)
 	}
 	if !slices.Equal(known.singles, []string{"SELECTOR", "PREFERRED_REGION", "QUOTA_FULL"}) {

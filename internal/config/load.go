@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -591,6 +592,11 @@ func (l *loader) scopeValues() *Error {
 		s.GlobalPool = e.val
 	}
 
+	// BUDGET
+	if err := l.budget(p); err != nil {
+		return err
+	}
+
 	// Singles.
 	if s.Selector, err = enumOr(l, p+"SELECTOR", scopeP+"SELECTOR", core.SelectorHealthAware); err != nil {
 		return err
@@ -782,5 +788,40 @@ func (l *loader) allHandled() *Error {
 			return errf(k, "internal error: key is in the key table but was not parsed")
 		}
 	}
+	return nil
+}
+
+// defaultBudgetWindow is a budget's window when BUDGET__WINDOW_S is unset.
+const defaultBudgetWindow = 24 * time.Hour
+
+// maxBudgetUSD bounds a budget so that its micro-USD fit in an int64 with
+// room for the reservations of calls in flight.
+const maxBudgetUSD = 1e12
+
+// budget reads {SCOPE}__BUDGET__USD and __WINDOW_S.
+func (l *loader) budget(p string) *Error {
+	e := l.get(p + "BUDGET__USD")
+	window, err := l.optInt(p+"BUDGET__WINDOW_S", 1)
+	if err != nil {
+		return err
+	}
+	if !e.present() {
+		if window.key != "" {
+			return errf(window.key, "is set without "+p+"BUDGET__USD")
+		}
+		return nil
+	}
+	usd, err := parseRange(e, 0, true, maxBudgetUSD, false)
+	if err != nil {
+		return err
+	}
+	b := core.Budget{Key: "scope:" + l.s.Scope, Limit: int64(math.Round(usd * 1e6)), Window: defaultBudgetWindow}
+	if b.Limit <= 0 {
+		return errf(e.key, fmt.Sprintf("invalid value %s: below one micro-USD", show(e.val)))
+	}
+	if window.key != "" {
+		b.Window = time.Duration(window.n) * time.Second
+	}
+	l.s.Budget = b
 	return nil
 }

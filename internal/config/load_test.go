@@ -479,3 +479,46 @@ func TestLoadWatchdogDefaultsAndSwitchOff(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadBudget(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		set        map[string]string
+		want       core.Budget
+		wantErrKey string
+	}{
+		{name: "none", set: nil},
+		{name: "daily by default", set: map[string]string{"LLM__BUDGET__USD": "50"},
+			want: core.Budget{Key: "scope:LLM", Limit: 50_000_000, Window: 24 * time.Hour}},
+		{name: "hourly, cents", set: map[string]string{"LLM__BUDGET__USD": "0.25", "LLM__BUDGET__WINDOW_S": "3600"},
+			want: core.Budget{Key: "scope:LLM", Limit: 250_000, Window: time.Hour}},
+		{name: "window without budget", set: map[string]string{"LLM__BUDGET__WINDOW_S": "60"}, wantErrKey: "LLM__BUDGET__WINDOW_S"},
+		{name: "zero", set: map[string]string{"LLM__BUDGET__USD": "0"}, wantErrKey: "LLM__BUDGET__USD"},
+		{name: "negative", set: map[string]string{"LLM__BUDGET__USD": "-1"}, wantErrKey: "LLM__BUDGET__USD"},
+		{name: "below a micro-USD", set: map[string]string{"LLM__BUDGET__USD": "0.0000001"}, wantErrKey: "LLM__BUDGET__USD"},
+		{name: "not a number", set: map[string]string{"LLM__BUDGET__USD": "ten"}, wantErrKey: "LLM__BUDGET__USD"},
+		{name: "huge", set: map[string]string{"LLM__BUDGET__USD": "1e13"}, wantErrKey: "LLM__BUDGET__USD"},
+		{name: "window zero", set: map[string]string{"LLM__BUDGET__USD": "1", "LLM__BUDGET__WINDOW_S": "0"}, wantErrKey: "LLM__BUDGET__WINDOW_S"},
+		{name: "window fraction", set: map[string]string{"LLM__BUDGET__USD": "1", "LLM__BUDGET__WINDOW_S": "1.5"}, wantErrKey: "LLM__BUDGET__WINDOW_S"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := Load("LLM", with(tt.set))
+			if tt.wantErrKey != "" {
+				var ce *Error
+				if !errors.As(err, &ce) || ce.Key != tt.wantErrKey {
+					t.Fatalf("Load = %v, want an error naming %s", err, tt.wantErrKey)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Budget != tt.want {
+				t.Fatalf("Budget = %+v, want %+v", s.Budget, tt.want)
+			}
+		})
+	}
+}

@@ -54,6 +54,14 @@ type Call struct {
 	// may generate — for the sources' CONTEXT_WINDOW: a source whose window
 	// is smaller is skipped. 0 = unknown (no source is skipped).
 	Tokens int
+	// MaxOutputTokens is the part of Tokens the request allows the answer
+	// (its max_tokens); 0 = the request set none. Budget reservations price
+	// Tokens-MaxOutputTokens at the input price and this at the output one.
+	MaxOutputTokens int
+	// Budgets are spend budgets of this call beside its scope's (a
+	// gateway's per-client budget): every attempt reserves its estimated
+	// cost on each, in the admission step. Nil = only the scope's.
+	Budgets []Budget
 	// Deltas, when set, receives a streamed answer as it arrives (a server
 	// relaying the stream to its own client). See DeltaSink.
 	Deltas DeltaSink

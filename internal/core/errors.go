@@ -159,6 +159,9 @@ type GatewayUnavailableError struct {
 	RetryAfter time.Duration
 	// PerSource holds the last reason each source failed with.
 	PerSource map[string]Reason
+	// Budget is the key of the refusing budget ("scope:LLM",
+	// "client:team-a") when Reason is budget_exhausted.
+	Budget string
 	// Err is the last attempt's error, if any.
 	Err error
 }
@@ -169,6 +172,10 @@ func (e *GatewayUnavailableError) Error() string {
 	b.WriteString(e.Scope)
 	b.WriteString(" unavailable (")
 	b.WriteString(string(e.Reason))
+	if e.Budget != "" {
+		b.WriteString(" of budget ")
+		b.WriteString(e.Budget)
+	}
 	b.WriteString(")")
 	if e.RetryAfter > 0 {
 		fmt.Fprintf(&b, ", retry after %s", e.RetryAfter)

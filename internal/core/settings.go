@@ -150,6 +150,10 @@ type GatewaySettings struct {
 	// GlobalPool, when set, names the pool whose global gates the scope
 	// shares with every scope naming the same pool ({SCOPE}__GLOBAL__POOL).
 	GlobalPool string
+	// Budget is the scope's spend budget ({SCOPE}__BUDGET__USD per
+	// {SCOPE}__BUDGET__WINDOW_S); Limit 0 = none. An empty Key is
+	// "scope:" + Scope. Every source of a budgeted scope needs a price.
+	Budget Budget
 	// Selector is one of the built-in selectors. Default health_aware.
 	Selector SelectorName
 	// PreferredRegion puts same-region sources first when set.

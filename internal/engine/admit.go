@@ -87,6 +87,9 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 		LeaseTTL:     leaseTTL(e.settings.LeaseTTL, s.cfg.Timeout),
 		Pool:         e.settings.GlobalPool,
 	}}
+	if bs := e.budgets(r.call); len(bs) > 0 {
+		req.Permit.Budgets, req.Permit.Cost = bs, estimateCost(s, r.call)
+	}
 	t, err = e.admitter.Admit(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -96,6 +99,15 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 	}
 	now := e.clock.Now()
 	e.observeState(ctx, r.call.ID, s, t.Admission.State)
+	if !t.Admission.Allowed && t.Admission.Disabled {
+		// Switched off by an operator: skipped until the switch is read
+		// again; it never counts as the earliest usable source.
+		e.refused(name, core.ReasonDisabled)
+		r.excluded.add(i, n)
+		r.fail(name, core.ReasonDisabled)
+		s.setMemo(now, now.Add(disabledRecheck), memoDisabled)
+		return t, false, nil
+	}
 	if !t.Admission.Allowed {
 		e.refused(name, core.ReasonCircuitOpen)
 		r.excluded.add(i, n)
@@ -111,6 +123,12 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 		}
 		s.setMemo(now, now.Add(max(wait, time.Millisecond)), memoCircuitOpen)
 		return t, false, nil
+	}
+	if !t.Grant.OK && t.Grant.Gate == core.GateBudget {
+		// A spend budget has no room: no source of the call can be tried
+		// until its window ends.
+		e.refused(name, core.ReasonBudgetExhausted)
+		return t, false, r.budgetExhausted(t.Grant)
 	}
 	if !t.Grant.OK {
 		e.refused(name, core.ReasonRateLimited)

@@ -66,7 +66,9 @@ type Engine struct {
 	// windows is true when a source has a CONTEXT_WINDOW.
 	windows bool
 	pricing core.PricingTable
-	clock   core.Clock
+	// scopeBudgets holds the scope's spend budget, or is nil.
+	scopeBudgets []core.Budget
+	clock        core.Clock
 	log     *slog.Logger
 	obs     core.Observer
 	tracer  core.Tracer
@@ -128,6 +130,19 @@ func New(cfg Config) (*Engine, error) {
 		e.settings.Backpressure.PollInterval = 250 * time.Millisecond
 	}
 	e.settings.Breaker.Pool = e.settings.GlobalPool
+	if b := e.settings.Budget; b.Limit > 0 {
+		if b.Key == "" {
+			b.Key = "scope:" + e.settings.Scope
+		}
+		if b.Window < time.Second {
+			return nil, errors.New("polygateway: engine: budget window below 1s")
+		}
+		if _, ok := e.limiter.(core.BudgetLimiter); !ok {
+			return nil, errNoBudgets
+		}
+		e.settings.Budget = b
+		e.scopeBudgets = []core.Budget{b}
+	}
 	e.settings.Sources = append([]core.SourceConfig(nil), cfg.Settings.Sources...)
 	for _, sc := range e.settings.Sources {
 		if sc.Weight <= 0 {
@@ -139,6 +154,10 @@ func New(cfg Config) (*Engine, error) {
 	e.lastProgress.Store(e.clock.Now().UnixNano())
 	return e, nil
 }
+
+// errNoBudgets is the error of a spend budget on a limiter that cannot
+// hold one.
+var errNoBudgets = errors.New("polygateway: engine: the limiter backend does not enforce spend budgets (it is no core.BudgetLimiter)")
 
 // Windows reports whether a source has a CONTEXT_WINDOW (the chat front-end
 // then estimates Call.Tokens).
@@ -180,18 +199,67 @@ func (e *Engine) Sources(ctx context.Context) []core.SourceStatus {
 }
 
 // Reset closes the breaker of source (the operators' emergency key) and
-// clears its local memo and health history.
+// clears its local memo and health history. source "" resets every source
+// of the scope; the first failure is returned after all were tried. A
+// switched-off source stays off.
 func (e *Engine) Reset(ctx context.Context, source string) error {
+	var first error
+	found := false
+	for _, s := range e.sources {
+		if source != "" && s.cfg.Name != source {
+			continue
+		}
+		found = true
+		if err := e.breaker.Reset(ctx, e.settings.Scope, s.cfg.Name, s.breaker); err != nil {
+			if first == nil {
+				first = &core.GovernanceBackendError{Backend: "breaker", Op: "reset", Err: err}
+			}
+			continue
+		}
+		s.reset()
+		e.log.LogAttrs(ctx, slog.LevelInfo, "polygateway: breaker reset", slog.String("scope", e.settings.Scope), slog.String("source", s.cfg.Name))
+	}
+	if !found {
+		return &UnknownSourceError{Scope: e.settings.Scope, Source: source}
+	}
+	return first
+}
+
+// UnknownSourceError names a source the scope does not have.
+type UnknownSourceError struct{ Scope, Source string }
+
+func (e *UnknownSourceError) Error() string {
+	return "polygateway: scope " + e.Scope + " has no source " + e.Source
+}
+
+// SetEnabled switches source off (enabled=false) or on again, through the
+// breaker backend (core.SourceSwitch), so that every process sharing the
+// backend sees it: a switched-off source gets no request until it is
+// switched on. This process applies it at once; others within
+// disabledRecheck of their next call to the scope.
+func (e *Engine) SetEnabled(ctx context.Context, source string, enabled bool) error {
+	sw, ok := e.breaker.(core.SourceSwitch)
+	if !ok {
+		return errNoSwitch
+	}
 	for _, s := range e.sources {
 		if s.cfg.Name != source {
 			continue
 		}
-		if err := e.breaker.Reset(ctx, e.settings.Scope, source, s.breaker); err != nil {
-			return &core.GovernanceBackendError{Backend: "breaker", Op: "reset", Err: err}
+		if err := sw.SetEnabled(ctx, e.settings.Scope, source, s.breaker, enabled); err != nil {
+			return &core.GovernanceBackendError{Backend: "breaker", Op: "switch", Err: err}
 		}
-		s.reset()
-		e.log.LogAttrs(ctx, slog.LevelInfo, "polygateway: breaker reset", slog.String("scope", e.settings.Scope), slog.String("source", source))
+		s.switchMemo(e.clock.Now(), !enabled)
+		state := "enabled"
+		if !enabled {
+			state = "disabled"
+		}
+		e.log.LogAttrs(ctx, slog.LevelWarn, "polygateway: source "+state, slog.String("scope", e.settings.Scope), slog.String("source", source))
 		return nil
 	}
-	return errors.New("polygateway: engine: unknown source " + source)
+	return &UnknownSourceError{Scope: e.settings.Scope, Source: source}
 }
+
+// errNoSwitch is the error of SetEnabled on a breaker that cannot switch
+// sources.
+var errNoSwitch = errors.New("polygateway: engine: the breaker backend cannot switch sources off (it is no core.SourceSwitch)")

@@ -74,8 +74,14 @@ const (
 type effect struct {
 	// breaker is the outcome recorded on the source's circuit.
 	breaker core.Outcome
-	// settle is how the permit's pre-deducted tokens are settled.
+	// settle is how the permit's pre-deducted tokens are settled, and its
+	// reserved cost on the spend budgets (SettleActual: the answer's priced
+	// usage).
 	settle core.SettleKind
+	// unbilled is true when the attempt cost nothing although its tokens
+	// stay counted (a 5xx answer generated nothing): the budgets' reserved
+	// cost is given back while TPM keeps the estimate.
+	unbilled bool
 	// health is fed into the source's health score.
 	health verdict
 	// memo sets the source's cooldown memo.
@@ -125,8 +131,8 @@ var policy = map[policyKey]effect{
 		memo: memoCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
 	{core.ClassTransient, core.ReasonStalled}: {breaker: core.OutcomeTimeout, settle: core.SettleEstimate, health: healthBad,
 		memo: memoCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
-	// 5xx, resets, cut or malformed streams.
-	{core.ClassTransient, core.ReasonServerError}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
+	// 5xx, resets, cut or malformed streams. A 5xx answer is not billed.
+	{core.ClassTransient, core.ReasonServerError}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, unbilled: true, health: healthBad,
 		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonServerError},
 	{core.ClassTransient, anyReason}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
 		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},

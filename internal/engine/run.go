@@ -229,15 +229,7 @@ func (r *run) perform(ctx context.Context, s *sourceState, t core.Ticket) (*core
 // concurrency, progress).
 func (r *run) apply(ctx context.Context, s *sourceState, t core.Ticket, eff effect, latency time.Duration, resp *core.LLMResponse, err error) {
 	e := r.e
-	settle := core.Settlement{Kind: eff.settle}
-	if eff.settle == core.SettleActual {
-		if resp != nil {
-			settle.Tokens = resp.PromptTokens + resp.CompletionTokens
-		} else {
-			settle.Kind = core.SettleEstimate
-		}
-	}
-	e.finish(ctx, r.call.ID, s, t, settle, eff.breaker)
+	e.finish(ctx, r.call.ID, s, t, e.settlement(s, t, eff, resp), eff.breaker)
 
 	now := e.clock.Now()
 	failures := 0

@@ -45,9 +45,19 @@ const (
 	memoRateLimited
 	// memoCircuitOpen: the breaker refused; hard until expiry.
 	memoCircuitOpen
+	// memoDisabled: an operator switched the source off; hard until
+	// expiry (disabledRecheck), when the switch is read again.
+	memoDisabled
 )
 
-func (k memoKind) hard() bool { return k == memoRateLimited || k == memoCircuitOpen }
+// disabledRecheck is how long a switched-off source is skipped before its
+// switch is read again: a source switched back on takes at most this long
+// to receive calls from a process.
+const disabledRecheck = time.Second
+
+func (k memoKind) hard() bool {
+	return k == memoRateLimited || k == memoCircuitOpen || k == memoDisabled
+}
 
 // sourceState is the governor's process-local view of one source. Its fields
 // are safe for concurrent use.
@@ -56,6 +66,9 @@ type sourceState struct {
 	breaker core.BreakerConfig // with the effective threshold
 	// price is the blended price per token used by cost_aware (NaN = unpriced).
 	price float64
+	// modelPrice is the model's price when priced is true (budget reservations).
+	modelPrice core.ModelPrice
+	priced     bool
 
 	inflight atomic.Int64
 	// lastState is the breaker state last reported to the observer.
@@ -86,6 +99,7 @@ func newSourceState(cfg core.SourceConfig, br core.BreakerConfig, pricing core.P
 	}
 	if p, ok := pricing.Price(cfg.Model); ok {
 		s.price = p.InputPer1M + p.OutputPer1M
+		s.modelPrice, s.priced = p, true
 	}
 	return s
 }
@@ -210,6 +224,19 @@ func (s *sourceState) clearMemo() {
 	s.mu.Unlock()
 }
 
+// switchMemo sets (off=true) or clears the memo of a switched-off source,
+// whatever memo it had: the operator's word wins.
+func (s *sourceState) switchMemo(now time.Time, off bool) {
+	s.mu.Lock()
+	switch {
+	case off:
+		s.memoKind, s.memoUntil = memoDisabled, now.Add(disabledRecheck)
+	case s.memoKind == memoDisabled:
+		s.memoKind, s.memoUntil = memoNone, time.Time{}
+	}
+	s.mu.Unlock()
+}
+
 // clearAllMemo removes any memo, hard ones included.
 func (s *sourceState) clearAllMemo() {
 	s.mu.Lock()
@@ -255,6 +282,8 @@ func (k memoKind) reason() core.Reason {
 		return core.ReasonRateLimited
 	case memoCircuitOpen:
 		return core.ReasonCircuitOpen
+	case memoDisabled:
+		return core.ReasonDisabled
 	}
 	return core.ReasonRetryExhausted
 }

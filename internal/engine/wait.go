@@ -43,12 +43,17 @@ func (r *run) nothingEligible(ctx context.Context, now time.Time) (wait time.Dur
 	e := r.e
 	n := len(e.sources)
 	var earliest time.Time
-	allCircuit := true
+	allCircuit, anyOn := true, false
 	for i, s := range e.sources {
 		if r.wrongModel.has(i, n) {
 			continue
 		}
 		kind, until := s.memo(now)
+		if kind == memoDisabled {
+			// Switched off: never waited for.
+			continue
+		}
+		anyOn = true
 		if kind == memoNone {
 			// Excluded for this round only: the AIMD limit was full. Slots
 			// free as attempts finish: waitSlot wakes on that, and this is
@@ -64,6 +69,10 @@ func (r *run) nothingEligible(ctx context.Context, now time.Time) (wait time.Dur
 		}
 	}
 	if allCircuit {
+		if !anyOn {
+			// Every source is switched off.
+			return 0, false, r.unavailable(ctx, core.ReasonDisabled)
+		}
 		return 0, false, r.unavailable(ctx, core.ReasonCircuitOpen)
 	}
 	if r.quotaRefused && e.settings.QuotaFull == core.QuotaFullFailFast {
@@ -118,6 +127,10 @@ func (r *run) unavailable(ctx context.Context, reason core.Reason) *core.Gateway
 			u.PerSource[name] = why
 		} else {
 			u.PerSource[name] = kind.reason()
+		}
+		if kind == memoDisabled {
+			// Switched off: not usable until an operator says so.
+			continue
 		}
 		usable := time.Duration(0)
 		if kind != memoNone {

@@ -207,6 +207,9 @@ func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
 			return nil, err
 		}
 	}
+	if err := checkBudget(s, limiter, pricing); err != nil {
+		return nil, err
+	}
 	profiles := transport.DefaultProfiles()
 	maps.Copy(profiles, o.Profiles)
 	tc := transport.Config{HTTPClient: o.HTTPClient, Profiles: profiles, Logger: logger}
@@ -294,8 +297,8 @@ func (c *Client) Handle(ctx context.Context, call *core.Call) (*core.LLMResponse
 	if call.Scope == "" {
 		call.Scope = c.settings.Scope
 	}
-	if call.Attempt == nil && call.Tokens == 0 && c.engine.Windows() {
-		call.Tokens = chatTokens(call)
+	if call.Attempt == nil && call.Tokens == 0 && (c.engine.Windows() || c.engine.Budgeted(call)) {
+		call.Tokens, call.MaxOutputTokens = chatTokens(call)
 	}
 	var end func(*core.LLMResponse, error)
 	if c.tracer != nil {
@@ -350,6 +353,19 @@ func (c *Client) Sources(ctx context.Context) []core.SourceStatus { return c.eng
 
 // Reset closes the breaker of source and clears its local history.
 func (c *Client) Reset(ctx context.Context, source string) error { return c.engine.Reset(ctx, source) }
+
+// SetEnabled switches a source off or on again (see engine.SetEnabled).
+func (c *Client) SetEnabled(ctx context.Context, source string, enabled bool) error {
+	return c.engine.SetEnabled(ctx, source, enabled)
+}
+
+// Budgets reports the scope's budget and extra ones (see engine.Budgets).
+func (c *Client) Budgets(ctx context.Context, extra ...core.Budget) ([]core.BudgetUsage, error) {
+	return c.engine.Budgets(ctx, extra...)
+}
+
+// Budgeted reports whether the client's scope has a spend budget.
+func (c *Client) Budgeted() bool { return c.settings.Budget.Limit > 0 }
 
 // Close releases connections and the backends the client created; it is
 // idempotent.

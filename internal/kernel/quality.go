@@ -111,24 +111,31 @@ func (u chatUpstream) Do(ctx context.Context, src *core.SourceConfig, call *core
 	return resp, nil
 }
 
-// chatTokens estimates a chat call's size for the context windows: its
-// prompt plus the most tokens it may generate (max_tokens or
-// max_completion_tokens, when given).
-func chatTokens(call *core.Call) int {
+// chatTokens estimates a chat call's size for the context windows and the
+// budget reservations: its prompt plus the most tokens it may generate
+// (max_completion_tokens or max_tokens, when given), and that most.
+func chatTokens(call *core.Call) (total, output int) {
 	n := transport.EstimatePromptTokens(call.Messages)
 	for _, k := range [...]string{"max_completion_tokens", "max_tokens"} {
+		var out int
 		switch v := call.Params[k].(type) {
 		case int:
-			return n + v
+			out = v
 		case int64:
-			return n + int(v)
+			out = int(v)
 		case float64:
-			return n + int(v)
+			out = int(v)
 		case json.Number:
-			if i, err := v.Int64(); err == nil {
-				return n + int(i)
+			i, err := v.Int64()
+			if err != nil {
+				continue
 			}
+			out = int(i)
+		default:
+			continue
 		}
+		out = max(out, 0)
+		return n + out, out
 	}
-	return n
+	return n, 0
 }
