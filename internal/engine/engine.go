@@ -69,9 +69,9 @@ type Engine struct {
 	// scopeBudgets holds the scope's spend budget, or is nil.
 	scopeBudgets []core.Budget
 	clock        core.Clock
-	log     *slog.Logger
-	obs     core.Observer
-	tracer  core.Tracer
+	log          *slog.Logger
+	obs          core.Observer
+	tracer       core.Tracer
 
 	// lastProgress is the unix-nano time of the last answer in the scope
 	// (the stall rule reads it).
