@@ -163,6 +163,13 @@ type CanceledError struct {
 	Err error
 }
 
+// UnknownSourceError names a source its scope does not have: the answer
+// to ResetSource, DisableSource or EnableSource naming a wrong source.
+type UnknownSourceError struct {
+	// Scope is the client's scope; Source the name asked for.
+	Scope, Source string
+}
+
 // SelectorError means the scope's Selector failed: it returned an error or
 // chose a candidate that does not exist.
 type SelectorError struct {
@@ -251,3 +258,9 @@ func (e *SelectorError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrGateway.
 func (e *SelectorError) Is(target error) bool { return target == ErrGateway }
+
+// Error returns the message naming the scope and the source.
+func (e *UnknownSourceError) Error() string { return (*core.UnknownSourceError)(e).Error() }
+
+// Is reports whether target is ErrGateway.
+func (e *UnknownSourceError) Is(target error) bool { return target == ErrGateway }

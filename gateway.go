@@ -121,7 +121,40 @@ func (c *GatewayClient) Sources(ctx context.Context) []SourceStatus {
 // ResetSource closes the breaker of the named source at once and clears its
 // local health history: the operators' emergency key after fixing a source.
 func (c *GatewayClient) ResetSource(ctx context.Context, source string) error {
-	return c.k.Reset(ctx, source)
+	if source == "" {
+		return &UnknownSourceError{Scope: c.k.Settings().Scope}
+	}
+	return publicError(c.k.Reset(ctx, source))
+}
+
+// ResetAllSources closes the breaker of every source of the scope and
+// clears their local health history. It tries every source and returns the
+// first failure. A switched-off source stays off.
+func (c *GatewayClient) ResetAllSources(ctx context.Context) error {
+	return publicError(c.k.Reset(ctx, ""))
+}
+
+// DisableSource switches the named source off at runtime: no request goes
+// to it until EnableSource, from this client and, with a shared breaker
+// backend (Redis), from every process using it (they see it within a
+// second). Its circuit's state and history are kept. A call whose sources
+// are all off fails with a GatewayUnavailableError of reason disabled.
+func (c *GatewayClient) DisableSource(ctx context.Context, source string) error {
+	return publicError(c.k.SetEnabled(ctx, source, false))
+}
+
+// EnableSource switches a source DisableSource switched off on again.
+func (c *GatewayClient) EnableSource(ctx context.Context, source string) error {
+	return publicError(c.k.SetEnabled(ctx, source, true))
+}
+
+// Budgets reports the current window of the scope's spend budget
+// ({SCOPE}__BUDGET__USD): its limit, what is spent (settled costs plus the
+// reservations of calls in flight, across every process on a shared
+// backend) and when the window ends. Nil without a budget.
+func (c *GatewayClient) Budgets(ctx context.Context) ([]BudgetUsage, error) {
+	out, err := c.k.Budgets(ctx)
+	return out, publicError(err)
 }
 
 // Settings returns a copy of the client's settings with API keys redacted.

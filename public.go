@@ -121,6 +121,9 @@ func publicErrorDepth(err error, depth int) error {
 	case *core.SelectorError:
 		p := SelectorError(*e)
 		return &p
+	case *core.UnknownSourceError:
+		p := UnknownSourceError(*e)
+		return &p
 	}
 	return err
 }
@@ -154,6 +157,11 @@ func (e *GovernanceBackendError) As(target any) bool {
 
 // As lets errors.As find the kernel's twin of a public error.
 func (e *CanceledError) As(target any) bool { return asTwin(target, (*core.CanceledError)(e)) }
+
+// As lets errors.As find the kernel's twin of a public error.
+func (e *UnknownSourceError) As(target any) bool {
+	return asTwin(target, (*core.UnknownSourceError)(e))
+}
 
 // As lets errors.As find the kernel's twin of a public error.
 func (e *SelectorError) As(target any) bool { return asTwin(target, (*core.SelectorError)(e)) }

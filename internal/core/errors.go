@@ -379,3 +379,19 @@ func (e *SelectorError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrGateway.
 func (e *SelectorError) Is(target error) bool { return target == ErrGateway }
+
+// UnknownSourceError names a source its scope does not have (an operator's
+// reset or switch naming a wrong source).
+type UnknownSourceError struct {
+	Scope, Source string
+}
+
+func (e *UnknownSourceError) Error() string {
+	if e.Source == "" {
+		return "polygateway: scope " + e.Scope + ": no source named"
+	}
+	return "polygateway: scope " + e.Scope + " has no source " + e.Source
+}
+
+// Is reports whether target is ErrGateway.
+func (e *UnknownSourceError) Is(target error) bool { return target == ErrGateway }

@@ -96,7 +96,7 @@ func (e *Engine) settlement(s *sourceState, t core.Ticket, eff effect, resp *cor
 		settle.Cost = e.actualCost(s, resp)
 	case eff.settle == core.SettleActual:
 		settle.Kind = core.SettleEstimate
-	case eff.unbilled && eff.settle == core.SettleEstimate:
+	case eff.unbilled && eff.settle == core.SettleEstimate && t.Grant.Permit.Cost > 0:
 		// Keep the tokens' estimate, give the reserved cost back.
 		settle = core.Settlement{Kind: core.SettleActual, Tokens: t.Grant.Permit.Tokens}
 	}

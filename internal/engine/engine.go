@@ -220,16 +220,9 @@ func (e *Engine) Reset(ctx context.Context, source string) error {
 		e.log.LogAttrs(ctx, slog.LevelInfo, "polygateway: breaker reset", slog.String("scope", e.settings.Scope), slog.String("source", s.cfg.Name))
 	}
 	if !found {
-		return &UnknownSourceError{Scope: e.settings.Scope, Source: source}
+		return &core.UnknownSourceError{Scope: e.settings.Scope, Source: source}
 	}
 	return first
-}
-
-// UnknownSourceError names a source the scope does not have.
-type UnknownSourceError struct{ Scope, Source string }
-
-func (e *UnknownSourceError) Error() string {
-	return "polygateway: scope " + e.Scope + " has no source " + e.Source
 }
 
 // SetEnabled switches source off (enabled=false) or on again, through the
@@ -257,7 +250,7 @@ func (e *Engine) SetEnabled(ctx context.Context, source string, enabled bool) er
 		e.log.LogAttrs(ctx, slog.LevelWarn, "polygateway: source "+state, slog.String("scope", e.settings.Scope), slog.String("source", source))
 		return nil
 	}
-	return &UnknownSourceError{Scope: e.settings.Scope, Source: source}
+	return &core.UnknownSourceError{Scope: e.settings.Scope, Source: source}
 }
 
 // errNoSwitch is the error of SetEnabled on a breaker that cannot switch
