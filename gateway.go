@@ -85,6 +85,7 @@ func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
 		CacheNamespace: co.cacheNamespace,
 		Fallback:       kernelFallback(co.fallback),
 		Events:         co.events,
+		Budgets:        co.budgets,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
 	"github.com/polygateway/polygateway/internal/kernel"
@@ -155,6 +156,7 @@ type callOptions struct {
 	schema                    []byte
 	fallback                  FallbackFunc
 	events                    core.AttemptListener
+	budgets                   []core.Budget
 }
 
 // resolveCall applies opts over the defaults.
@@ -173,6 +175,27 @@ func (co callOptions) kernel() kernel.CallOptions {
 	return kernel.CallOptions{
 		SessionID: co.sessionID, ParentCallID: co.parentCallID, CacheSalt: co.cacheSalt, CacheNamespace: co.cacheNamespace,
 		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: kernelFallback(co.fallback), Events: co.events,
+		Budgets: co.budgets,
+	}
+}
+
+// WithBudget makes the call reserve on a spend budget of its own beside
+// its scope's: a tenant's, a team's, a batch job's. Every attempt reserves
+// its estimated cost on b (Key names the spend: calls naming the same key
+// share it, in every scope and, on a shared backend, every process) in the
+// same atomic step as the rate-limit gates, and settles it to the actual
+// cost; a call that does not fit fails with ErrBudgetExhausted before any
+// request. b.Limit is micro-USD per b.Window (at least a second; fixed
+// windows aligned to the Unix epoch). The scope's sources need prices
+// (PGW_PRICING_PATH) for the reservation to be more than nothing; options
+// with an invalid budget (empty key, Limit <= 0, Window < 1s) are ignored.
+// Several WithBudget options add several budgets.
+func WithBudget(b Budget) CallOption {
+	return func(o *callOptions) {
+		if b.Key == "" || b.Limit <= 0 || b.Window < time.Second {
+			return
+		}
+		o.budgets = append(o.budgets[:len(o.budgets):len(o.budgets)], b)
 	}
 }
 

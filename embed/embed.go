@@ -119,6 +119,8 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 			Params:       co.Params,
 			SessionID:    co.SessionID,
 			ParentCallID: parent,
+			Budgets:      co.Budgets,
+			Tokens:       estimateTokens(texts[lo:hi]),
 		}}
 	}
 	if err := c.run(ctx, batches); err != nil {

@@ -56,10 +56,14 @@
 //	polygateway_limiter_rpm_limit                 gauge      scope, source
 //	polygateway_limiter_tpm_limit                 gauge      scope, source
 //	polygateway_source_status_up                  gauge      scope, source
+//	polygateway_source_disabled                   gauge      scope, source
+//	polygateway_budget_limit_usd                  gauge      scope, budget
+//	polygateway_budget_spent_usd                  gauge      scope, budget
+//	polygateway_budget_window_end_seconds         gauge      scope, budget
 //
 // The first eleven come from Middleware, the next seven from the Observer
-// methods, the rest are read from the watched clients (WatchClient) at
-// scrape time.
+// methods, the rest are read from the watched clients (WatchClient) and
+// budget readers (WatchBudgets) at scrape time.
 //
 // What they mean:
 //

@@ -207,6 +207,11 @@ func exercise(t *testing.T) *Collector {
 	chat(t, gc, "one") // cache hit
 	col.Waited("LLM", 250*time.Millisecond)
 	col.Refused("LLM", "openai_1", polygateway.ReasonCircuitOpen)
+	start := time.Unix(1_800_000_000, 0)
+	col.WatchBudgets(func(context.Context) ([]polygateway.BudgetUsage, error) {
+		return []polygateway.BudgetUsage{{Budget: polygateway.Budget{Key: "client:key-abc", Limit: 5_000_000, Window: time.Hour},
+			Spent: 1_250_000, WindowStart: start, WindowEnd: start.Add(time.Hour)}}, nil
+	})
 	return col
 }
 
@@ -506,4 +511,21 @@ func histCount(t testing.TB, c *Collector, name string) float64 {
 		}
 	}
 	return n
+}
+
+func TestBudgetReadersAreExportedInUSD(t *testing.T) {
+	t.Parallel()
+	col := exercise(t)
+	rec := httptest.NewRecorder()
+	col.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	for _, line := range []string{
+		`polygateway_budget_limit_usd{budget="client:key-abc",scope="unknown"} 5`,
+		`polygateway_budget_spent_usd{budget="client:key-abc",scope="unknown"} 1.25`,
+		`polygateway_budget_window_end_seconds{budget="client:key-abc",scope="unknown"} 1.8000036e+09`,
+	} {
+		if !strings.Contains(body, line) {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 const (
 	lScope   = "scope"
 	lSource  = "source"
+	lBudget  = "budget"
 	lModel   = "model"
 	lOutcome = "outcome"
 	lReason  = "reason"

@@ -36,6 +36,24 @@ func (c *Collector) WatchClient(gc *polygateway.GatewayClient) {
 	c.watch.add(gc, s.Scope)
 }
 
+// BudgetReader reads spend budgets at scrape time, for WatchBudgets: a
+// gateway's client budgets, a batch job's own. It must honour ctx.
+type BudgetReader func(ctx context.Context) ([]polygateway.BudgetUsage, error)
+
+// WatchBudgets reads the budgets read reports at every scrape, as the
+// watched clients' scope budgets are read: budget_limit_usd,
+// budget_spent_usd and budget_window_end_seconds with the scope label
+// "unknown" and the budget's key (a budget key seen twice in one scrape is
+// reported once).
+func (c *Collector) WatchBudgets(read BudgetReader) {
+	if read == nil {
+		return
+	}
+	c.watch.mu.Lock()
+	c.watch.budgetReaders = append(c.watch.budgetReaders, read)
+	c.watch.mu.Unlock()
+}
+
 // Unwatch stops exporting the scrape-time state of gc. Event counters
 // already recorded stay.
 func (c *Collector) Unwatch(gc *polygateway.GatewayClient) { c.watch.remove(gc) }
@@ -54,14 +72,20 @@ type watcher struct {
 	inFlight, health, adaptive               *prometheus.Desc
 	limInFlight, limRequests, limTokens      *prometheus.Desc
 	limitConcurrency, limitRPM, limitTPM, up *prometheus.Desc
+	disabled                                 *prometheus.Desc
+	budgetLimit, budgetSpent, budgetEnd      *prometheus.Desc
 	mu                                       sync.Mutex
 	clients                                  []watched
+	budgetReaders                            []BudgetReader
 }
 
 func newWatcher(ns string, timeout time.Duration) *watcher {
 	labels := []string{lScope, lSource}
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
+	}
+	b := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, []string{lScope, lBudget}, nil)
 	}
 	return &watcher{
 		timeout:          timeout,
@@ -77,6 +101,10 @@ func newWatcher(ns string, timeout time.Duration) *watcher {
 		limitRPM:         d("limiter_rpm_limit", "Configured RPM of the source (absent when off)."),
 		limitTPM:         d("limiter_tpm_limit", "Configured TPM of the source (absent when off)."),
 		up:               d("source_status_up", "1 when the source's breaker and limiter state could be read at this scrape, else 0 (breaker and limiter series are then omitted)."),
+		disabled:         d("source_disabled", "1 while an operator has switched the source off, else 0."),
+		budgetLimit:      b("budget_limit_usd", "Spend allowed per window by the budget."),
+		budgetSpent:      b("budget_spent_usd", "Spend counted in the budget's current window: settled costs plus the reservations of calls in flight, across every process sharing the backend."),
+		budgetEnd:        b("budget_window_end_seconds", "Unix time at which the budget's current window ends."),
 	}
 }
 
@@ -102,7 +130,8 @@ func (w *watcher) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		w.breakerState, w.breakerOpens, w.inFlight, w.health, w.adaptive,
 		w.limInFlight, w.limRequests, w.limTokens,
-		w.limitConcurrency, w.limitRPM, w.limitTPM, w.up,
+		w.limitConcurrency, w.limitRPM, w.limitTPM, w.up, w.disabled,
+		w.budgetLimit, w.budgetSpent, w.budgetEnd,
 	} {
 		ch <- d
 	}
@@ -113,12 +142,31 @@ func (w *watcher) Describe(ch chan<- *prometheus.Desc) {
 func (w *watcher) Collect(ch chan<- prometheus.Metric) {
 	w.mu.Lock()
 	clients := slices.Clone(w.clients)
+	readers := slices.Clone(w.budgetReaders)
 	w.mu.Unlock()
-	if len(clients) == 0 {
+	if len(clients) == 0 && len(readers) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
 	defer cancel()
+	seenBudget := make(map[string]bool)
+	budgets := func(scope string, us []polygateway.BudgetUsage) {
+		for _, u := range us {
+			if seenBudget[u.Key] || len(seenBudget) >= maxUsageSeries {
+				continue
+			}
+			seenBudget[u.Key] = true
+			ls, lb := cleanLabel(scope), cleanLabel(u.Key)
+			ch <- prometheus.MustNewConstMetric(w.budgetLimit, prometheus.GaugeValue, float64(u.Limit)/1e6, ls, lb)
+			ch <- prometheus.MustNewConstMetric(w.budgetSpent, prometheus.GaugeValue, float64(u.Spent)/1e6, ls, lb)
+			ch <- prometheus.MustNewConstMetric(w.budgetEnd, prometheus.GaugeValue, float64(u.WindowEnd.Unix()), ls, lb)
+		}
+	}
+	for _, read := range readers {
+		if us, err := read(ctx); err == nil {
+			budgets("", us)
+		}
+	}
 	seen := make(map[sourceKey]bool)
 	for i := len(clients) - 1; i >= 0; i-- {
 		x := clients[i]
@@ -127,6 +175,9 @@ func (w *watcher) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		ls := cleanLabel(x.scope)
+		if us, err := x.client.Budgets(ctx); err == nil {
+			budgets(x.scope, us)
+		}
 		for _, st := range x.client.Sources(ctx) {
 			k := sourceKey{x.scope, st.Name}
 			if seen[k] {
@@ -160,6 +211,11 @@ func (w *watcher) emit(ch chan<- prometheus.Metric, scope, source string, st *po
 		return
 	}
 	g(w.up, 1)
+	disabled := 0.0
+	if st.Breaker.Disabled {
+		disabled = 1
+	}
+	g(w.disabled, disabled)
 	g(w.breakerState, stateGauge(st.Breaker.State))
 	g(w.breakerOpens, float64(st.Breaker.Opens))
 	g(w.limInFlight, float64(st.Usage.InFlight))

@@ -177,7 +177,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, done := s.callContext(r)
 	defer done()
-	resp, err := govern(ctx, cs.k, &core.Call{Messages: req.messages, Params: req.params, Stream: cs.watched, SessionID: ri.id})
+	resp, err := govern(ctx, cs.k, &core.Call{Messages: req.messages, Params: req.params, Stream: cs.watched, SessionID: ri.id, Budgets: s.callBudgets(ri)})
 	if err != nil {
 		s.fail(w, ri, s.callError(r, err))
 		return

@@ -184,6 +184,11 @@ type Config struct {
 	// their SHA-256 digests are kept; comparison is constant-time. The key
 	// is checked, and the per-client limit applied, before a body is read.
 	ClientKeys []string
+	// ClientBudget is each client key's spend budget (see ClientBudget);
+	// it needs ClientKeys, and every chat scope needs prices and a limiter
+	// that keeps budgets. A refused call gets 429 budget_exhausted with
+	// Retry-After (the window's end).
+	ClientBudget ClientBudget
 
 	// AdminToken guards POST /admin/breakers/{source}/reset (bearer token,
 	// constant-time compare). Empty disables the admin endpoints (404). It

@@ -165,3 +165,6 @@ func holdsEmbed(g *generation, e Embedder) bool {
 	}
 	return false
 }
+
+// chatScopes returns the chat scopes, sorted.
+func (g *generation) chatScopes() []string { return slices.Sorted(maps.Keys(g.chat)) }

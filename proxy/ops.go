@@ -77,7 +77,7 @@ func (s *Server) statuses(r *http.Request, g *generation) []scopeStatus {
 // available reports whether a source can take calls now: its breaker is
 // not open (half-open admits a probe) and its backends could be read.
 func available(st *polygateway.SourceStatus) bool {
-	return st.Err == nil && st.Breaker.State != polygateway.StateOpen
+	return st.Err == nil && st.Breaker.State != polygateway.StateOpen && !st.Breaker.Disabled
 }
 
 // handleHealth serves GET /healthz: liveness, always 200 while the
@@ -152,6 +152,7 @@ type breakerBody struct {
 	Opens               int     `json:"opens"`
 	RetryAfterS         float64 `json:"retry_after_s"`
 	ProbeHeld           bool    `json:"probe_held"`
+	Disabled            bool    `json:"disabled"`
 }
 
 // handleProviders serves GET /v1/providers: every source's tier, weight,
@@ -168,7 +169,8 @@ func (s *Server) handleProviders(w http.ResponseWriter, r *http.Request) {
 				BaseURL: redactURL(x.BaseURL), Priority: x.Priority, Weight: x.Weight, Region: x.Region,
 				Available: available(x),
 				Breaker: breakerBody{State: x.Breaker.State.String(), Epoch: x.Breaker.Epoch, ConsecutiveFailures: x.Breaker.ConsecutiveFailures,
-					Opens: x.Breaker.Opens, RetryAfterS: x.Breaker.RetryAfter.Seconds(), ProbeHeld: x.Breaker.ProbeHeld},
+					Opens: x.Breaker.Opens, RetryAfterS: x.Breaker.RetryAfter.Seconds(), ProbeHeld: x.Breaker.ProbeHeld,
+					Disabled: x.Breaker.Disabled},
 				InFlight: x.InFlight, Health: x.Health, AdaptiveLimit: x.AdaptiveLimit,
 				Limits: map[string]int{"max_concurrency": x.Limits.MaxConcurrency, "rpm": x.Limits.RPM, "tpm": x.Limits.TPM},
 				Usage:  map[string]int{"in_flight": x.Usage.InFlight, "requests": x.Usage.Requests, "tokens": x.Usage.Tokens},
@@ -194,66 +196,6 @@ func redactURL(raw string) string {
 	}
 	u.User, u.RawQuery, u.Fragment, u.RawFragment = nil, "", "", ""
 	return u.String()
-}
-
-// handleResetBreaker serves POST /admin/breakers/{source}/reset: it closes
-// a source's breaker at once. It needs "Authorization: Bearer <AdminToken>"
-// and is 404 when no admin token is configured. The scope is the "scope"
-// query parameter, or the only scope that has a source of that name.
-func (s *Server) handleResetBreaker(w http.ResponseWriter, r *http.Request) {
-	ri := info(r)
-	if !s.adminOn {
-		s.fail(w, ri, invalidRequest(http.StatusNotFound, "", "not_found", "admin endpoints are disabled (no admin token configured)"))
-		return
-	}
-	if !s.adminAuthorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="polygateway-admin"`)
-		s.fail(w, ri, invalidRequest(http.StatusUnauthorized, "", "invalid_admin_token", "missing or invalid admin token"))
-		return
-	}
-	g := s.acquire()
-	if g == nil {
-		s.fail(w, ri, mapError(errShuttingDown, false))
-		return
-	}
-	defer g.release()
-	source := r.PathValue("source")
-	want := r.URL.Query().Get("scope")
-	type target struct {
-		scope string
-		reset func() error
-	}
-	var found []target
-	for _, st := range s.statuses(r, g) {
-		if want != "" && st.scope != want {
-			continue
-		}
-		if !slices.ContainsFunc(st.sources, func(x polygateway.SourceStatus) bool { return x.Name == source }) {
-			continue
-		}
-		scope := st.scope
-		if c, ok := g.Clients[scope]; ok && st.kind == "chat" {
-			found = append(found, target{scope, func() error { return c.ResetSource(r.Context(), source) }})
-		} else if e, ok := g.Embedders[scope]; ok {
-			found = append(found, target{scope, func() error { return e.ResetSource(r.Context(), source) }})
-		}
-	}
-	switch len(found) {
-	case 0:
-		s.fail(w, ri, invalidRequest(http.StatusNotFound, "source", "source_not_found", "no source "+strconv.Quote(source)+scopeSuffix(want)))
-		return
-	case 1:
-	default:
-		s.fail(w, ri, invalidRequest(http.StatusConflict, "scope", "ambiguous_source", "source "+strconv.Quote(source)+" exists in several scopes: add ?scope=<SCOPE>"))
-		return
-	}
-	if err := found[0].reset(); err != nil {
-		s.fail(w, ri, mapError(err, r.Context().Err() != nil))
-		return
-	}
-	ri.scope, ri.source = found[0].scope, source
-	s.log.Info("breaker reset by admin", "request_id", ri.id, "scope", found[0].scope, "source", source)
-	s.writeJSON(w, http.StatusOK, map[string]any{"reset": true, "scope": found[0].scope, "source": source})
 }
 
 func scopeSuffix(scope string) string {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/core"
 )
 
 // ErrServerClosed is returned by Swap after Shutdown.
@@ -34,6 +35,7 @@ type Server struct {
 	bodies  bodyBudget
 
 	keyHashes   [][sha256.Size]byte
+	keyBudgets  []core.Budget // by key index; nil without client budgets
 	adminHash   [sha256.Size]byte
 	adminOn     bool
 	metricsHash [sha256.Size]byte
@@ -69,6 +71,12 @@ func New(cfg Config) (*Server, error) {
 	for _, k := range cfg.ClientKeys {
 		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
 	}
+	if s.keyBudgets, err = cfg.keyBudgets(s.keyHashes); err != nil {
+		return nil, err
+	}
+	if err := s.checkBudgets(&cfg.Backends); err != nil {
+		return nil, err
+	}
 	if cfg.AdminToken != "" {
 		s.adminHash, s.adminOn = sha256.Sum256([]byte(cfg.AdminToken)), true
 	}
@@ -99,7 +107,11 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/providers", s.api(s.handleProviders))
 	m.HandleFunc("GET /healthz", s.handleHealth)
 	m.HandleFunc("GET /readyz", s.handleReady)
-	m.HandleFunc("POST /admin/breakers/{source}/reset", s.handleResetBreaker)
+	m.HandleFunc("POST /admin/breakers/{source}/reset", s.admin(s.handleResetBreaker))
+	m.HandleFunc("POST /admin/breakers/reset", s.admin(s.handleResetAll))
+	m.HandleFunc("POST /admin/sources/{source}/disable", s.admin(s.handleSwitch(false)))
+	m.HandleFunc("POST /admin/sources/{source}/enable", s.admin(s.handleSwitch(true)))
+	m.HandleFunc("GET /admin/budgets", s.admin(s.handleBudgets))
 	if s.cfg.Metrics != nil {
 		m.Handle("GET /metrics", s.metrics(s.cfg.Metrics))
 	}
@@ -127,6 +139,8 @@ type reqInfo struct {
 	id, client, model, scope, source string
 	attempts                         []string
 	cache, stream                    bool
+	// key is the client key's index + 1 (0 = no key).
+	key int
 	// status is logged when nothing was sent (a client that went away: 499).
 	status int
 	// code is the error code; outcome how the request ended when the wire
@@ -303,7 +317,7 @@ func (s *Server) api(h http.HandlerFunc) http.Handler {
 			}
 		}
 		id := cleanID(r.Header.Get("X-Client-Id"))
-		ri.client = clientName(key, id, r)
+		ri.client, ri.key = clientName(key, id, r), key+1
 		ok, wait := true, time.Duration(0)
 		switch {
 		case s.keyed != nil:
@@ -608,6 +622,9 @@ func (s *Server) callError(r *http.Request, err error) *apiError {
 // changes nothing.
 func (s *Server) Swap(b Backends) error {
 	if err := b.validate(); err != nil {
+		return err
+	}
+	if err := s.checkBudgets(&b); err != nil {
 		return err
 	}
 	s.mu.Lock()

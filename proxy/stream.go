@@ -435,6 +435,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo,
 	sink := s.newStreamSink(w, ri, callID, req.model, req.commit)
 	resp, err := govern(ctx, k, &core.Call{
 		ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
+		Budgets: s.callBudgets(ri),
 	})
 	if err == nil {
 		s.note(ri, resp)

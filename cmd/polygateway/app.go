@@ -25,6 +25,8 @@ type metricsHook interface {
 	Options() []polygateway.Option
 	Watch(*polygateway.GatewayClient)
 	Unwatch(*polygateway.GatewayClient)
+	// WatchBudgets reads the client budgets at every scrape.
+	WatchBudgets(func(context.Context) ([]polygateway.BudgetUsage, error))
 	Handler() http.Handler
 }
 
@@ -238,6 +240,9 @@ func (a *app) start() (net.Addr, error) {
 	}
 	a.srv = srv
 	a.current = b
+	if a.metrics != nil {
+		a.metrics.WatchBudgets(srv.ClientBudgets)
+	}
 	a.watch(b)
 	a.hs = srv.HTTPServer(sc.addr)
 	if a.tracing != nil {

@@ -153,8 +153,10 @@ func readServerConfig(r *keyReader) (serverConfig, error) {
 		}
 		return nil
 	}
-	var maxBody, maxBuffered int
+	var maxBody, maxBuffered, budgetWindow int
 	for _, step := range []error{
+		floatKey("PGW_CLIENT_BUDGET_USD", &p.ClientBudget.USD),
+		intKey("PGW_CLIENT_BUDGET_WINDOW_S", &budgetWindow),
 		floatKey("PGW_CLIENT_RATE", &p.ClientRate),
 		intKey("PGW_CLIENT_BURST", &p.ClientBurst),
 		floatKey("PGW_CLIENT_ID_RATE", &p.ClientIDRate),
@@ -177,6 +179,19 @@ func readServerConfig(r *keyReader) (serverConfig, error) {
 	if maxBuffered > 0 && int64(maxBuffered) < cmp.Or(p.MaxBodyBytes, proxy.DefaultMaxBodyBytes) {
 		return sc, configError("PGW_MAX_BUFFERED_BODY_BYTES", fmt.Sprintf("%d is smaller than the body limit PGW_MAX_BODY_BYTES (%d)",
 			maxBuffered, cmp.Or(p.MaxBodyBytes, proxy.DefaultMaxBodyBytes)))
+	}
+	switch b := &p.ClientBudget; {
+	case b.USD > 0 && len(p.ClientKeys) == 0:
+		return sc, configError("PGW_CLIENT_BUDGET_USD", "is a budget per client key: needs PGW_CLIENT_KEYS (an X-Client-Id is the client's own claim)")
+	case b.USD == 0 && budgetWindow > 0:
+		return sc, configError("PGW_CLIENT_BUDGET_WINDOW_S", "is set without PGW_CLIENT_BUDGET_USD")
+	case b.USD > 0 && b.USD*1e6 < 1:
+		return sc, configError("PGW_CLIENT_BUDGET_USD", "below one micro-USD")
+	case budgetWindow > 0:
+		b.Window = time.Duration(budgetWindow) * time.Second
+	}
+	if _, ok := get("PGW_CLIENT_BUDGET_WINDOW_S"); ok && budgetWindow == 0 {
+		return sc, configError("PGW_CLIENT_BUDGET_WINDOW_S", "want an integer >= 1")
 	}
 	if p.ClientIDRate > 0 && (len(p.ClientKeys) == 0 || p.ClientRate == 0) {
 		return sc, configError("PGW_CLIENT_ID_RATE", "sub-divides the rate of a client key: needs PGW_CLIENT_KEYS and PGW_CLIENT_RATE")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/polygateway/polygateway"
@@ -27,3 +28,6 @@ func (h promHook) Options() []polygateway.Option {
 func (h promHook) Watch(c *polygateway.GatewayClient)   { h.col.WatchClient(c) }
 func (h promHook) Unwatch(c *polygateway.GatewayClient) { h.col.Unwatch(c) }
 func (h promHook) Handler() http.Handler                { return h.col.Handler() }
+func (h promHook) WatchBudgets(read func(context.Context) ([]polygateway.BudgetUsage, error)) {
+	h.col.WatchBudgets(read)
+}

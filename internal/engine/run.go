@@ -446,7 +446,8 @@ func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n
 // call; when none can, the request is rejected before any attempt.
 func (r *run) fitWindows() error {
 	e, need := r.e, r.call.Tokens
-	if !e.windows || need <= 0 {
+	if !e.windows || need <= 0 || r.call.Attempt != nil {
+		// A typed attempt's Tokens sizes a batch, not one prompt.
 		return nil
 	}
 	n := len(e.sources)

@@ -17,6 +17,7 @@ import (
 	"maps"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/internal/config"
@@ -110,6 +111,9 @@ type Client struct {
 	closers   []io.Closer
 	log       *slog.Logger
 	tracer    core.Tracer
+	// budgetErr says why a call's own budget could not be kept (nil: it
+	// can): see CanBudget.
+	budgetErr error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -210,6 +214,9 @@ func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
 	if err := checkBudget(s, limiter, pricing); err != nil {
 		return nil, err
 	}
+	probe := s
+	probe.Budget = core.Budget{Key: "probe", Limit: 1, Window: time.Second}
+	c.budgetErr = checkBudget(probe, limiter, pricing)
 	profiles := transport.DefaultProfiles()
 	maps.Copy(profiles, o.Profiles)
 	tc := transport.Config{HTTPClient: o.HTTPClient, Profiles: profiles, Logger: logger}
@@ -364,6 +371,11 @@ func (c *Client) Budgets(ctx context.Context, extra ...core.Budget) ([]core.Budg
 	return c.engine.Budgets(ctx, extra...)
 }
 
+// CanBudget returns nil when calls of the client can keep a budget of
+// their own (WithBudget, a gateway's client budget): the limiter enforces
+// budgets and every source is priced; else the config error saying why.
+func (c *Client) CanBudget() error { return c.budgetErr }
+
 // Budgeted reports whether the client's scope has a spend budget.
 func (c *Client) Budgeted() bool { return c.settings.Budget.Limit > 0 }
 
@@ -417,6 +429,8 @@ type CallOptions struct {
 	Fallback middleware.FallbackFunc
 	// Events receives the call's attempt events.
 	Events core.AttemptListener
+	// Budgets are the call's own spend budgets (WithBudget).
+	Budgets []core.Budget
 }
 
 // ResolveCall turns the root package's call options (a
