@@ -20,6 +20,7 @@ type gatewayInfo struct {
 	RequestID   string   `json:"request_id"`
 	CallID      string   `json:"call_id,omitempty"`
 	Scope       string   `json:"scope"`
+	Route       string   `json:"route"`
 	Source      string   `json:"source"`
 	Provider    string   `json:"provider,omitempty"`
 	Attempts    []string `json:"attempts"`
@@ -37,7 +38,7 @@ func newGatewayInfo(ri *reqInfo, resp *polygateway.LLMResponse) *gatewayInfo {
 		attempts = []string{}
 	}
 	return &gatewayInfo{
-		RequestID: ri.id, CallID: resp.CallID, Scope: ri.scope, Source: resp.SourceName, Provider: resp.Provider,
+		RequestID: ri.id, CallID: resp.CallID, Scope: ri.scope, Route: ri.route, Source: resp.SourceName, Provider: resp.Provider,
 		Attempts: attempts, CacheHit: resp.CacheHit, Degraded: degraded(resp),
 		LatencyMS: ms(resp.Latency), TTFTMS: ms(resp.TTFT), UsageSource: resp.UsageSource, Cost: resp.Cost,
 	}
@@ -171,13 +172,18 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri.scope = scope
+	chain, aerr := g.chatChain(req, scope, cs)
+	if aerr != nil {
+		s.fail(w, ri, aerr)
+		return
+	}
 	if req.stream {
-		s.streamChat(w, r, ri, cs.k, req)
+		s.streamChat(w, r, ri, chain, req)
 		return
 	}
 	ctx, done := s.callContext(r)
 	defer done()
-	resp, err := govern(ctx, cs.k, &core.Call{Messages: req.messages, Params: req.params, Stream: cs.watched, SessionID: ri.id, Budgets: s.callBudgets(ri)})
+	resp, err := s.governChat(ctx, w, ri, chain, req)
 	if err != nil {
 		s.fail(w, ri, s.callError(r, err))
 		return
@@ -263,6 +269,8 @@ func appendGatewayInfo(b []byte, ri *reqInfo, resp *polygateway.LLMResponse) []b
 	}
 	b = append(b, `,"scope":`...)
 	b = transport.AppendJSONString(b, ri.scope)
+	b = append(b, `,"route":`...)
+	b = transport.AppendJSONString(b, ri.route)
 	b = append(b, `,"source":`...)
 	b = transport.AppendJSONString(b, resp.SourceName)
 	if resp.Provider != "" {

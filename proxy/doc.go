@@ -19,7 +19,12 @@
 //     response_format, seed, …) passes upstream unchanged. The answer's
 //     "model" is the answering source's model, "usage" that answer's usage,
 //     and a "gateway" object plus X-PolyGateway-Source, -Attempts, -Cache
-//     and -Degraded headers tell what happened.
+//     and -Degraded headers tell what happened. "fallbacks" (at most 8
+//     routed models, also read from "extra_body") names the routes that
+//     take the call, in order and within the client's one deadline, when
+//     the requested model's scope cannot answer; it is never sent upstream.
+//     The "gateway" object's "route" and X-PolyGateway-Route name the route
+//     that answered.
 //   - POST /v1/embeddings — through the embeddings client of the scope that
 //     Backends.EmbedRoutes (or DefaultEmbedScope) names. The input array is
 //     counted in the raw body against the scope's MAX_INPUTS before any

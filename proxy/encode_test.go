@@ -15,7 +15,7 @@ import (
 func TestAppendCompletionMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	cost, tiny, huge := 0.0123, 3e-9, 4e22
-	ri := &reqInfo{id: "req-1", scope: "LLM"}
+	ri := &reqInfo{id: "req-1", scope: "LLM", route: "gpt-4o"}
 	for name, resp := range map[string]*polygateway.LLMResponse{
 		"plain": {Content: "hello <b>&</b> \u2028 \"q\" \\ \n\t\x01 é 😀", Model: "m", SourceName: "s_1", CallID: "c1",
 			Attempts: []string{"a_1", "s_1"}, PromptTokens: 3, CompletionTokens: 5, Latency: 1234567 * time.Nanosecond, UsageSource: "measured"},

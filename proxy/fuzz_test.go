@@ -19,6 +19,9 @@ func FuzzParseChatProperties(f *testing.F) {
 		`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"https://x/y.png"}]}],"user":null,"tools":[{"type":"function"}]}`,
 		`{"messages":[]}`, `{"messages":[{"role":"robot","content":"x"}]}`, `{"messages":[{"content":"x"}]}`, `{"model":1,"messages":[]}`,
 		`{"messages":[{"role":"user","content":{"a":1}}],"n":2}`, `[]`, `{"messages":"x"}`, `{"messages":[{"role":"user","content":"\ud800"}]}`,
+		`{"model":"gpt-4o","fallbacks":["claude","qwen"],"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"gpt-4o","extra_body":{"fallbacks":["claude"],"top_k":3},"messages":[{"role":"user","content":"hi"}]}`,
+		`{"fallbacks":[1],"messages":[{"role":"user","content":"hi"}]}`, `{"extra_body":{"fallbacks":"x"},"messages":[{"role":"user","content":"hi"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -54,6 +57,22 @@ func FuzzParseChatProperties(f *testing.F) {
 				}
 			}
 		}
+		if len(req.fallbacks) > maxFallbacks || len(req.fallbacks) > 0 && req.fallbacksParam == "" {
+			t.Fatalf("fallbacks %q from %q", req.fallbacks, req.fallbacksParam)
+		}
+		for i, m := range req.fallbacks {
+			if m == "" {
+				t.Fatalf("fallback %d is empty", i)
+			}
+		}
+		if raw, ok := req.params[extraBodyField].(json.RawMessage); ok {
+			var eb map[string]json.RawMessage
+			if json.Unmarshal(raw, &eb) == nil {
+				if _, ok := eb[fallbacksField]; ok {
+					t.Fatalf("extra_body %s passed upstream with its fallbacks", raw)
+				}
+			}
+		}
 		for k, v := range req.params {
 			if ownFields[k] {
 				t.Fatalf("own field %q passed upstream", k)
@@ -74,6 +93,7 @@ func FuzzParseEmbed(f *testing.F) {
 		`{"model":"text-embedding-3-small","input":["a","b"],"encoding_format":"base64","dimensions":256,"user":"u"}`,
 		`{"model":"m","input":"one"}`, `{"input":[]}`, `{"input":[1,2,3]}`, `{"input":null}`, `{"input":"x","encoding_format":"int8"}`,
 		`{"input":{"a":1}}`, `{"input":"\u00e9","model":null,"dimensions":null}`, `"x"`, `{"input":["a",null]}`,
+		`{"model":"m","input":"x","fallbacks":["n"]}`, `{"input":"x","fallbacks":null}`,
 	} {
 		f.Add([]byte(s))
 	}

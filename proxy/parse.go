@@ -362,6 +362,15 @@ func parseChat(body []byte) (*chatRequest, error) {
 			return nil, err
 		}
 	}
+	// extra_body goes upstream without its fallbacks member.
+	var extraBody, extraFallbacks []byte
+	stripped := false
+	if raw := lookup(extraBodyField); raw != nil {
+		extraBody, extraFallbacks, stripped = stripFallbacks(raw)
+	}
+	if err := req.setFallbacks(lookup(fallbacksField), extraFallbacks); err != nil {
+		return nil, err
+	}
 	if !hasMsgs || isNull(msgsRaw) {
 		return nil, badRequest("messages", "missing_required_parameter", "messages is required")
 	}
@@ -382,6 +391,13 @@ func parseChat(body []byte) (*chatRequest, error) {
 			continue
 		}
 		req.params[m.key] = json.RawMessage(m.raw)
+	}
+	if stripped {
+		if extraBody == nil {
+			delete(req.params, extraBodyField)
+		} else {
+			req.params[extraBodyField] = json.RawMessage(extraBody)
+		}
 	}
 	if len(req.params) == 0 {
 		req.params = nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,6 +49,28 @@ func parseChatStd(body []byte) (*chatRequest, error) {
 			return nil, err
 		}
 	}
+	// An extra_body object loses its fallbacks member; the top-level
+	// fallbacks win over it.
+	var extraBody map[string]json.RawMessage
+	var top, inner []byte
+	if raw, ok := fields[extraBodyField]; ok && !isNull(raw) {
+		var eb map[string]json.RawMessage
+		if json.Unmarshal(raw, &eb) == nil {
+			if fb, ok := eb[fallbacksField]; ok {
+				delete(eb, fallbacksField)
+				extraBody = eb
+				if !isNull(fb) {
+					inner = fb
+				}
+			}
+		}
+	}
+	if raw, ok := fields[fallbacksField]; ok && !isNull(raw) {
+		top = raw
+	}
+	if err := req.setFallbacks(top, inner); err != nil {
+		return nil, err
+	}
 	raw, ok := fields["messages"]
 	if !ok || isNull(raw) {
 		return nil, badRequest("messages", "missing_required_parameter", "messages is required")
@@ -75,6 +98,18 @@ func parseChatStd(body []byte) (*chatRequest, error) {
 			req.params = make(map[string]any, len(fields))
 		}
 		req.params[k] = v
+		if k == extraBodyField && extraBody != nil {
+			// Stripped of its fallbacks: the members left, none at all
+			// when nothing is.
+			if len(extraBody) == 0 {
+				delete(req.params, k)
+			} else {
+				req.params[k] = extraBody
+			}
+		}
+	}
+	if len(req.params) == 0 {
+		req.params = nil
 	}
 	return req, nil
 }
@@ -92,6 +127,14 @@ func FuzzParseChat(f *testing.F) {
 		`{"model":5,"messages":[]}`, `{"messages":[null]}`, `null`, `[]`, `{"model":"m","messages":[{"role":"user","content":"x"}]}x`,
 		`{"messages":[{"role":"user","content":"\xff"}]}`, "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}",
 		`{"messages":[{"role":"user","content":"x",}]}`, `{"a":[}],"messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"a","fallbacks":["b","c"],"messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"a","extra_body":{"fallbacks":["b"]},"messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"a","extra_body":{ "top_k" : 5 ,"fallbacks":["b"], "x":[1,{"y":"}"}]},"fallbacks":null,"messages":[{"role":"user","content":"x"}]}`,
+		`{"fallbacks":["b"],"extra_body":{"fallback\u0073":[1],"fallbacks":null},"messages":[{"role":"user","content":"x"}]}`,
+		`{"fallbacks":"b","messages":[{"role":"user","content":"x"}]}`, `{"fallbacks":["b",2],"messages":[{"role":"user","content":"x"}]}`,
+		`{"fallbacks":["a","b","c","d","e","f","g","h","i"],"messages":[{"role":"user","content":"x"}]}`,
+		`{"fallbacks":[""],"extra_body":[1],"messages":[{"role":"user","content":"x"}]}`,
+		`{"extra_body":{"fallbacks":{}},"messages":[{"role":"user","content":"x"}]}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -108,7 +151,8 @@ func FuzzParseChat(f *testing.F) {
 			}
 			return
 		}
-		if got.model != want.model || got.stream != want.stream || got.includeUsage != want.includeUsage || got.commit != want.commit {
+		if got.model != want.model || got.stream != want.stream || got.includeUsage != want.includeUsage || got.commit != want.commit ||
+			!slices.Equal(got.fallbacks, want.fallbacks) || got.fallbacksParam != want.fallbacksParam {
 			t.Fatalf("fields differ: %+v vs %+v", got, want)
 		}
 		if !reflect.DeepEqual(got.messages, want.messages) {
@@ -118,8 +162,26 @@ func FuzzParseChat(f *testing.F) {
 			t.Fatalf("params differ: %v vs %v", got.params, want.params)
 		}
 		for k, v := range want.params {
-			if !bytes.Equal(got.params[k].(json.RawMessage), v.(json.RawMessage)) {
-				t.Fatalf("param %q differs: %s vs %s", k, got.params[k], v)
+			g, ok := got.params[k].(json.RawMessage)
+			if !ok {
+				t.Fatalf("param %q missing or not raw JSON: %#v", k, got.params[k])
+			}
+			if members, ok := v.(map[string]json.RawMessage); ok {
+				// An extra_body without its fallbacks: the same members
+				// with the same values.
+				var gm map[string]json.RawMessage
+				if err := json.Unmarshal(g, &gm); err != nil || len(gm) != len(members) {
+					t.Fatalf("param %q differs: %s vs %v (%v)", k, g, members, err)
+				}
+				for mk, mv := range members {
+					if !bytes.Equal(bytes.TrimSpace(gm[mk]), bytes.TrimSpace(mv)) {
+						t.Fatalf("param %q member %q differs: %s vs %s", k, mk, gm[mk], mv)
+					}
+				}
+				continue
+			}
+			if !bytes.Equal(g, v.(json.RawMessage)) {
+				t.Fatalf("param %q differs: %s vs %s", k, g, v)
 			}
 		}
 	})
@@ -151,4 +213,74 @@ func TestParseChatAllocatesLittle(t *testing.T) {
 		t.Errorf("parseChat allocates %.0f times per request, the encoding/json reading %.0f", allocs, std)
 	}
 	t.Logf("allocations per request: %.0f (encoding/json reading: %.0f)", allocs, std)
+}
+
+// TestParseChatFallbacks pins how both readings take the fallbacks: from
+// the top level or extra_body (the top level winning), never as a param,
+// extra_body going upstream without them.
+func TestParseChatFallbacks(t *testing.T) {
+	t.Parallel()
+	const msgs = `"messages":[{"role":"user","content":"x"}]`
+	for _, tc := range []struct {
+		name, body string
+		fallbacks  []string
+		param      string
+		extraBody  string // "" = no extra_body param
+		errParam   string // "" = accepted
+		errCode    string
+	}{
+		{name: "top level", body: `{"model":"a","fallbacks":["b","c"],` + msgs + `}`, fallbacks: []string{"b", "c"}, param: "fallbacks"},
+		{name: "empty", body: `{"fallbacks":[],` + msgs + `}`},
+		{name: "null", body: `{"fallbacks":null,` + msgs + `}`},
+		{name: "extra_body alone", body: `{"extra_body":{"fallbacks":["b"]},` + msgs + `}`, fallbacks: []string{"b"}, param: "extra_body.fallbacks"},
+		{name: "extra_body keeps its other members", body: `{"extra_body":{ "top_k" : 5 ,"fallbacks":["b"],"x":[1]},` + msgs + `}`,
+			fallbacks: []string{"b"}, param: "extra_body.fallbacks", extraBody: `{"top_k" : 5,"x":[1]}`},
+		{name: "extra_body without fallbacks unchanged", body: `{"extra_body":{"top_k":5},` + msgs + `}`, extraBody: `{"top_k":5}`},
+		{name: "extra_body not an object unchanged", body: `{"extra_body":[1],` + msgs + `}`, extraBody: `[1]`},
+		{name: "top level wins", body: `{"fallbacks":["b"],"extra_body":{"fallbacks":["c"],"k":1},` + msgs + `}`,
+			fallbacks: []string{"b"}, param: "fallbacks", extraBody: `{"k":1}`},
+		{name: "top level wins even when the other is wrong", body: `{"fallbacks":["b"],"extra_body":{"fallbacks":7},` + msgs + `}`,
+			fallbacks: []string{"b"}, param: "fallbacks"},
+		{name: "top level null leaves extra_body's", body: `{"fallbacks":null,"extra_body":{"fallbacks":["c"]},` + msgs + `}`,
+			fallbacks: []string{"c"}, param: "extra_body.fallbacks"},
+		{name: "escaped key", body: `{"extra_body":{"fallback\u0073":["c"]},` + msgs + `}`, fallbacks: []string{"c"}, param: "extra_body.fallbacks"},
+		{name: "not an array", body: `{"fallbacks":"b",` + msgs + `}`, errParam: "fallbacks", errCode: "invalid_type"},
+		{name: "not a string", body: `{"fallbacks":["b",2],` + msgs + `}`, errParam: "fallbacks[1]", errCode: "invalid_type"},
+		{name: "null entry", body: `{"fallbacks":[null],` + msgs + `}`, errParam: "fallbacks[0]", errCode: "invalid_type"},
+		{name: "empty name", body: `{"fallbacks":[""],` + msgs + `}`, errParam: "fallbacks[0]", errCode: "invalid_value"},
+		{name: "too many", body: `{"fallbacks":["a","b","c","d","e","f","g","h","i"],` + msgs + `}`, errParam: "fallbacks", errCode: "array_above_max_length"},
+		{name: "at the bound", body: `{"fallbacks":["a","b","c","d","e","f","g","h"],` + msgs + `}`,
+			fallbacks: []string{"a", "b", "c", "d", "e", "f", "g", "h"}, param: "fallbacks"},
+		{name: "extra_body wrong type", body: `{"extra_body":{"fallbacks":[["b"]]},` + msgs + `}`, errParam: "extra_body.fallbacks[0]", errCode: "invalid_type"},
+	} {
+		for reading, parse := range map[string]func([]byte) (*chatRequest, error){"parseChat": parseChat, "encoding/json": parseChatStd} {
+			req, err := parse([]byte(tc.body))
+			if tc.errParam != "" {
+				re, ok := err.(*requestError)
+				if !ok || re.param != tc.errParam || re.code != tc.errCode {
+					t.Errorf("%s, %s: error %#v, want param %q code %q", tc.name, reading, err, tc.errParam, tc.errCode)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s, %s: %v", tc.name, reading, err)
+				continue
+			}
+			if !slices.Equal(req.fallbacks, tc.fallbacks) || req.fallbacksParam != tc.param {
+				t.Errorf("%s, %s: fallbacks %q from %q, want %q from %q", tc.name, reading, req.fallbacks, req.fallbacksParam, tc.fallbacks, tc.param)
+			}
+			if _, ok := req.params[fallbacksField]; ok {
+				t.Errorf("%s, %s: fallbacks passed upstream", tc.name, reading)
+			}
+			eb, has := req.params[extraBodyField]
+			switch {
+			case tc.extraBody == "" && has:
+				t.Errorf("%s, %s: extra_body %s passed upstream, want none", tc.name, reading, eb)
+			case tc.extraBody != "" && !has:
+				t.Errorf("%s, %s: no extra_body, want %s", tc.name, reading, tc.extraBody)
+			case tc.extraBody != "" && reading == "parseChat" && string(eb.(json.RawMessage)) != tc.extraBody:
+				t.Errorf("%s: extra_body %s, want %s", tc.name, eb, tc.extraBody)
+			}
+		}
+	}
 }

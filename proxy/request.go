@@ -20,6 +20,12 @@ type chatRequest struct {
 	params map[string]any
 	// commit is the request's own stream commit policy ("" = the server's).
 	commit string
+	// fallbacks are the chat models whose routes may answer when the
+	// requested model's cannot (see fallbacks.go), as the client listed
+	// them; fallbacksParam names the field they came from ("fallbacks" or
+	// "extra_body.fallbacks").
+	fallbacks      []string
+	fallbacksParam string
 }
 
 // requestError is a problem with the client's request: 400 with param.
@@ -35,7 +41,7 @@ func badRequest(param, code, format string, args ...any) *requestError {
 
 // ownFields are request fields the server interprets itself and never
 // passes upstream as parameters.
-var ownFields = map[string]bool{"model": true, "messages": true, "stream": true, "stream_options": true, gatewayField: true}
+var ownFields = map[string]bool{"model": true, "messages": true, "stream": true, "stream_options": true, gatewayField: true, fallbacksField: true}
 
 // gatewayField is the request field of the gateway's own per-request
 // options, {"polygateway": {"stream_commit": "buffer"}}; it is never sent
@@ -199,7 +205,7 @@ type embedRequest struct {
 
 // parseEmbed decodes an embeddings request body except its input array.
 // Input must be a string or an array of strings (token arrays are not
-// supported).
+// supported); fallbacks are refused.
 func parseEmbed(body []byte) (*embedRequest, error) {
 	var w struct {
 		Model          *string         `json:"model"`
@@ -207,9 +213,15 @@ func parseEmbed(body []byte) (*embedRequest, error) {
 		EncodingFormat string          `json:"encoding_format"`
 		Dimensions     json.RawMessage `json:"dimensions"`
 		User           json.RawMessage `json:"user"`
+		Fallbacks      json.RawMessage `json:"fallbacks"`
 	}
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, badRequest("", "invalid_json", "request body is not a valid embeddings request: %v", err)
+	}
+	if len(w.Fallbacks) > 0 && !isNull(w.Fallbacks) {
+		// Vectors of another model are of another space: an embeddings
+		// request is never answered by another route.
+		return nil, badRequest(fallbacksField, "unsupported_parameter", "fallbacks are not supported on /v1/embeddings (only on /v1/chat/completions)")
 	}
 	req := &embedRequest{}
 	if w.Model != nil {

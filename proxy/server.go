@@ -141,6 +141,11 @@ type reqInfo struct {
 	cache, stream                    bool
 	// key is the client key's index + 1 (0 = no key).
 	key int
+	// route is the route (model name) of the scope tried last, the one
+	// that answered on success; routes lists every route tried when the
+	// request named fallbacks.
+	route  string
+	routes []string
 	// status is logged when nothing was sent (a client that went away: 499).
 	status int
 	// code is the error code; outcome how the request ended when the wire
@@ -211,6 +216,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ri.model != "" {
 		attrs = append(attrs, slog.String("model", ri.model), slog.String("scope", ri.scope), slog.Bool("stream", ri.stream))
+	}
+	if len(ri.routes) > 0 {
+		attrs = append(attrs, slog.String("routes", joinComma(ri.routes)))
 	}
 	if ri.source != "" {
 		attrs = append(attrs, slog.String("source", ri.source), slog.String("attempts", joinComma(ri.attempts)), slog.Bool("cache_hit", ri.cache))

@@ -11,7 +11,6 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/core"
-	"github.com/polygateway/polygateway/internal/kernel"
 	"github.com/polygateway/polygateway/transport"
 )
 
@@ -428,15 +427,10 @@ func (k *streamSink) tracked() (string, []string) {
 }
 
 // streamChat serves a chat completion with "stream": true.
-func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo, k *kernel.Client, req *chatRequest) {
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo, chain []chatHop, req *chatRequest) {
 	ctx, done := s.callContext(r)
 	defer done()
-	callID := polygateway.NewCallID()
-	sink := s.newStreamSink(w, ri, callID, req.model, req.commit)
-	resp, err := govern(ctx, k, &core.Call{
-		ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
-		Budgets: s.callBudgets(ri),
-	})
+	resp, sink, err := s.streamRoutes(ctx, w, ri, chain, req)
 	if err == nil {
 		s.note(ri, resp)
 		if werr := sink.finish(resp, req.includeUsage); errors.Is(werr, errStreamBroken) {
