@@ -72,6 +72,10 @@ type LLMResponse struct {
 	Degraded bool
 	// DegradedBy names the strategy that served a degraded answer.
 	DegradedBy Degradation
+	// Breaker is the answering source's circuit state when its attempt was
+	// admitted: half_open means the answer was the probe that closes it.
+	// Zero (closed) for a cache hit or a fallback.
+	Breaker BreakerState
 }
 
 // System returns a system message.

@@ -17,19 +17,26 @@ import (
 // gatewayInfo is the "gateway" object of every answer: what really
 // happened behind the OpenAI face.
 type gatewayInfo struct {
-	RequestID   string   `json:"request_id"`
-	CallID      string   `json:"call_id,omitempty"`
-	Scope       string   `json:"scope"`
-	Route       string   `json:"route"`
-	Source      string   `json:"source"`
-	Provider    string   `json:"provider,omitempty"`
-	Attempts    []string `json:"attempts"`
-	CacheHit    bool     `json:"cache_hit"`
-	Degraded    bool     `json:"degraded"`
-	LatencyMS   float64  `json:"latency_ms"`
-	TTFTMS      float64  `json:"ttft_ms,omitempty"`
-	UsageSource string   `json:"usage_source,omitempty"`
-	Cost        *float64 `json:"cost,omitempty"`
+	RequestID string   `json:"request_id"`
+	CallID    string   `json:"call_id,omitempty"`
+	Scope     string   `json:"scope"`
+	Route     string   `json:"route"`
+	Source    string   `json:"source"`
+	Provider  string   `json:"provider,omitempty"`
+	Attempts  []string `json:"attempts"`
+	CacheHit  bool     `json:"cache_hit"`
+	Degraded  bool     `json:"degraded"`
+	// DegradedBy names the strategy that served a degraded answer
+	// (stale_cache, fallback).
+	DegradedBy string `json:"degraded_by,omitempty"`
+	// BreakerState is the answering source's circuit state when its
+	// attempt was admitted (closed, half_open: the answer was the probe);
+	// absent when no source answered (a cache hit, a fallback).
+	BreakerState string   `json:"breaker_state,omitempty"`
+	LatencyMS    float64  `json:"latency_ms"`
+	TTFTMS       float64  `json:"ttft_ms,omitempty"`
+	UsageSource  string   `json:"usage_source,omitempty"`
+	Cost         *float64 `json:"cost,omitempty"`
 }
 
 func newGatewayInfo(ri *reqInfo, resp *polygateway.LLMResponse) *gatewayInfo {
@@ -39,14 +46,39 @@ func newGatewayInfo(ri *reqInfo, resp *polygateway.LLMResponse) *gatewayInfo {
 	}
 	return &gatewayInfo{
 		RequestID: ri.id, CallID: resp.CallID, Scope: ri.scope, Route: ri.route, Source: resp.SourceName, Provider: resp.Provider,
-		Attempts: attempts, CacheHit: resp.CacheHit, Degraded: degraded(resp),
-		LatencyMS: ms(resp.Latency), TTFTMS: ms(resp.TTFT), UsageSource: resp.UsageSource, Cost: resp.Cost,
+		Attempts: attempts, CacheHit: resp.CacheHit, Degraded: degraded(resp), DegradedBy: string(resp.DegradedBy),
+		BreakerState: breakerState(resp),
+		LatencyMS:    ms(resp.Latency), TTFTMS: ms(resp.TTFT), UsageSource: resp.UsageSource, Cost: resp.Cost,
 	}
 }
 
 // degraded reports whether the answer was served by a fallback (a stale
 // cache entry or the caller's fallback function) rather than by a source.
 func degraded(resp *polygateway.LLMResponse) bool { return resp.Degraded }
+
+// breakerHeader carries the answering source's circuit state.
+const breakerHeader = "X-PolyGateway-Breaker"
+
+// breakerState is the answering source's circuit state at admission, or ""
+// when no source answered (a cache hit, a degraded answer).
+func breakerState(resp *polygateway.LLMResponse) string {
+	if resp.CacheHit || resp.Degraded || resp.SourceName == "" {
+		return ""
+	}
+	return resp.Breaker.String()
+}
+
+// degradedHeader is the X-PolyGateway-Degraded value: "false", or the
+// strategy that served a degraded answer (stale_cache, fallback).
+func degradedHeader(resp *polygateway.LLMResponse) string {
+	switch {
+	case !resp.Degraded:
+		return "false"
+	case resp.DegradedBy != "":
+		return string(resp.DegradedBy)
+	}
+	return "true"
+}
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
@@ -288,6 +320,14 @@ func appendGatewayInfo(b []byte, ri *reqInfo, resp *polygateway.LLMResponse) []b
 	b = strconv.AppendBool(b, resp.CacheHit)
 	b = append(b, `,"degraded":`...)
 	b = strconv.AppendBool(b, degraded(resp))
+	if resp.DegradedBy != "" {
+		b = append(b, `,"degraded_by":`...)
+		b = transport.AppendJSONString(b, string(resp.DegradedBy))
+	}
+	if st := breakerState(resp); st != "" {
+		b = append(b, `,"breaker_state":`...)
+		b = transport.AppendJSONString(b, st)
+	}
 	b = append(b, `,"latency_ms":`...)
 	b = appendFloat(b, ms(resp.Latency))
 	if t := ms(resp.TTFT); t != 0 {
@@ -343,7 +383,10 @@ func setGatewayHeaders(h http.Header, resp *polygateway.LLMResponse) {
 	} else {
 		h.Set("X-PolyGateway-Cache", "miss")
 	}
-	h.Set("X-PolyGateway-Degraded", strconv.FormatBool(degraded(resp)))
+	h.Set("X-PolyGateway-Degraded", degradedHeader(resp))
+	if st := breakerState(resp); st != "" {
+		h.Set(breakerHeader, st)
+	}
 }
 
 // fail sends e (unless the client is gone) and records it for the log.

@@ -145,6 +145,10 @@ func mapError(err error, gone bool) *apiError {
 	case errors.As(err, &dead):
 		return &apiError{status: http.StatusBadGateway, typ: "upstream_error", code: "source_dead", msg: publicText(dead)}
 	}
+	var unknown *polygateway.UnknownSourceError
+	if errors.As(err, &unknown) {
+		return invalidRequest(http.StatusNotFound, "source", "source_not_found", publicText(err))
+	}
 	return &apiError{status: http.StatusInternalServerError, typ: "server_error", code: "internal_error", msg: publicText(err)}
 }
 

@@ -138,6 +138,7 @@ type streamSink struct {
 	alias    string
 	model    string // tracked: the current attempt's source model
 	source   string
+	breaker  polygateway.BreakerState // tracked: the current attempt's circuit state
 	attempts []string
 
 	committed bool
@@ -168,7 +169,7 @@ func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias
 // headers name it and the attempts so far.
 func (k *streamSink) AttemptStarted(ev core.AttemptEvent) {
 	k.mu.Lock()
-	k.source, k.model = ev.Source, ev.Model
+	k.source, k.model, k.breaker = ev.Source, ev.Model, ev.Breaker
 	k.attempts = append(k.attempts, ev.Source)
 	k.mu.Unlock()
 }
@@ -190,12 +191,13 @@ func (k *streamSink) Delta(content, thinking string) error {
 	first := !k.committed
 	if first {
 		k.committed = true
-		source, attempts := k.source, strings.Join(k.attempts, ",")
+		source, attempts, state := k.source, strings.Join(k.attempts, ","), k.breaker
 		k.out.start(func(h http.Header) {
 			h.Set("X-PolyGateway-Source", source)
 			h.Set("X-PolyGateway-Attempts", attempts)
 			h.Set("X-PolyGateway-Cache", "miss")
 			h.Set("X-PolyGateway-Degraded", "false")
+			h.Set(breakerHeader, state.String())
 		})
 	}
 	k.sent.WriteString(content)

@@ -226,12 +226,12 @@ func TestFallbackAnswerNeverCompletesABrokenStream(t *testing.T) {
 				}
 				return
 			}
-			if resp.Header.Get("X-PolyGateway-Degraded") != "true" || streamText(t, events) != "canned answer" || lastEvent(events) != "[DONE]" {
+			if resp.Header.Get("X-PolyGateway-Degraded") != "fallback" || streamText(t, events) != "canned answer" || lastEvent(events) != "[DONE]" {
 				t.Fatalf("buffered degraded answer: %v %v", resp.Header, events)
 			}
 			// Non-streaming: the degraded answer, marked.
 			resp, body = f.do("POST", "/v1/chat/completions", chatBody("m", false, ""))
-			if resp.StatusCode != 200 || resp.Header.Get("X-PolyGateway-Degraded") != "true" || !strings.Contains(string(body), `"degraded":true`) {
+			if resp.StatusCode != 200 || resp.Header.Get("X-PolyGateway-Degraded") != "fallback" || !strings.Contains(string(body), `"degraded":true,"degraded_by":"fallback"`) {
 				t.Fatalf("non-streaming degraded: %v %s", resp.Header, body)
 			}
 		})

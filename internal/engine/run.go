@@ -175,7 +175,7 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 	r.e.finished(ctx, r.call, ev, err)
 	if resp != nil {
 		r.e.fillSource(s, resp)
-		resp.Attempts = r.attempts
+		resp.Attempts, resp.Breaker = r.attempts, t.Admission.State
 	}
 	return r.next(ctx, i, healthy, eff, class, ev, resp, err)
 }
