@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/backend/memory"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -165,5 +166,86 @@ func TestSlowStartServes200ConcurrentCallsWithinTwoAndAHalfSeconds(t *testing.T)
 	}
 	if took := time.Since(start); took > 2500*time.Millisecond {
 		t.Errorf("200 concurrent 300 ms calls took %v, want <= 2.5 s", took)
+	}
+}
+
+func TestUnavailableErrorsSayWhenToRetryAndNameEverySource(t *testing.T) {
+	t.Parallel()
+	a := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
+	b := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
+	c := defaultsEnv().source("openai", 1, a).source("qwen", 1, b).
+		set("LLM__RETRY__MAX_ATTEMPTS", "2", "LLM__BREAKER__FAIL_THRESHOLD", "1", "LLM__BREAKER__COOLDOWN_S", "30",
+			"LLM__RETRY__TIER_PATIENCE_S", "0").client(t)
+	// Two failures spend the budget and open both circuits: nothing is
+	// usable before the cooldown ends.
+	_, err := ask(t, c)
+	var u *polygateway.GatewayUnavailableError
+	if !errors.As(err, &u) || u.Reason != polygateway.ReasonRetryExhausted {
+		t.Fatalf("first call: %v, want retry_exhausted", err)
+	}
+	if u.RetryAfter < 20*time.Second || u.RetryAfter > 30*time.Second || len(u.PerSource) != 2 ||
+		u.PerSource["openai_1"] != polygateway.ReasonServerError || u.PerSource["qwen_1"] != polygateway.ReasonServerError {
+		t.Fatalf("retry_exhausted: RetryAfter %v, PerSource %v; want about the 30 s cooldown and both sources named", u.RetryAfter, u.PerSource)
+	}
+}
+
+func TestCircuitOpenSaysWhenAProbeIsAdmittedAndNamesEverySource(t *testing.T) {
+	t.Parallel()
+	a := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
+	b := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
+	c := defaultsEnv().source("openai", 1, a).source("qwen", 1, b).
+		set("LLM__BREAKER__COOLDOWN_S", "30").client(t)
+	if _, err := ask(t, c); err == nil {
+		t.Fatal("dead sources answered")
+	}
+	before := a.Requests() + b.Requests()
+	_, err := ask(t, c)
+	var u *polygateway.GatewayUnavailableError
+	if !errors.As(err, &u) || u.Reason != polygateway.ReasonCircuitOpen || !errors.Is(err, polygateway.ErrCircuitOpen) {
+		t.Fatalf("second call: %v, want circuit_open", err)
+	}
+	if u.RetryAfter < 20*time.Second || u.RetryAfter > 30*time.Second ||
+		u.PerSource["openai_1"] != polygateway.ReasonCircuitOpen || u.PerSource["qwen_1"] != polygateway.ReasonCircuitOpen {
+		t.Fatalf("circuit_open: RetryAfter %v, PerSource %v; want about the 30 s cooldown and both sources circuit_open", u.RetryAfter, u.PerSource)
+	}
+	if a.Requests()+b.Requests() != before {
+		t.Fatal("a call on open circuits reached an upstream")
+	}
+}
+
+func TestTwoScopesInOnePoolShareTheirGlobalGateInOneProcess(t *testing.T) {
+	t.Parallel()
+	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithLatency(30*time.Millisecond)))
+	lim := memory.NewLimiter()
+	var clients []*polygateway.GatewayClient
+	for _, scope := range []string{"SEARCH", "JUDGE"} {
+		e := env{
+			"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
+			"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
+			scope + "__OPENAI__1__BASE_URL": srv.URL(), scope + "__OPENAI__1__API_KEY": "sk-test",
+			scope + "__OPENAI__1__MODEL": "m", scope + "__OPENAI__1__TIMEOUT_S": "5",
+			scope + "__GLOBAL__MAX_CONCURRENCY": "2", scope + "__GLOBAL__POOL": "shared",
+			scope + "__BACKPRESSURE__POLL_INTERVAL_S": "0.01",
+		}
+		c, err := polygateway.FromEnv(scope, polygateway.WithEnv(e), polygateway.WithLimiter(lim))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		for range 4 {
+			wg.Go(func() {
+				if _, err := ask(t, c); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if m := srv.MaxInFlight(); m > 2 || srv.Requests() != 8 {
+		t.Fatalf("the upstream saw %d of the pool's requests at once (of %d), want at most 2", m, srv.Requests())
 	}
 }

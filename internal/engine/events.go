@@ -85,3 +85,13 @@ func (e *Engine) observeState(ctx context.Context, callID string, s *sourceState
 		slog.String("call_id", callID), slog.String("scope", e.settings.Scope), slog.String("source", s.cfg.Name),
 		slog.String("from", prev.String()), slog.String("to", state.String()))
 }
+
+// readState reads s's circuit (bounded by snapshotTimeout, not cancelled
+// with the call) and observes its state; a failed read is ignored.
+func (e *Engine) readState(ctx context.Context, callID string, s *sourceState) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotTimeout)
+	defer cancel()
+	if snap, err := e.breaker.Snapshot(sctx, e.settings.Scope, s.cfg.Name, s.breaker); err == nil {
+		e.observeState(ctx, callID, s, snap.State)
+	}
+}

@@ -251,6 +251,13 @@ func (r *run) apply(ctx context.Context, s *sourceState, t core.Ticket, eff effe
 		pushbacks = s.aimdPushback()
 	}
 	r.setMemo(s, now, eff.memo, err, max(pushbacks, failures))
+	switch eff.breaker {
+	case core.OutcomeFailure, core.OutcomeTimeout, core.OutcomeDead:
+		// The failure may have opened the circuit: read it now, so that
+		// the transition is observed (and logged) with this call's id,
+		// not by some later admission.
+		e.readState(ctx, r.call.ID, s)
+	}
 	if eff.progress {
 		e.lastProgress.Store(now.UnixNano())
 		if t.Admission.Probe {
