@@ -25,8 +25,8 @@ type loggedRecord struct {
 func newLogCapture() logCapture { return logCapture{mu: &sync.Mutex{}, recs: &[]loggedRecord{}} }
 
 func (c logCapture) Enabled(context.Context, slog.Level) bool { return true }
-func (c logCapture) WithAttrs([]slog.Attr) slog.Handler      { return c }
-func (c logCapture) WithGroup(string) slog.Handler           { return c }
+func (c logCapture) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c logCapture) WithGroup(string) slog.Handler            { return c }
 func (c logCapture) Handle(_ context.Context, r slog.Record) error {
 	rec := loggedRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
 	r.Attrs(func(a slog.Attr) bool {
