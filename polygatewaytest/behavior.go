@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -412,3 +413,18 @@ const (
 
 	bodyBadJSON = `{"error":{"message":"We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)","type":"invalid_request_error","param":null,"code":null}}`
 )
+
+// Tokens returns the content of a default answer of n tokens, as
+// OK().WithTokens(n) streams it: "tok0 tok1 … tok<n-1>". Tests compare what
+// their code received with it.
+func Tokens(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("tok")
+		b.WriteString(strconv.Itoa(i))
+	}
+	return b.String()
+}
