@@ -61,6 +61,7 @@ func TestDependencyRule(t *testing.T) {
 		"github.com/redis/go-redis/v9", "modernc.org/sqlite", "github.com/jackc/pgx/v5",
 		modulePath + "/metrics", "github.com/prometheus/client_golang",
 		modulePath + "/tracing", "go.opentelemetry.io",
+		modulePath + "/configfile", "go.yaml.in",
 	}
 	closure := goList(t, true, modulePath)
 	for _, banned := range optIn {
