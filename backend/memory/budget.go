@@ -59,49 +59,52 @@ type budgetBook struct {
 	m  map[budgetID]*spend
 }
 
-// current returns b's spend rolled to the window holding t (unix s), or
-// nil when b has none yet. Time never runs backwards for a budget: a
-// reading older than the window it counts counts in that window.
+// current returns b's spend rolled to the window holding t, or nil when
+// b has none yet. Time never runs backwards for a budget: a reading older
+// than the window it counts counts in that window.
 func (bk *budgetBook) current(b core.Budget, t time.Time) *spend {
 	sp := bk.m[budgetID{b.Key, b.Window}]
-	if sp == nil {
-		return nil
-	}
-	if ws := budget.Start(b, t); ws > sp.start {
-		sp.start, sp.spent = ws, 0
+	if sp != nil {
+		sp.roll(b, t)
 	}
 	return sp
 }
 
-// check returns the index of the first budget of bs that refuses cost at
-// t and the time until its window ends, or -1. Called with mu held.
-func (bk *budgetBook) check(bs []core.Budget, cost int64, t time.Time) (int, time.Duration) {
-	for i, b := range bs {
-		start, spent := budget.Start(b, t), int64(0)
-		if sp := bk.current(b, t); sp != nil {
-			start, spent = sp.start, sp.spent
-		}
-		if budget.Refuses(spent, b.Limit, cost) {
-			return i, time.Unix(start+budget.Seconds(b), 0).Sub(t)
-		}
+// roll starts the window holding t if it is later than sp's.
+func (sp *spend) roll(b core.Budget, t time.Time) {
+	if ws := budget.Start(b, t); ws > sp.start {
+		sp.start, sp.spent = ws, 0
 	}
-	return -1, 0
 }
 
-// reserve adds cost to every budget of bs at t, after check has passed.
-// Called with mu held; it allocates only for a budget's first use.
-func (bk *budgetBook) reserve(bs []core.Budget, cost int64, t time.Time) {
-	for _, b := range bs {
-		sp := bk.current(b, t)
+// acquire checks bs in order at t and, when every one has room for cost,
+// reserves it on all and returns -1; otherwise it returns the index of
+// the first without room and the time until its window ends, reserving
+// nothing. Called with mu held; it allocates only for a budget's first
+// use (and for a request of more than eight budgets).
+func (bk *budgetBook) acquire(bs []core.Budget, cost int64, t time.Time) (int, time.Duration) {
+	var buf [8]*spend
+	sps := buf[:0]
+	for i, b := range bs {
+		id := budgetID{b.Key, b.Window}
+		sp := bk.m[id]
 		if sp == nil {
 			if bk.m == nil {
 				bk.m = make(map[budgetID]*spend)
 			}
 			sp = &spend{start: budget.Start(b, t)}
-			bk.m[budgetID{b.Key, b.Window}] = sp
+			bk.m[id] = sp
 		}
+		sp.roll(b, t)
+		if budget.Refuses(sp.spent, b.Limit, cost) {
+			return i, time.Unix(sp.start+budget.Seconds(b), 0).Sub(t)
+		}
+		sps = append(sps, sp)
+	}
+	for _, sp := range sps {
 		sp.spent += cost
 	}
+	return -1, 0
 }
 
 // settle settles p's reservation as s says in each of its budgets, in the
@@ -113,8 +116,8 @@ func (bk *budgetBook) settle(p *core.Permit, s core.Settlement, now time.Time) {
 		if sp == nil || sp.start != budget.Start(b, p.AcquiredAt) {
 			continue
 		}
-		if !now.Before(time.Unix(sp.start+budget.Seconds(b), 0)) {
-			continue
+		if now.Unix() >= sp.start+budget.Seconds(b) {
+			continue // the window has ended
 		}
 		sp.spent = budget.Settled(sp.spent, p.Cost, s)
 	}

@@ -18,8 +18,8 @@ const rateWindow = int64(60 * time.Second)
 // never is the expiry of something that does not expire.
 const never = int64(math.MaxInt64)
 
-// Limiter is the in-process core.Limiter: the six gates of every scope in
-// this process's memory.
+// Limiter is the in-process core.Limiter and core.BudgetLimiter: the six
+// gates of every scope, and the spend budgets, in this process's memory.
 //
 // Semantics:
 //
@@ -169,13 +169,12 @@ func (l *Limiter) TryAcquire(_ context.Context, req core.PermitRequest) (core.Gr
 	cost := budget.Clamp(req.Cost)
 	if len(req.Budgets) > 0 {
 		l.budgets.mu.Lock()
-		if i, retry := l.budgets.check(req.Budgets, cost, nowT); i >= 0 {
-			l.budgets.mu.Unlock()
+		i, retry := l.budgets.acquire(req.Budgets, cost, nowT)
+		l.budgets.mu.Unlock()
+		if i >= 0 {
 			sc.mu.Unlock()
 			return core.Grant{Gate: core.GateBudget, Budget: req.Budgets[i].Key, RetryAfter: retry}, nil
 		}
-		l.budgets.reserve(req.Budgets, cost, nowT)
-		l.budgets.mu.Unlock()
 	}
 	lease := l.leases.Add(1)
 	expires := addSat(now, req.LeaseTTL)
