@@ -185,6 +185,7 @@ func internalClient(t *testing.T) (*redis.Client, string) {
 // request with no gate reserves nothing; an Admit sent twice (a go-redis
 // retry) reserves once, even where the second would not fit.
 func TestBudgetReclaimAndRetries(t *testing.T) {
+	t.Parallel()
 	c, prefix := internalClient(t)
 	ctx := context.Background()
 	clk := &stepClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
