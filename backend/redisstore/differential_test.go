@@ -171,10 +171,11 @@ func compareBudgets(t *testing.T, where string, m, r core.BudgetLimiter, bs []co
 }
 
 // TestBreakerMatchesMemory drives the Redis breaker and the memory breaker
-// with the same random admissions, outcomes and clock steps and compares
-// every admission, every fencing verdict and the snapshots: closed-circuit
-// successes (the scripts' fast path) interleave with failures, timeouts,
-// dead sources, pushback, abandoned probes and stale reports.
+// with the same random admissions, outcomes, clock steps and turns of the
+// operator's switch, and compares every admission, every fencing verdict
+// and the snapshots: closed-circuit successes (the scripts' fast path)
+// interleave with failures, timeouts, dead sources, pushback, abandoned
+// probes and stale reports.
 func TestBreakerMatchesMemory(t *testing.T) {
 	cl := newClocked(t)
 	rb := redisstore.NewBreaker(cl.c, redisstore.WithPrefix(cl.prefix), redisstore.WithClock(cl.clk))
@@ -183,7 +184,7 @@ func TestBreakerMatchesMemory(t *testing.T) {
 	ctx := t.Context()
 	type admission struct{ m, r core.Admission }
 	states := map[core.BreakerState]int{}
-	applied := 0
+	applied, disabled, refusedOff := 0, 0, 0
 	for round := range 12 {
 		scope := fmt.Sprintf("BDIFF%d", round)
 		cfg := core.BreakerConfig{
@@ -214,6 +215,9 @@ func TestBreakerMatchesMemory(t *testing.T) {
 				if am.Allowed {
 					out = append(out, admission{am, ar})
 				}
+				if am.Disabled {
+					refusedOff++
+				}
 			case op < 8 && len(out) > 0:
 				// Mostly the newest admission, sometimes a stale one.
 				i := len(out) - 1
@@ -237,6 +241,18 @@ func TestBreakerMatchesMemory(t *testing.T) {
 			case op < 9:
 				cl.clk.Advance(time.Duration(rng.IntN(8000)) * time.Millisecond)
 			default:
+				if rng.IntN(3) == 0 { // the operator's switch, now and then
+					on := rng.IntN(2) == 0
+					if err := mb.SetEnabled(ctx, scope, "s", cfg, on); err != nil {
+						t.Fatal(err)
+					}
+					if err := rb.SetEnabled(ctx, scope, "s", cfg, on); err != nil {
+						t.Fatal(err)
+					}
+					if !on {
+						disabled++
+					}
+				}
 				sm, _ := mb.Snapshot(ctx, scope, "s", cfg)
 				sr, err := rb.Snapshot(ctx, scope, "s", cfg)
 				if err != nil {
@@ -248,8 +264,9 @@ func TestBreakerMatchesMemory(t *testing.T) {
 			}
 		}
 	}
-	if applied < 200 || len(states) < 3 {
-		t.Fatalf("%d records applied, admissions by state %v: the run is too tame to compare anything", applied, states)
+	if applied < 200 || len(states) < 3 || disabled == 0 || refusedOff < 20 {
+		t.Fatalf("%d records applied, admissions by state %v, %d switched off, %d refused as off: the run is too tame to compare anything",
+			applied, states, disabled, refusedOff)
 	}
 }
 
