@@ -37,13 +37,23 @@ type AdmitterBackend struct {
 //   - PermitRequest.Pool (with BreakerConfig.Pool naming the same pool, as
 //     the engine sends them): the global gates are the pool's, shared by
 //     every scope naming it; source gates and circuits stay per scope.
-func RunAdmitterSuite(t *testing.T, newAdmitter func(t *testing.T, clk *FakeClock) AdmitterBackend) {
+//   - Budgets, as in the Limiter suite, in the same step as the breaker
+//     and the gates: a ticket a budget refuses names it and holds nothing
+//     (no slot, no reservation, the probe given back); Finish settles
+//     the reservation as the settlement says; the scopes of a pool share a
+//     budget. The Limiter must be a core.BudgetLimiter.
+//   - The switch: the Breaker must be a core.SourceSwitch; a source it has
+//     switched off is refused by Admit with Disabled (no grant, nothing
+//     counted, no probe granted), its circuit kept underneath, until it
+//     is switched on again.
+func RunAdmitterSuite(t *testing.T, newAdmitter func(t *testing.T, clk *FakeClock) AdmitterBackend, opts ...SuiteOption) {
 	t.Helper()
-	for _, tc := range admitterCases {
+	o := buildSuiteOptions(opts)
+	for _, tc := range append(admitterCases[:len(admitterCases):len(admitterCases)], admitterBudgetCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := NewFakeClock(epoch())
 			b := newAdmitter(t, clk)
-			tc.run(&admitterHarness{t: t, be: b, clk: clk, scope: t.Name(), cfg: SuiteBreakerConfig()})
+			tc.run(&admitterHarness{t: t, be: b, clk: clk, scope: t.Name(), cfg: SuiteBreakerConfig(), opt: o})
 		})
 	}
 }
@@ -71,6 +81,7 @@ type admitterHarness struct {
 	clk   *FakeClock
 	scope string
 	cfg   core.BreakerConfig
+	opt   suiteOptions
 }
 
 // in returns a harness for another scope in pool, sharing the backend.

@@ -62,9 +62,17 @@ func SuiteBreakerConfig() core.BreakerConfig {
 //     and the remaining probe lease while half-open with the probe out.
 //   - Reset closes the circuit, clears the consecutive weight, the window,
 //     the probe and the cooldown doubling; Opens is a lifetime count and stays.
+//   - The switch (the Switch* subtests): every breaker must implement
+//     core.SourceSwitch. A source switched off is refused by Allow with
+//     Disabled, RetryAfter 0 and the circuit's state as of now; no probe is
+//     granted, Snapshot reports Disabled, and the circuit keeps its state,
+//     epoch and history (an open one turns half-open by time underneath;
+//     calls admitted before the switch still report). Reset does not
+//     switch a source on; switching it on admits again as the circuit says.
+//     The switch is per circuit.
 func RunBreakerSuite(t *testing.T, newBreaker func(t *testing.T, clk *FakeClock) core.Breaker) {
 	t.Helper()
-	for _, tc := range breakerCases {
+	for _, tc := range append(breakerCases[:len(breakerCases):len(breakerCases)], breakerSwitchCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := NewFakeClock(epoch())
 			tc.run(&breakerHarness{

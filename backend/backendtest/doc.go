@@ -1,5 +1,6 @@
 // Package backendtest is the conformance suite of the governance ports:
-// core.Limiter, core.Breaker, core.Cache and core.Admitter (RunAdmitterSuite,
+// core.Limiter (with core.BudgetLimiter), core.Breaker (with
+// core.SourceSwitch), core.Cache and core.Admitter (RunAdmitterSuite,
 // given the Admitter with the Limiter and Breaker whose state it changes).
 //
 // Every backend runs the same suite from its own tests, so the in-process
@@ -22,4 +23,10 @@
 // the port contract leaves a choice open (the breaker's suppression rule,
 // the fencing of a timed-out probe holder, the sliding-window boundary), the
 // suite's choice is the one every backend must make.
+//
+// Every shipped limiter enforces spend budgets (core.BudgetLimiter) and
+// every breaker has the operator's switch (core.SourceSwitch): the Budget*
+// and Switch* subtests fail for a backend without them. One choice is the
+// backend's to declare: BudgetsPerScope, for a backend that counts a
+// budget per scope or pool rather than across scopes (Redis Cluster).
 package backendtest

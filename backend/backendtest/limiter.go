@@ -43,12 +43,41 @@ const suiteLeaseTTL = 10 * time.Minute
 //   - Usage is pinned only for levels whose gates are on: InFlight where the
 //     level's MaxConcurrency is set, Requests and Tokens where its RPM and TPM
 //     are set. What a backend reports for gates that are off is its own choice.
-func RunLimiterSuite(t *testing.T, newLimiter func(t *testing.T, clk *FakeClock) core.Limiter) {
+//
+// Budgets (the Budget* subtests): every limiter must implement
+// core.BudgetLimiter, and these subtests fail for one that does not.
+//
+//   - After the six gates, TryAcquire checks the budgets in the request's
+//     order; the first without room refuses with GateBudget, its key and
+//     RetryAfter = the time until its window ends, and nothing is counted
+//     on any gate or budget. A budget has no room when its spend plus Cost
+//     exceeds Limit, or, for a Cost of 0 (or less), when its spend has
+//     reached Limit. A grant reserves Cost (a negative one as 0) on every
+//     budget; Permit.Budgets and Permit.Cost say what was reserved.
+//   - Windows are fixed, aligned to the Unix epoch: Budget.WindowStart of
+//     the limiter's time, for Window; a new window starts at 0.
+//   - Release settles every budget once, in the window holding
+//     AcquiredAt, when it frees the permit (a permit whose lease ended, one
+//     released before or one never granted settles nothing): SettleActual
+//     replaces the reservation by Settlement.Cost (above the Limit too),
+//     SettleRefund removes it, SettleEstimate keeps it; never below 0. A
+//     window that has ended is left as it is, and not made anew.
+//   - Budgets of one key and Window share one spend across the sources and
+//     scopes that name them (or, with BudgetsPerScope, across the sources
+//     of a scope and the scopes of a pool); the same key with another
+//     Window is another spend.
+//   - Budgets reports each budget's current window: its bounds and the
+//     spend counted in it, settled and reserved (0 when nothing is).
+//   - A budget without a key, with a Limit <= 0, a Window under one second
+//     or of a fraction of a second, or named twice in one request, makes
+//     TryAcquire and Budgets fail with an error, counting nothing.
+func RunLimiterSuite(t *testing.T, newLimiter func(t *testing.T, clk *FakeClock) core.Limiter, opts ...SuiteOption) {
 	t.Helper()
-	for _, tc := range limiterCases {
+	o := buildSuiteOptions(opts)
+	for _, tc := range append(limiterCases[:len(limiterCases):len(limiterCases)], limiterBudgetCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := NewFakeClock(epoch())
-			lh := &limiterHarness{t: t, l: newLimiter(t, clk), clk: clk, scope: t.Name()}
+			lh := &limiterHarness{t: t, l: newLimiter(t, clk), clk: clk, scope: t.Name(), opt: o}
 			tc.run(lh)
 		})
 	}
@@ -84,6 +113,7 @@ type limiterHarness struct {
 	l     core.Limiter
 	clk   *FakeClock
 	scope string
+	opt   suiteOptions
 }
 
 func (h *limiterHarness) req(source string, src, glob core.Limits, tokens int) core.PermitRequest {

@@ -15,7 +15,8 @@ var allocEpoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // TestLimiterAcquireReleaseAllocFree shows that TryAcquire and Release
 // allocate nothing once the sliding-window logs have grown to the traffic:
-// grants, settlements, refusals by every kind of gate, slot expiry.
+// grants, settlements, refusals by every kind of gate and by a budget,
+// budgets reserved and settled across window rollovers, slot expiry.
 func TestLimiterAcquireReleaseAllocFree(t *testing.T) {
 	ctx := context.Background()
 	clk := backendtest.NewFakeClock(allocEpoch)
@@ -34,11 +35,21 @@ func TestLimiterAcquireReleaseAllocFree(t *testing.T) {
 	leaky := req // permits of a dead process: never released, freed by their lease
 	leaky.Source, leaky.LeaseTTL = "leaky", time.Second
 	leaky.SourceLimits = core.Limits{MaxConcurrency: 4}
+	// Budgets: a roomy scope's and client's on every grant (a minute's
+	// window, so that windows roll over), and one always full.
+	req.Budgets = []core.Budget{
+		{Key: "scope:alloc", Limit: 1 << 50, Window: time.Minute},
+		{Key: "client:alloc", Limit: 1 << 50, Window: time.Hour},
+	}
+	req.Cost = 700
+	broke := req
+	broke.Source, broke.Cost = "broke", 10
+	broke.Budgets = []core.Budget{req.Budgets[0], {Key: "client:broke", Limit: 5, Window: time.Hour}}
 	settlements := []core.Settlement{
-		{Kind: core.SettleActual, Tokens: 40},
+		{Kind: core.SettleActual, Tokens: 40, Cost: 300},
 		{Kind: core.SettleEstimate},
 		{Kind: core.SettleRefund},
-		{Kind: core.SettleActual, Tokens: 250},
+		{Kind: core.SettleActual, Tokens: 250, Cost: 900},
 	}
 	var i int
 	op := func() {
@@ -55,6 +66,9 @@ func TestLimiterAcquireReleaseAllocFree(t *testing.T) {
 			t.Fatal("a request above TPM was granted")
 		}
 		_, _ = l.TryAcquire(ctx, leaky)
+		if g4, _ := l.TryAcquire(ctx, broke); g4.OK || g4.Gate != core.GateBudget {
+			t.Fatalf("TryAcquire over a full budget = %+v", g4)
+		}
 		if err := l.Release(ctx, g.Permit, settlements[i%4]); err != nil {
 			t.Fatal(err)
 		}

@@ -161,3 +161,37 @@ func BenchmarkBreakerAllowRecordParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAdmitBudgets is one governed attempt's admission through the
+// memory Limiter and Breaker (core.ComposeAdmitter: Admit, then Finish
+// settling tokens and cost), with the source's three gates on, without
+// budgets (off) and with a scope's and a client's budget (on).
+func BenchmarkAdmitBudgets(b *testing.B) {
+	budgets := []core.Budget{
+		{Key: "scope:bench", Limit: 1 << 52, Window: 24 * time.Hour},
+		{Key: "client:bench", Limit: 1 << 52, Window: time.Hour},
+	}
+	for _, arm := range []struct {
+		name    string
+		budgets []core.Budget
+	}{{"off", nil}, {"on", budgets}} {
+		b.Run(arm.name, func(b *testing.B) {
+			ctx := context.Background()
+			clk := &stepClock{}
+			l, br := memory.NewLimiter(memory.WithClock(clk)), memory.NewBreaker(memory.WithClock(clk))
+			a := core.ComposeAdmitter(l, br)
+			req := core.AdmitRequest{Breaker: backendtest.SuiteBreakerConfig(), Permit: benchRequest("a")}
+			req.Permit.GlobalLimits = core.Limits{}
+			req.Permit.Budgets, req.Permit.Cost = arm.budgets, 2500
+			s := core.Settlement{Kind: core.SettleActual, Tokens: 321, Cost: 2100}
+			b.ReportAllocs()
+			for b.Loop() {
+				t, err := a.Admit(ctx, req)
+				if err != nil || !t.Admitted() {
+					b.Fatalf("Admit = %+v, %v", t, err)
+				}
+				_, _ = a.Finish(ctx, t, s, core.OutcomeSuccess)
+			}
+		})
+	}
+}

@@ -16,8 +16,8 @@ const windowBuckets = 10
 // floatSlack absorbs rounding when fractional weights are summed.
 const floatSlack = 1e-9
 
-// Breaker is the in-process core.Breaker: one circuit per (scope, source) in
-// this process's memory.
+// Breaker is the in-process core.Breaker and core.SourceSwitch: one circuit
+// per (scope, source) in this process's memory.
 //
 // Semantics:
 //
@@ -60,6 +60,13 @@ const floatSlack = 1e-9
 //   - A refused Allow and Snapshot report RetryAfter as the remaining
 //     cooldown while open and the remaining probe lease while half-open with
 //     the probe out (0 for a lease that does not expire).
+//   - The operator's switch (core.SourceSwitch): while SetEnabled has
+//     switched a source off, Allow refuses it with Disabled, the circuit's
+//     state as of now and RetryAfter 0, and grants no probe; Snapshot
+//     reports Disabled. The circuit underneath keeps its state, epoch and
+//     history and goes on by time (an open circuit still turns half-open),
+//     and calls admitted before the switch still report through Record.
+//     Reset leaves the switch as it is; only SetEnabled turns it back on.
 //
 // State is computed lazily from the clock: an open circuit becomes half-open
 // by time alone. A Breaker is safe for concurrent use; each circuit has its
@@ -73,11 +80,16 @@ type Breaker struct {
 	circuits atomic.Pointer[map[sourceKey]*circuit]
 }
 
-var _ core.Breaker = (*Breaker)(nil)
+var (
+	_ core.Breaker      = (*Breaker)(nil)
+	_ core.SourceSwitch = (*Breaker)(nil)
+)
 
 // circuit is one (scope, source) circuit.
 type circuit struct {
 	mu sync.Mutex
+
+	off bool // switched off by SetEnabled
 
 	open      bool  // open or half-open; half-open once now ≥ openUntil
 	openUntil int64 // end of the cooldown
@@ -121,6 +133,9 @@ func (b *Breaker) Allow(_ context.Context, scope, source string, cfg core.Breake
 	c := b.circuit(scope, source)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.off {
+		return core.Admission{Epoch: c.epoch, State: c.state(b.now()), Disabled: true}, nil
+	}
 	if !c.open {
 		return core.Admission{Allowed: true, Epoch: c.epoch, State: core.StateClosed}, nil
 	}
@@ -171,7 +186,7 @@ func (b *Breaker) Snapshot(_ context.Context, scope, source string, _ core.Break
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := b.now()
-	s := core.BreakerSnapshot{Epoch: c.epoch, ConsecutiveFailures: c.consecutive, Opens: c.opens}
+	s := core.BreakerSnapshot{Epoch: c.epoch, ConsecutiveFailures: c.consecutive, Opens: c.opens, Disabled: c.off}
 	switch {
 	case !c.open:
 		s.State = core.StateClosed
@@ -187,7 +202,8 @@ func (b *Breaker) Snapshot(_ context.Context, scope, source string, _ core.Break
 }
 
 // Reset closes the circuit, clears its history and increments its epoch so
-// that calls admitted before it are fenced. It never fails; ctx is not used.
+// that calls admitted before it are fenced; a source switched off stays
+// off. It never fails; ctx is not used.
 func (b *Breaker) Reset(_ context.Context, scope, source string, _ core.BreakerConfig) error {
 	c := b.lookup(scope, source)
 	if c == nil {
@@ -198,6 +214,35 @@ func (b *Breaker) Reset(_ context.Context, scope, source string, _ core.BreakerC
 	c.epoch++
 	c.close()
 	return nil
+}
+
+// SetEnabled switches the source on or off (see the switch above); the
+// circuit keeps its state either way. It never fails; ctx and cfg are not
+// used.
+func (b *Breaker) SetEnabled(_ context.Context, scope, source string, _ core.BreakerConfig, enabled bool) error {
+	var c *circuit
+	if enabled {
+		if c = b.lookup(scope, source); c == nil {
+			return nil // never switched off
+		}
+	} else {
+		c = b.circuit(scope, source)
+	}
+	c.mu.Lock()
+	c.off = !enabled
+	c.mu.Unlock()
+	return nil
+}
+
+// state returns the circuit's state as of now.
+func (c *circuit) state(now int64) core.BreakerState {
+	switch {
+	case !c.open:
+		return core.StateClosed
+	case now < c.openUntil:
+		return core.StateOpen
+	}
+	return core.StateHalfOpen
 }
 
 func (b *Breaker) now() int64 { return int64(b.clock.Now().Sub(b.base)) }

@@ -1,5 +1,7 @@
 // Package memory holds the in-process backends of the governance ports:
-// Limiter (core.Limiter), Breaker (core.Breaker) and Cache (core.Cache).
+// Limiter (core.Limiter, with spend budgets: core.BudgetLimiter), Breaker
+// (core.Breaker, with the operator's switch: core.SourceSwitch) and Cache
+// (core.Cache).
 //
 // State lives in the process's memory, so limits and circuits are per
 // process: several worker processes each get their own quota. Use the Redis
@@ -11,8 +13,8 @@
 // Windows, cooldowns and leases advance with the clock alone.
 //
 // The Limiter and the Breaker are allocation-free in steady state: once a
-// scope, source or circuit has been seen and its buffers have grown to the
-// traffic, TryAcquire, Release, Allow and Record allocate nothing. The
+// scope, source, budget or circuit has been seen and its buffers have grown
+// to the traffic, TryAcquire, Release, Allow and Record allocate nothing. The
 // Limiter locks per scope (the global gates make a scope the unit of
 // atomicity); the Breaker locks per circuit. Looking a scope or circuit up
 // takes no lock at all.

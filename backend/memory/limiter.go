@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/polygateway/polygateway/backend/internal/budget"
 	"github.com/polygateway/polygateway/internal/core"
 )
 
@@ -17,8 +18,8 @@ const rateWindow = int64(60 * time.Second)
 // never is the expiry of something that does not expire.
 const never = int64(math.MaxInt64)
 
-// Limiter is the in-process core.Limiter: the six gates of every scope in
-// this process's memory.
+// Limiter is the in-process core.Limiter and core.BudgetLimiter: the six
+// gates of every scope, and the spend budgets, in this process's memory.
 //
 // Semantics:
 //
@@ -45,6 +46,24 @@ const never = int64(math.MaxInt64)
 //     to zero, SettleEstimate (and any unknown kind) keeps the estimate. The
 //     RPM count is never returned. Releasing a permit whose lease expired, a
 //     permit already released, or one never granted is a no-op.
+//
+// Budgets (core.BudgetLimiter): after the six gates, TryAcquire checks the
+// request's budgets in their order, in the same step under the same locks;
+// the first without room for PermitRequest.Cost refuses with GateBudget,
+// its key and RetryAfter until its window ends, and nothing is counted
+// anywhere. A grant adds Cost (a negative one as 0) to every budget's
+// current window. A budget's spend is shared by every scope and source
+// that names its key (with the same Window), in fixed windows aligned to
+// the Unix epoch. Release settles the budgets as it settles TPM, once, and
+// only where it frees the permit's slot (a permit whose lease expired
+// keeps its reservation as the estimate): SettleActual moves the
+// reservation to Settlement.Cost (the spend may pass the Limit: the
+// bounded overshoot of calls in flight), SettleRefund removes it,
+// SettleEstimate keeps it, in the window holding Permit.AcquiredAt; if that
+// window has ended, nothing changes. A budget that cannot be enforced
+// (see BudgetError) is refused with an error. Budgets are held in one map
+// under one lock of their own, taken inside a scope's lock only by
+// requests that name budgets.
 //
 // Pools: a request naming PermitRequest.Pool counts its global gates in the
 // pool's level, shared by every scope that names the pool; its source gates
@@ -73,6 +92,8 @@ type Limiter struct {
 	sources atomic.Pointer[map[sourceKey]*limSource]
 	// own and pools are the domains of unpooled scopes and of pools (under mu).
 	own, pools map[string]*limScope
+	// budgets are the spends of every budget, shared across scopes.
+	budgets budgetBook
 }
 
 var _ core.Limiter = (*Limiter)(nil)
@@ -118,10 +139,16 @@ func NewLimiter(opts ...Option) *Limiter {
 	return l
 }
 
-// TryAcquire checks every enabled gate of req's source and scope and takes
-// them all, or refuses and takes none. It never blocks on quota and never
-// fails; ctx is not used.
+// TryAcquire checks every enabled gate of req's source and scope, then
+// req's budgets, and takes them all, or refuses and takes none. It never
+// blocks on quota; it fails only for a budget that cannot be enforced
+// (*BudgetError). ctx is not used.
 func (l *Limiter) TryAcquire(_ context.Context, req core.PermitRequest) (core.Grant, error) {
+	if len(req.Budgets) > 0 {
+		if err := checkBudgets(req.Budgets); err != nil {
+			return core.Grant{}, err
+		}
+	}
 	src := l.source(req.Scope, req.Source, req.Pool)
 	sc := src.scope
 	tokens := int64(max(req.Tokens, 0))
@@ -139,6 +166,16 @@ func (l *Limiter) TryAcquire(_ context.Context, req core.PermitRequest) (core.Gr
 		sc.mu.Unlock()
 		return core.Grant{Gate: gate, RetryAfter: retry}, nil
 	}
+	cost := budget.Clamp(req.Cost)
+	if len(req.Budgets) > 0 {
+		l.budgets.mu.Lock()
+		i, retry := l.budgets.acquire(req.Budgets, cost, nowT)
+		l.budgets.mu.Unlock()
+		if i >= 0 {
+			sc.mu.Unlock()
+			return core.Grant{Gate: core.GateBudget, Budget: req.Budgets[i].Key, RetryAfter: retry}, nil
+		}
+	}
 	lease := l.leases.Add(1)
 	expires := addSat(now, req.LeaseTTL)
 	src.level.take(req.SourceLimits, lease, expires, now, tokens)
@@ -148,13 +185,14 @@ func (l *Limiter) TryAcquire(_ context.Context, req core.PermitRequest) (core.Gr
 	return core.Grant{OK: true, Permit: core.Permit{
 		Scope: req.Scope, Source: req.Source,
 		Lease: lease, Tokens: int(tokens), AcquiredAt: nowT,
+		Budgets: req.Budgets, Cost: cost,
 	}}, nil
 }
 
-// Release frees p's concurrency slots and settles its TPM entries as s
-// says, in the window of the acquire. It is a no-op for a permit that
-// expired, was already released or was never granted. It never fails; ctx
-// is not used.
+// Release frees p's concurrency slots and settles its TPM entries and its
+// budgets as s says, in the windows of the acquire. It is a no-op for a
+// permit that expired, was already released or was never granted. It
+// never fails; ctx is not used.
 func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) error {
 	src := l.lookupSource(p.Scope, p.Source)
 	if src == nil || p.Lease == 0 {
@@ -171,6 +209,11 @@ func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) e
 		return nil
 	}
 	sc.global.removeSlot(p.Lease)
+	if len(p.Budgets) > 0 {
+		l.budgets.mu.Lock()
+		l.budgets.settle(&p, s, nowT)
+		l.budgets.mu.Unlock()
+	}
 	var amount int64
 	switch s.Kind {
 	case core.SettleActual:

@@ -32,11 +32,17 @@ import (
 //     timeout, and go-redis may have sent it before the failure it reports
 //     last, a failed dial of a retry, say): the call is refused with a
 //     GovernanceBackendError, and a reclaim of the lease is queued: it frees whatever the script took and gives the probe back if
-//     the script granted it to this lease. Where nothing was taken it leaves
-//     a tombstone, so that a script that reaches Redis later still (a
-//     command delayed on a dying connection) takes no slot.
+//     the script granted it to this lease, and refunds what it reserved on
+//     the request's budgets. Where nothing was taken it leaves a
+//     tombstone, so that a script that reaches Redis later still (a
+//     command delayed on a dying connection) takes no slot and reserves
+//     nothing. (A budget gets its tombstone only where its current window
+//     has been started; a late Admit that finds none, or arrives in a
+//     later window, keeps its reservation until that window ends, never
+//     settled: the budget errs on the safe side.)
 //   - Finish fails: a reclaim releases the permit, settled as Finish would
-//     have, and gives back the probe if the attempt held it. The outcome
+//     have (its budgets included), and gives back the probe if the attempt
+//     held it. The outcome
 //     itself is dropped: retrying it could count it twice (the record may
 //     have been applied before the reply was lost), so the breaker misses
 //     one sample rather than counting one twice, and a probe returns with
@@ -93,17 +99,30 @@ func NewAdmitter(l *Limiter, b *Breaker, opts ...Option) *Admitter {
 	return a
 }
 
-// Admit implements core.Admitter: one script. A scope whose permit and
-// circuit name different pools (keys in different slots) is admitted as
-// core.ComposeAdmitter would, in two round trips.
+// Admit implements core.Admitter: one script, the breaker's Allow (a
+// source switched off is refused with Disabled), the six gates and the
+// budgets. A scope whose permit and circuit name different pools (keys in
+// different slots) is admitted as core.ComposeAdmitter would, in two round
+// trips. A budget that cannot be enforced fails it with a
+// GovernanceBackendError of a *BudgetError, before any round trip.
 func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
 	p := req.Permit
 	if p.Pool != req.Breaker.Pool {
 		return core.ComposeAdmitter(a.l, a.b).Admit(ctx, req)
 	}
+	if len(p.Budgets) > 0 {
+		if err := checkBudgets(p.Budgets); err != nil {
+			return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
+		}
+		a.l.noteBudgets(p.Scope, p.Pool, p.Budgets)
+	}
 	a.l.pools.note(p.Scope, p.Pool)
 	lease := newLease(&p)
 	sk := a.l.scriptKeys(p.Scope, p.Source, p.Pool)
+	keys := sk.withCircuit(a.l, a.b)
+	if len(p.Budgets) > 0 {
+		keys = a.l.withBudgets(keys, p.Scope, p.Pool, p.Budgets)
+	}
 	w := newRequest()
 	w.open()
 	w.object("breaker")
@@ -111,13 +130,13 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 	a.b.writeAllow(w, &req.Breaker, strconv.FormatUint(lease, 10))
 	w.close()
 	w.object("limiter")
-	a.l.writeAcquire(w, &p, sk, lease)
+	a.l.writeAcquire(w, &p, sk, lease, circuitIndex)
 	w.close()
 	w.close()
-	res, err := admitScript.Run(ctx, a.l.c, sk.withCircuit(a.l, a.b), w.String()).Int64Slice()
+	res, err := admitScript.Run(ctx, a.l.c, keys, w.String()).Int64Slice()
 	if err != nil {
 		if !errors.Is(err, redis.ErrClosed) {
-			j := &reclaim{permit: core.Permit{Scope: p.Scope, Source: p.Source, Lease: lease},
+			j := &reclaim{permit: core.Permit{Scope: p.Scope, Source: p.Source, Lease: lease, Budgets: p.Budgets},
 				pool: p.Pool, settle: core.Settlement{Kind: core.SettleRefund}, probe: true}
 			j.deadline, j.expires = leaseEnd(lease, a.heal.clock.Now())
 			a.heal.add(j)
@@ -126,15 +145,15 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 			Err: fmt.Errorf("polygateway: redisstore: admit: %w", err)}
 	}
 	a.heal.answered()
-	if len(res) != 9 {
+	if len(res) != 11 {
 		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit",
 			Err: fmt.Errorf("polygateway: redisstore: admit: unexpected reply %v", res)}
 	}
-	t := core.Ticket{Admission: admission(res[:5]), Breaker: req.Breaker}
+	t := core.Ticket{Admission: admission(res[:6]), Breaker: req.Breaker}
 	if !t.Admission.Allowed {
 		return t, nil
 	}
-	if t.Grant, err = a.l.grant(res[5:], &p, lease, "admit"); err != nil {
+	if t.Grant, err = a.l.grant(res[6:], &p, lease, "admit"); err != nil {
 		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
 	}
 	return t, nil
@@ -152,17 +171,21 @@ func (a *Admitter) Finish(ctx context.Context, t core.Ticket, s core.Settlement,
 		return core.ComposeAdmitter(a.l, a.b).Finish(ctx, t, s, o)
 	}
 	sk := a.l.scriptKeys(p.Scope, p.Source, pool)
+	keys := sk.withCircuit(a.l, a.b)
+	if len(p.Budgets) > 0 {
+		keys = a.l.withBudgets(keys, p.Scope, pool, p.Budgets)
+	}
 	w := newRequest()
 	w.open()
 	w.object("limiter")
-	a.l.writeRelease(w, p, s, sk, false)
+	a.l.writeRelease(w, p, s, sk, false, circuitIndex)
 	w.close()
 	w.object("breaker")
 	w.int("key", circuitIndex)
 	a.b.writeRecord(w, t.Admission, o, &t.Breaker, p.Lease)
 	w.close()
 	w.close()
-	n, err := finishScript.Run(ctx, a.l.c, sk.withCircuit(a.l, a.b), w.String()).Int64()
+	n, err := finishScript.Run(ctx, a.l.c, keys, w.String()).Int64()
 	if err != nil {
 		j := &reclaim{permit: p, pool: pool, settle: s, probe: t.Admission.Probe}
 		j.deadline, j.expires = leaseEnd(p.Lease, p.AcquiredAt)
@@ -203,9 +226,13 @@ type reclaim struct {
 // run runs the reclaim script once.
 func (a *Admitter) reclaim(ctx context.Context, j *reclaim) error {
 	sk := a.l.scriptKeys(j.permit.Scope, j.permit.Source, j.pool)
+	keys := sk.reclaimKeys(a.l, a.b)
+	if len(j.permit.Budgets) > 0 {
+		keys = a.l.withBudgets(keys, j.permit.Scope, j.pool, j.permit.Budgets)
+	}
 	w := newRequest()
 	w.open()
-	a.l.writeRelease(w, j.permit, j.settle, sk, true)
+	a.l.writeRelease(w, j.permit, j.settle, sk, true, goneIndex(numLevels-1))
 	if j.probe {
 		w.object("circuit")
 		w.int("key", circuitIndex)
@@ -213,7 +240,7 @@ func (a *Admitter) reclaim(ctx context.Context, j *reclaim) error {
 		w.close()
 	}
 	w.close()
-	return reclaimScript.Run(ctx, a.l.c, sk.reclaimKeys(a.l, a.b), w.String()).Err()
+	return reclaimScript.Run(ctx, a.l.c, keys, w.String()).Err()
 }
 
 // Bounds of the reclaim worker.
@@ -244,7 +271,7 @@ type healer struct {
 
 // add queues j, starting the worker on first use. It never blocks.
 func (h *healer) add(j *reclaim) {
-	if j.permit.Lease&leaseLevels == 0 && !j.probe {
+	if j.permit.Lease&leaseLevels == 0 && !j.probe && len(j.permit.Budgets) == 0 {
 		return // nothing was stored
 	}
 	j.due = h.clock.Now()

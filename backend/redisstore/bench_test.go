@@ -82,3 +82,40 @@ func BenchmarkAdmitFinish(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAdmitBudgets is BenchmarkAdmitFinish without budgets (off) and
+// with a scope's and a client's budget (on): still one script each way.
+func BenchmarkAdmitBudgets(b *testing.B) {
+	budgets := []core.Budget{
+		{Key: "scope:BENCH", Limit: 1 << 52, Window: 24 * time.Hour},
+		{Key: "client:bench", Limit: 1 << 52, Window: time.Hour},
+	}
+	c := newClient(b)
+	prefix := freshPrefix(b, c)
+	l := redisstore.NewLimiter(c, redisstore.WithPrefix(prefix))
+	br := redisstore.NewBreaker(c, redisstore.WithPrefix(prefix))
+	a := redisstore.NewAdmitter(l, br)
+	defer a.Close()
+	for _, arm := range []struct {
+		name    string
+		budgets []core.Budget
+	}{{"off", nil}, {"on", budgets}} {
+		b.Run(arm.name, func(b *testing.B) {
+			ctx := b.Context()
+			lim := core.Limits{MaxConcurrency: 100, RPM: 1 << 30, TPM: 1 << 40}
+			req := core.AdmitRequest{Breaker: backendtest.SuiteBreakerConfig(),
+				Permit: core.PermitRequest{Scope: "BENCH", Source: "a", SourceLimits: lim, Tokens: 100, LeaseTTL: time.Minute,
+					Budgets: arm.budgets, Cost: 2500}}
+			s := core.Settlement{Kind: core.SettleActual, Tokens: 80, Cost: 2100}
+			for b.Loop() {
+				t, err := a.Admit(ctx, req)
+				if err != nil || !t.Admitted() {
+					b.Fatalf("Admit = %+v, %v", t, err)
+				}
+				if ok, err := a.Finish(ctx, t, s, core.OutcomeSuccess); err != nil || !ok {
+					b.Fatalf("Finish = %v, %v", ok, err)
+				}
+			}
+		})
+	}
+}

@@ -10,8 +10,9 @@ import (
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-// Breaker is the core.Breaker on Redis: one circuit per (scope, source),
-// shared by every process that uses the same Redis and prefix.
+// Breaker is the core.Breaker and core.SourceSwitch on Redis: one circuit
+// per (scope, source), shared by every process that uses the same Redis
+// and prefix, and with it the operator's switch (SetEnabled).
 //
 // Its semantics are exactly those of the in-process memory.Breaker (see its
 // documentation): the consecutive channel with the threshold passed in the
@@ -46,7 +47,10 @@ type Breaker struct {
 	opt options
 }
 
-var _ core.Breaker = (*Breaker)(nil)
+var (
+	_ core.Breaker      = (*Breaker)(nil)
+	_ core.SourceSwitch = (*Breaker)(nil)
+)
 
 // NewBreaker returns a Breaker on c. WithPrefix and WithClock apply.
 func NewBreaker(c redis.UniversalClient, opts ...Option) *Breaker {
@@ -70,13 +74,14 @@ func (b *Breaker) Allow(ctx context.Context, scope, source string, cfg core.Brea
 	if err != nil {
 		return core.Admission{}, fmt.Errorf("polygateway: redisstore: breaker allow: %w", err)
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return core.Admission{}, fmt.Errorf("polygateway: redisstore: breaker allow: unexpected reply %v", res)
 	}
 	return admission(res), nil
 }
 
-// admission reads an allow reply {allowed, probe, epoch, state, retry after}.
+// admission reads an allow reply {allowed, probe, epoch, state, retry
+// after, disabled}.
 func admission(res []int64) core.Admission {
 	return core.Admission{
 		Allowed:    res[0] == 1,
@@ -84,6 +89,7 @@ func admission(res []int64) core.Admission {
 		Epoch:      uint64(res[2]),
 		State:      core.BreakerState(res[3]),
 		RetryAfter: fromMicros(max(res[4], 0)),
+		Disabled:   res[5] == 1,
 	}
 }
 
@@ -149,10 +155,10 @@ func (b *Breaker) Snapshot(ctx context.Context, scope, source string, cfg core.B
 	if err != nil {
 		return core.BreakerSnapshot{}, fmt.Errorf("polygateway: redisstore: breaker snapshot: %w", err)
 	}
-	if len(res) != 6 {
+	if len(res) != 7 {
 		return core.BreakerSnapshot{}, fmt.Errorf("polygateway: redisstore: breaker snapshot: unexpected reply %v", res)
 	}
-	var v [6]int64
+	var v [7]int64
 	for i, x := range res {
 		if i == 2 {
 			continue
@@ -175,15 +181,35 @@ func (b *Breaker) Snapshot(ctx context.Context, scope, source string, cfg core.B
 		Opens:               int(v[3]),
 		RetryAfter:          fromMicros(max(v[4], 0)),
 		ProbeHeld:           v[5] == 1,
+		Disabled:            v[6] == 1,
 	}, nil
 }
 
 // Reset closes the circuit, clears its history and increments its epoch so
-// that calls admitted before it are fenced. An error means Redis failed.
-// Of cfg only Pool is used.
+// that calls admitted before it are fenced; a source switched off stays
+// off. An error means Redis failed. Of cfg only Pool is used.
 func (b *Breaker) Reset(ctx context.Context, scope, source string, cfg core.BreakerConfig) error {
 	if err := resetScript.Run(ctx, b.c, b.key(scope, source, &cfg)).Err(); err != nil {
 		return fmt.Errorf("polygateway: redisstore: breaker reset: %w", err)
+	}
+	return nil
+}
+
+// SetEnabled switches the source on or off, for every process on this
+// Redis and prefix at once: one script on the circuit's key, which keeps
+// its state, epoch and history either way. A source switched off is
+// refused by Allow and Admit with Disabled until it is switched on; its
+// circuit keeps no TTL meanwhile, so the switch outlasts any idle time,
+// and Reset leaves it. An error means Redis failed. Of cfg only Pool is
+// used: like the circuit, the switch lives under the scope's pool.
+func (b *Breaker) SetEnabled(ctx context.Context, scope, source string, cfg core.BreakerConfig, enabled bool) error {
+	w := newRequest()
+	w.open()
+	w.now(&b.opt)
+	w.bool("on", enabled)
+	w.close()
+	if err := switchScript.Run(ctx, b.c, b.key(scope, source, &cfg), w.String()).Err(); err != nil {
+		return fmt.Errorf("polygateway: redisstore: breaker switch: %w", err)
 	}
 	return nil
 }

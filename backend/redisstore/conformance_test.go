@@ -11,14 +11,24 @@ import (
 // The conformance suites run unchanged against Redis, the single node and
 // a Redis Cluster of three masters: the FakeClock reaches the scripts
 // through WithClock, so windows and cooldowns pass without sleeping. Every
-// subtest uses names of its own under the test's prefix.
+// subtest uses names of its own under the test's prefix. On the cluster a
+// budget is counted per scope (per pool): its keys carry the scope's hash
+// tag, so that one script touches one slot.
+
+// suiteOptions are the suites' options for tg.
+func suiteOptions(tg target) []backendtest.SuiteOption {
+	if tg.name == "cluster" {
+		return []backendtest.SuiteOption{backendtest.BudgetsPerScope()}
+	}
+	return nil
+}
 
 func TestLimiterConformance(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		prefix := freshPrefix(t, tg.client)
 		backendtest.RunLimiterSuite(t, func(t *testing.T, clk *backendtest.FakeClock) core.Limiter {
 			return redisstore.NewLimiter(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
-		})
+		}, suiteOptions(tg)...)
 	})
 }
 
@@ -52,14 +62,14 @@ func TestAdmitterConformance(t *testing.T) {
 				a := redisstore.NewAdmitter(l, b)
 				t.Cleanup(func() { _ = a.Close() })
 				return backendtest.AdmitterBackend{Admitter: a, Limiter: l, Breaker: b}
-			})
+			}, suiteOptions(tg)...)
 		})
 		t.Run("composed", func(t *testing.T) {
 			backendtest.RunAdmitterSuite(t, func(t *testing.T, clk *backendtest.FakeClock) backendtest.AdmitterBackend {
 				l := redisstore.NewLimiter(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
 				b := redisstore.NewBreaker(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
 				return backendtest.AdmitterBackend{Admitter: core.ComposeAdmitter(l, b), Limiter: l, Breaker: b}
-			})
+			}, suiteOptions(tg)...)
 		})
 	})
 }

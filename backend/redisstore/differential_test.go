@@ -37,26 +37,32 @@ func TestLimiterMatchesMemory(t *testing.T) {
 	}
 	type permit struct{ m, r core.Permit }
 	grants, refusals := 0, map[core.Gate]int{}
+	// A client's budget spans every round's scope; each round adds budgets
+	// of its own, of windows short enough to roll over in the run.
+	client := core.Budget{Key: "client:diff", Limit: 40_000, Window: 5 * time.Minute}
 	for round := range 30 {
 		scope := fmt.Sprintf("DIFF%d", round)
 		src := map[string]core.Limits{"a": limits(), "b": limits()}
 		glob := limits()
 		ttl := []time.Duration{0, 10 * time.Second, 45 * time.Second, 5 * time.Minute}[rng.IntN(4)]
+		budgets := diffBudgets(rng, scope, client)
 		var live []permit
 		for step := range 250 {
-			where := fmt.Sprintf("round %d (source %+v %+v, global %+v, lease %v) step %d at %v",
-				round, src["a"], src["b"], glob, ttl, step, cl.clk.Now().Sub(clockEpoch))
+			where := fmt.Sprintf("round %d (source %+v %+v, global %+v, lease %v, budgets %+v) step %d at %v",
+				round, src["a"], src["b"], glob, ttl, budgets, step, cl.clk.Now().Sub(clockEpoch))
 			switch op := rng.IntN(20); {
 			case op < 9:
 				source := []string{"a", "b"}[rng.IntN(2)]
 				req := core.PermitRequest{Scope: scope, Source: source, SourceLimits: src[source], GlobalLimits: glob,
 					Tokens: rng.IntN(400), LeaseTTL: ttl}
+				req.Budgets, req.Cost = pickBudgets(rng, budgets)
 				gm, _ := mem.TryAcquire(ctx, req)
 				gr, err := cl.l.TryAcquire(ctx, req)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if gm.OK != gr.OK || gm.Gate != gr.Gate || gm.RetryAfter != gr.RetryAfter {
+				if gm.OK != gr.OK || gm.Gate != gr.Gate || gm.RetryAfter != gr.RetryAfter || gm.Budget != gr.Budget ||
+					gm.Permit.Cost != gr.Permit.Cost || len(gm.Permit.Budgets) != len(gr.Permit.Budgets) {
 					t.Fatalf("%s: acquire %+v: memory %+v, redis %+v", where, req, gm, gr)
 				}
 				if gm.OK {
@@ -68,7 +74,7 @@ func TestLimiterMatchesMemory(t *testing.T) {
 			case op < 15 && len(live) > 0:
 				i := rng.IntN(len(live))
 				p := live[i]
-				s := core.Settlement{Kind: core.SettleKind(rng.IntN(3)), Tokens: rng.IntN(600)}
+				s := core.Settlement{Kind: core.SettleKind(rng.IntN(3)), Tokens: rng.IntN(600), Cost: int64(rng.IntN(3000))}
 				if err := mem.Release(ctx, p.m, s); err != nil {
 					t.Fatal(err)
 				}
@@ -101,20 +107,75 @@ func TestLimiterMatchesMemory(t *testing.T) {
 						t.Fatalf("%s: usage of %q: memory %+v, redis %+v", where, source, um, ur)
 					}
 				}
+				compareBudgets(t, where, mem, cl.l, budgets)
 			}
 		}
 	}
-	// The run must have reached both grants and refusals by every gate.
-	if grants < 100 || len(refusals) < 6 {
+	// The run must have reached both grants and refusals by every gate and budget.
+	if grants < 100 || len(refusals) < 7 {
 		t.Fatalf("%d grants, refusals by gate %v: the run is too tame to compare anything", grants, refusals)
+	}
+	t.Logf("%d grants, refusals by gate %v", grants, refusals)
+}
+
+// diffBudgets returns a round's budgets: client, shared by every round,
+// and budgets of the scope's own with short windows.
+func diffBudgets(rng *rand.Rand, scope string, client core.Budget) []core.Budget {
+	bs := []core.Budget{client}
+	for i := range 1 + rng.IntN(2) {
+		bs = append(bs, core.Budget{Key: fmt.Sprintf("scope:%s:%d", scope, i),
+			Limit: int64(500 + rng.IntN(4000)), Window: time.Duration(10+rng.IntN(110)) * time.Second})
+	}
+	return bs
+}
+
+// pickBudgets returns none of bs (now and then), or some in a random
+// order, with a cost (now and then 0 or negative).
+func pickBudgets(rng *rand.Rand, bs []core.Budget) ([]core.Budget, int64) {
+	if rng.IntN(5) == 0 {
+		return nil, 0
+	}
+	picked := make([]core.Budget, 0, len(bs))
+	for _, i := range rng.Perm(len(bs)) {
+		if rng.IntN(3) > 0 {
+			picked = append(picked, bs[i])
+		}
+	}
+	cost := int64(rng.IntN(800))
+	switch rng.IntN(10) {
+	case 0:
+		cost = 0
+	case 1:
+		cost = -int64(rng.IntN(100))
+	}
+	return picked, cost
+}
+
+// compareBudgets fails the test where the two limiters report bs apart.
+func compareBudgets(t *testing.T, where string, m, r core.BudgetLimiter, bs []core.Budget) {
+	t.Helper()
+	um, err := m.Budgets(t.Context(), bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ur, err := r.Budgets(t.Context(), bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range bs {
+		if um[i].Budget != ur[i].Budget || um[i].Spent != ur[i].Spent ||
+			!um[i].WindowStart.Equal(ur[i].WindowStart) || !um[i].WindowEnd.Equal(ur[i].WindowEnd) {
+			t.Fatalf("%s: budget %s: memory %+v, redis %+v", where, bs[i].Key, um[i], ur[i])
+		}
 	}
 }
 
 // TestBreakerMatchesMemory drives the Redis breaker and the memory breaker
-// with the same random admissions, outcomes and clock steps and compares
-// every admission, every fencing verdict and the snapshots: closed-circuit
-// successes (the scripts' fast path) interleave with failures, timeouts,
-// dead sources, pushback, abandoned probes and stale reports.
+// with the same random admissions, outcomes, clock steps and turns of the
+// operator's switch, and compares every admission, every fencing verdict
+// and the snapshots: closed-circuit successes (the scripts' fast path)
+// interleave with failures, timeouts, dead sources, pushback, abandoned
+// probes and stale reports.
 func TestBreakerMatchesMemory(t *testing.T) {
 	cl := newClocked(t)
 	rb := redisstore.NewBreaker(cl.c, redisstore.WithPrefix(cl.prefix), redisstore.WithClock(cl.clk))
@@ -123,7 +184,7 @@ func TestBreakerMatchesMemory(t *testing.T) {
 	ctx := t.Context()
 	type admission struct{ m, r core.Admission }
 	states := map[core.BreakerState]int{}
-	applied := 0
+	applied, disabled, refusedOff := 0, 0, 0
 	for round := range 12 {
 		scope := fmt.Sprintf("BDIFF%d", round)
 		cfg := core.BreakerConfig{
@@ -154,6 +215,9 @@ func TestBreakerMatchesMemory(t *testing.T) {
 				if am.Allowed {
 					out = append(out, admission{am, ar})
 				}
+				if am.Disabled {
+					refusedOff++
+				}
 			case op < 8 && len(out) > 0:
 				// Mostly the newest admission, sometimes a stale one.
 				i := len(out) - 1
@@ -177,6 +241,18 @@ func TestBreakerMatchesMemory(t *testing.T) {
 			case op < 9:
 				cl.clk.Advance(time.Duration(rng.IntN(8000)) * time.Millisecond)
 			default:
+				if rng.IntN(3) == 0 { // the operator's switch, now and then
+					on := rng.IntN(2) == 0
+					if err := mb.SetEnabled(ctx, scope, "s", cfg, on); err != nil {
+						t.Fatal(err)
+					}
+					if err := rb.SetEnabled(ctx, scope, "s", cfg, on); err != nil {
+						t.Fatal(err)
+					}
+					if !on {
+						disabled++
+					}
+				}
 				sm, _ := mb.Snapshot(ctx, scope, "s", cfg)
 				sr, err := rb.Snapshot(ctx, scope, "s", cfg)
 				if err != nil {
@@ -188,8 +264,9 @@ func TestBreakerMatchesMemory(t *testing.T) {
 			}
 		}
 	}
-	if applied < 200 || len(states) < 3 {
-		t.Fatalf("%d records applied, admissions by state %v: the run is too tame to compare anything", applied, states)
+	if applied < 200 || len(states) < 3 || disabled == 0 || refusedOff < 20 {
+		t.Fatalf("%d records applied, admissions by state %v, %d switched off, %d refused as off: the run is too tame to compare anything",
+			applied, states, disabled, refusedOff)
 	}
 }
 
@@ -212,6 +289,7 @@ func TestAdmitterMatchesMemory(t *testing.T) {
 	outcomes := []core.Outcome{core.OutcomeSuccess, core.OutcomeSuccess, core.OutcomeSuccess, core.OutcomeFailure,
 		core.OutcomeTimeout, core.OutcomeRateLimited, core.OutcomeAbandoned, core.OutcomeDead}
 	grants, refusals, probes, applied := 0, map[core.Gate]int{}, 0, 0
+	client := core.Budget{Key: "client:adiff", Limit: 30_000, Window: 5 * time.Minute}
 	for round := range 8 {
 		pool := fmt.Sprintf("POOL%d", round)
 		scopes := []scope{{fmt.Sprintf("AX%d", round), pool}, {fmt.Sprintf("AY%d", round), pool}, {fmt.Sprintf("AZ%d", round), ""}}
@@ -219,6 +297,7 @@ func TestAdmitterMatchesMemory(t *testing.T) {
 		glob := core.Limits{MaxConcurrency: 2 + rng.IntN(3), RPM: 10 + rng.IntN(20)}
 		cfg := core.BreakerConfig{FailThreshold: 1 + rng.IntN(3), Cooldown: time.Duration(1+rng.IntN(10)) * time.Second,
 			MaxCooldown: 60 * time.Second, ProbeTTL: time.Duration(5+rng.IntN(20)) * time.Second, HalfOpenSuccesses: 1, TimeoutWeight: 1}
+		budgets := diffBudgets(rng, pool, client)
 		var live []ticket
 		for step := range 250 {
 			sc := scopes[rng.IntN(len(scopes))]
@@ -230,12 +309,14 @@ func TestAdmitterMatchesMemory(t *testing.T) {
 			case op < 5:
 				req := core.AdmitRequest{Breaker: bc, Permit: core.PermitRequest{Scope: sc.name, Source: source,
 					SourceLimits: src, GlobalLimits: glob, Tokens: rng.IntN(300), LeaseTTL: 30 * time.Second, Pool: sc.pool}}
+				req.Permit.Budgets, req.Permit.Cost = pickBudgets(rng, budgets)
 				tm, _ := ma.Admit(ctx, req)
 				tr, err := ra.Admit(ctx, req)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if tm.Admission != tr.Admission || tm.Grant.OK != tr.Grant.OK || tm.Grant.Gate != tr.Grant.Gate || tm.Grant.RetryAfter != tr.Grant.RetryAfter {
+				if tm.Admission != tr.Admission || tm.Grant.OK != tr.Grant.OK || tm.Grant.Gate != tr.Grant.Gate ||
+					tm.Grant.RetryAfter != tr.Grant.RetryAfter || tm.Grant.Budget != tr.Grant.Budget {
 					t.Fatalf("%s: admit: memory %+v, redis %+v", where, tm, tr)
 				}
 				switch {
@@ -251,7 +332,7 @@ func TestAdmitterMatchesMemory(t *testing.T) {
 			case op < 8 && len(live) > 0:
 				i := rng.IntN(len(live))
 				tk := live[i]
-				s := core.Settlement{Kind: core.SettleKind(rng.IntN(3)), Tokens: rng.IntN(400)}
+				s := core.Settlement{Kind: core.SettleKind(rng.IntN(3)), Tokens: rng.IntN(400), Cost: int64(rng.IntN(1500))}
 				o := outcomes[rng.IntN(len(outcomes))]
 				am, _ := ma.Finish(ctx, tk.m, s, o)
 				ar, err := ra.Finish(ctx, tk.r, s, o)
@@ -268,6 +349,7 @@ func TestAdmitterMatchesMemory(t *testing.T) {
 			case op < 9:
 				cl.clk.Advance(time.Duration(rng.IntN(6000)) * time.Millisecond)
 			default:
+				compareBudgets(t, where, ml, cl.l, budgets)
 				for _, s := range []string{"a", "b", ""} {
 					um, _ := ml.Usage(ctx, sc.name, s)
 					ur, err := cl.l.Usage(ctx, sc.name, s)
@@ -292,7 +374,7 @@ func TestAdmitterMatchesMemory(t *testing.T) {
 			}
 		}
 	}
-	if grants < 200 || probes == 0 || applied < 100 || len(refusals) < 3 {
+	if grants < 200 || probes == 0 || applied < 100 || len(refusals) < 3 || refusals[core.GateBudget] == 0 {
 		t.Fatalf("%d grants (%d probes), %d finishes applied, refusals by gate %v: the run is too tame to compare anything",
 			grants, probes, applied, refusals)
 	}

@@ -1,8 +1,9 @@
 // Package redisstore holds the Redis backends of the governance ports:
-// Limiter (core.Limiter), Breaker (core.Breaker), Cache (core.Cache) and
-// the native admission port Admitter (core.Admitter). Processes that point
-// at the same Redis share one set of rate limits, one state per circuit and
-// one response cache.
+// Limiter (core.Limiter, with spend budgets: core.BudgetLimiter), Breaker
+// (core.Breaker, with the operator's switch: core.SourceSwitch), Cache
+// (core.Cache) and the native admission port Admitter (core.Admitter).
+// Processes that point at the same Redis share one set of rate limits and
+// budgets, one state (and switch) per circuit and one response cache.
 //
 // # Enabling
 //
@@ -36,7 +37,8 @@
 //	{prefix}:lim:{SCOPE}:src:{source}:tok     HASH lease → "tokens state", and the level's totals and TTL marks
 //	{prefix}:lim:{SCOPE}:global:slots|log|tok the same for the scope's global gates (members lease/source)
 //	{prefix}:lim:{SCOPE}:…:gone               ZSET, a level's tombstones (after an outage only)
-//	{prefix}:brk:{SCOPE}:{source}             HASH, one circuit
+//	{prefix}:brk:{SCOPE}:{source}             HASH, one circuit (and its switch)
+//	{prefix}:bud:{budget key}:{window s}      HASH, one budget's current window
 //	{prefix}:cache:{key}                      STRING, one cached answer
 //
 // A scope in a pool (PermitRequest.Pool and BreakerConfig.Pool, from
@@ -53,6 +55,27 @@
 // Limiter remembers the pool each scope named last, for Release and Usage.
 // All the keys of a pool live on one cluster node: a pool is the unit of
 // sharding, as a scope is without one.
+//
+// # Budgets and Redis Cluster
+//
+// A budget (PermitRequest.Budgets) is checked and reserved in the script
+// of the gates, so its key must lie in their slot. On a single node and
+// under Sentinel (a *redis.Client) budget keys carry no hash tag, and a
+// budget's spend is shared by every scope and source that names its key,
+// as the core contract says ("client:team-a" spans scopes). On a Redis
+// Cluster (any other client type) budget keys carry the scope's hash tag,
+// or the pool's for a pooled scope:
+//
+//	{prefix}:lim:{SCOPE}:bud:{budget key}:{window s}
+//	{prefix}:pool:{POOL}:bud:{budget key}:{window s}
+//
+// so a budget is counted per scope there, or per pool: scopes that must
+// share a budget on a cluster share a pool. Budgets then reads the spend
+// of the scope that last checked the budget through the Limiter, and
+// Limiter.BudgetsOf a given scope's. A key checked with two window lengths
+// has two spends. The hash holds its current window (s: the window's
+// start, v: the spend, and one field per reservation in flight) and
+// expires a second past the window's end; see lua/lib/budget.lua.
 //
 // Keys expire on their own: a log 61 to 71 s after the last grant, slots 1
 // to 11 s after the latest lease ends, a level's tok hash when both are
@@ -96,13 +119,15 @@
 //
 // The scripts are built for the common call: a grant, a release and a
 // success on a closed circuit run 13 Redis commands in all (7 before the
-// upstream call, 6 after). Expired slots and log entries are dropped lazily
+// upstream call, 6 after); each budget adds 5 (a read and a write before,
+// a read and two writes after), still in the same two scripts. Expired slots and log entries are dropped lazily
 // (a log at least once a second, and everything whenever a gate would
 // refuse, so refusals and RetryAfter are exact); the functions of those rare
 // paths are made only by a script run that takes them.
 //
 // Scripts take "now" from the Redis server's TIME, so every process agrees
-// on one clock whatever its own says. WithClock replaces it with a
+// on one clock whatever its own says: on the gates' windows, the budgets'
+// (fixed, aligned to the Unix epoch) and the cooldowns. WithClock replaces it with a
 // core.Clock read by the client; it exists so the conformance suites can
 // drive windows and cooldowns with a fake clock, and must not be used by
 // processes that share state.
@@ -121,9 +146,11 @@
 // itself: after a failed Admit (the call is refused) and after a failed
 // Finish, a reclaim script frees the lease's slots, settles its tokens and
 // gives back a probe this lease holds, retried by one background worker
-// until it has run once or the lease has ended. A failed Finish's outcome
-// is dropped rather than retried, so that no outcome is ever counted
-// twice. Reclaims leave tombstones, so that an Admit that reaches Redis
+// until it has run once or the lease has ended. The reclaim of a lost
+// Admit refunds the budgets the script reserved (a request with budgets
+// and no gate is reclaimed too), and that of a failed Finish settles them
+// as Finish would have. A failed Finish's outcome is dropped rather than
+// retried, so that no outcome is ever counted twice. Reclaims leave tombstones, so that an Admit that reaches Redis
 // after its reclaim (delayed on a dying connection) takes nothing, and the
 // scripts tolerate the resends of go-redis (an Admit sent twice holds one
 // slot and keeps its grant; a record sent twice counts once). No slot is
@@ -131,6 +158,14 @@
 // through than the gates allow. A Redis that restarts without its data
 // forgets the slots of the calls then in flight: exact limits through a
 // restart need persistence (appendfsync always). See Admitter.
+//
+// # The operator's switch
+//
+// Breaker.SetEnabled switches a source off (or on) for every process at
+// once: a field of its circuit's hash, read by the script of Allow and
+// Admit at no extra command. A switched-off circuit keeps no TTL, so the
+// switch outlasts any idle time; Reset leaves it. Like the circuit, it
+// lives under the scope's pool.
 //
 // # Bounds and degradation
 //

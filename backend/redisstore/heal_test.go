@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -186,5 +187,59 @@ func TestAdmitterCloseGivesUpInBoundedTime(t *testing.T) {
 	}
 	if n := r.a.Reclaiming(); n != 0 {
 		t.Fatalf("%d reclaims counted after Close", n)
+	}
+}
+
+// TestLostRepliesSettleBudgets: the reclaim of an Admit whose reply was
+// lost refunds the budgets it reserved, with or without gates; the reclaim
+// of a failed Finish settles them as Finish said, once.
+func TestLostRepliesSettleBudgets(t *testing.T) {
+	r := newHealRig(t)
+	ctx := t.Context()
+	window := safeWindow(t, newClient(t))
+	for i, gates := range []core.Limits{{}, {MaxConcurrency: 1, RPM: 100}} {
+		b := core.Budget{Key: "client:heal" + strconv.Itoa(i), Limit: 1000, Window: window}
+		spent := func() int64 {
+			t.Helper()
+			us, err := r.l.Budgets(ctx, []core.Budget{b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return us[0].Spent
+		}
+		req := r.req(gates)
+		req.Permit.Budgets, req.Permit.Cost = []core.Budget{b}, 400
+		lostAdmit := func() {
+			t.Helper()
+			r.hook.lose.Store(true)
+			_, err := r.a.Admit(ctx, req)
+			r.hook.lose.Store(false)
+			if err == nil {
+				t.Fatal("Admit succeeded with its reply lost")
+			}
+			healed(t, r.a)
+		}
+		lostAdmit()
+		if s := spent(); s != 0 {
+			t.Fatalf("gates %+v: %d spent after the reclaim of a lost Admit, want the reservation refunded", gates, s)
+		}
+		tk, err := r.a.Admit(ctx, req)
+		if err != nil || !tk.Admitted() {
+			t.Fatalf("Admit = %+v, %v", tk, err)
+		}
+		r.hook.fail.Store(true)
+		_, err = r.a.Finish(ctx, tk, core.Settlement{Kind: core.SettleActual, Cost: 150}, core.OutcomeSuccess)
+		r.hook.fail.Store(false)
+		if err == nil {
+			t.Fatal("Finish succeeded with Redis failing")
+		}
+		healed(t, r.a)
+		if s := spent(); s != 150 {
+			t.Fatalf("gates %+v: %d spent after the reclaim of a failed Finish, want the actual 150", gates, s)
+		}
+		lostAdmit()
+		if s := spent(); s != 150 {
+			t.Fatalf("gates %+v: %d spent after a second lost Admit, want 150", gates, s)
+		}
 	}
 }

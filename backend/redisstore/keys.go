@@ -11,6 +11,15 @@ const maxCachedKeys = 4096
 
 // circuitIndex is the circuit's index (from 1, as in Lua) in the keys of a
 // script that touches both the limiter and the circuit.
+//
+// The keys of a script are, in order: each level's slots, log and tok; the
+// circuit (Admit, Finish, reclaims); each level's tombstone register
+// (reclaims); then the hashes of the request's budgets, one per budget in
+// the request's order (see budget.go for their names). Budget keys carry
+// no hash tag on a single node or Sentinel, where a budget's spend is
+// shared across scopes, and the scope's or pool's tag on a cluster, where
+// every key of one script must lie in one slot: there a budget is counted
+// per scope (or pool).
 const circuitIndex = 3*numLevels + 1
 
 // scriptKeys are the keys and member suffixes the scripts of one
@@ -21,8 +30,11 @@ type scriptKeys struct {
 	keys []string
 	// gone holds each level's tombstone register, used by reclaims only.
 	gone []string
-	// suffix is what each level's member adds to the lease.
+	// suffix is what each level's member adds to the lease, and bsuffix
+	// what the member on a budget adds: /scope:source, as budgets are
+	// shared across scopes.
 	suffix              [numLevels]string
+	bsuffix             string
 	scope, source, pool string
 }
 
@@ -51,8 +63,9 @@ func (l *Limiter) scriptKeys(scope, source, pool string) *scriptKeys {
 	}
 	sk.keys = append(sk.keys, circuitKey(l.opt.prefix, scope, source, pool))
 	sk.suffix[levelGlobal] = "/" + escape(source)
+	sk.bsuffix = "/" + escape(scope) + ":" + escape(source)
 	if pool != "" {
-		sk.suffix[levelGlobal] = "/" + escape(scope) + ":" + escape(source)
+		sk.suffix[levelGlobal] = sk.bsuffix
 	}
 	l.keys.mu.Lock()
 	if l.keys.m == nil {
@@ -128,6 +141,11 @@ func goneIndex(i int) int64 { return int64(circuitIndex + 1 + i) }
 // slot.
 func (sk *scriptKeys) member(lease uint64, i int) string {
 	return strconv.FormatUint(lease, 10) + sk.suffix[i]
+}
+
+// budgetMember returns a permit's member on its budgets: lease/scope:source.
+func (sk *scriptKeys) budgetMember(lease uint64) string {
+	return strconv.FormatUint(lease, 10) + sk.bsuffix
 }
 
 // circuitKey returns the key of the circuit of (scope, source) under

@@ -10,11 +10,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/polygateway/polygateway/backend/internal/budget"
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-// Limiter is the core.Limiter on Redis: the six gates of every scope,
-// shared by every process that uses the same Redis and prefix.
+// Limiter is the core.Limiter and core.BudgetLimiter on Redis: the six
+// gates of every scope and the spend budgets, shared by every process that
+// uses the same Redis and prefix.
 //
 // Its semantics are those of the in-process memory.Limiter, computed by Lua
 // scripts on the server:
@@ -56,6 +58,19 @@ import (
 //     Usage; a scope that moves to another pool starts from fresh counts
 //     there (its permits of the old pool lapse with their leases).
 //
+//   - Budgets (core.BudgetLimiter) are checked in the same script, after
+//     the six gates, in the request's order: the first without room for
+//     PermitRequest.Cost refuses with GateBudget, its key and RetryAfter
+//     until its window ends, and nothing is counted. A grant reserves Cost
+//     (a negative one as 0) on every budget's current window, fixed and
+//     aligned to the Unix epoch by the server's clock. Release settles the
+//     reservation once, in that window, as memory.Limiter does: actual,
+//     estimate or refund; not after the permit's lease has ended, nor once
+//     the window has ended. A budget that cannot be enforced is refused
+//     with a *BudgetError before any round trip. Where a budget's spend is
+//     counted (across scopes, or per scope on a cluster) is described in
+//     the package documentation.
+//
 // Time is the Redis server's TIME, so every process agrees on it (WithClock
 // replaces it in tests). Leases are drawn by the client: random bits, and
 // low bits naming the keys the acquire stored the permit in, whether they
@@ -76,13 +91,19 @@ type Limiter struct {
 	opt   options
 	keys  keyCache
 	pools poolMap
+	// tagged: budget keys carry the scope's (pool's) hash tag (a cluster).
+	tagged  bool
+	budgets budgetState
 }
 
 var _ core.Limiter = (*Limiter)(nil)
 
-// NewLimiter returns a Limiter on c. WithPrefix and WithClock apply.
+// NewLimiter returns a Limiter on c. WithPrefix and WithClock apply. The
+// type of c decides where budgets are counted (see Budgets): across scopes
+// on a *redis.Client (a single node, or Sentinel's failover client), per
+// scope or pool on any other (a *redis.ClusterClient).
 func NewLimiter(c redis.UniversalClient, opts ...Option) *Limiter {
-	return &Limiter{c: c, opt: buildOptions(opts)}
+	return &Limiter{c: c, opt: buildOptions(opts), tagged: tagsBudgets(c)}
 }
 
 // poolMap remembers the pool each scope named last. Scopes come from
@@ -133,27 +154,45 @@ func (l *Limiter) permitPool(p core.Permit) (string, bool) {
 // pool) and takes them all, or refuses and takes none, in one atomic
 // script. It never waits for quota. An error means Redis failed.
 func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.Grant, error) {
+	if len(req.Budgets) > 0 {
+		if err := checkBudgets(req.Budgets); err != nil {
+			return core.Grant{}, err
+		}
+		l.noteBudgets(req.Scope, req.Pool, req.Budgets)
+	}
 	l.pools.note(req.Scope, req.Pool)
 	lease := newLease(&req)
 	sk := l.scriptKeys(req.Scope, req.Source, req.Pool)
+	keys := sk.keys[:circuitIndex-1]
+	if len(req.Budgets) > 0 {
+		keys = l.withBudgets(keys, req.Scope, req.Pool, req.Budgets)
+	}
 	w := newRequest()
 	w.open()
-	l.writeAcquire(w, &req, sk, lease)
+	l.writeAcquire(w, &req, sk, lease, circuitIndex-1)
 	w.close()
-	res, err := acquireScript.Run(ctx, l.c, sk.keys[:circuitIndex-1], w.String()).Int64Slice()
+	res, err := acquireScript.Run(ctx, l.c, keys, w.String()).Int64Slice()
 	if err != nil {
 		return core.Grant{}, fmt.Errorf("polygateway: redisstore: limiter acquire: %w", err)
 	}
 	return l.grant(res, &req, lease, "limiter acquire")
 }
 
-// grant reads an acquire reply {granted, gate, retry after, now}.
+// grant reads an acquire reply {granted, gate, retry after, now, the
+// refusing budget's index from 1}.
 func (l *Limiter) grant(res []int64, req *core.PermitRequest, lease uint64, op string) (core.Grant, error) {
-	if len(res) != 4 {
+	if len(res) != 5 {
 		return core.Grant{}, fmt.Errorf("polygateway: redisstore: %s: unexpected reply %v", op, res)
 	}
 	if res[0] != 1 {
-		return core.Grant{Gate: core.Gate(res[1]), RetryAfter: fromMicros(max(res[2], 0))}, nil
+		g := core.Grant{Gate: core.Gate(res[1]), RetryAfter: fromMicros(max(res[2], 0))}
+		if i := res[4]; i > 0 {
+			if i > int64(len(req.Budgets)) {
+				return core.Grant{}, fmt.Errorf("polygateway: redisstore: %s: unexpected reply %v", op, res)
+			}
+			g.Budget = req.Budgets[i-1].Key
+		}
+		return g, nil
 	}
 	at := time.UnixMicro(res[3])
 	if l.opt.clock != nil {
@@ -162,13 +201,15 @@ func (l *Limiter) grant(res []int64, req *core.PermitRequest, lease uint64, op s
 	return core.Grant{OK: true, Permit: core.Permit{
 		Scope: req.Scope, Source: req.Source,
 		Lease: lease, Tokens: max(req.Tokens, 0), AcquiredAt: at,
+		Budgets: req.Budgets, Cost: budget.Clamp(req.Cost),
 	}}, nil
 }
 
 // writeAcquire writes the fields of the acquire request of req (see
-// lua/lib/acquire.lua and lua/lib/gates.lua): the levels the lease is
-// stored in and one record per gate that is on.
-func (l *Limiter) writeAcquire(w *request, req *core.PermitRequest, sk *scriptKeys, lease uint64) {
+// lua/lib/acquire.lua, lua/lib/gates.lua and lua/lib/budget.lua): the
+// levels the lease is stored in, one record per gate that is on, and the
+// budgets, whose keys follow the first base keys of the script.
+func (l *Limiter) writeAcquire(w *request, req *core.PermitRequest, sk *scriptKeys, lease uint64, base int64) {
 	w.now(&l.opt)
 	w.int("lease_ttl", micros(req.LeaseTTL))
 	var index [numLevels]int64
@@ -205,11 +246,15 @@ func (l *Limiter) writeAcquire(w *request, req *core.PermitRequest, sk *scriptKe
 		w.close()
 	}
 	w.end()
+	if len(req.Budgets) > 0 {
+		writeBudgets(w, req.Budgets, sk, lease, budget.Clamp(req.Cost), base, true)
+	}
 }
 
 // writeRelease writes the fields of the release request of p settled as s
-// (see lua/lib/release.lua); tomb asks for tombstones (reclaim.lua).
-func (l *Limiter) writeRelease(w *request, p core.Permit, s core.Settlement, sk *scriptKeys, tomb bool) {
+// (see lua/lib/release.lua); tomb asks for tombstones (reclaim.lua). The
+// keys of p's budgets follow the first base keys of the script.
+func (l *Limiter) writeRelease(w *request, p core.Permit, s core.Settlement, sk *scriptKeys, tomb bool, base int64) {
 	w.now(&l.opt)
 	w.str("settle", settleName(s.Kind))
 	w.array("levels")
@@ -239,6 +284,9 @@ func (l *Limiter) writeRelease(w *request, p core.Permit, s core.Settlement, sk 
 	if tomb {
 		w.bool("tomb", true)
 	}
+	if len(p.Budgets) > 0 {
+		writeBudgets(w, p.Budgets, sk, p.Lease, budget.Clamp(s.Cost), base, false)
+	}
 }
 
 // settleName names a settlement kind for the scripts; an unknown kind
@@ -258,19 +306,23 @@ func settleName(k core.SettleKind) string {
 // permit that expired, was already released or was never granted is a
 // no-op. An error means Redis failed.
 func (l *Limiter) Release(ctx context.Context, p core.Permit, s core.Settlement) error {
-	if p.Lease&leaseLevels == 0 {
-		return nil // no gate was on: the acquire stored nothing
+	if p.Lease&leaseLevels == 0 && len(p.Budgets) == 0 {
+		return nil // no gate was on and no budget named: the acquire stored nothing
 	}
 	pool, ok := l.permitPool(p)
 	if !ok {
 		return nil
 	}
 	sk := l.scriptKeys(p.Scope, p.Source, pool)
+	keys := sk.keys[:circuitIndex-1]
+	if len(p.Budgets) > 0 {
+		keys = l.withBudgets(keys, p.Scope, pool, p.Budgets)
+	}
 	w := newRequest()
 	w.open()
-	l.writeRelease(w, p, s, sk, false)
+	l.writeRelease(w, p, s, sk, false, circuitIndex-1)
 	w.close()
-	if err := releaseScript.Run(ctx, l.c, sk.keys[:circuitIndex-1], w.String()).Err(); err != nil {
+	if err := releaseScript.Run(ctx, l.c, keys, w.String()).Err(); err != nil {
 		return fmt.Errorf("polygateway: redisstore: limiter release: %w", err)
 	}
 	return nil

@@ -34,7 +34,7 @@ func TestReclaimBeforeALateAdmitLeavesNoSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The late Admit of that lease: nobody hears it, and it holds nothing.
-	if res := rawAdmit(t, a, req, lease); res[5] != 0 {
+	if res := rawAdmit(t, a, req, lease); res[6] != 0 {
 		t.Fatalf("the late Admit was granted: %v", res)
 	}
 	for _, source := range []string{"a", ""} {
@@ -105,7 +105,7 @@ func TestRetriedScriptsCountOnce(t *testing.T) {
 	req := core.AdmitRequest{Breaker: cfg, Permit: core.PermitRequest{Scope: "R", Source: "a", SourceLimits: one, LeaseTTL: time.Hour}}
 	lease := newLease(&req.Permit)
 	for i := range 2 {
-		if res := rawAdmit(t, a, req, lease); res[0] != 1 || res[5] != 1 {
+		if res := rawAdmit(t, a, req, lease); res[0] != 1 || res[6] != 1 {
 			t.Fatalf("Admit %d of one lease = %v, want granted", i+1, res)
 		}
 	}
@@ -135,10 +135,14 @@ func rawAdmit(t *testing.T, a *Admitter, req core.AdmitRequest, lease uint64) []
 	a.b.writeAllow(w, &req.Breaker, strconv.FormatUint(lease, 10))
 	w.close()
 	w.object("limiter")
-	a.l.writeAcquire(w, &req.Permit, sk, lease)
+	a.l.writeAcquire(w, &req.Permit, sk, lease, circuitIndex)
 	w.close()
 	w.close()
-	res, err := admitScript.Run(context.Background(), a.l.c, sk.withCircuit(a.l, a.b), w.String()).Int64Slice()
+	keys := sk.withCircuit(a.l, a.b)
+	if len(req.Permit.Budgets) > 0 {
+		keys = a.l.withBudgets(keys, req.Permit.Scope, req.Permit.Pool, req.Permit.Budgets)
+	}
+	res, err := admitScript.Run(context.Background(), a.l.c, keys, w.String()).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,4 +178,60 @@ func internalClient(t *testing.T) (*redis.Client, string) {
 		_ = c.Close()
 	})
 	return c, prefix
+}
+
+// TestBudgetReclaimAndRetries: a reclaim that reaches Redis before its
+// Admit leaves a tombstone on the budgets, so that the late Admit of a
+// request with no gate reserves nothing; an Admit sent twice (a go-redis
+// retry) reserves once, even where the second would not fit.
+func TestBudgetReclaimAndRetries(t *testing.T) {
+	t.Parallel()
+	c, prefix := internalClient(t)
+	ctx := context.Background()
+	clk := &stepClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l, b := NewLimiter(c, WithPrefix(prefix), WithClock(clk)), NewBreaker(c, WithPrefix(prefix), WithClock(clk))
+	a := NewAdmitter(l, b)
+	defer a.Close()
+	bud := core.Budget{Key: "client:t", Limit: 1000, Window: time.Hour}
+	req := core.AdmitRequest{Permit: core.PermitRequest{Scope: "T", Source: "a", Budgets: []core.Budget{bud}, Cost: 600, LeaseTTL: time.Hour}}
+	spent := func() int64 {
+		t.Helper()
+		us, err := l.Budgets(ctx, []core.Budget{bud})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return us[0].Spent
+	}
+	// A grant makes the window's hash.
+	first := newLease(&req.Permit)
+	if res := rawAdmit(t, a, req, first); res[6] != 1 {
+		t.Fatalf("Admit = %v", res)
+	}
+	// Sent again: granted as before, reserved once.
+	if res := rawAdmit(t, a, req, first); res[6] != 1 {
+		t.Fatalf("a resent Admit = %v, want its grant", res)
+	}
+	if s := spent(); s != 600 {
+		t.Fatalf("%d spent after an Admit sent twice, want 600", s)
+	}
+	late := newLease(&req.Permit)
+	j := &reclaim{permit: core.Permit{Scope: "T", Source: "a", Lease: late, Budgets: req.Permit.Budgets}, settle: core.Settlement{Kind: core.SettleRefund}}
+	if err := a.reclaim(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	req.Permit.Cost = 100
+	if res := rawAdmit(t, a, req, late); res[6] != 0 || res[7] != 0 {
+		t.Fatalf("the late Admit = %v, want refused (by no gate: no one hears it)", res)
+	}
+	if s := spent(); s != 600 {
+		t.Fatalf("%d spent after a late Admit, want 600", s)
+	}
+	// The tombstone goes with its window.
+	clk.now = clk.now.Add(time.Hour)
+	if res := rawAdmit(t, a, req, late); res[6] != 1 {
+		t.Fatalf("the lease's Admit in the next window = %v, want granted", res)
+	}
+	if s := spent(); s != 100 {
+		t.Fatalf("%d spent in the next window, want 100", s)
+	}
 }

@@ -72,6 +72,13 @@ func (r *request) int(k string, v int64) {
 	r.comma = true
 }
 
+// elem writes v as the next element of the innermost array.
+func (r *request) elem(v int64) {
+	r.sep()
+	r.b = strconv.AppendInt(r.b, v, 10)
+	r.comma = true
+}
+
 func (r *request) uint(k string, v uint64) {
 	r.key(k)
 	r.b = strconv.AppendUint(r.b, v, 10)

@@ -32,17 +32,19 @@ func mustRead(name string) string {
 
 // The scripts. Every Limiter and Breaker method is exactly one of them.
 var (
-	acquireScript  = script("acquire.lua", "limiter.lua", "gates.lua", "acquire.lua")
-	releaseScript  = script("release.lua", "limiter.lua", "release.lua")
+	acquireScript  = script("acquire.lua", "limiter.lua", "gates.lua", "budget.lua", "acquire.lua")
+	releaseScript  = script("release.lua", "limiter.lua", "budget.lua", "release.lua")
 	usageScript    = script("usage.lua", "limiter.lua")
+	budgetsScript  = script("budgets.lua", "budget.lua")
 	allowScript    = script("allow.lua", "circuit.lua", "allow.lua")
 	recordScript   = script("record.lua", "breaker.lua", "record.lua")
 	snapshotScript = script("snapshot.lua", "circuit.lua")
 	resetScript    = script("reset.lua")
+	switchScript   = script("switch.lua")
 	// admitScript and finishScript are the Admitter's: one script before
 	// the upstream call, one after; reclaimScript gives back what a call
 	// whose reply was lost may hold.
-	admitScript   = script("admit.lua", "circuit.lua", "allow.lua", "limiter.lua", "gates.lua", "acquire.lua")
-	finishScript  = script("finish.lua", "breaker.lua", "record.lua", "limiter.lua", "release.lua")
-	reclaimScript = script("reclaim.lua", "limiter.lua", "release.lua")
+	admitScript   = script("admit.lua", "circuit.lua", "allow.lua", "limiter.lua", "gates.lua", "budget.lua", "acquire.lua")
+	finishScript  = script("finish.lua", "breaker.lua", "record.lua", "limiter.lua", "budget.lua", "release.lua")
+	reclaimScript = script("reclaim.lua", "limiter.lua", "budget.lua", "release.lua")
 )

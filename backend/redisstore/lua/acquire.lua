@@ -1,3 +1,3 @@
--- TryAcquire. KEYS: the levels' keys. ARGV[1]: the acquire request (see
--- lib/acquire.lua).
+-- TryAcquire. KEYS: the levels' keys, then the budgets' hashes.
+-- ARGV[1]: the acquire request (see lib/acquire.lua).
 return acquire(cjson.decode(ARGV[1]))

@@ -1,5 +1,5 @@
 -- Finish: the limiter's Release and the breaker's Record in one script.
--- KEYS: the levels' keys and the circuit.
+-- KEYS: the levels' keys, the circuit, then the budgets' hashes.
 -- ARGV[1]: { limiter = the release request (lib/release.lua), breaker =
 --            the record request (lib/record.lua) and key = the circuit's
 --            index in KEYS }.

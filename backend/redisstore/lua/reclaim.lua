@@ -2,7 +2,8 @@
 -- lost, by the attempt's lease. The client runs it in the background after
 -- an Admit whose reply never came (the script may or may not have run) or
 -- a Finish that failed; it is idempotent, and never records an outcome.
--- KEYS: the levels' keys and, with circuit, the circuit.
+-- KEYS: the levels' keys, the circuit, the levels' tombstone registers,
+-- then the budgets' hashes.
 -- ARGV[1]: the release request (lib/release.lua) with tomb = true, and
 --          circuit = { key = the circuit's index in KEYS, holder = the
 --          lease } to give back the probe if this lease holds it.
@@ -13,7 +14,11 @@
 -- command delayed on a dying connection) reads its member in the book it
 -- peeks at anyway, finds it released, and takes nothing; a probe it was
 -- granted goes back as for any refusal. A tombstone goes with its book
--- (the book's TTL, or the purge of a log whose TTL ran out). Returns 1.
+-- (the book's TTL, or the purge of a log whose TTL ran out). A budget's
+-- reservation is refunded where the member holds one (settled, after a
+-- failed Finish), and a budget whose current window holds none gets a
+-- tombstone of its own, which goes with the window (lib/budget.lua).
+-- Returns 1.
 local r = cjson.decode(ARGV[1])
 local now = now_us(r.now)
 release(r, now)

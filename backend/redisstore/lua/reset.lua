@@ -1,10 +1,15 @@
 -- Reset. KEYS: the circuit. Closes it, clears its history and bumps the
--- epoch; opens is a lifetime count and stays. Returns the new epoch.
+-- epoch; opens is a lifetime count and stays, and so does the operator's
+-- switch (off: see switch.lua; an off circuit keeps no TTL). Returns the
+-- new epoch.
 local key = KEYS[1]
-local epoch = num(redis.call('HGET', key, 'epoch'), 0) + 1
+local h = redis.call('HMGET', key, 'epoch', 'off')
+local epoch = num(h[1], 0) + 1
 redis.call('HSET', key,
   'open', '0', 'till', '0', 'cd', '0', 'epoch', int(epoch), 'cons', '0',
   'probe', '0', 'pexp', '0', 'wins', '0', 'ww', '0',
   'b0', '', 'b1', '', 'b2', '', 'b3', '', 'b4', '', 'b5', '', 'b6', '', 'b7', '', 'b8', '', 'b9', '')
-redis.call('PEXPIRE', key, int(IDLE_MS))
+if h[2] ~= '1' then
+  redis.call('PEXPIRE', key, int(IDLE_MS))
+end
 return epoch

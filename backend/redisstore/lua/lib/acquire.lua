@@ -1,8 +1,11 @@
--- TryAcquire: check every gate and take them all, or take nothing.
+-- TryAcquire: check every gate, then every budget, and take them all, or
+-- take nothing.
 -- r: { now = µs (absent: the server's TIME), lease_ttl = µs (0 = none),
---      levels, gates } (see gates.lua).
+--      levels, gates (see gates.lua), and budgets, bmember, bgate, cost
+--      when the request names budgets (see budget.lua) }.
 -- now, when given, is the time already read.
--- Returns {granted 1/0, gate, retry after µs, now µs}.
+-- Returns {granted 1/0, gate, retry after µs, now µs, the refusing
+-- budget's index in r.budgets (0 = none)}.
 --
 -- A grant that needs no purge and no TTL extension is done here; the rest
 -- is in limiter(). The client may send one acquire twice (go-redis retries
@@ -24,7 +27,7 @@ local function acquire(r, now)
     if v.gone then
       -- Released before it was acquired: a late copy of an Admit whose
       -- reclaim came first (see reclaim.lua). No one hears this reply.
-      return { 0, 0, 0, now }
+      return { 0, 0, 0, now, 0 }
     end
     if v.logged and now - v.p >= PURGE_EVERY then
       limiter().purge(v, now)
@@ -38,9 +41,17 @@ local function acquire(r, now)
     if gate ~= 0 then
       if limiter().holds(lv) then
         -- A retry of an acquire that ran: its grant stands.
-        return { 1, 0, 0, now }
+        return { 1, 0, 0, now, 0 }
       end
-      return { 0, gate, retry, now }
+      return { 0, gate, retry, now, 0 }
+    end
+  end
+  if r.budgets then
+    local i, left = budget().check(r, now)
+    if i < 0 then
+      return { 0, 0, 0, now, 0 }
+    elseif i > 0 then
+      return { 0, r.bgate, left, now, i }
     end
   end
   local nows = int(now)
@@ -77,5 +88,8 @@ local function acquire(r, now)
       redis.call('HSET', v.tok, unpack(book))
     end
   end
-  return { 1, 0, 0, now }
+  if r.budgets then
+    budget().take(r, now, state)
+  end
+  return { 1, 0, 0, now, 0 }
 end

@@ -2,20 +2,31 @@
 -- (0 = none), holder = the lease of the attempt ('' = none) }: a granted
 -- probe records its holder, so that reclaim.lua can give back the probe of
 -- an attempt whose reply was lost. now, when given, is the time already read.
--- Returns {allowed, probe, epoch, state (0 closed, 1 open, 2 half-open), retry after µs}.
+-- Returns {allowed, probe, epoch, state (0 closed, 1 open, 2 half-open),
+-- retry after µs, disabled}.
+--
+-- A source switched off (the circuit's field off, see switch.lua) is
+-- refused with disabled = 1 and the circuit's state as of now, and grants
+-- no probe; the circuit is left as it is.
 local function allow(key, r, now)
-  local h = redis.call('HMGET', key, 'open', 'till', 'epoch', 'probe', 'pexp', 'plse')
+  local h = redis.call('HMGET', key, 'open', 'till', 'epoch', 'probe', 'pexp', 'plse', 'off')
   local epoch = num(h[3], 0)
-  if h[1] ~= '1' then
-    return { 1, 0, epoch, 0, 0 }
+  local state, left, held = 0, 0, false
+  if h[1] == '1' then
+    now = now or now_us(r.now)
+    state, left, held = circuit_state(h[2], h[4], h[5], now)
+    if held and r.holder and h[6] == r.holder then
+      return { 1, 1, epoch, 2, 0, 0 } -- a retry of the Admit that took the probe
+    end
   end
-  now = now or now_us(r.now)
-  local state, left, held = circuit_state(h[2], h[4], h[5], now)
-  if held and r.holder and h[6] == r.holder then
-    return { 1, 1, epoch, 2, 0 } -- a retry of the Admit that took the probe
+  if h[7] == '1' then
+    return { 0, 0, epoch, state, 0, 1 }
+  end
+  if h[1] ~= '1' then
+    return { 1, 0, epoch, 0, 0, 0 }
   end
   if state == 1 or held then
-    return { 0, 0, epoch, state, left }
+    return { 0, 0, epoch, state, left, 0 }
   end
   local ttl = r.probe_ttl or 0
   local pexp = -1
@@ -25,5 +36,5 @@ local function allow(key, r, now)
   epoch = epoch + 1
   redis.call('HSET', key, 'epoch', int(epoch), 'probe', '1', 'pexp', int(pexp), 'plse', r.holder or '')
   redis.call('PEXPIRE', key, int(IDLE_MS))
-  return { 1, 1, epoch, 2, 0 }
+  return { 1, 1, epoch, 2, 0, 0 }
 end

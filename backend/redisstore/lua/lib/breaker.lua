@@ -11,6 +11,9 @@
 --   plse   the lease of the probe's holder ('' = unknown)
 --   rlse   the lease of the last outcome the full path applied, so that a
 --          client's retry of the same record is not counted twice
+--   off    '1' while the operator has switched the source off (see
+--          switch.lua); the circuit then keeps no TTL
+--   xt     until when the circuit's TTL runs at least (record.lua)
 --   ww     the failure-rate window's bucket width (µs)
 --   b0..b9 its ten buckets, each 'index samples failure-weight' ('' = empty),
 --          one field each so that recording a success rewrites one bucket
@@ -112,6 +115,7 @@ local function breaker()
       pexp = num(h.pexp, 0),
       wins = num(h.wins, 0),
       rlse = h.rlse,
+      off = h.off == '1',
       win = win_parse(h),
     }
   end
@@ -138,7 +142,9 @@ local function breaker()
     if c.open and c.till > now then
       ttl = ttl + math.ceil((c.till - now) / 1000)
     end
-    redis.call('PEXPIRE', key, int(ttl))
+    if not c.off then
+      redis.call('PEXPIRE', key, int(ttl))
+    end
   end
 
   local function rate_on(cfg)

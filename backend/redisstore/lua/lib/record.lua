@@ -13,19 +13,22 @@
 -- A success on a closed circuit is done here: it resets the consecutive
 -- count and adds one sample to one bucket of the window, nothing else. The
 -- field xt says until when the key's TTL runs at least, so the TTL is
--- renewed hourly rather than on every call. Everything else goes to the
--- full state machine (breaker.lua).
+-- renewed hourly rather than on every call; a circuit switched off (off,
+-- see switch.lua) keeps no TTL, and its xt is left as it is. Everything else
+-- goes to the full state machine (breaker.lua).
 local function record(key, r, now)
   if r.outcome == 0 and not r.probe then
     local rate, window = r.config.fail_rate, r.config.window
     if not (window > 0 and rate > 0) then
-      local h = redis.call('HMGET', key, 'open', 'epoch', 'cons')
+      local h = redis.call('HMGET', key, 'open', 'epoch', 'cons', 'off')
       if num(h[2], 0) ~= r.epoch or h[1] == '1' then
         return 0
       end
       if num(h[3], 0) ~= 0 then
         redis.call('HSET', key, 'cons', '0')
-        redis.call('PEXPIRE', key, int(IDLE_MS))
+        if h[4] ~= '1' then
+          redis.call('PEXPIRE', key, int(IDLE_MS))
+        end
       end
       return 1
     end
@@ -33,7 +36,7 @@ local function record(key, r, now)
     local width = math.max(math.floor(window / BUCKETS), 1)
     local idx = math.floor(now / width)
     local field = 'b' .. (idx % BUCKETS)
-    local h = redis.call('HMGET', key, 'open', 'epoch', 'ww', 'xt', field)
+    local h = redis.call('HMGET', key, 'open', 'epoch', 'ww', 'xt', field, 'off')
     if num(h[2], 0) ~= r.epoch or h[1] == '1' then
       return 0
     end
@@ -43,7 +46,7 @@ local function record(key, r, now)
         b.idx, b.s, b.f = idx, 0, 0
       end
       b.s = b.s + 1
-      if num(h[4], 0) >= now + (IDLE_MS - RENEW_MS) * 1000 then
+      if h[6] == '1' or num(h[4], 0) >= now + (IDLE_MS - RENEW_MS) * 1000 then
         redis.call('HSET', key, field, bucket_encode(b), 'cons', '0')
       else
         redis.call('HSET', key, field, bucket_encode(b), 'cons', '0', 'xt', int(now + IDLE_MS * 1000))

@@ -1,11 +1,14 @@
--- Release: free the permit's slots and settle its log entries in place.
+-- Release: free the permit's slots, settle its log entries in place and
+-- settle its budgets (see budget.lua).
 -- r: { now = µs (absent: TIME), settle = 'actual' | 'estimate' | 'refund',
 --      levels = array of { key = i (the level's slots, log and book are
 --      KEYS[i..i+2]), member, slots = true when the level's slots hold the
 --      permit, log = true when its log does, amount = the actual amount
 --      (settle 'actual'), gone = the index in KEYS of the level's tombstone
 --      register (with tomb) }, tomb = true to leave a tombstone in each
---      level's book where the member has no entry (see reclaim.lua) }.
+--      level's book where the member has no entry (see reclaim.lua), and
+--      budgets, bmember, cost (the actual cost) when the permit reserved
+--      on budgets }.
 -- now, when given, is the time already read.
 --
 -- Settling marks the entry released and sets its amount (actual: to the
@@ -64,6 +67,9 @@ local function release(r, now)
         end
       end
     end
+  end
+  if r.budgets then
+    budget().settle(r, now or now_us(r.now))
   end
   return 1
 end

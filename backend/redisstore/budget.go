@@ -1,0 +1,280 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/polygateway/polygateway/backend/internal/budget"
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+var _ core.BudgetLimiter = (*Limiter)(nil)
+
+// BudgetError is returned by TryAcquire, Admit (wrapped in a
+// core.GovernanceBackendError) and Budgets for a budget that cannot be
+// enforced: an empty key, a Limit that is not positive (or above 2^53
+// micro-USD), a Window that is not a whole number of seconds of at least
+// one, or a (Key, Window) named twice in one request. It is a programming
+// error of the caller; the request is refused before any round trip and
+// nothing is counted.
+type BudgetError struct {
+	// Key is the budget's key; Reason says what is wrong with it.
+	Key, Reason string
+}
+
+// Error implements error.
+func (e *BudgetError) Error() string {
+	return "polygateway: redisstore: budget " + strconv.Quote(e.Key) + ": " + e.Reason
+}
+
+// checkBudgets returns a *BudgetError for the first budget of bs that
+// cannot be enforced.
+func checkBudgets(bs []core.Budget) error {
+	if i, why := budget.Problem(bs); i >= 0 {
+		return &BudgetError{Key: bs[i].Key, Reason: why}
+	}
+	return nil
+}
+
+// tagsBudgets reports whether budget keys carry a scope's (or pool's) hash
+// tag on c: on anything but a single node or a Sentinel-managed one (a
+// *redis.Client), that is on a Redis Cluster client or a client of the
+// caller's own type, where every key of a script must share one slot.
+// Hash tags work on a single node too, so a client of unknown type only
+// shares budgets less.
+func tagsBudgets(c redis.UniversalClient) bool {
+	_, node := c.(*redis.Client)
+	return !node
+}
+
+// budgetKeyName returns the key of b's spend (see keys.go):
+//
+//	{prefix}:bud:{key}:{window s}                  one node, Sentinel
+//	{prefix}:lim:{SCOPE}:bud:{key}:{window s}      a cluster, a scope without a pool
+//	{prefix}:pool:{POOL}:bud:{key}:{window s}      a cluster, a scope in a pool
+func budgetKeyName(prefix string, tagged bool, scope, pool string, b core.Budget) string {
+	tail := ":bud:" + escape(b.Key) + ":" + strconv.FormatInt(budget.Seconds(b), 10)
+	switch {
+	case !tagged:
+		return prefix + tail
+	case pool == "":
+		return prefix + ":lim:" + hashTag(scope) + tail
+	}
+	return prefix + ":pool:" + hashTag(pool) + tail
+}
+
+// budgetID names one spend: a budget's key and window length.
+type budgetID struct {
+	key    string
+	window time.Duration
+}
+
+// budgetKeyID names one budget key for one (scope, pool); scope and pool
+// are "" where keys carry no tag.
+type budgetKeyID struct {
+	budgetID
+	scope, pool string
+}
+
+// scopePool is where a budget was last checked.
+type scopePool struct{ scope, pool string }
+
+// budgetState is a Limiter's budget bookkeeping: the keys it built, and on
+// a cluster the scope (and pool) that last checked each budget, which
+// Budgets reads. Both are bounded like the key cache; budgets come from
+// configuration. Safe for concurrent use; the zero value is ready.
+type budgetState struct {
+	mu   sync.RWMutex
+	keys map[budgetKeyID]string
+	last map[budgetID]scopePool
+}
+
+// budgetKey returns the key of b's spend for a script of scope in pool.
+func (l *Limiter) budgetKey(scope, pool string, b core.Budget) string {
+	id := budgetKeyID{budgetID: budgetID{b.Key, b.Window}}
+	if l.tagged {
+		id.scope, id.pool = scope, pool
+	}
+	st := &l.budgets
+	st.mu.RLock()
+	k, ok := st.keys[id]
+	st.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = budgetKeyName(l.opt.prefix, l.tagged, scope, pool, b)
+	st.mu.Lock()
+	if st.keys == nil {
+		st.keys = make(map[budgetKeyID]string)
+	}
+	if len(st.keys) < maxCachedKeys {
+		st.keys[id] = k
+	}
+	st.mu.Unlock()
+	return k
+}
+
+// withBudgets returns a new slice of base's keys followed by the keys of
+// bs for scope in pool; a script names budget i's key as len(base)+i+1.
+func (l *Limiter) withBudgets(base []string, scope, pool string, bs []core.Budget) []string {
+	keys := make([]string, len(base), len(base)+len(bs))
+	copy(keys, base)
+	for _, b := range bs {
+		keys = append(keys, l.budgetKey(scope, pool, b))
+	}
+	return keys
+}
+
+// noteBudgets remembers, on a cluster, that scope in pool checked bs.
+func (l *Limiter) noteBudgets(scope, pool string, bs []core.Budget) {
+	if !l.tagged {
+		return
+	}
+	st := &l.budgets
+	at := scopePool{scope, pool}
+	st.mu.RLock()
+	same := true
+	for _, b := range bs {
+		if st.last[budgetID{b.Key, b.Window}] != at {
+			same = false
+			break
+		}
+	}
+	st.mu.RUnlock()
+	if same {
+		return
+	}
+	st.mu.Lock()
+	if st.last == nil {
+		st.last = make(map[budgetID]scopePool)
+	}
+	for _, b := range bs {
+		id := budgetID{b.Key, b.Window}
+		if _, ok := st.last[id]; ok || len(st.last) < maxCachedKeys {
+			st.last[id] = at
+		}
+	}
+	st.mu.Unlock()
+}
+
+// writeBudgets writes the budget fields of an acquire (limit set) or a
+// release request (see lua/lib/budget.lua): the budgets' keys from
+// base+1, the permit's member on them and the cost.
+func writeBudgets(w *request, bs []core.Budget, sk *scriptKeys, lease uint64, cost, base int64, acquire bool) {
+	w.int("cost", cost)
+	w.str("bmember", sk.budgetMember(lease))
+	if acquire {
+		w.int("bgate", int64(core.GateBudget))
+	}
+	w.array("budgets")
+	for i, b := range bs {
+		w.open()
+		w.int("key", base+int64(i)+1)
+		if acquire {
+			w.int("limit", b.Limit)
+		}
+		w.int("window", budget.Seconds(b))
+		w.close()
+	}
+	w.end()
+}
+
+// Budgets reports the current window of each budget, in one round trip:
+// the spend counted in it (settled costs plus the reservations of calls in
+// flight; 0 for a budget nothing has been counted on yet) and its bounds,
+// by the server's clock. On a single node or Sentinel a budget's spend is
+// shared by every scope; on a Redis Cluster it is counted per scope (per
+// pool), and Budgets reads the spend of the scope that last checked the
+// budget through this Limiter (0 for one it has not seen), one round trip
+// per such scope; BudgetsOf reads a given scope's. It fails for a budget
+// that cannot be enforced (*BudgetError) and when Redis fails.
+func (l *Limiter) Budgets(ctx context.Context, bs []core.Budget) ([]core.BudgetUsage, error) {
+	if err := checkBudgets(bs); err != nil {
+		return nil, err
+	}
+	out := make([]core.BudgetUsage, len(bs))
+	if len(bs) == 0 {
+		return out, nil
+	}
+	if !l.tagged {
+		return out, l.readBudgets(ctx, "", "", bs, out)
+	}
+	// Group the budgets by the scope that last checked them.
+	groups := map[scopePool][]int{}
+	var order []scopePool
+	l.budgets.mu.RLock()
+	for i, b := range bs {
+		at := l.budgets.last[budgetID{b.Key, b.Window}]
+		if _, ok := groups[at]; !ok {
+			order = append(order, at)
+		}
+		groups[at] = append(groups[at], i)
+	}
+	l.budgets.mu.RUnlock()
+	for _, at := range order {
+		idx := groups[at]
+		sub := make([]core.Budget, len(idx))
+		for j, i := range idx {
+			sub[j] = bs[i]
+		}
+		us := make([]core.BudgetUsage, len(sub))
+		if err := l.readBudgets(ctx, at.scope, at.pool, sub, us); err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			out[i] = us[j]
+		}
+	}
+	return out, nil
+}
+
+// BudgetsOf reports the budgets as scope (in pool, "" = none) counts them,
+// in one round trip. On a single node or Sentinel that is Budgets; on a
+// Redis Cluster, where a budget is counted per scope (per pool), it reads
+// that scope's spend.
+func (l *Limiter) BudgetsOf(ctx context.Context, scope, pool string, bs []core.Budget) ([]core.BudgetUsage, error) {
+	if err := checkBudgets(bs); err != nil {
+		return nil, err
+	}
+	out := make([]core.BudgetUsage, len(bs))
+	if len(bs) == 0 {
+		return out, nil
+	}
+	return out, l.readBudgets(ctx, scope, pool, bs, out)
+}
+
+// readBudgets reads bs as scope in pool counts them into out, in one script.
+func (l *Limiter) readBudgets(ctx context.Context, scope, pool string, bs []core.Budget, out []core.BudgetUsage) error {
+	keys := l.withBudgets(nil, scope, pool, bs)
+	w := newRequest()
+	w.open()
+	w.now(&l.opt)
+	w.array("windows")
+	for _, b := range bs {
+		w.elem(budget.Seconds(b))
+	}
+	w.end()
+	w.close()
+	res, err := budgetsScript.Run(ctx, l.c, keys, w.String()).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("polygateway: redisstore: limiter budgets: %w", err)
+	}
+	if len(res) != 1+2*len(bs) {
+		return fmt.Errorf("polygateway: redisstore: limiter budgets: unexpected reply %v", res)
+	}
+	for i, b := range bs {
+		start := res[1+2*i]
+		out[i] = core.BudgetUsage{
+			Budget:      b,
+			Spent:       res[2+2*i],
+			WindowStart: time.Unix(start, 0),
+			WindowEnd:   time.Unix(start+budget.Seconds(b), 0),
+		}
+	}
+	return nil
+}
