@@ -42,4 +42,7 @@ func ExampleWithBudget() {
 		}
 		fmt.Println(most, resp.Content)
 	}
+	// Output:
+	// 800 tok0 tok1 tok2
+	// 2000 refused by tenant:acme true
 }

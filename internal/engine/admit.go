@@ -128,7 +128,7 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 		// A spend budget has no room: no source of the call can be tried
 		// until its window ends.
 		e.refused(name, core.ReasonBudgetExhausted)
-		return t, false, r.budgetExhausted(t.Grant)
+		return t, false, r.budgetExhausted(name, t.Grant)
 	}
 	if !t.Grant.OK {
 		e.refused(name, core.ReasonRateLimited)

@@ -103,17 +103,17 @@ func (e *Engine) settlement(s *sourceState, t core.Ticket, eff effect, resp *cor
 	return settle
 }
 
-// budgetExhausted is the error of a call refused by a spend budget: every
-// source not yet failed in this call is named budget_exhausted, and
-// RetryAfter is when the budget's window ends.
-func (r *run) budgetExhausted(g core.Grant) *core.GatewayUnavailableError {
+// budgetExhausted is the error of a call refused by a spend budget when
+// admitting source: it and every source not yet failed in this call are
+// named budget_exhausted, and RetryAfter is when the budget's window ends.
+func (r *run) budgetExhausted(source string, g core.Grant) *core.GatewayUnavailableError {
 	e := r.e
 	u := &core.GatewayUnavailableError{Scope: e.settings.Scope, Reason: core.ReasonBudgetExhausted,
 		RetryAfter: max(g.RetryAfter, 0), Budget: g.Budget, Err: r.lastErr,
 		PerSource: make(map[string]core.Reason, len(e.sources))}
 	for _, s := range e.sources {
 		name := s.cfg.Name
-		if why, ok := r.perSource[name]; ok {
+		if why, ok := r.perSource[name]; ok && name != source {
 			u.PerSource[name] = why
 		} else {
 			u.PerSource[name] = core.ReasonBudgetExhausted
