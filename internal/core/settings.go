@@ -139,7 +139,10 @@ type BackpressureSettings struct {
 }
 
 // GatewaySettings is the parsed and validated configuration of one scope.
-// LoadSettings produces it; FromSettings assembles a client from it.
+// LoadSettings produces it; FromSettings assembles a client from it after
+// checking the same invariants (internal/config.Validate), so settings made
+// by hand may leave optional values at their zero value (see Validate for
+// what each zero means).
 type GatewaySettings struct {
 	// Scope is the upper-case scope name.
 	Scope string
