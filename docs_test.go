@@ -55,6 +55,7 @@ give it (` + "`lower(Provider)_Index`" + `), ` + "`BaseURL`" + `, ` + "`APIKey`"
 | ` + "`Breaker.MinCalls`" + ` 0 | 1 |
 | ` + "`Breaker.MaxCooldown`" + ` 0 | every open period lasts ` + "`Cooldown`" + ` (no doubling) |
 | ` + "`Breaker.ProbeTTL`" + ` 0 | the half-open probe's lease never expires |
+| a source's ` + "`Breaker`" + ` overrides 0 | the scope's value |
 | ` + "`Backpressure.StallWindow`" + ` 0 | no stall rule |
 | ` + "`LeaseTTL`" + ` 0 | each concurrency permit is leased for its attempt's timeout plus a margin |
 | ` + "`EstTokens`" + ` 0 | none (refused when a TPM gate is on) |

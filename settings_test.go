@@ -107,6 +107,16 @@ func TestFromSettingsRefusesWhatLoadSettingsRefuses(t *testing.T) {
 			mut: src(func(c *polygateway.SourceConfig) { c.Continue = "resume" })},
 		{name: "unknown missing-done policy", set: []string{p + "MISSING_DONE", "ignore"},
 			mut: src(func(c *polygateway.SourceConfig) { c.MissingDone = "ignore" })},
+		{name: "negative source threshold", set: []string{p + "BREAKER__FAIL_THRESHOLD", "-1"},
+			mut: src(func(c *polygateway.SourceConfig) { c.Breaker.FailThreshold = -1 })},
+		{name: "negative source cooldown", set: []string{p + "BREAKER__COOLDOWN_S", "-1"},
+			mut: src(func(c *polygateway.SourceConfig) { c.Breaker.Cooldown = -time.Second })},
+		{name: "source cap below its cooldown", set: []string{p + "BREAKER__COOLDOWN_S", "20", p + "BREAKER__MAX_COOLDOWN_S", "10"},
+			mut: src(func(c *polygateway.SourceConfig) {
+				c.Breaker.Cooldown, c.Breaker.MaxCooldown = 20*time.Second, 10*time.Second
+			})},
+		{name: "source cap below the scope's cooldown", set: []string{p + "BREAKER__MAX_COOLDOWN_S", "3"},
+			mut: src(func(c *polygateway.SourceConfig) { c.Breaker.MaxCooldown = 3 * time.Second })},
 		{name: "bad scope name", scope: "llm-x",
 			mut: func(s *S) { s.Scope = "LLM-X" }},
 	}
@@ -161,6 +171,7 @@ func TestFromSettingsTakesWhatLoadSettingsGives(t *testing.T) {
 		"equal bounds":  {"PGW_LEASE_TTL_S", "5", "LLM__BREAKER__PROBE_TTL_S", "5", "LLM__BREAKER__MAX_COOLDOWN_S", "5", "LLM__RETRY__BACKOFF_BASE_S", "0.2"},
 		"flat keys":     {"LLM_TIMEOUT", "7", "LLM_CIRCUIT_BREAKER_COOLDOWN", "20", "LLM_MAX_RETRIES", "5"},
 		"no backoff":    {"LLM__RETRY__BACKOFF_BASE_S", "0", "LLM__RETRY__BACKOFF_MAX_S", "0"},
+		"own breaker":   {p + "BREAKER__FAIL_THRESHOLD", "1", p + "BREAKER__COOLDOWN_S", "60", p + "BREAKER__MAX_COOLDOWN_S", "60"},
 		"stall and all": {"LLM__BACKPRESSURE__STALL_WINDOW_S", "3", "LLM__BACKPRESSURE__POLL_INTERVAL_S", "0.5", "LLM__SELECTOR", "round_robin", "LLM__QUOTA_FULL", "fail_fast"},
 	} {
 		t.Run(name, func(t *testing.T) {

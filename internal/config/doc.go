@@ -12,7 +12,11 @@
 //   - source keys {SCOPE}__{PROVIDER}__{N}__{FIELD}: N is an integer >= 1
 //     without leading zeros, PROVIDER upper-case [A-Z0-9_] without "__"; the
 //     source is named lower(PROVIDER)_N and sources are ordered by
-//     (provider, N). An unknown FIELD is an error (typos are caught).
+//     (provider, N). An unknown FIELD is an error (typos are caught). A
+//     source's own breaker values are {SCOPE}__{PROVIDER}__{N}__BREAKER__
+//     {FIELD} (FIELD = FAIL_THRESHOLD, COOLDOWN_S, MAX_COOLDOWN_S): a FIELD
+//     holding "__" is a group FIELD of the source, and a key of four parts
+//     whose group or FIELD is unknown is an error too.
 //   - scope keys {SCOPE}__{GROUP}__{FIELD} (GROUP = GLOBAL, RETRY, BREAKER,
 //     BACKPRESSURE, FALLBACK, QUALITY; an unknown FIELD is an error) and
 //     {SCOPE}__SELECTOR, {SCOPE}__PREFERRED_REGION, {SCOPE}__QUOTA_FULL.

@@ -235,27 +235,75 @@ func (l *loader) classifyKey(k string, seen map[sourceID]bool) *Error {
 		l.recognised = append(l.recognised, k)
 	case 3:
 		provider, n, field := parts[0], parts[1], parts[2]
-		if !providerRE.MatchString(provider) {
-			return errf(k, fmt.Sprintf("invalid provider %s: expected upper-case letters, digits and single underscores ([A-Z0-9_], no \"__\", not starting or ending with \"_\")", show(provider)))
+		if err := checkSourceID(k, l.prefix, provider, n, field); err != nil {
+			return err
 		}
-		if !nRE.MatchString(n) {
-			return errf(k, fmt.Sprintf("invalid source number %s: expected an integer >= 1 without leading zeros (%s%s__1__%s)", show(n), l.prefix, provider, field))
-		}
+		src := l.prefix + provider + "__" + n + "__"
 		if !slices.Contains(known.source, field) {
+			if fields, isGroup := known.sourceGroups[field]; isGroup {
+				return errf(k, fmt.Sprintf("incomplete key: expected %s%s__{FIELD} with FIELD one of %s", src, field, strings.Join(fields, ", ")))
+			}
+			for _, g := range known.sourceGroupOrder {
+				if slices.Contains(known.sourceGroups[g], field) {
+					return errf(k, "incomplete key: "+field+" is a field of "+src+g+"__"+field+", not of a source itself")
+				}
+			}
 			return errf(k, unknownField(field, known.source, "of a source"))
 		}
-		num, err := strconv.Atoi(n)
-		if err != nil {
-			return errf(k, fmt.Sprintf("invalid source number %s: out of range", show(n)))
+		return l.recognise(k, provider, n, seen)
+	case 4:
+		// A source's group: {PROVIDER}__{N}__{GROUP}__{FIELD}.
+		provider, n, group, field := parts[0], parts[1], parts[2], parts[3]
+		if err := checkSourceID(k, l.prefix, provider, n, group+"__"+field); err != nil {
+			return err
 		}
-		if id := (sourceID{provider, num}); !seen[id] {
-			seen[id] = true
-			l.sources = append(l.sources, id)
+		src := l.prefix + provider + "__" + n + "__"
+		fields, isGroup := known.sourceGroups[group]
+		if !isGroup {
+			hint := ""
+			if best := Suggest(group, known.sourceGroupOrder); best != "" {
+				hint = " (did you mean " + src + best + "__" + field + "?)"
+			}
+			return errf(k, fmt.Sprintf("malformed key: too many parts for a source field, and %s is not one of the source groups %s%s; %s",
+				show(group), strings.Join(known.sourceGroupOrder, ", "), hint, l.shapes()))
 		}
-		l.recognised = append(l.recognised, k)
+		if !slices.Contains(fields, field) {
+			msg := unknownField(field, fields, "under "+src+group)
+			if slices.Contains(known.groups[group], field) {
+				msg += " (" + field + " is set for the whole scope only: " + l.prefix + group + "__" + field + ")"
+			}
+			return errf(k, msg)
+		}
+		return l.recognise(k, provider, n, seen)
 	default:
 		return errf(k, "malformed key: too many parts; "+l.shapes())
 	}
+	return nil
+}
+
+// checkSourceID checks the PROVIDER and N parts of the source key k; tail
+// is the rest of the key, for the example in the error.
+func checkSourceID(k, prefix, provider, n, tail string) *Error {
+	if !providerRE.MatchString(provider) {
+		return errf(k, fmt.Sprintf("invalid provider %s: expected upper-case letters, digits and single underscores ([A-Z0-9_], no \"__\", not starting or ending with \"_\")", show(provider)))
+	}
+	if !nRE.MatchString(n) {
+		return errf(k, fmt.Sprintf("invalid source number %s: expected an integer >= 1 without leading zeros (%s%s__1__%s)", show(n), prefix, provider, tail))
+	}
+	if _, err := strconv.Atoi(n); err != nil {
+		return errf(k, fmt.Sprintf("invalid source number %s: out of range", show(n)))
+	}
+	return nil
+}
+
+// recognise records the source key k of source (provider, n).
+func (l *loader) recognise(k, provider, n string, seen map[sourceID]bool) *Error {
+	num, _ := strconv.Atoi(n) // checked by checkSourceID
+	if id := (sourceID{provider, num}); !seen[id] {
+		seen[id] = true
+		l.sources = append(l.sources, id)
+	}
+	l.recognised = append(l.recognised, k)
 	return nil
 }
 
@@ -283,13 +331,22 @@ func (l *loader) fieldHomes(name string) []string {
 	if slices.Contains(known.source, name) {
 		homes = append(homes, l.prefix+"{PROVIDER}__{N}__"+name)
 	}
+	for _, g := range known.sourceGroupOrder {
+		if slices.Contains(known.sourceGroups[g], name) {
+			homes = append(homes, l.prefix+"{PROVIDER}__{N}__"+g+"__"+name)
+		}
+	}
 	return homes
 }
 
 func (l *loader) shapes() string {
 	p := l.prefix
-	return fmt.Sprintf("expected %s{PROVIDER}__{N}__{FIELD}, %s{GROUP}__{FIELD} (GROUP one of %s) or %s{NAME}",
-		p, p, strings.Join(known.groupOrder, ", "), p)
+	var srcGroups []string
+	for _, g := range known.sourceGroupOrder {
+		srcGroups = append(srcGroups, p+"{PROVIDER}__{N}__"+g+"__{FIELD}")
+	}
+	return fmt.Sprintf("expected %s{PROVIDER}__{N}__{FIELD}, %s, %s{GROUP}__{FIELD} (GROUP one of %s) or %s{NAME}",
+		p, strings.Join(srcGroups, ", "), p, strings.Join(known.groupOrder, ", "), p)
 }
 
 // unknownField words an unknown-FIELD error, suggesting the closest known one.

@@ -178,6 +178,24 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 			return sc, err
 		}
 	}
+
+	// BREAKER__FAIL_THRESHOLD, BREAKER__COOLDOWN_S, BREAKER__MAX_COOLDOWN_S:
+	// the source's own breaker values (Validate checks the cap against the
+	// source's effective cooldown).
+	b := &sc.Breaker
+	if b.FailThreshold, err = l.intOr(pre+"BREAKER__FAIL_THRESHOLD", 1, 0); err != nil {
+		return sc, err
+	}
+	cooldown, err := l.optSeconds(pre+"BREAKER__COOLDOWN_S", true)
+	if err != nil {
+		return sc, err
+	}
+	b.Cooldown = cooldown.d
+	maxCool, err := l.optSeconds(pre+"BREAKER__MAX_COOLDOWN_S", true)
+	if err != nil {
+		return sc, err
+	}
+	b.MaxCooldown = maxCool.d
 	return sc, nil
 }
 

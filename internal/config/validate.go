@@ -39,6 +39,7 @@ import (
 //     FailRate or Window 0 the failure-rate channel; MinCalls 0 is 1;
 //     MaxCooldown 0 keeps every open period at Cooldown (no doubling);
 //     ProbeTTL 0 gives the half-open probe a lease without expiry.
+//   - A source's Breaker overrides: 0 is the scope's value.
 //   - Backpressure.StallWindow 0 turns the stall rule off.
 //   - LeaseTTL 0 leases each concurrency permit for its attempt's
 //     TIMEOUT_S plus a margin.
@@ -498,6 +499,37 @@ func (v *validator) source(i int, seen map[string]bool) *Error {
 	}
 	if w := sc.Weight; math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
 		return errf(pre+"WEIGHT", fmt.Sprintf("invalid value %s: out of range; expected a decimal > 0", strconv.FormatFloat(w, 'g', -1, 64)))
+	}
+	return v.sourceBreaker(pre, sc)
+}
+
+// sourceBreaker checks a source's own breaker values: each in its domain,
+// and its cap of the doubling cooldown not below its effective cooldown
+// (its own, else the scope's), as the scope's keys are checked. A cap of
+// the scope's, inherited, follows a longer cooldown of the source's (as
+// the scope's default cap does): nothing to check.
+func (v *validator) sourceBreaker(pre string, sc *core.SourceConfig) *Error {
+	o, bp := sc.Breaker, pre+"BREAKER__"
+	if o.FailThreshold < 0 {
+		return negativeInt(bp+"FAIL_THRESHOLD", o.FailThreshold, formIntPos)
+	}
+	if err := nonNegDurs(durKey{bp + "COOLDOWN_S", o.Cooldown}, durKey{bp + "MAX_COOLDOWN_S", o.MaxCooldown}); err != nil {
+		return err
+	}
+	if o.MaxCooldown == 0 {
+		return nil
+	}
+	cooldown, from := o.Cooldown, bp+"COOLDOWN_S"
+	if cooldown == 0 {
+		scope := v.s.Breaker.Cooldown
+		cooldown, from = scope, v.origin(v.p+"BREAKER__COOLDOWN_S", scope != 0)
+		if from == "the default" {
+			from = "the scope's default"
+		}
+	}
+	if o.MaxCooldown < cooldown {
+		return errf(bp+"MAX_COOLDOWN_S", fmt.Sprintf("%s (source %s) must be >= the cooldown (%s from %s)",
+			secs(o.MaxCooldown), sc.Name, secs(cooldown), from))
 	}
 	return nil
 }

@@ -53,6 +53,13 @@ func TestValidateTakesTheZeroValuesOfSettingsMadeByHand(t *testing.T) {
 	if err := Validate(s); err != nil {
 		t.Fatalf("Validate(zero BackoffMax, MaxCooldown, ProbeTTL, StallWindow, LeaseTTL) = %v", err)
 	}
+	// A source's own cooldown longer than the scope's cap, without a cap of
+	// its own: the cap follows it.
+	s.Sources[0].Breaker = core.BreakerOverride{FailThreshold: 1, Cooldown: time.Minute}
+	s.Breaker.MaxCooldown = 12 * time.Second
+	if err := Validate(s); err != nil {
+		t.Fatalf("Validate(source cooldown above the scope's cap) = %v", err)
+	}
 	// A stall window with the engine's default poll interval.
 	s.Backpressure.StallWindow = 120 * time.Second
 	if err := Validate(s); err != nil {
@@ -150,6 +157,18 @@ func TestValidateRefusesSettingsMadeByHand(t *testing.T) {
 		{"unknown missing-done policy", src(func(c *core.SourceConfig) { c.MissingDone = "ignore" }), "LLM__QWEN__1__MISSING_DONE", "retry, salvage"},
 		{"negative weight", src(func(c *core.SourceConfig) { c.Weight = -1 }), "LLM__QWEN__1__WEIGHT", "out of range"},
 		{"infinite weight", src(func(c *core.SourceConfig) { c.Weight = math.Inf(1) }), "LLM__QWEN__1__WEIGHT", "out of range"},
+		{"negative source threshold", src(func(c *core.SourceConfig) { c.Breaker.FailThreshold = -1 }),
+			"LLM__QWEN__1__BREAKER__FAIL_THRESHOLD", "negative"},
+		{"negative source cooldown", src(func(c *core.SourceConfig) { c.Breaker.Cooldown = -time.Second }),
+			"LLM__QWEN__1__BREAKER__COOLDOWN_S", "negative"},
+		{"negative source cap", src(func(c *core.SourceConfig) { c.Breaker.MaxCooldown = -time.Second }),
+			"LLM__QWEN__1__BREAKER__MAX_COOLDOWN_S", "negative"},
+		{"source cap below its cooldown", src(func(c *core.SourceConfig) { c.Breaker.Cooldown, c.Breaker.MaxCooldown = 20*time.Second, 10*time.Second }),
+			"LLM__QWEN__1__BREAKER__MAX_COOLDOWN_S", "(20s from LLM__QWEN__1__BREAKER__COOLDOWN_S)"},
+		{"source cap below the scope's cooldown", func(s *core.GatewaySettings) {
+			*s = withSource(*s, func(c *core.SourceConfig) { c.Breaker.MaxCooldown = 10 * time.Second })
+			s.Breaker.Cooldown = 30 * time.Second
+		}, "LLM__QWEN__1__BREAKER__MAX_COOLDOWN_S", "(30s from LLM__BREAKER__COOLDOWN_S)"},
 		{"probe lease below the timeout", func(s *core.GatewaySettings) { s.Breaker.ProbeTTL = time.Minute }, "LLM__BREAKER__PROBE_TTL_S",
 			"largest source TIMEOUT_S (120s, source qwen_1)"},
 		{"stall window below ttft", func(s *core.GatewaySettings) {
