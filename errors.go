@@ -26,6 +26,10 @@ const (
 	ReasonBudgetExhausted = core.ReasonBudgetExhausted
 	// ReasonDisabled: an operator switched the source off.
 	ReasonDisabled = core.ReasonDisabled
+	// ReasonTaskFailed: the source answered but could not do the task (an
+	// OCR server's "success": false): retried elsewhere, alive for the
+	// breaker.
+	ReasonTaskFailed = core.ReasonTaskFailed
 )
 
 // Sentinels, matched with errors.Is.

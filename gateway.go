@@ -33,7 +33,14 @@ func FromEnv(scope string, opts ...Option) (*GatewayClient, error) {
 }
 
 // FromSettings assembles a client from already parsed settings. The
-// settings are copied.
+// settings are copied, and validated as LoadSettings validates what it
+// parses: settings that break an invariant (a TPM gate without EST_TOKENS,
+// a TIMEOUT_S beyond PGW_LEASE_TTL_S, a TTFT timeout not below TIMEOUT_S,
+// …) are refused with the *ConfigError LoadSettings gives for the same
+// values, naming the key of the offending value. Settings made by hand may
+// leave optional values at zero; the config reference
+// (docs/configuration.md, "Settings made by hand") lists what each zero
+// means.
 func FromSettings(s GatewaySettings, opts ...Option) (*GatewayClient, error) {
 	return assemble(s, collect(opts))
 }

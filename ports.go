@@ -47,6 +47,7 @@ type (
 	SettleKind           = core.SettleKind
 	LimiterUsage         = core.LimiterUsage
 	BreakerConfig        = core.BreakerConfig
+	BreakerOverride      = core.BreakerOverride
 	BreakerState         = core.BreakerState
 	BreakerSnapshot      = core.BreakerSnapshot
 	Admission            = core.Admission

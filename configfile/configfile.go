@@ -232,9 +232,19 @@ func (f *File) Path(key string) (path string, ok bool) {
 				return scope + "." + gn + "." + fl.name, true
 			}
 		}
-	case 4:
-		fl, ok := shape.source.byName[strings.ToLower(parts[3])]
-		if !ok || fl.key != parts[3] {
+	case 4, 5:
+		// A source's field, or a field of a source's group.
+		tail, name := parts[3], strings.ToLower(parts[3])
+		fl, ok := shape.source.byName[name]
+		if len(parts) == 5 {
+			tail = parts[3] + "__" + parts[4]
+			fl, ok = field{}, false
+			if g := shape.sourceGroups[strings.ToLower(parts[3])]; g != nil {
+				fl, ok = g.byName[strings.ToLower(parts[4])]
+				name = strings.ToLower(parts[3]) + "." + fl.name
+			}
+		}
+		if !ok || fl.key != tail {
 			if parts[1] == "{PROVIDER}" {
 				return scope + "." + fieldSources, true
 			}
@@ -249,7 +259,7 @@ func (f *File) Path(key string) (path string, ok bool) {
 		}
 		for i, ref := range f.sources[parts[0]] {
 			if ref.provider == parts[1] && ref.n == n {
-				return fmt.Sprintf("%s.%s[%d].%s", scope, fieldSources, i, fl.name), true
+				return fmt.Sprintf("%s.%s[%d].%s", scope, fieldSources, i, name), true
 			}
 		}
 	}

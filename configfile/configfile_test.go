@@ -35,8 +35,9 @@ func equivalentEnv() map[string]string {
 		"LLM__OPENAI__1__REGION":     "eu",
 		"LLM__DEEPSEEK__1__BASE_URL": "https://api.deepseek.com/v1", "LLM__DEEPSEEK__1__API_KEY": "sk-SECRET-deepseek",
 		"LLM__DEEPSEEK__1__MODEL": "deepseek-chat", "LLM__DEEPSEEK__1__EST_TOKENS": "2000", "LLM__DEEPSEEK__1__PRIORITY": "1",
-		"LLM__DEEPSEEK__1__EXTRA_BODY": `{"top_k": 20, "temperature": 0.70}`,
-		"LLM__OPENAI__2__BASE_URL":     "https://eu.openai.example/v1", "LLM__OPENAI__2__API_KEY": "sk-SECRET-openai",
+		"LLM__DEEPSEEK__1__EXTRA_BODY":              `{"top_k": 20, "temperature": 0.70}`,
+		"LLM__DEEPSEEK__1__BREAKER__FAIL_THRESHOLD": "2", "LLM__DEEPSEEK__1__BREAKER__COOLDOWN_S": "60",
+		"LLM__OPENAI__2__BASE_URL": "https://eu.openai.example/v1", "LLM__OPENAI__2__API_KEY": "sk-SECRET-openai",
 		"LLM__OPENAI__2__MODEL": "gpt-4o-mini", "LLM__OPENAI__2__TIMEOUT_S": "60", "LLM__OPENAI__2__EST_TOKENS": "2000",
 		"LLM__OPENAI__2__WEIGHT": "2.5",
 
@@ -188,6 +189,18 @@ func TestBadValuesNamePaths(t *testing.T) {
 			"scopes.LLM.sources[0].model", []string{"duplicate field"}},
 		{"routed model with a comma", src("server: {routes: {'a,b': LLM}}\n"), `server.routes["a,b"]`, []string{"no ','"}},
 		{"routes as a list", src("server: {routes: [LLM]}\n"), "server.routes", []string{"mapping of model: SCOPE"}},
+		{"a source's breaker value", replace("api_key: none, model: m, timeout_s: 60}", "api_key: none, model: m, timeout_s: 60, breaker: {fail_threshold: 0}}"),
+			"scopes.LLM.sources[1].breaker.fail_threshold", []string{`invalid value "0"`, "(line 7)"}},
+		{"a source's breaker relation names paths", replace("api_key: none, model: m, timeout_s: 60}", "api_key: none, model: m, timeout_s: 60, breaker: {cooldown_s: 20, max_cooldown_s: 10}}"),
+			"scopes.LLM.sources[1].breaker.max_cooldown_s", []string{"from scopes.LLM.sources[1].breaker.cooldown_s"}},
+		{"a scope-only breaker field in a source", replace("api_key: none, model: m, timeout_s: 60}", "api_key: none, model: m, timeout_s: 60, breaker: {min_calls: 3}}"),
+			"scopes.LLM.sources[1].breaker.min_calls", []string{"unknown field", "known fields: fail_threshold, cooldown_s, max_cooldown_s"}},
+		{"a misspelt source breaker field", replace("api_key: none, model: m, timeout_s: 60}", "api_key: none, model: m, timeout_s: 60, breaker: {cooldown: 3}}"),
+			"scopes.LLM.sources[1].breaker.cooldown", []string{"did you mean cooldown_s?"}},
+		{"a source's breaker written flat", replace("api_key: none, model: m, timeout_s: 60}", "api_key: none, model: m, timeout_s: 60, breaker__cooldown_s: 3}"),
+			"scopes.LLM.sources[1].breaker__cooldown_s", []string{"unknown field"}},
+		{"a source's breaker as a scalar", replace("api_key: none, model: m, timeout_s: 60}", "api_key: none, model: m, timeout_s: 60, breaker: 3}"),
+			"scopes.LLM.sources[1].breaker", []string{"expected a mapping"}},
 		{"extra_body infinite", replace("model: m, timeout_s: 60}\n", "model: m, timeout_s: 60, extra_body: {t: .inf}}\n"),
 			"scopes.LLM.sources[0].extra_body.t", []string{"JSON cannot hold"}},
 		{"extra_body not JSON", replace("model: m, timeout_s: 60}\n", "model: m, timeout_s: 60, extra_body: '[1]'}\n"),
@@ -274,26 +287,30 @@ func TestExplain(t *testing.T) {
 	err := cf.Explain(&polygateway.ConfigError{Key: "EMBED__BATCH_SIZE", Problem: "invalid value; see EMBED__MAX_INPUTS and LLM__OPENAI__2__MODEL"})
 	var ce *polygateway.ConfigError
 	if !errors.As(err, &ce) || ce.Key != "scopes.EMBED.batch_size" ||
-		ce.Problem != "invalid value; see scopes.EMBED.max_inputs and scopes.LLM.sources[2].model (line 54)" {
+		ce.Problem != "invalid value; see scopes.EMBED.max_inputs and scopes.LLM.sources[2].model (line 55)" {
 		t.Errorf("Explain = %v", err)
 	}
 	for key, want := range map[string]string{
-		"LLM__OPENAI__2__TIMEOUT_S":    "scopes.LLM.sources[2].timeout_s",
-		"LLM__DEEPSEEK__1__TIMEOUT_S":  "scopes.LLM.sources[1].timeout_s", // not in the file: defaults.timeout applies
-		"LLM__{PROVIDER}__1__BASE_URL": "scopes.LLM.sources",
-		"FAST__X_TEAM":                 "scopes.FAST.x_team",
-		"OTHER__BREAKER__WINDOW_S":     "scopes.OTHER.breaker.window_s",
-		"PGW_LEASE_TTL_S":              "assembly.lease_ttl_s",
-		"REDIS_URL":                    "assembly.redis_url",
-		"LLM_TTFT_TIMEOUT":             "defaults.ttft_timeout",
-		"PGW_WRITE_TIMEOUT_S":          "server.write_timeout_s",
-		"PGW_ROUTES":                   "server.routes",
+		"LLM__OPENAI__2__TIMEOUT_S":               "scopes.LLM.sources[2].timeout_s",
+		"LLM__DEEPSEEK__1__TIMEOUT_S":             "scopes.LLM.sources[1].timeout_s", // not in the file: defaults.timeout applies
+		"LLM__{PROVIDER}__1__BASE_URL":            "scopes.LLM.sources",
+		"FAST__X_TEAM":                            "scopes.FAST.x_team",
+		"OTHER__BREAKER__WINDOW_S":                "scopes.OTHER.breaker.window_s",
+		"LLM__DEEPSEEK__1__BREAKER__COOLDOWN_S":   "scopes.LLM.sources[1].breaker.cooldown_s",
+		"LLM__OPENAI__2__BREAKER__MAX_COOLDOWN_S": "scopes.LLM.sources[2].breaker.max_cooldown_s", // not in the file
+		"LLM__{PROVIDER}__1__BREAKER__COOLDOWN_S": "scopes.LLM.sources",
+		"PGW_LEASE_TTL_S":                         "assembly.lease_ttl_s",
+		"REDIS_URL":                               "assembly.redis_url",
+		"LLM_TTFT_TIMEOUT":                        "defaults.ttft_timeout",
+		"PGW_WRITE_TIMEOUT_S":                     "server.write_timeout_s",
+		"PGW_ROUTES":                              "server.routes",
 	} {
 		if got, ok := cf.Path(key); !ok || got != want {
 			t.Errorf("Path(%s) = %q, %v; want %q", key, got, ok, want)
 		}
 	}
-	for _, key := range []string{"scope", "PGW_ALLOW_KEYS", "PGW_TEST_REDIS_URL", "LLM__OPENAI__9__MODEL", "LLM__NOPE", "HOME"} {
+	for _, key := range []string{"scope", "PGW_ALLOW_KEYS", "PGW_TEST_REDIS_URL", "LLM__OPENAI__9__MODEL", "LLM__NOPE", "HOME",
+		"LLM__OPENAI__1__BREAKER__MIN_CALLS", "LLM__OPENAI__1__RETRY__MAX_ATTEMPTS", "LLM__OPENAI__1__BREAKER", "LLM__OPENAI__1__COOLDOWN_S"} {
 		if got, ok := cf.Path(key); ok {
 			t.Errorf("Path(%s) = %q, want none", key, got)
 		}

@@ -25,13 +25,16 @@
 //	            breaker, backpressure, fallback, quality) as mappings, x_… keys
 //	            for the user's own code, and sources: a list
 //	    sources:
-//	      - {provider: openai, base_url: …, api_key: …, model: …, timeout_s: 60}
+//	      - {provider: openai, base_url: …, api_key: …, model: …, timeout_s: 60,
+//	         breaker: {fail_threshold: 1}}  # this source's own breaker values
 //	server:     the gateway's PGW_* keys, e.g. listen_addr, routes, client_keys
 //
 // Every field name is the lower-cased tail of its environment key:
 // PGW_LEASE_TTL_S is assembly.lease_ttl_s, LLM_TIMEOUT is defaults.timeout,
 // LLM__RETRY__MAX_ATTEMPTS is scopes.LLM.retry.max_attempts, PGW_ROUTES is
-// server.routes. A source's N is its position among the sources of the same
+// server.routes; inside a source the same rule holds, so
+// LLM__OPENAI__1__BREAKER__COOLDOWN_S is the field cooldown_s of the
+// mapping breaker of the first openai source. A source's N is its position among the sources of the same
 // provider in the list: the first openai source is OPENAI__1 (named
 // openai_1), the second OPENAI__2, whatever comes between them. Scope names
 // and providers are upper-cased.

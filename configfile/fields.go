@@ -44,6 +44,12 @@ type layout struct {
 	groups                                    map[string]*section // by YAML name
 	groupOrder                                []string            // YAML names in table order
 	groupKey                                  map[string]string   // YAML name -> GROUP
+	// sourceGroups are the mappings inside a source
+	// ({SCOPE}__{PROVIDER}__{N}__{GROUP}__{FIELD}), as groups are for a
+	// scope.
+	sourceGroups     map[string]*section
+	sourceGroupOrder []string
+	sourceGroupKey   map[string]string
 }
 
 const (
@@ -67,7 +73,8 @@ var keysNotInFiles = map[string]bool{"PGW_ALLOW_KEYS": true}
 var shape = deriveLayout(config.Keys())
 
 func deriveLayout(keys []config.KeyDoc) *layout {
-	l := &layout{groups: map[string]*section{}, groupKey: map[string]string{}}
+	l := &layout{groups: map[string]*section{}, groupKey: map[string]string{},
+		sourceGroups: map[string]*section{}, sourceGroupKey: map[string]string{}}
 	for _, d := range keys {
 		if d.Reader == config.ReaderTooling || d.Reader == config.ReaderNobody || keysNotInFiles[d.Pattern] {
 			continue
@@ -76,6 +83,17 @@ func deriveLayout(keys []config.KeyDoc) *layout {
 		switch {
 		case strings.HasPrefix(p, sourceP):
 			tail := strings.TrimPrefix(p, sourceP)
+			if g, f, ok := strings.Cut(tail, "__"); ok {
+				gn := strings.ToLower(g)
+				sec := l.sourceGroups[gn]
+				if sec == nil {
+					sec = &section{}
+					l.sourceGroups[gn], l.sourceGroupKey[gn] = sec, g
+					l.sourceGroupOrder = append(l.sourceGroupOrder, gn)
+				}
+				sec.add(field{name: strings.ToLower(f), key: tail, kind: d.Kind, doc: d})
+				continue
+			}
 			l.source.add(field{name: strings.ToLower(tail), key: tail, kind: d.Kind, doc: d})
 		case strings.HasPrefix(p, scopeP):
 			tail := strings.TrimPrefix(p, scopeP)
@@ -111,5 +129,6 @@ func (l *layout) scopeFieldNames() []string {
 
 // sourceFieldNames lists every field a source mapping may hold.
 func (l *layout) sourceFieldNames() []string {
-	return append([]string{fieldProvider}, l.source.names()...)
+	out := append([]string{fieldProvider}, l.source.names()...)
+	return append(out, l.sourceGroupOrder...)
 }

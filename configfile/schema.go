@@ -95,6 +95,11 @@ func Schema() []byte {
 		"description": "A key for your own code: kept in GatewaySettings.Extra, never checked ({SCOPE}__X_…)."}}
 
 	sourceProps := props(&shape.source)
+	for _, g := range shape.sourceGroupOrder {
+		key := shape.sourceGroupKey[g]
+		sourceProps[g] = closed(props(shape.sourceGroups[g]),
+			"This source's own "+key+" keys ({SCOPE}__{PROVIDER}__{N}__"+key+"__…), in place of the scope's.")
+	}
 	sourceProps[fieldProvider] = obj{"type": "string", "pattern": "^[A-Za-z0-9](?:[A-Za-z0-9]|_[A-Za-z0-9])*$",
 		"description": "The provider's name (upper-cased into the keys): openai, deepseek, qwen, …"}
 	source := closed(sourceProps, "One source ({SCOPE}__{PROVIDER}__{N}__…).")

@@ -151,8 +151,8 @@ func yamlBlocks(md string) []string {
 func TestEveryKeyHasAPlace(t *testing.T) {
 	t.Parallel()
 	var asm, defs, server, scope, source []string
-	groups := map[string][]string{}
-	var groupOrder []string
+	groups, sourceGroups := map[string][]string{}, map[string][]string{}
+	var groupOrder, sourceGroupOrder []string
 	want := map[string]string{}
 	quote := func(v string) string { b, _ := json.Marshal(v); return string(b) }
 	for _, d := range config.Keys() {
@@ -187,7 +187,17 @@ func TestEveryKeyHasAPlace(t *testing.T) {
 		p := d.Pattern
 		switch {
 		case strings.HasPrefix(p, "{SCOPE}__{PROVIDER}__{N}__"):
-			source = append(source, strings.ToLower(strings.TrimPrefix(p, "{SCOPE}__{PROVIDER}__{N}__"))+": "+val)
+			tail := strings.TrimPrefix(p, "{SCOPE}__{PROVIDER}__{N}__")
+			if g, f, ok := strings.Cut(tail, "__"); ok {
+				// A source's group is a mapping inside the source.
+				g = strings.ToLower(g)
+				if sourceGroups[g] == nil {
+					sourceGroupOrder = append(sourceGroupOrder, g)
+				}
+				sourceGroups[g] = append(sourceGroups[g], strings.ToLower(f)+": "+val)
+				continue
+			}
+			source = append(source, strings.ToLower(tail)+": "+val)
 		case strings.HasPrefix(p, "{SCOPE}__"):
 			tail := strings.TrimPrefix(p, "{SCOPE}__")
 			if g, f, ok := strings.Cut(tail, "__"); ok {
@@ -227,6 +237,10 @@ func TestEveryKeyHasAPlace(t *testing.T) {
 	}
 	b.WriteString("    sources:\n      - provider: qwen\n")
 	block("        ", source)
+	for _, g := range sourceGroupOrder {
+		b.WriteString("        " + g + ":\n")
+		block("          ", sourceGroups[g])
+	}
 	file := b.String()
 
 	cf, err := configfile.Parse("every-key.yaml", []byte(file))

@@ -288,6 +288,12 @@ func (w *walker) sources(n *yaml.Node, scope, path string) error {
 			if e.name == fieldProvider {
 				continue
 			}
+			if g := shape.sourceGroups[e.name]; g != nil {
+				if err := w.section(e.val, ip+segment(e.name), g, prefix); err != nil {
+					return err
+				}
+				continue
+			}
 			fl, ok := shape.source.byName[e.name]
 			if !ok {
 				return unknown(ip, e, shape.sourceFieldNames())

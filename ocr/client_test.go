@@ -3,6 +3,7 @@ package ocr_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,32 +246,72 @@ func TestFailover(t *testing.T) {
 	}
 }
 
+// TestTaskFailureIsAliveForTheBreaker: an HTTP 200 with "success": false
+// and a message other than an unsupported file type is transient, as the
+// protocol page MONKEYOCR.md says ("other messages: transient, but the HTTP
+// exchange proves the server alive for the breaker"): the call fails over
+// from monkey_1 to monkey_2, which answers, and monkey_1's circuit records
+// the answer as alive — closed, no failure counted.
 func TestTaskFailureIsAliveForTheBreaker(t *testing.T) {
 	t.Parallel()
 	fake := newFake(t)
 	other := newFake(t)
-	fake.SetFaults(ocrfake.Faults{TextFailure: "CUDA error: device-side assert triggered"})
+	fake.SetFaults(ocrfake.Faults{TextFailure: "CUDA out of memory"})
 	c := newClient(t, ocr.Config{}, map[string]string{"OCR__BREAKER__FAIL_THRESHOLD": "2"}, urls(fake, other))
 
-	const calls = 12
-	for range calls {
-		_, err := c.RecognizeText(t.Context(), pngBytes)
-		var ie *polygateway.ResultInvalidError
-		if !errors.As(err, &ie) || !errors.Is(err, ocr.ErrTaskFailed) || ie.Source != "monkey_1" {
-			t.Fatalf("RecognizeText = %v, want ResultInvalidError(ErrTaskFailed) from monkey_1", err)
+	const calls = 6
+	for i := range calls {
+		res, err := c.RecognizeText(t.Context(), pngBytes)
+		if err != nil || res.SourceName != "monkey_2" || res.Text != ocrfake.DefaultText {
+			t.Fatalf("call %d: RecognizeText = %+v, %v; want monkey_2's answer", i, res, err)
 		}
-		if !strings.Contains(ie.Message, "OCR task failed: CUDA error") {
-			t.Errorf("Message = %q, want the server's message", ie.Message)
+		if i == 0 && !slices.Equal(res.Attempts, []string{"monkey_1", "monkey_2"}) {
+			t.Errorf("Attempts = %v, want monkey_1's task failure, then monkey_2", res.Attempts)
+		}
+		if b := breakerOf(t, c, "monkey_1"); b.State != polygateway.StateClosed || b.Opens != 0 || b.ConsecutiveFailures != 0 {
+			t.Fatalf("call %d: breaker of monkey_1 = %+v, want closed with no failure counted", i, b)
 		}
 	}
-	if n := fake.Count(ocrfake.EndpointText); n != calls {
-		t.Errorf("monkey_1 got %d requests for %d calls: a business failure must not be retried", n, calls)
+	if n := fake.Count(ocrfake.EndpointText); n < 1 {
+		t.Errorf("monkey_1 got %d requests, want at least the first call's", n)
 	}
-	if n := other.Count(ocrfake.EndpointText); n != 0 {
-		t.Errorf("monkey_2 got %d requests: a business failure must not switch source", n)
+	if n := other.Count(ocrfake.EndpointText); n != calls {
+		t.Errorf("monkey_2 got %d requests for %d calls, want every call", n, calls)
 	}
-	if b := breakerOf(t, c, "monkey_1"); b.State != polygateway.StateClosed || b.Opens != 0 || b.ConsecutiveFailures != 0 {
-		t.Errorf("breaker of monkey_1 = %+v, want closed and clean", b)
+}
+
+// TestTaskFailuresOnEverySourceEndUnavailable: when every attempt is a task
+// failure the call ends as GatewayUnavailableError wrapping the last one
+// (errors.Is ErrTaskFailed, PerSource task_failed), after the whole retry
+// budget, and no circuit opens although each source failed more often than
+// its threshold.
+func TestTaskFailuresOnEverySourceEndUnavailable(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	other := newFake(t)
+	fake.SetFaults(ocrfake.Faults{TextFailure: "CUDA out of memory"})
+	other.SetFaults(ocrfake.Faults{TextFailure: "worker crashed"})
+	c := newClient(t, ocr.Config{}, map[string]string{"OCR__BREAKER__FAIL_THRESHOLD": "1", "OCR__RETRY__MAX_ATTEMPTS": "4"}, urls(fake, other))
+
+	_, err := c.RecognizeText(t.Context(), pngBytes)
+	var ue *polygateway.GatewayUnavailableError
+	var te *polygateway.TransientError
+	if !errors.As(err, &ue) || !errors.As(err, &te) || !errors.Is(err, ocr.ErrTaskFailed) {
+		t.Fatalf("RecognizeText = %v, want GatewayUnavailableError wrapping a TransientError of ErrTaskFailed", err)
+	}
+	if te.Reason != polygateway.ReasonTaskFailed || te.StatusCode != 200 || !strings.Contains(te.Message, "OCR task failed: ") {
+		t.Errorf("last attempt = %+v, want Reason task_failed, status 200 and the server's message", te)
+	}
+	if ue.PerSource["monkey_1"] != polygateway.ReasonTaskFailed || ue.PerSource["monkey_2"] != polygateway.ReasonTaskFailed {
+		t.Errorf("PerSource = %v, want task_failed for both", ue.PerSource)
+	}
+	if n := fake.Count(ocrfake.EndpointText) + other.Count(ocrfake.EndpointText); n != 4 {
+		t.Errorf("%d attempts, want the budget of 4", n)
+	}
+	for _, name := range []string{"monkey_1", "monkey_2"} {
+		if b := breakerOf(t, c, name); b.State != polygateway.StateClosed || b.Opens != 0 || b.ConsecutiveFailures != 0 {
+			t.Errorf("breaker of %s = %+v, want closed with no failure counted", name, b)
+		}
 	}
 }
 
@@ -622,7 +663,9 @@ func TestTelemetryRowsHaveZeroUsage(t *testing.T) {
 		!strings.Contains(rows[1].Messages, "ocr_layout application/pdf") {
 		t.Errorf("layout row = %+v", rows[1])
 	}
-	if !strings.HasPrefix(rows[2].Error, "ResultInvalidError: ") {
+	// A task failure is transient: with one source, the retry budget is
+	// spent on it and the call ends unavailable.
+	if !strings.HasPrefix(rows[2].Error, "GatewayUnavailableError: ") || !strings.Contains(rows[2].Error, "monkey_1=task_failed") {
 		t.Errorf("failure row error = %q", rows[2].Error)
 	}
 }

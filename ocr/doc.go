@@ -65,7 +65,8 @@
 //	401/403, 429, other 4xx (422: no file part)    as transport.ClassifyResponse         by class
 //	2xx that is not the protocol's JSON            TransientError (malformed)            retry elsewhere
 //	"Unsupported file type" (in 200 or 500)        RequestRejectedError                  no retry; breaker: alive
-//	200 "success": false, any other message        ResultInvalidError (ErrTaskFailed)    no retry; breaker: alive
+//	200 "success": false, any other message        TransientError (task_failed,          retry elsewhere; breaker: alive
+//	  (e.g. "OCR task failed: CUDA out of memory")   wrapping ErrTaskFailed)
 //	answer beyond MaxResponseBytes                 ResultInvalidError (ErrTooLarge)      no retry; breaker: alive
 //	no or unsafe download_url, not a ZIP,          ResultInvalidError (ErrBadArchive)    no retry; breaker: alive
 //	  no *_middle.json in it
@@ -79,13 +80,17 @@
 //	caller's context cancelled or expired          CanceledError                         errors.Is(err, ctx.Err()); no row
 //
 // Why: an HTTP answer proves the server alive, so a business failure inside
-// HTTP 200 never charges the breaker nor switches source. The protocol calls
-// a failure other than an unsupported type transient, but a retry inside
-// the same call would mostly repeat it on the same document; it is returned
-// as ResultInvalidError wrapping ErrTaskFailed, and the caller's own retry
-// policy decides (the class for "the service worked, the result did not").
-// A result that can never be read is ResultInvalid; a vanished archive is
-// transient because posting again fixes it.
+// HTTP 200 never charges the breaker. The protocol (the MonkeyOCR server's
+// own error handling) calls a failure other than an unsupported type
+// transient: it is this server's trouble at this moment (out of GPU
+// memory, a crashed worker), so the attempt is a TransientError of Reason
+// task_failed and the call fails over to another source, as after a 5xx,
+// within the retry budget; the failing server's health score drops, so the
+// selector prefers the others, but its circuit stays closed. When every
+// attempt failed so, the GatewayUnavailableError wraps the last one
+// (errors.Is(err, ErrTaskFailed); PerSource names task_failed). A result
+// that can never be read is ResultInvalid; a vanished archive is transient
+// because posting again fixes it.
 //
 // # Health
 //

@@ -23,12 +23,18 @@ const (
 	CodeArchiveNotFound = "archive_not_found"
 )
 
-// Sentinel causes of the *polygateway.ResultInvalidError values this package
-// returns; match them with errors.Is.
+// Sentinel causes of the errors this package returns; match them with
+// errors.Is. ErrTaskFailed is the cause of a *polygateway.TransientError, the
+// others of a *polygateway.ResultInvalidError.
 var (
 	// ErrTaskFailed: the server answered HTTP 200 with "success": false
-	// (any message except an unsupported file type). The server is alive;
-	// the call is not retried and the breaker is not charged.
+	// (any message except an unsupported file type, e.g. "OCR task failed:
+	// CUDA out of memory"). The attempt's error is a TransientError of
+	// Reason task_failed (polygateway.ReasonTaskFailed) wrapping it: the
+	// call is retried on another source, and the server, alive, is not
+	// charged to its breaker. When every attempt failed so, the call's
+	// GatewayUnavailableError wraps the last one: errors.Is(err,
+	// ErrTaskFailed) holds.
 	ErrTaskFailed = fmt.Errorf("%w: ocr: the server reported a failed task", polygateway.ErrGateway)
 	// ErrBadArchive: the result of /parse cannot be read: no download_url,
 	// an unsafe download_url, a body that is not a ZIP, a ZIP beyond the

@@ -103,13 +103,12 @@ type layoutPayload struct {
 //
 // Errors: *polygateway.RequestRejectedError for empty or unsupported bytes
 // (checked locally, no call is made) and for a server that refuses the
-// file type; *polygateway.ResultInvalidError wrapping ErrTaskFailed when
-// the server answers "success": false (alive for the breaker, not
-// retried); a cancelled or expired ctx returns an error for which
+// file type; a cancelled or expired ctx returns an error for which
 // errors.Is(err, ctx.Err()) holds; transient failures (timeouts, 5xx,
-// refused connections, malformed answers) are retried on other sources
-// and end as *polygateway.GatewayUnavailableError when the budget is
-// spent.
+// refused connections, malformed answers, and a "success": false answer,
+// which is alive for the breaker: Reason task_failed, wrapping
+// ErrTaskFailed) are retried on other sources and end as
+// *polygateway.GatewayUnavailableError when the budget is spent.
 func (c *Client) RecognizeText(ctx context.Context, image []byte) (*TextResult, error) {
 	out, resp, err := c.invoke(ctx, OpText, "/ocr/text", image)
 	if err != nil {

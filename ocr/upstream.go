@@ -199,13 +199,15 @@ func (a *attempt) malformed(status int, what string) error {
 	return &core.TransientError{Source: a.src.Name, Reason: core.ReasonNetworkError, StatusCode: status, Message: a.rd.String(what)}
 }
 
-// businessFailure classifies "success": false inside HTTP 200. The HTTP
-// exchange proves the server alive, so it is never a transient or dead
-// source: an unsupported file type is the caller's fault (rejected);
-// any other failure is a result that could not be produced
-// (ResultInvalidError wrapping ErrTaskFailed: not retried, never charged
-// to the breaker; the caller's own retry policy decides).
-func (a *attempt) businessFailure(status int, msg string, raw []byte) error {
+// businessFailure classifies "success": false inside HTTP 200, as the
+// protocol says (the MonkeyOCR server's api/main.py): an unsupported file
+// type is the caller's fault (rejected); any other message (e.g. "OCR task
+// failed: CUDA out of memory") is transient, the failure of this server at
+// this moment: a TransientError of Reason task_failed wrapping
+// ErrTaskFailed, retried on another source like a 5xx, while the HTTP
+// exchange proves the server alive for the breaker (the engine's policy
+// records a success, never a failure).
+func (a *attempt) businessFailure(status int, msg string) error {
 	if unsupportedType(msg) {
 		return &core.RequestRejectedError{Source: a.src.Name, StatusCode: status, Code: CodeUnsupportedFileType,
 			Message: a.rd.Cut(msg, 512)}
@@ -213,7 +215,9 @@ func (a *attempt) businessFailure(status int, msg string, raw []byte) error {
 	if msg == "" {
 		msg = "the server reported success: false without a message"
 	}
-	return invalid(a.rd, a.src.Name, ErrTaskFailed, raw, "%s", a.rd.Cut(msg, 1024))
+	msg = a.rd.Cut(msg, 1024)
+	return &core.TransientError{Source: a.src.Name, Reason: core.ReasonTaskFailed, StatusCode: status, Message: msg,
+		Err: fmt.Errorf("%w: %s", ErrTaskFailed, msg)}
 }
 
 // post sends the upload and reads the JSON answer of a 2xx.
@@ -254,7 +258,7 @@ func (a *attempt) text(req *request) (*core.LLMResponse, error) {
 	}
 	msg := deref(ans.Message)
 	if !*ans.Success {
-		return nil, a.businessFailure(status, msg, body)
+		return nil, a.businessFailure(status, msg)
 	}
 	text := deref(ans.Content)
 	a.out.text = &textPayload{text: text, message: msg, raw: body}
@@ -288,7 +292,7 @@ func (a *attempt) layout(req *request) (*core.LLMResponse, error) {
 		return nil, a.malformed(status, "malformed answer from "+req.path+": "+a.rd.CutBytes(body, 256))
 	}
 	if !*ans.Success {
-		return nil, a.businessFailure(status, deref(ans.Message), body)
+		return nil, a.businessFailure(status, deref(ans.Message))
 	}
 	dl := strings.TrimSpace(deref(ans.DownloadURL))
 	if dl == "" {

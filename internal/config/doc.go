@@ -12,7 +12,11 @@
 //   - source keys {SCOPE}__{PROVIDER}__{N}__{FIELD}: N is an integer >= 1
 //     without leading zeros, PROVIDER upper-case [A-Z0-9_] without "__"; the
 //     source is named lower(PROVIDER)_N and sources are ordered by
-//     (provider, N). An unknown FIELD is an error (typos are caught).
+//     (provider, N). An unknown FIELD is an error (typos are caught). A
+//     source's own breaker values are {SCOPE}__{PROVIDER}__{N}__BREAKER__
+//     {FIELD} (FIELD = FAIL_THRESHOLD, COOLDOWN_S, MAX_COOLDOWN_S): a FIELD
+//     holding "__" is a group FIELD of the source, and a key of four parts
+//     whose group or FIELD is unknown is an error too.
 //   - scope keys {SCOPE}__{GROUP}__{FIELD} (GROUP = GLOBAL, RETRY, BREAKER,
 //     BACKPRESSURE, FALLBACK, QUALITY; an unknown FIELD is an error) and
 //     {SCOPE}__SELECTOR, {SCOPE}__PREFERRED_REGION, {SCOPE}__QUOTA_FULL.
@@ -64,15 +68,24 @@
 //     unknown name or FIELD, bad PROVIDER or N), then the names of the
 //     PGW_* and flat LLM_* keys, in sorted order;
 //  3. at least one source;
-//  4. assembly keys (PGW_*, then REDIS_URL);
-//  5. flat shortcuts;
-//  6. scope keys (GLOBAL, SELECTOR, PREFERRED_REGION, QUOTA_FULL, RETRY,
-//     BREAKER, BACKPRESSURE), with the relations inside a group;
-//  7. sources in (provider, N) order, fields in table order, with their
-//     relations (EST_TOKENS vs TPM, the watchdog pair, TIMEOUT_S vs
-//     PGW_LEASE_TTL_S);
-//  8. relations between the scope and its sources (PROBE_TTL_S,
+//  4. the form of every value: assembly keys (PGW_*), flat shortcuts, scope
+//     keys (GLOBAL, BUDGET, SELECTOR, PREFERRED_REGION, QUOTA_FULL, RETRY,
+//     BREAKER, BACKPRESSURE, FALLBACK, QUALITY), then the sources in
+//     (provider, N) order, fields in table order (a required key missing,
+//     the watchdog pair set by halves);
+//  5. the invariants of the parsed settings (Validate): the assembly keys'
+//     companions (PGW_CACHE_NAMESPACE and PGW_CACHE_TTL_S with a cache, the
+//     telemetry path or DSN, REDIS_URL with a redis backend), the relations
+//     inside a scope group (BACKOFF_MAX_S vs BACKOFF_BASE_S, MAX_COOLDOWN_S
+//     vs COOLDOWN_S, a budget window without a budget), each source's
+//     relations (TIMEOUT_S vs PGW_LEASE_TTL_S, EST_TOKENS vs TPM and
+//     GLOBAL__TPM, INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S < TIMEOUT_S), then
+//     the relations between the scope and its sources (PROBE_TTL_S,
 //     STALL_WINDOW_S, POLL_INTERVAL_S).
+//
+// Validate is also what assembling a client from settings made by hand
+// runs (polygateway.FromSettings), so both refuse the same settings with
+// the same key.
 //
 // An *Error names the exact key, or for a relation between two keys the one
 // that was explicitly set (the constrained one when both were). A value

@@ -17,6 +17,7 @@ var keyShape = regexp.MustCompile(`^[A-Z](?:[A-Z0-9_]|\{PROVIDER\})*$`)
 // key). Load never panics; every error is a *Error naming the scope
 // argument, a key of the map, or a missing key; and no secret (a value of
 // an API_KEY, URL, DSN or EXTRA_BODY key holding "SECRET") shows in it.
+// Settings it returns pass Validate.
 func FuzzLoadEnvironments(f *testing.F) {
 	for _, s := range []string{
 		"",
@@ -46,8 +47,12 @@ func FuzzLoadEnvironments(f *testing.F) {
 			}
 			env[k] = v
 		}
-		_, err := Load(scope, env)
+		s, err := Load(scope, env)
 		if err == nil {
+			// What Load gives, Validate accepts.
+			if err := Validate(s); err != nil {
+				t.Fatalf("Validate refuses what Load gives: %v", err)
+			}
 			return
 		}
 		var ce *Error

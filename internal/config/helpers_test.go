@@ -1,9 +1,11 @@
 package config
 
 import (
-	"github.com/polygateway/polygateway/internal/core"
+	"fmt"
 	"maps"
 	"testing"
+
+	"github.com/polygateway/polygateway/internal/core"
 )
 
 // secretKey is the API key of every test config; no error may echo it. Every
@@ -35,11 +37,21 @@ func with(set map[string]string, del ...string) map[string]string {
 	return env
 }
 
+// mustLoad loads scope from env and checks that what Load gives passes
+// Validate unchanged (so every load test is also a differential test of
+// Validate against the loader).
 func mustLoad(t *testing.T, scope string, env map[string]string) Settings {
 	t.Helper()
 	s, err := Load(scope, env)
 	if err != nil {
 		t.Fatalf("Load(%q): %v", scope, err)
+	}
+	before := fmt.Sprintf("%#v", s)
+	if err := Validate(s); err != nil {
+		t.Fatalf("Validate refuses what Load(%q) gives: %v", scope, err)
+	}
+	if after := fmt.Sprintf("%#v", s); after != before {
+		t.Fatalf("Validate changed the settings:\n%s\n%s", before, after)
 	}
 	return s
 }

@@ -161,6 +161,14 @@ var keyTable = []KeyDoc{
 		Meaning: "Region label, matched against {SCOPE}__PREFERRED_REGION.", Example: "cn-east", Kind: KindString},
 	{Pattern: sourceP + "EXTRA_BODY", Form: "JSON object",
 		Meaning: "Merged into every request body sent to this source (numbers kept exact).", Example: `{"top_k": 20}`, Kind: KindJSON},
+	// A source's own breaker values: {SCOPE}__{PROVIDER}__{N}__BREAKER__{FIELD}.
+	{Pattern: sourceP + "BREAKER__FAIL_THRESHOLD", Default: "{SCOPE}__BREAKER__FAIL_THRESHOLD", Form: formIntPos,
+		Meaning: "This source's consecutive-failure threshold, in place of the scope's (effective: max(this, 2 x this source's MAX_CONCURRENCY)).", Example: "3", Kind: KindIntPos},
+	{Pattern: sourceP + "BREAKER__COOLDOWN_S", Default: "{SCOPE}__BREAKER__COOLDOWN_S", Form: formSecPos,
+		Meaning: "This source's first open period, in place of the scope's; doubles on each failed probe, up to this source's MAX_COOLDOWN_S.", Example: "30", Kind: KindSecondsPos},
+	{Pattern: sourceP + "BREAKER__MAX_COOLDOWN_S", Default: "{SCOPE}__BREAKER__MAX_COOLDOWN_S, or this source's COOLDOWN_S when larger",
+		Form:    formSecPos + ", >= this source's COOLDOWN_S (its own or the scope's)",
+		Meaning: "This source's cap of the doubling cooldown, in place of the scope's.", Example: "120", Kind: KindSecondsPos},
 
 	// Scope keys.
 	{Pattern: scopeP + "GLOBAL__MAX_CONCURRENCY", Default: "0 (off)", Form: formIntNonNeg,
@@ -384,8 +392,13 @@ func Keys() []KeyDoc {
 
 // known is the parser's view of the table.
 type knownKeys struct {
-	// source lists the source FIELDs in table order.
+	// source lists the single-part source FIELDs in table order.
 	source []string
+	// sourceGroups maps a source GROUP ({SCOPE}__{PROVIDER}__{N}__{GROUP}__
+	// {FIELD}) to its FIELDs in table order.
+	sourceGroups map[string][]string
+	// sourceGroupOrder lists the source groups in table order.
+	sourceGroupOrder []string
 	// groups maps GROUP to its FIELDs in table order.
 	groups map[string][]string
 	// groupOrder lists the groups in table order.
@@ -412,7 +425,8 @@ type knownKeys struct {
 var known = deriveKnown(keyTable)
 
 func deriveKnown(table []KeyDoc) knownKeys {
-	k := knownKeys{groups: map[string][]string{}, byPattern: map[string]KeyDoc{}, names: map[string]string{}, prefixes: map[string]string{}}
+	k := knownKeys{groups: map[string][]string{}, sourceGroups: map[string][]string{}, byPattern: map[string]KeyDoc{},
+		names: map[string]string{}, prefixes: map[string]string{}}
 	for _, d := range table {
 		if _, dup := k.byPattern[d.Pattern]; dup {
 			panic("config: duplicate key pattern " + d.Pattern)
@@ -422,7 +436,15 @@ func deriveKnown(table []KeyDoc) knownKeys {
 		case d.Pattern == extraP:
 			// The escape: {SCOPE}__X_… goes to Extra unchecked.
 		case strings.HasPrefix(d.Pattern, sourceP):
-			k.source = append(k.source, strings.TrimPrefix(d.Pattern, sourceP))
+			rest := strings.TrimPrefix(d.Pattern, sourceP)
+			if g, f, ok := strings.Cut(rest, "__"); ok {
+				if _, seen := k.sourceGroups[g]; !seen {
+					k.sourceGroupOrder = append(k.sourceGroupOrder, g)
+				}
+				k.sourceGroups[g] = append(k.sourceGroups[g], f)
+			} else {
+				k.source = append(k.source, rest)
+			}
 		case strings.HasPrefix(d.Pattern, scopeP):
 			rest := strings.TrimPrefix(d.Pattern, scopeP)
 			if g, f, ok := strings.Cut(rest, "__"); ok {

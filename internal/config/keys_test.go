@@ -71,6 +71,17 @@ func TestKeysDriveKnownFields(t *testing.T) {
 	if !slices.Equal(known.singles, []string{"SELECTOR", "PREFERRED_REGION", "QUOTA_FULL"}) {
 		t.Errorf("singles = %v", known.singles)
 	}
+	// A source's groups hold a subset of the scope group's fields.
+	if got := known.sourceGroupOrder; !slices.Equal(got, []string{groupBreaker}) {
+		t.Errorf("source groups = %v", got)
+	}
+	for g, fields := range known.sourceGroups {
+		for _, f := range fields {
+			if !slices.Contains(known.groups[g], f) {
+				t.Errorf("source field %s__%s has no scope key %s__%s", g, f, g, f)
+			}
+		}
+	}
 }
 
 func TestKeysReturnsACopy(t *testing.T) {

@@ -58,7 +58,7 @@ var nRE = regexp.MustCompile(`^[1-9][0-9]*$`)
 // On failure it returns a *Error for the first problem found; see the package
 // documentation for the order.
 func Load(scope string, env map[string]string) (core.GatewaySettings, error) {
-	l := &loader{env: env, used: map[string]bool{}}
+	l := &loader{env: env, used: map[string]bool{}, origins: origins{}}
 	if err := l.load(scope); err != nil {
 		return core.GatewaySettings{}, err
 	}
@@ -115,11 +115,18 @@ type loader struct {
 	flatTTFT       optDur
 	flatInter      optDur
 
-	// Scope values whose checks need the sources.
+	// Scope values whose defaults need the sources.
 	probeTTL     optDur
 	stallWindow  optDur
 	pollInterval optDur
+
+	// origins records where the values that take part in a relation came
+	// from (see Validate).
+	origins origins
 }
+
+// from records that the value of key came from o's key ("" = the default).
+func (l *loader) from(key, o string) { l.origins[key] = o }
 
 // get returns the trimmed entry of key, or the zero entry when absent.
 func (l *loader) get(key string) entry {
@@ -148,7 +155,8 @@ func (l *loader) load(scope string) *Error {
 		l.flat,
 		l.scopeValues,
 		l.parseSources,
-		l.crossChecks,
+		l.derived,
+		l.validated,
 		l.allHandled,
 	}
 	for _, step := range steps {
@@ -227,27 +235,75 @@ func (l *loader) classifyKey(k string, seen map[sourceID]bool) *Error {
 		l.recognised = append(l.recognised, k)
 	case 3:
 		provider, n, field := parts[0], parts[1], parts[2]
-		if !providerRE.MatchString(provider) {
-			return errf(k, fmt.Sprintf("invalid provider %s: expected upper-case letters, digits and single underscores ([A-Z0-9_], no \"__\", not starting or ending with \"_\")", show(provider)))
+		if err := checkSourceID(k, l.prefix, provider, n, field); err != nil {
+			return err
 		}
-		if !nRE.MatchString(n) {
-			return errf(k, fmt.Sprintf("invalid source number %s: expected an integer >= 1 without leading zeros (%s%s__1__%s)", show(n), l.prefix, provider, field))
-		}
+		src := l.prefix + provider + "__" + n + "__"
 		if !slices.Contains(known.source, field) {
+			if fields, isGroup := known.sourceGroups[field]; isGroup {
+				return errf(k, fmt.Sprintf("incomplete key: expected %s%s__{FIELD} with FIELD one of %s", src, field, strings.Join(fields, ", ")))
+			}
+			for _, g := range known.sourceGroupOrder {
+				if slices.Contains(known.sourceGroups[g], field) {
+					return errf(k, "incomplete key: "+field+" is a field of "+src+g+"__"+field+", not of a source itself")
+				}
+			}
 			return errf(k, unknownField(field, known.source, "of a source"))
 		}
-		num, err := strconv.Atoi(n)
-		if err != nil {
-			return errf(k, fmt.Sprintf("invalid source number %s: out of range", show(n)))
+		return l.recognise(k, provider, n, seen)
+	case 4:
+		// A source's group: {PROVIDER}__{N}__{GROUP}__{FIELD}.
+		provider, n, group, field := parts[0], parts[1], parts[2], parts[3]
+		if err := checkSourceID(k, l.prefix, provider, n, group+"__"+field); err != nil {
+			return err
 		}
-		if id := (sourceID{provider, num}); !seen[id] {
-			seen[id] = true
-			l.sources = append(l.sources, id)
+		src := l.prefix + provider + "__" + n + "__"
+		fields, isGroup := known.sourceGroups[group]
+		if !isGroup {
+			hint := ""
+			if best := Suggest(group, known.sourceGroupOrder); best != "" {
+				hint = " (did you mean " + src + best + "__" + field + "?)"
+			}
+			return errf(k, fmt.Sprintf("malformed key: too many parts for a source field, and %s is not one of the source groups %s%s; %s",
+				show(group), strings.Join(known.sourceGroupOrder, ", "), hint, l.shapes()))
 		}
-		l.recognised = append(l.recognised, k)
+		if !slices.Contains(fields, field) {
+			msg := unknownField(field, fields, "under "+src+group)
+			if slices.Contains(known.groups[group], field) {
+				msg += " (" + field + " is set for the whole scope only: " + l.prefix + group + "__" + field + ")"
+			}
+			return errf(k, msg)
+		}
+		return l.recognise(k, provider, n, seen)
 	default:
 		return errf(k, "malformed key: too many parts; "+l.shapes())
 	}
+	return nil
+}
+
+// checkSourceID checks the PROVIDER and N parts of the source key k; tail
+// is the rest of the key, for the example in the error.
+func checkSourceID(k, prefix, provider, n, tail string) *Error {
+	if !providerRE.MatchString(provider) {
+		return errf(k, fmt.Sprintf("invalid provider %s: expected upper-case letters, digits and single underscores ([A-Z0-9_], no \"__\", not starting or ending with \"_\")", show(provider)))
+	}
+	if !nRE.MatchString(n) {
+		return errf(k, fmt.Sprintf("invalid source number %s: expected an integer >= 1 without leading zeros (%s%s__1__%s)", show(n), prefix, provider, tail))
+	}
+	if _, err := strconv.Atoi(n); err != nil {
+		return errf(k, fmt.Sprintf("invalid source number %s: out of range", show(n)))
+	}
+	return nil
+}
+
+// recognise records the source key k of source (provider, n).
+func (l *loader) recognise(k, provider, n string, seen map[sourceID]bool) *Error {
+	num, _ := strconv.Atoi(n) // checked by checkSourceID
+	if id := (sourceID{provider, num}); !seen[id] {
+		seen[id] = true
+		l.sources = append(l.sources, id)
+	}
+	l.recognised = append(l.recognised, k)
 	return nil
 }
 
@@ -275,13 +331,22 @@ func (l *loader) fieldHomes(name string) []string {
 	if slices.Contains(known.source, name) {
 		homes = append(homes, l.prefix+"{PROVIDER}__{N}__"+name)
 	}
+	for _, g := range known.sourceGroupOrder {
+		if slices.Contains(known.sourceGroups[g], name) {
+			homes = append(homes, l.prefix+"{PROVIDER}__{N}__"+g+"__"+name)
+		}
+	}
 	return homes
 }
 
 func (l *loader) shapes() string {
 	p := l.prefix
-	return fmt.Sprintf("expected %s{PROVIDER}__{N}__{FIELD}, %s{GROUP}__{FIELD} (GROUP one of %s) or %s{NAME}",
-		p, p, strings.Join(known.groupOrder, ", "), p)
+	var srcGroups []string
+	for _, g := range known.sourceGroupOrder {
+		srcGroups = append(srcGroups, p+"{PROVIDER}__{N}__"+g+"__{FIELD}")
+	}
+	return fmt.Sprintf("expected %s{PROVIDER}__{N}__{FIELD}, %s, %s{GROUP}__{FIELD} (GROUP one of %s) or %s{NAME}",
+		p, strings.Join(srcGroups, ", "), p, strings.Join(known.groupOrder, ", "), p)
 }
 
 // unknownField words an unknown-FIELD error, suggesting the closest known one.
@@ -311,10 +376,7 @@ func (l *loader) requireSources() *Error {
 	if len(l.sources) > 0 {
 		return nil
 	}
-	p := l.prefix
-	return errf(p+"{PROVIDER}__1__BASE_URL", fmt.Sprintf(
-		"no sources in scope %s: set %s{PROVIDER}__1__BASE_URL, __API_KEY, __MODEL and __TIMEOUT_S (e.g. %sQWEN__1__BASE_URL)",
-		l.scope, p, p))
+	return noSources(l.scope)
 }
 
 // required returns the entry of a required key, or a "missing" error.
@@ -399,7 +461,9 @@ func (l *loader) assembly() *Error {
 		return err
 	}
 	s.LeaseTTL = orDefault(lease, defaultLeaseTTL)
-	return l.redis()
+	l.from("PGW_LEASE_TTL_S", lease.key)
+	s.RedisURL = l.get("REDIS_URL").val
+	return nil
 }
 
 // cache parses PGW_CACHE_BACKEND and its companions.
@@ -409,24 +473,11 @@ func (l *loader) cache() *Error {
 	if s.CacheBackend, err = l.requiredEnum("PGW_CACHE_BACKEND"); err != nil {
 		return err
 	}
-	if s.CacheBackend == "none" {
-		// Stored when present; the TTL is still checked (it is ours).
-		s.CacheNamespace = l.get("PGW_CACHE_NAMESPACE").val
-		ttl, err := l.optSeconds("PGW_CACHE_TTL_S", true)
-		s.CacheTTL = ttl.d
-		return err
-	}
-	why := " because PGW_CACHE_BACKEND=" + s.CacheBackend
-	ns, err := l.required("PGW_CACHE_NAMESPACE", "a non-empty namespace", why)
-	if err != nil {
-		return err
-	}
-	s.CacheNamespace = ns.val
-	ttl, err := l.required("PGW_CACHE_TTL_S", formSecPos, why)
-	if err != nil {
-		return err
-	}
-	s.CacheTTL, err = parseSeconds(ttl, true)
+	// Stored when present, and the TTL checked even with the cache off (it
+	// is ours); Validate requires both with the cache on.
+	s.CacheNamespace = l.get("PGW_CACHE_NAMESPACE").val
+	ttl, err := l.optSeconds("PGW_CACHE_TTL_S", true)
+	s.CacheTTL = ttl.d
 	return err
 }
 
@@ -437,53 +488,9 @@ func (l *loader) telemetry() *Error {
 	if s.TelemetryBackend, err = l.requiredEnum("PGW_TELEMETRY_BACKEND"); err != nil {
 		return err
 	}
-	why := " because PGW_TELEMETRY_BACKEND=" + s.TelemetryBackend
-	if s.TelemetryBackend == "sqlite" {
-		e, err := l.required("PGW_TELEMETRY_SQLITE_PATH", "a file path", why)
-		if err != nil {
-			return err
-		}
-		s.TelemetrySQLitePath = e.val
-	} else {
-		s.TelemetrySQLitePath = l.get("PGW_TELEMETRY_SQLITE_PATH").val
-	}
-	if s.TelemetryBackend == "postgres" {
-		e, err := l.required("PGW_TELEMETRY_PG_DSN", "a Postgres DSN", why)
-		if err != nil {
-			return err
-		}
-		s.TelemetryPGDSN = e.val
-	} else {
-		s.TelemetryPGDSN = l.get("PGW_TELEMETRY_PG_DSN").val
-	}
-	return nil
-}
-
-// redis parses REDIS_URL.
-func (l *loader) redis() *Error {
-	s := &l.s
-	// REDIS_URL is validated only when a redis backend uses it: the name is
-	// generic enough that other software in the same environment may set it.
-	var users []string
-	for _, b := range []struct{ key, val string }{
-		{"PGW_LIMITER_BACKEND", s.LimiterBackend}, {"PGW_BREAKER_BACKEND", s.BreakerBackend}, {"PGW_CACHE_BACKEND", s.CacheBackend},
-	} {
-		if b.val == "redis" {
-			users = append(users, b.key+"=redis")
-		}
-	}
-	if len(users) == 0 {
-		s.RedisURL = l.get("REDIS_URL").val
-		return nil
-	}
-	e, err := l.required("REDIS_URL", "a redis://, rediss:// or unix:// URL", " because "+strings.Join(users, " and "))
-	if err != nil {
-		return err
-	}
-	if err := checkRedisURL(e); err != nil {
-		return err
-	}
-	s.RedisURL = e.val
+	// Validate requires the path or the DSN of the backend chosen.
+	s.TelemetrySQLitePath = l.get("PGW_TELEMETRY_SQLITE_PATH").val
+	s.TelemetryPGDSN = l.get("PGW_TELEMETRY_PG_DSN").val
 	return nil
 }
 
@@ -554,23 +561,6 @@ func orDefault(o optDur, def time.Duration) time.Duration {
 	return def
 }
 
-// notBelow checks hi >= lo for two durations of which either may be a
-// default (key ""). The error names hi's key when hi was set, else lo's.
-func notBelow(lo, hi optDur, loDef, hiDef time.Duration, loName, hiName string) *Error {
-	lov, hiv := orDefault(lo, loDef), orDefault(hi, hiDef)
-	if hiv >= lov {
-		return nil
-	}
-	if hi.set() {
-		src := "the default"
-		if lo.set() {
-			src = lo.key
-		}
-		return errf(hi.key, fmt.Sprintf("%s must be >= %s (%s from %s)", secs(hiv), loName, secs(lov), src))
-	}
-	return errf(lo.key, fmt.Sprintf("%s exceeds the default %s (%s); lower it or set %s", secs(lov), hiName, secs(hiv), hiName))
-}
-
 func (l *loader) scopeValues() *Error {
 	s, p := &l.s, l.prefix
 	var err *Error
@@ -626,9 +616,8 @@ func (l *loader) scopeValues() *Error {
 		return err
 	}
 	base, maxB = base.or(l.flatBaseDelay), maxB.or(l.flatMaxDelay)
-	if err := notBelow(base, maxB, defaultBackoffBase, defaultBackoffMax, "the backoff base", p+"RETRY__BACKOFF_MAX_S"); err != nil {
-		return err
-	}
+	l.from(p+"RETRY__BACKOFF_BASE_S", base.key)
+	l.from(p+"RETRY__BACKOFF_MAX_S", maxB.key)
 	s.Retry.BackoffBase = orDefault(base, defaultBackoffBase)
 	s.Retry.BackoffMax = orDefault(maxB, defaultBackoffMax)
 	patience, err := l.optSeconds(p+"RETRY__TIER_PATIENCE_S", false)
@@ -655,6 +644,7 @@ func (l *loader) scopeValues() *Error {
 	}
 	cooldown = cooldown.or(l.flatCooldown)
 	b.Cooldown = orDefault(cooldown, defaultCooldown)
+	l.from(p+"BREAKER__COOLDOWN_S", cooldown.key)
 	if l.probeTTL, err = l.optSeconds(p+"BREAKER__PROBE_TTL_S", true); err != nil {
 		return err
 	}
@@ -676,13 +666,7 @@ func (l *loader) scopeValues() *Error {
 	if err != nil {
 		return err
 	}
-	if maxCool.set() && maxCool.d < b.Cooldown {
-		src := "the default"
-		if cooldown.set() {
-			src = cooldown.key
-		}
-		return errf(maxCool.key, fmt.Sprintf("%s must be >= the cooldown (%s from %s)", secs(maxCool.d), secs(b.Cooldown), src))
-	}
+	l.from(p+"BREAKER__MAX_COOLDOWN_S", maxCool.key)
 	// Unset, the cap is 8 s, or the cooldown when that is longer: a cap that
 	// keeps a recovered source's traffic coming back within seconds.
 	b.MaxCooldown = orDefault(maxCool, max(defaultMaxCooldown, b.Cooldown))
@@ -733,47 +717,26 @@ func (l *loader) parseSources() *Error {
 	return nil
 }
 
-func (l *loader) crossChecks() *Error {
+// derived sets the scope values whose defaults depend on the sources.
+func (l *loader) derived() *Error {
 	s, p := &l.s, l.prefix
 	var maxTimeout, maxTTFT time.Duration
-	var timeoutOf, ttftOf string
 	for _, sc := range s.Sources {
-		if sc.Timeout > maxTimeout {
-			maxTimeout, timeoutOf = sc.Timeout, sc.Name
-		}
-		if sc.TTFTTimeout > maxTTFT {
-			maxTTFT, ttftOf = sc.TTFTTimeout, sc.Name
-		}
+		maxTimeout = max(maxTimeout, sc.Timeout)
+		maxTTFT = max(maxTTFT, sc.TTFTTimeout)
 	}
-
-	s.Breaker.ProbeTTL = maxTimeout
-	if l.probeTTL.set() {
-		if l.probeTTL.d < maxTimeout {
-			return errf(l.probeTTL.key, fmt.Sprintf("%s must be >= the largest source TIMEOUT_S (%s, source %s): a probe's lease must outlive its attempt",
-				secs(l.probeTTL.d), secs(maxTimeout), timeoutOf))
-		}
-		s.Breaker.ProbeTTL = l.probeTTL.d
-	}
-
-	s.Backpressure.StallWindow = max(defaultStallWindowFloor, maxTTFT)
-	if l.stallWindow.set() {
-		if l.stallWindow.d < maxTTFT {
-			return errf(l.stallWindow.key, fmt.Sprintf("%s must be >= the largest source TTFT_TIMEOUT_S (%s, source %s)",
-				secs(l.stallWindow.d), secs(maxTTFT), ttftOf))
-		}
-		s.Backpressure.StallWindow = l.stallWindow.d
-	}
-
+	s.Breaker.ProbeTTL = orDefault(l.probeTTL, maxTimeout)
+	s.Backpressure.StallWindow = orDefault(l.stallWindow, max(defaultStallWindowFloor, maxTTFT))
 	s.Backpressure.PollInterval = orDefault(l.pollInterval, defaultPollInterval)
-	if s.Backpressure.PollInterval >= s.Backpressure.StallWindow {
-		if l.pollInterval.set() {
-			return errf(l.pollInterval.key, fmt.Sprintf("%s must be < the stall window (%s)", secs(s.Backpressure.PollInterval), secs(s.Backpressure.StallWindow)))
-		}
-		return errf(l.stallWindow.key, fmt.Sprintf("%s must be > the default %sBACKPRESSURE__POLL_INTERVAL_S (%s)",
-			secs(s.Backpressure.StallWindow), p, secs(s.Backpressure.PollInterval)))
-	}
+	l.from(p+"BREAKER__PROBE_TTL_S", l.probeTTL.key)
+	l.from(p+"BACKPRESSURE__STALL_WINDOW_S", l.stallWindow.key)
+	l.from(p+"BACKPRESSURE__POLL_INTERVAL_S", l.pollInterval.key)
 	return nil
 }
+
+// validated checks the relations between the parsed values (Validate),
+// naming the keys they came from.
+func (l *loader) validated() *Error { return validate(&l.s, l.origins) }
 
 // allHandled guards the table/parser link: every key the table lets through
 // must have been read by the parser. Failing it is a bug in this package.
@@ -806,8 +769,9 @@ func (l *loader) budget(p string) *Error {
 		return err
 	}
 	if !e.present() {
+		// Validate refuses a window without a budget.
 		if window.key != "" {
-			return errf(window.key, "is set without "+p+"BUDGET__USD")
+			l.s.Budget.Window = time.Duration(window.n) * time.Second
 		}
 		return nil
 	}

@@ -522,3 +522,46 @@ func TestLoadBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadSourceBreaker: a source's own breaker keys land in its
+// SourceConfig.Breaker; unset, they are zero (the scope's values).
+func TestLoadSourceBreaker(t *testing.T) {
+	t.Parallel()
+	const p = "LLM__QWEN__1__BREAKER__"
+	tests := []struct {
+		name string
+		set  map[string]string
+		want core.BreakerOverride
+	}{
+		{name: "unset", want: core.BreakerOverride{}},
+		{name: "threshold", set: map[string]string{p + "FAIL_THRESHOLD": "1"}, want: core.BreakerOverride{FailThreshold: 1}},
+		{name: "cooldown longer than the scope's cap", set: map[string]string{p + "COOLDOWN_S": "40"},
+			want: core.BreakerOverride{Cooldown: 40 * time.Second}},
+		{name: "cap only, above the scope's cooldown", set: map[string]string{p + "MAX_COOLDOWN_S": "5"},
+			want: core.BreakerOverride{MaxCooldown: 5 * time.Second}},
+		{name: "all three", set: map[string]string{p + "FAIL_THRESHOLD": " 12 ", p + "COOLDOWN_S": "0.5", p + "MAX_COOLDOWN_S": "0.5"},
+			want: core.BreakerOverride{FailThreshold: 12, Cooldown: 500 * time.Millisecond, MaxCooldown: 500 * time.Millisecond}},
+		{name: "cap above a longer scope cooldown", set: map[string]string{"LLM__BREAKER__COOLDOWN_S": "20", p + "COOLDOWN_S": "1", p + "MAX_COOLDOWN_S": "2"},
+			want: core.BreakerOverride{Cooldown: time.Second, MaxCooldown: 2 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustLoad(t, "LLM", with(tt.set))
+			if got := s.Sources[0].Breaker; got != tt.want {
+				t.Errorf("Breaker = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	// The scope's breaker and the other sources are untouched.
+	env := with(map[string]string{p + "FAIL_THRESHOLD": "1", p + "COOLDOWN_S": "40",
+		"LLM__ZHIPU__1__BASE_URL": "https://z.example.com/v1", "LLM__ZHIPU__1__API_KEY": "none",
+		"LLM__ZHIPU__1__MODEL": "glm", "LLM__ZHIPU__1__TIMEOUT_S": "60"})
+	s := mustLoad(t, "LLM", env)
+	if s.Breaker.FailThreshold != 5 || s.Breaker.Cooldown != 5*time.Second || s.Breaker.MaxCooldown != 8*time.Second {
+		t.Errorf("scope breaker = %+v, want the defaults", s.Breaker)
+	}
+	if s.Sources[1].Name != "zhipu_1" || s.Sources[1].Breaker != (core.BreakerOverride{}) {
+		t.Errorf("zhipu_1 = %+v, want no overrides", s.Sources[1])
+	}
+}

@@ -161,6 +161,10 @@ func TestFoldKeepsKnownKeysApart(t *testing.T) {
 	for g, f := range known.groups {
 		families["group "+g] = f
 	}
+	for g, f := range known.sourceGroups {
+		families["source group "+g] = f
+	}
+	families["source"] = append(families["source"], known.sourceGroupOrder...)
 	for name, r := range known.names {
 		if r == ReaderTooling {
 			continue

@@ -65,15 +65,8 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 	if !timeout.set() {
 		return sc, errf(pre+"TIMEOUT_S", "missing: required unless the flat LLM_TIMEOUT is set; expected "+formSecPos)
 	}
-	if timeout.d > l.s.LeaseTTL {
-		lease := secs(l.s.LeaseTTL)
-		if _, ok := l.env["PGW_LEASE_TTL_S"]; !ok {
-			lease += ", the default"
-		}
-		return sc, errf(timeout.key, fmt.Sprintf("%s (source %s) exceeds the permit lease PGW_LEASE_TTL_S (%s); lower the timeout or raise PGW_LEASE_TTL_S",
-			secs(timeout.d), sc.Name, lease))
-	}
 	sc.Timeout = timeout.d
+	l.from(pre+"TIMEOUT_S", timeout.key)
 
 	// MAX_CONCURRENCY, RPM, TPM
 	if sc.Limits.MaxConcurrency, err = l.intOr(pre+"MAX_CONCURRENCY", 0, 0); err != nil {
@@ -86,27 +79,9 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 		return sc, err
 	}
 
-	// EST_TOKENS
-	est, err := l.optInt(pre+"EST_TOKENS", 1)
-	if err != nil {
+	// EST_TOKENS (Validate requires it with a TPM gate, and within it)
+	if sc.EstTokens, err = l.intOr(pre+"EST_TOKENS", 1, 0); err != nil {
 		return sc, err
-	}
-	globalTPM := l.prefix + "GLOBAL__TPM"
-	if est.key == "" {
-		switch {
-		case sc.Limits.TPM > 0:
-			return sc, errf(pre+"EST_TOKENS", fmt.Sprintf("missing: required because %sTPM is %d; expected %s", pre, sc.Limits.TPM, formIntPos))
-		case l.s.Global.TPM > 0:
-			return sc, errf(pre+"EST_TOKENS", fmt.Sprintf("missing: required because %s is %d; expected %s", globalTPM, l.s.Global.TPM, formIntPos))
-		}
-	} else {
-		if sc.Limits.TPM > 0 && est.n > sc.Limits.TPM {
-			return sc, errf(est.key, fmt.Sprintf("%d exceeds %sTPM (%d): such a call could never be admitted", est.n, pre, sc.Limits.TPM))
-		}
-		if l.s.Global.TPM > 0 && est.n > l.s.Global.TPM {
-			return sc, errf(est.key, fmt.Sprintf("%d exceeds %s (%d): such a call could never be admitted", est.n, globalTPM, l.s.Global.TPM))
-		}
-		sc.EstTokens = est.n
 	}
 
 	// TTFT_TIMEOUT_S, INTER_TOKEN_TIMEOUT_S (or LLM_TTFT_TIMEOUT, LLM_INTER_TOKEN_TIMEOUT)
@@ -119,6 +94,9 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 		return sc, err
 	}
 	ttft, inter = ttft.or(l.flatTTFT), inter.or(l.flatInter)
+	l.from(pre+"TTFT_TIMEOUT_S", ttft.key)
+	l.from(pre+"INTER_TOKEN_TIMEOUT_S", inter.key)
+	// The pair is set together; Validate checks its values.
 	switch {
 	case ttft.set() && !inter.set():
 		return sc, errf(pre+"INTER_TOKEN_TIMEOUT_S", fmt.Sprintf(
@@ -128,20 +106,8 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 		return sc, errf(pre+"TTFT_TIMEOUT_S", fmt.Sprintf(
 			"missing: the stream watchdog is set as a pair and INTER_TOKEN_TIMEOUT_S is %s (from %s); set this key or LLM_TTFT_TIMEOUT",
 			secs(inter.d), inter.key))
-	case ttft.set() && ttft.d == 0 && inter.d == 0:
-		// Both 0: no watchdog (models that think silently for long).
-	case ttft.set() && ttft.d == 0:
-		return sc, errf(ttft.key, fmt.Sprintf("0 (source %s) switches the watchdog off only together with INTER_TOKEN_TIMEOUT_S=0 (it is %s from %s)", sc.Name, secs(inter.d), inter.key))
 	case ttft.set():
-		if inter.d >= ttft.d {
-			return sc, errf(inter.key, fmt.Sprintf("%s (source %s) must be < TTFT_TIMEOUT_S (%s from %s)", secs(inter.d), sc.Name, secs(ttft.d), ttft.key))
-		}
-		if ttft.d >= sc.Timeout {
-			return sc, errf(ttft.key, fmt.Sprintf("%s (source %s) must be < TIMEOUT_S (%s from %s)", secs(ttft.d), sc.Name, secs(sc.Timeout), timeout.key))
-		}
-		if inter.d == 0 {
-			return sc, errf(inter.key, fmt.Sprintf("0 (source %s) switches the watchdog off only together with TTFT_TIMEOUT_S=0 (it is %s from %s)", sc.Name, secs(ttft.d), ttft.key))
-		}
+		// Both 0 is no watchdog (models that think silently for long).
 		sc.TTFTTimeout, sc.InterTokenTimeout = ttft.d, inter.d
 	default:
 		// Neither set: a watchdog by default, so that a silent upstream is
@@ -150,6 +116,10 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 		// are not cut; see the key reference for models that think silently.
 		sc.TTFTTimeout = min(sc.Timeout/2, defaultMaxTTFT)
 		sc.InterTokenTimeout = sc.TTFTTimeout / 2
+		if sc.InterTokenTimeout == 0 {
+			// A timeout of a few nanoseconds leaves no room for a pair.
+			sc.TTFTTimeout = 0
+		}
 	}
 
 	// CONTEXT_WINDOW
@@ -208,6 +178,24 @@ func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
 			return sc, err
 		}
 	}
+
+	// BREAKER__FAIL_THRESHOLD, BREAKER__COOLDOWN_S, BREAKER__MAX_COOLDOWN_S:
+	// the source's own breaker values (Validate checks the cap against the
+	// source's effective cooldown).
+	b := &sc.Breaker
+	if b.FailThreshold, err = l.intOr(pre+"BREAKER__FAIL_THRESHOLD", 1, 0); err != nil {
+		return sc, err
+	}
+	cooldown, err := l.optSeconds(pre+"BREAKER__COOLDOWN_S", true)
+	if err != nil {
+		return sc, err
+	}
+	b.Cooldown = cooldown.d
+	maxCool, err := l.optSeconds(pre+"BREAKER__MAX_COOLDOWN_S", true)
+	if err != nil {
+		return sc, err
+	}
+	b.MaxCooldown = maxCool.d
 	return sc, nil
 }
 

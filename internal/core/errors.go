@@ -36,6 +36,11 @@ const (
 	ReasonBudgetExhausted Reason = "budget_exhausted"
 	// ReasonDisabled: an operator switched the source off.
 	ReasonDisabled Reason = "disabled"
+	// ReasonTaskFailed: the source answered, but reported that it could
+	// not do the task (an OCR server's HTTP 200 with "success": false, e.g.
+	// out of GPU memory). A TransientError: retried on another source, while
+	// the answer proves the source alive for the breaker.
+	ReasonTaskFailed Reason = "task_failed"
 )
 
 // Sentinel errors, matched with errors.Is.

@@ -83,6 +83,26 @@ type SourceConfig struct {
 	Region string
 	// ExtraBody is merged into every request body sent to this source.
 	ExtraBody map[string]any
+	// Breaker holds this source's own breaker values
+	// ({SCOPE}__{PROVIDER}__{N}__BREAKER__…), in place of the scope's; a
+	// zero field is the scope's value.
+	Breaker BreakerOverride
+}
+
+// BreakerOverride is a source's own breaker values. A zero field leaves the
+// scope's value (GatewaySettings.Breaker) in force; the other breaker
+// values are the scope's.
+type BreakerOverride struct {
+	// FailThreshold replaces the scope's consecutive-failure threshold. The
+	// effective threshold is still max(FailThreshold, 2×the source's
+	// MAX_CONCURRENCY).
+	FailThreshold int
+	// Cooldown replaces the scope's first open period.
+	Cooldown time.Duration
+	// MaxCooldown replaces the scope's cap of the doubling cooldown; it must
+	// be at least the source's effective cooldown. Zero with a Cooldown of
+	// its own: the scope's cap, or this Cooldown when it is longer.
+	MaxCooldown time.Duration
 }
 
 // RetrySettings bound the per-call retry budget.
@@ -99,8 +119,10 @@ type RetrySettings struct {
 	TierPatience time.Duration
 }
 
-// BreakerConfig is the circuit breaker configuration of a scope. The same
-// values are passed to every Breaker call so that a shared backend needs no
+// BreakerConfig is the circuit breaker configuration of a scope, and once
+// a source's overrides (SourceConfig.Breaker) and its effective threshold
+// are applied, of one source's circuit. The values of the source are
+// passed to every Breaker call about it, so that a shared backend needs no
 // configuration of its own.
 type BreakerConfig struct {
 	// FailThreshold is the configured consecutive-failure threshold. Default 5.
@@ -139,7 +161,10 @@ type BackpressureSettings struct {
 }
 
 // GatewaySettings is the parsed and validated configuration of one scope.
-// LoadSettings produces it; FromSettings assembles a client from it.
+// LoadSettings produces it; FromSettings assembles a client from it after
+// checking the same invariants (internal/config.Validate), so settings made
+// by hand may leave optional values at their zero value (see Validate for
+// what each zero means).
 type GatewaySettings struct {
 	// Scope is the upper-case scope name.
 	Scope string

@@ -136,6 +136,14 @@ var policy = map[policyKey]effect{
 		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonServerError},
 	{core.ClassTransient, anyReason}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
 		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+	// The source answered that it could not do the task (an OCR server's
+	// "success": false): the answer proves it alive, so the breaker records
+	// a success; the failure is the source's, not the request's, so the call
+	// fails over like after a 5xx, and the health score drops, steering the
+	// selector away from a server that keeps failing tasks without opening
+	// its circuit.
+	{core.ClassTransient, core.ReasonTaskFailed}: {breaker: core.OutcomeSuccess, settle: core.SettleEstimate, health: healthBad,
+		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonTaskFailed},
 
 	// 401/403/402, insufficient quota: the breaker opens at once.
 	{core.ClassSourceDead, anyReason}: {breaker: core.OutcomeDead, settle: core.SettleRefund, health: healthBad,

@@ -86,6 +86,9 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 		{name: "5xx", err: &core.TransientError{Source: "a", Reason: core.ReasonServerError, StatusCode: 503},
 			breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad, memo: memoFailed, spends: true,
 			observe: core.AttemptTransient, perSource: core.ReasonServerError},
+		{name: "task failed", err: &core.TransientError{Source: "a", Reason: core.ReasonTaskFailed, StatusCode: 200, Message: "OCR task failed: CUDA out of memory"},
+			breaker: core.OutcomeSuccess, settle: core.SettleEstimate, health: healthBad, memo: memoFailed, spends: true,
+			observe: core.AttemptTransient, perSource: core.ReasonTaskFailed},
 		{name: "network error", err: transientErr("a"), breaker: core.OutcomeFailure, settle: core.SettleEstimate,
 			health: healthBad, memo: memoFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
 		{name: "source dead", err: deadErr("a"), breaker: core.OutcomeDead, settle: core.SettleRefund,
@@ -107,6 +110,18 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 			aimd: aimdGrow, spends: true, observe: core.AttemptInvalid, perSource: core.ReasonLowQuality},
 		{name: "foreign error", err: errors.New("something else"), breaker: core.OutcomeFailure, settle: core.SettleEstimate,
 			health: healthBad, memo: memoFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+		{name: "cancelled", err: &core.CanceledError{Err: context.Canceled}, breaker: core.OutcomeAbandoned, settle: core.SettleEstimate,
+			health: healthNeutral, memo: memoNone, ends: true, observe: core.AttemptCancelled},
+	}
+	// Every row of the table has a case.
+	covered := map[policyKey]bool{}
+	for _, tc := range tests {
+		covered[rowOf(tc.err)] = true
+	}
+	for k := range policy {
+		if !covered[k] {
+			t.Errorf("the policy row %v/%q has no case here", k.class, k.reason)
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,6 +206,21 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 	}
 }
 
+// rowOf returns the key of the policy row an attempt ending with err reads
+// (the lookup of effectOf).
+func rowOf(err error) policyKey {
+	if err == nil {
+		return policyKey{classSuccess, anyReason}
+	}
+	c := core.Classify(err)
+	for _, k := range []policyKey{{c.Class, c.Reason}, {c.Class, anyReason}} {
+		if _, ok := policy[k]; ok {
+			return k
+		}
+	}
+	return policyKey{core.ClassOther, anyReason}
+}
+
 // TestThePerSourceReasonOfEveryRow spends the budget on a failure of each
 // failing class and reads the reason GatewayUnavailableError names.
 func TestThePerSourceReasonOfEveryRow(t *testing.T) {
@@ -202,6 +232,7 @@ func TestThePerSourceReasonOfEveryRow(t *testing.T) {
 		{timeoutErr("a"), core.ReasonTimeout},
 		{stalledErr("a"), core.ReasonTimeout},
 		{&core.TransientError{Source: "a", Reason: core.ReasonServerError, StatusCode: 500}, core.ReasonServerError},
+		{&core.TransientError{Source: "a", Reason: core.ReasonTaskFailed, StatusCode: 200}, core.ReasonTaskFailed},
 		{transientErr("a"), core.ReasonNetworkError},
 		{deadErr("a"), core.ReasonSourceDead},
 		{&core.ResultInvalidError{Source: "a", Reason: core.ReasonLowQuality}, core.ReasonLowQuality},

@@ -62,8 +62,10 @@ func (k memoKind) hard() bool {
 // sourceState is the governor's process-local view of one source. Its fields
 // are safe for concurrent use.
 type sourceState struct {
-	cfg     core.SourceConfig
-	breaker core.BreakerConfig // with the effective threshold
+	cfg core.SourceConfig
+	// breaker is the source's circuit configuration: the scope's, with the
+	// source's overrides and its effective threshold (see newSourceState).
+	breaker core.BreakerConfig
 	// price is the blended price per token used by cost_aware (NaN = unpriced).
 	price float64
 	// modelPrice is the model's price when priced is true (budget reservations).
@@ -91,9 +93,32 @@ type sourceState struct {
 	failures int
 }
 
+// newSourceState returns the state of source cfg in a scope whose breaker
+// configuration is br. The source's circuit runs on br with the source's
+// own values (cfg.Breaker) in place of the scope's: a FailThreshold, a
+// Cooldown and a MaxCooldown of its own when set; without a MaxCooldown of
+// its own, a Cooldown longer than the scope's cap is its cap (no doubling),
+// as with the scope's default cap. The effective threshold is then
+// max(threshold, 2×MAX_CONCURRENCY), whether the threshold is the scope's
+// or the source's: with many calls in flight one outage fails that many
+// at once.
 func newSourceState(cfg core.SourceConfig, br core.BreakerConfig, pricing core.PricingTable) *sourceState {
 	s := &sourceState{cfg: cfg, breaker: br, score: 1, aimd: aimdStart, slowStart: true, price: math.NaN()}
 	s.aimdCap = math.Max(aimdCap, float64(cfg.Limits.MaxConcurrency))
+	if o := cfg.Breaker; o != (core.BreakerOverride{}) {
+		if o.FailThreshold > 0 {
+			s.breaker.FailThreshold = o.FailThreshold
+		}
+		if o.Cooldown > 0 {
+			s.breaker.Cooldown = o.Cooldown
+			if o.MaxCooldown <= 0 && s.breaker.MaxCooldown > 0 {
+				s.breaker.MaxCooldown = max(s.breaker.MaxCooldown, o.Cooldown)
+			}
+		}
+		if o.MaxCooldown > 0 {
+			s.breaker.MaxCooldown = o.MaxCooldown
+		}
+	}
 	if th := cfg.Limits.MaxConcurrency * 2; th > s.breaker.FailThreshold {
 		s.breaker.FailThreshold = th
 	}

@@ -124,10 +124,10 @@ type Client struct {
 var ErrClosed = fmt.Errorf("%w: client closed", core.ErrGateway)
 
 // Assemble builds the client of s. The settings are validated as
-// LoadSettings does and copied.
+// LoadSettings does (config.Validate) and copied.
 func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
-	if len(s.Sources) == 0 {
-		return nil, &config.Error{Key: s.Scope + "__{PROVIDER}__{N}__BASE_URL", Problem: "no sources configured"}
+	if err := config.Validate(s); err != nil {
+		return nil, err
 	}
 	s.Sources = append([]core.SourceConfig(nil), s.Sources...)
 	s.Extra = maps.Clone(s.Extra)
