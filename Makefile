@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test bench bench-gateway lint demo chaos fuzz
+.PHONY: test bench bench-gateway faultbench lint demo chaos fuzz
 
 # The test command of the README and of CI.
 test:
@@ -52,6 +52,14 @@ fuzz:
 # each as a ratio to calling the fake directly (about a minute).
 bench-gateway:
 	bash cmd/polygateway/internal/loadgen/bench.sh
+
+# The fault patterns through the gateway as its own process, against fakes
+# on loopback: each pattern with the defaults, then with the production
+# profile (docs/production.env), classified rescued, clean error or wrong.
+# Prints the table and writes it into docs/explanation-faults.md (about a
+# minute after the build); exits non-zero when an outcome is wrong.
+faultbench:
+	$(GO) run ./cmd/polygateway/internal/faultbench -go $(GO) -doc docs/explanation-faults.md
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

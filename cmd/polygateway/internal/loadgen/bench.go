@@ -2,14 +2,11 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,6 +14,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/polygateway/polygateway/cmd/polygateway/internal/gwproc"
 )
 
 // bench runs the whole comparison: fakes and gateway as separate
@@ -98,52 +97,37 @@ func bench(args []string) error {
 	if err != nil {
 		return err
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	gwLog, err := os.CreateTemp("", "polygateway-bench-*.log")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(gwLog.Name())
-	defer gwLog.Close()
 	// gwEnv is the gateway's environment. LLM and STREAM have no stream
 	// watchdog (TTFT_TIMEOUT_S=0 switches off the default one; a gateway
 	// that refuses 0 has none by default and gets the keys omitted),
 	// WATCHED has one.
-	gwEnv := func(zero bool) []string {
-		env := []string{
-			"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-			"PGW_LISTEN_ADDR=" + addr, "PGW_ROUTES=gpt-4o=LLM,stream=STREAM,watched=WATCHED", "PGW_LOG_LEVEL=warn",
-			"PGW_LIMITER_BACKEND=memory", "PGW_BREAKER_BACKEND=memory", "PGW_CACHE_BACKEND=none", "PGW_TELEMETRY_BACKEND=none",
+	gwEnv := func(zero bool) map[string]string {
+		env := map[string]string{
+			"PGW_ROUTES": "gpt-4o=LLM,stream=STREAM,watched=WATCHED", "PGW_LOG_LEVEL": "warn",
+			"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory", "PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 		}
 		for _, src := range []struct{ scope, url string }{{"LLM", fakeURL}, {"STREAM", streamURL}, {"WATCHED", fakeURL}} {
 			p := src.scope + "__FAKE__1__"
-			env = append(env, p+"BASE_URL="+src.url, p+"API_KEY=none", p+"MODEL=fake-model", p+"TIMEOUT_S=60", p+"MAX_CONCURRENCY=8192")
+			env[p+"BASE_URL"], env[p+"API_KEY"], env[p+"MODEL"] = src.url, "none", "fake-model"
+			env[p+"TIMEOUT_S"], env[p+"MAX_CONCURRENCY"] = "60", "8192"
 			switch {
 			case src.scope == "WATCHED":
-				env = append(env, p+"TTFT_TIMEOUT_S=20", p+"INTER_TOKEN_TIMEOUT_S=10")
+				env[p+"TTFT_TIMEOUT_S"], env[p+"INTER_TOKEN_TIMEOUT_S"] = "20", "10"
 			case zero:
-				env = append(env, p+"TTFT_TIMEOUT_S=0", p+"INTER_TOKEN_TIMEOUT_S=0")
+				env[p+"TTFT_TIMEOUT_S"], env[p+"INTER_TOKEN_TIMEOUT_S"] = "0", "0"
 			}
 		}
 		return env
 	}
-	check := exec.Command(*gwBin, "-check", "-env-file", os.DevNull)
-	check.Env = gwEnv(true)
-	gw := exec.Command(*gwBin, "-env-file", os.DevNull)
-	gw.Env = gwEnv(check.Run() == nil)
-	gw.Stdout, gw.Stderr = gwLog, gwLog
-	if err := gw.Start(); err != nil {
+	gw, err := gwproc.Start(*gwBin, gwEnv(gwproc.Check(*gwBin, gwEnv(true)) == nil))
+	if err != nil {
 		return err
 	}
-	procs = append(procs, gw)
-	gwBase := "http://" + addr + "/v1"
-	if err := waitHealthy("http://" + addr + "/healthz"); err != nil {
-		b, _ := os.ReadFile(gwLog.Name())
-		return fmt.Errorf("gateway did not come up: %w\n%s", err, b)
-	}
+	defer func() {
+		_ = gw.Stop()
+		os.Remove(gw.LogPath())
+	}()
+	gwBase := gw.URL() + "/v1"
 
 	var rawOut io.Writer = io.Discard
 	if *raw != "" {
@@ -183,7 +167,7 @@ func bench(args []string) error {
 		}
 		return out, nil
 	}
-	direct, relayArm, gateway := arm{"direct", fakeURL, fakePID}, arm{"relay", relayURL, relayPID}, arm{"gateway", gwBase, gw.Process.Pid}
+	direct, relayArm, gateway := arm{"direct", fakeURL, fakePID}, arm{"relay", relayURL, relayPID}, arm{"gateway", gwBase, gw.Pid()}
 
 	fmt.Fprintf(os.Stderr, "bench-gateway: %s per run after %s of warm-up\n", *duration, *warmup)
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
@@ -230,7 +214,7 @@ func bench(args []string) error {
 	row(name+" floor: server+client µs/req", f1(floor), f1(res[1].CPUPerReq), f1(res[2].CPUPerReq), "", ratio(res[2].CPUPerReq, floor), ratio(res[1].CPUPerReq, floor))
 	// A source with a stream watchdog: a non-streaming client's call still
 	// streams upstream (so that a silent first token fails over).
-	watched, err := measure("gateway "+name+" watched source", load{workers: *workers, model: "watched", base: gwBase, pid: gw.Process.Pid})
+	watched, err := measure("gateway "+name+" watched source", load{workers: *workers, model: "watched", base: gwBase, pid: gw.Pid()})
 	if err != nil {
 		return err
 	}
@@ -240,7 +224,7 @@ func bench(args []string) error {
 
 	name = fmt.Sprintf("stream %g/s×%d", *streamRate, *streamTokens)
 	res, err = trio(name, load{rate: *streamRate, model: "stream", stream: true},
-		arm{"direct", streamURL, streamPID}, arm{"relay", relayStreamURL, relayStreamPID}, arm{"gateway", gwBase, gw.Process.Pid})
+		arm{"direct", streamURL, streamPID}, arm{"relay", relayStreamURL, relayStreamPID}, arm{"gateway", gwBase, gw.Pid()})
 	if err != nil {
 		return err
 	}
@@ -273,35 +257,4 @@ func ratio(a, b float64) string {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// freeAddr returns a free loopback address.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// waitHealthy polls url until it answers 200, for at most 10 seconds.
-func waitHealthy(url string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

@@ -41,9 +41,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -54,6 +52,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/polygateway/polygateway/cmd/polygateway/internal/gwproc"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -167,18 +166,6 @@ func runFlags(args []string) (*report, error) {
 	return r, err
 }
 
-// checkLoopback refuses any base URL that is not on loopback.
-func checkLoopback(base string) error {
-	u, err := url.Parse(base)
-	if err != nil || u.Hostname() == "" {
-		return fmt.Errorf("bad url %q", base)
-	}
-	if ip := net.ParseIP(u.Hostname()); !(u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()) {
-		return fmt.Errorf("url must be a loopback address, got %s", u.Hostname())
-	}
-	return nil
-}
-
 type result struct {
 	lat, ttft time.Duration
 	chunks    int64
@@ -186,7 +173,7 @@ type result struct {
 }
 
 func (l *load) run() (*report, error) {
-	if err := checkLoopback(l.base); err != nil {
+	if err := gwproc.CheckLoopback(l.base); err != nil {
 		return nil, err
 	}
 	if l.duration <= 0 || l.duration > 5*time.Minute {

@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/polygateway/polygateway/cmd/polygateway/internal/gwproc"
 )
 
 // relay serves a bare reverse proxy (net/http/httputil, flushing every
@@ -26,7 +28,7 @@ func relay(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := checkLoopback(*upstream); err != nil {
+	if err := gwproc.CheckLoopback(*upstream); err != nil {
 		return err
 	}
 	u, err := url.Parse(*upstream)

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
+)
+
+// productionEnv is the production profile the documentation recommends.
+const productionEnv = "../../docs/production.env"
+
+// placeholder is a ${NAME} left for the operator to fill in.
+var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// localProfile returns docs/production.env with every BASE_URL pointing
+// at url and every ${NAME} replaced by a fake value, written to a file of
+// dir, and its path.
+func localProfile(t *testing.T, dir, url, extra string) string {
+	t.Helper()
+	raw, err := os.ReadFile(productionEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	for i, line := range lines {
+		if k, _, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(strings.TrimSpace(k), "#") && strings.HasSuffix(k, "__BASE_URL") {
+			lines[i] = k + "=" + url
+		}
+	}
+	text := placeholder.ReplaceAllString(strings.Join(lines, "\n"), "fake-$1")
+	path := filepath.Join(dir, "production.env")
+	if err := os.WriteFile(path, []byte(text+extra), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestProductionProfileIsValid runs what polygateway -check runs on
+// docs/production.env (every key known, every value valid, every client
+// built), its upstreams replaced by a local fake.
+func TestProductionProfileIsValid(t *testing.T) {
+	up := fakeupstream.NewServer(t)
+	dir := t.TempDir()
+	logs := &syncBuf{}
+	if code := run([]string{"-check", "-env-file", localProfile(t, dir, up.URL(), "")}, io.Discard, logs, nil); code != 0 ||
+		!strings.Contains(logs.String(), "configuration valid") {
+		t.Fatalf("-check of %s: exit %d\n%s", productionEnv, code, logs.String())
+	}
+	if up.Requests() != 0 {
+		t.Errorf("-check sent %d requests upstream", up.Requests())
+	}
+	// The check has teeth: the same file with a misspelt key is refused,
+	// naming it.
+	bad := &syncBuf{}
+	path := localProfile(t, dir, up.URL(), "\nLLM__OPENAI__1__TTFT_TIMEOUT=15\n")
+	if code := run([]string{"-check", "-env-file", path}, io.Discard, bad, nil); code != 1 ||
+		!strings.Contains(bad.String(), "LLM__OPENAI__1__TTFT_TIMEOUT") {
+		t.Errorf("-check of the profile with a misspelt key: exit %d\n%s", code, bad.String())
+	}
+}
