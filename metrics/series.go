@@ -75,6 +75,7 @@ var knownReasons = map[polygateway.Reason]bool{
 	polygateway.ReasonCircuitOpen: true, polygateway.ReasonRetryExhausted: true,
 	polygateway.ReasonStalled: true, polygateway.ReasonServerError: true,
 	polygateway.ReasonContextLength: true, polygateway.ReasonContentFilter: true, polygateway.ReasonLowQuality: true,
+	polygateway.ReasonBudgetExhausted: true, polygateway.ReasonDisabled: true, polygateway.ReasonTaskFailed: true,
 }
 
 // breakerStates are the state label values, indexed by the gauge value of

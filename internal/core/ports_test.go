@@ -18,7 +18,8 @@ func TestGateString(t *testing.T) {
 		{GateGlobalConcurrency, "global_concurrency"},
 		{GateGlobalRPM, "global_rpm"},
 		{GateGlobalTPM, "global_tpm"},
-		{Gate(7), "unknown"},
+		{GateBudget, "budget"},
+		{Gate(8), "unknown"},
 		{Gate(255), "unknown"},
 	}
 	for _, tc := range tests {

@@ -435,17 +435,17 @@ func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n
 		// A source that keeps failing is asked again later and later, never
 		// later than a breaker cooldown (so a recovered one comes back fast).
 		d := backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, max(n, 1))
-		if cd := set.Breaker.Cooldown; cd > 0 {
+		if cd := s.breaker.Cooldown; cd > 0 {
 			d = min(d, cd)
 		}
 		s.setMemo(now, now.Add(d), memoFailed)
 	case memoCooldown:
-		s.setMemo(now, now.Add(set.Breaker.Cooldown), memoTimeout)
+		s.setMemo(now, now.Add(s.breaker.Cooldown), memoTimeout)
 	case memoPushback:
 		wait := max(retryAfterOf(err), backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, max(n, 1)))
 		s.setMemo(now, now.Add(wait), memoRateLimited)
 	case memoDead:
-		s.setMemo(now, now.Add(set.Breaker.Cooldown), memoCircuitOpen)
+		s.setMemo(now, now.Add(s.breaker.Cooldown), memoCircuitOpen)
 	}
 }
 
