@@ -69,6 +69,10 @@ type (
 // needs one.
 type BudgetLimiter = core.BudgetLimiter
 
+// ScopedBudgetReader is a BudgetLimiter that counts a budget per scope or
+// pool somewhere (a Redis Cluster) and reads it as a given scope counts it.
+type ScopedBudgetReader = core.ScopedBudgetReader
+
 // SourceSwitch is a Breaker that can switch a source off at runtime and
 // on again; a backend shared across processes shares the switch.
 type SourceSwitch = core.SourceSwitch

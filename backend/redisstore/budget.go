@@ -13,7 +13,10 @@ import (
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-var _ core.BudgetLimiter = (*Limiter)(nil)
+var (
+	_ core.BudgetLimiter      = (*Limiter)(nil)
+	_ core.ScopedBudgetReader = (*Limiter)(nil)
+)
 
 // BudgetError is returned by TryAcquire, Admit (wrapped in a
 // core.GovernanceBackendError) and Budgets for a budget that cannot be

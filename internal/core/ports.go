@@ -171,6 +171,15 @@ type BudgetLimiter interface {
 	Budgets(ctx context.Context, budgets []Budget) ([]BudgetUsage, error)
 }
 
+// ScopedBudgetReader is a BudgetLimiter whose count of a budget may depend
+// on the scope that checks it (on a Redis Cluster every key of one
+// admission lives in the scope's or its pool's slot, so a budget is counted
+// per scope or pool there). BudgetsOf reads the budgets as scope (in pool,
+// "" = none) counts them; callers that know the scope prefer it to Budgets.
+type ScopedBudgetReader interface {
+	BudgetsOf(ctx context.Context, scope, pool string, budgets []Budget) ([]BudgetUsage, error)
+}
+
 // Permit is what a granted acquire holds. It is a value: release it exactly once.
 type Permit struct {
 	Scope, Source string

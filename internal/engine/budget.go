@@ -133,7 +133,13 @@ func (e *Engine) Budgets(ctx context.Context, extra ...core.Budget) ([]core.Budg
 	if !ok {
 		return nil, errNoBudgets
 	}
-	out, err := bl.Budgets(ctx, bs)
+	var out []core.BudgetUsage
+	var err error
+	if sr, ok := bl.(core.ScopedBudgetReader); ok {
+		out, err = sr.BudgetsOf(ctx, e.settings.Scope, e.settings.GlobalPool, bs)
+	} else {
+		out, err = bl.Budgets(ctx, bs)
+	}
 	if err != nil {
 		return nil, &core.GovernanceBackendError{Backend: "limiter", Op: "budgets", Err: err}
 	}
