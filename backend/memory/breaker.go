@@ -419,3 +419,9 @@ func mod(a, b int64) int64 {
 	}
 	return m
 }
+
+// InProcess reports true: the memory breaker never waits on I/O
+// (core.InProcess).
+func (*Breaker) InProcess() bool { return true }
+
+var _ core.InProcess = (*Breaker)(nil)

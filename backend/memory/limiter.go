@@ -390,3 +390,9 @@ func addSat(now int64, d time.Duration) int64 {
 	}
 	return now + int64(d)
 }
+
+// InProcess reports true: the memory limiter never waits on I/O
+// (core.InProcess).
+func (*Limiter) InProcess() bool { return true }
+
+var _ core.InProcess = (*Limiter)(nil)

@@ -53,6 +53,14 @@ type Admitter interface {
 	Finish(ctx context.Context, t Ticket, s Settlement, o Outcome) (applied bool, err error)
 }
 
+// InProcess is implemented by backends that live in the process and never
+// wait on I/O (the memory backends): the engine calls them without a
+// deadline of its own. InProcess may return false (a wrapper of another
+// backend).
+type InProcess interface {
+	InProcess() bool
+}
+
 // ComposeAdmitter returns the Admitter made of a separate Limiter and
 // Breaker: Admit is Allow then TryAcquire (a probe is given back when the
 // limiter refuses), Finish is Release then Record. It makes two backend
@@ -66,6 +74,14 @@ type composed struct {
 }
 
 var _ Admitter = composed{}
+
+// InProcess reports whether both the limiter and the breaker are
+// in-process (InProcess).
+func (c composed) InProcess() bool {
+	l, lok := c.l.(InProcess)
+	b, bok := c.b.(InProcess)
+	return lok && bok && l.InProcess() && b.InProcess()
+}
 
 // Admit implements Admitter.
 func (c composed) Admit(ctx context.Context, req AdmitRequest) (Ticket, error) {

@@ -152,18 +152,14 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 // finishContext. A failure is logged (rate-limited); the Admitter heals
 // what it could not release.
 func (e *Engine) finish(ctx context.Context, callID string, s *sourceState, t core.Ticket, settle core.Settlement, o core.Outcome) {
-	fctx, cancel := finishContext(ctx)
-	defer cancel()
+	fctx := context.WithoutCancel(ctx)
+	if !e.inProcess {
+		var cancel context.CancelFunc
+		fctx, cancel = finishContext(ctx)
+		defer cancel()
+	}
 	if _, err := e.admitter.Finish(fctx, t, settle, o); err != nil {
 		e.warnBackend(ctx, "polygateway: limiter release or breaker record failed", callID, s.cfg.Name, err)
-		return
-	}
-	if e.obs != nil && o != core.OutcomeSuccess && o != core.OutcomeAbandoned && o != core.OutcomeRateLimited {
-		// A failure may have opened the circuit: look, for the observer
-		// and the logs.
-		if snap, err := e.breaker.Snapshot(fctx, e.settings.Scope, s.cfg.Name, s.breaker); err == nil {
-			e.observeState(ctx, callID, s, snap.State)
-		}
 	}
 }
 

@@ -66,6 +66,9 @@ type Engine struct {
 	// windows is true when a source has a CONTEXT_WINDOW.
 	windows bool
 	pricing core.PricingTable
+	// inProcess is true when the admitter never blocks (core.InProcess):
+	// finishing needs no deadline of its own.
+	inProcess bool
 	// scopeBudgets holds the scope's spend budget, or is nil.
 	scopeBudgets []core.Budget
 	clock        core.Clock
@@ -114,6 +117,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
+	}
+	if ip, ok := e.admitter.(core.InProcess); ok {
+		e.inProcess = ip.InProcess()
 	}
 	if e.selector == nil {
 		sel, err := Builtin(e.settings.Selector)
