@@ -83,4 +83,3 @@ func TestEveryScopeOffAnswers503Disabled(t *testing.T) {
 		t.Errorf("readyz with its only source off: %d", resp.StatusCode)
 	}
 }
-
