@@ -43,7 +43,9 @@ func publicResponse(r *core.LLMResponse) *LLMResponse { return (*LLMResponse)(r)
 // kernelResponse is the kernel view of a public response (the same memory).
 func kernelResponse(r *LLMResponse) *core.LLMResponse { return (*core.LLMResponse)(r) }
 
-// kernelMessages copies msgs into the kernel's type.
+// kernelMessages copies msgs into the kernel's type. The copy is needed,
+// not only a change of type: telemetry sinks render a call's messages off
+// the call path, after Chat has returned and the caller may reuse msgs.
 func kernelMessages(msgs []Message) []core.Message {
 	if msgs == nil {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -101,7 +102,11 @@ type endpointKey struct{ base, key string }
 
 // endpoint caches the request URL and Authorization header of a source.
 type endpoint struct {
-	url    string
+	url string
+	// u is url parsed once, or nil with err saying why it is unusable; an
+	// attempt sends a copy of it.
+	u      *url.URL
+	err    error
 	auth   []string // nil: no Authorization header
 	apiKey []string // the key alone, for Azure's api-key header
 }
@@ -263,6 +268,14 @@ func (c *Client) endpointFor(src *core.SourceConfig) *endpoint {
 		return e
 	}
 	e = &endpoint{url: endpointURL(src.BaseURL)}
+	e.u, e.err = url.Parse(e.url)
+	if e.err == nil && (e.u.Host == "" || e.u.Scheme != "http" && e.u.Scheme != "https") {
+		e.u, e.err = nil, errors.New("base url needs an http(s) scheme and a host")
+	}
+	if e.u != nil {
+		// As http.NewRequest does: "host:" is "host".
+		e.u.Host = strings.TrimSuffix(e.u.Host, ":")
+	}
 	if key := strings.TrimSpace(src.APIKey); key != "" && !strings.EqualFold(key, "none") {
 		e.auth = []string{"Bearer " + key}
 		e.apiKey = []string{key}
@@ -341,14 +354,19 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 		return nil, errMaker{src: src, msg: err.Error(), err: err}.rejected("invalid_request")
 	}
 	ep := c.endpointFor(src)
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, ep.url, nil)
-	if err == nil && (req.URL.Host == "" || req.URL.Scheme != "http" && req.URL.Scheme != "https") {
-		err = errors.New("base url needs an http(s) scheme and a host")
+	if ep.err != nil {
+		c.putBody(rb)
+		return nil, errMaker{src: src, msg: "invalid base url: " + ep.err.Error(), err: ep.err}.dead()
 	}
+	// The endpoint's URL was parsed once: the request gets a copy of it
+	// instead of parsing the same string on every attempt.
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, "", nil)
 	if err != nil {
 		c.putBody(rb)
-		return nil, errMaker{src: src, msg: "invalid base url: " + err.Error(), err: err}.dead()
+		return nil, errMaker{src: src, msg: "invalid request: " + err.Error(), err: err}.dead()
 	}
+	*req.URL = *ep.u
+	req.Host = req.URL.Host
 	req.ContentLength = int64(len(rb.b))
 	if len(rb.b) <= smallBodyBytes {
 		// A private copy in a *bytes.Reader: net/http recognises it as an

@@ -97,8 +97,11 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 		}
 		return t, false, err
 	}
-	now := e.clock.Now()
 	e.observeState(ctx, r.call.ID, s, t.Admission.State)
+	if t.Admission.Allowed && t.Grant.OK {
+		return t, true, nil
+	}
+	now := e.clock.Now()
 	if !t.Admission.Allowed && t.Admission.Disabled {
 		// Switched off by an operator: skipped until the switch is read
 		// again; it never counts as the earliest usable source.

@@ -31,6 +31,9 @@ type run struct {
 	// that wait counts toward the next backoff.
 	sinceAttempt time.Duration
 	lastErr      error
+	// ended is when the last attempt's upstream call returned (the clock
+	// read once for its latency and for the effects applied after it).
+	ended time.Time
 	// lastAnswer is the answer of the last attempt that produced one but
 	// was refused (the quality guard): returned with the error when the
 	// budget runs out.
@@ -210,7 +213,8 @@ func (r *run) perform(ctx context.Context, s *sourceState, t core.Ticket) (*core
 	}
 	s.inflight.Add(-1)
 	e.slotFree()
-	ev.Latency = e.clock.Now().Sub(started)
+	r.ended = e.clock.Now()
+	ev.Latency = r.ended.Sub(started)
 	if err == nil && resp == nil {
 		err = &core.TransientError{Source: s.cfg.Name, Reason: core.ReasonNetworkError, Message: "upstream returned no response"}
 	}
@@ -231,7 +235,7 @@ func (r *run) apply(ctx context.Context, s *sourceState, t core.Ticket, eff effe
 	e := r.e
 	e.finish(ctx, r.call.ID, s, t, e.settlement(s, t, eff, resp), eff.breaker)
 
-	now := e.clock.Now()
+	now := r.ended
 	failures := 0
 	switch eff.health {
 	case healthGood:
