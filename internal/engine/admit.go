@@ -101,6 +101,16 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 	if t.Admission.Allowed && t.Grant.OK {
 		return t, true, nil
 	}
+	return t, false, r.refusal(i, t)
+}
+
+// refusal records why the backends refused source i (t is their answer):
+// the source is excluded for this round and memoised for as long as the
+// refusal says; a spend budget's refusal ends the call (the error).
+func (r *run) refusal(i int, t core.Ticket) error {
+	e, s := r.e, r.e.sources[i]
+	n := len(e.sources)
+	name := s.cfg.Name
 	now := e.clock.Now()
 	if !t.Admission.Allowed && t.Admission.Disabled {
 		// Switched off by an operator: skipped until the switch is read
@@ -109,7 +119,7 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 		r.excluded.add(i, n)
 		r.fail(name, core.ReasonDisabled)
 		s.setMemo(now, now.Add(disabledRecheck), memoDisabled)
-		return t, false, nil
+		return nil
 	}
 	if !t.Admission.Allowed {
 		e.refused(name, core.ReasonCircuitOpen)
@@ -125,13 +135,13 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 			wait = min(wait, e.settings.Backpressure.PollInterval)
 		}
 		s.setMemo(now, now.Add(max(wait, time.Millisecond)), memoCircuitOpen)
-		return t, false, nil
+		return nil
 	}
 	if !t.Grant.OK && t.Grant.Gate == core.GateBudget {
 		// A spend budget has no room: no source of the call can be tried
 		// until its window ends.
 		e.refused(name, core.ReasonBudgetExhausted)
-		return t, false, r.budgetExhausted(name, t.Grant)
+		return r.budgetExhausted(name, t.Grant)
 	}
 	if !t.Grant.OK {
 		e.refused(name, core.ReasonRateLimited)
@@ -146,9 +156,9 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 			wait = e.settings.Backpressure.PollInterval
 		}
 		s.setMemo(now, now.Add(wait), memoRateLimited)
-		return t, false, nil
+		return nil
 	}
-	return t, true, nil
+	return nil
 }
 
 // finish releases an attempt's permit and records its outcome, bounded by
