@@ -15,7 +15,6 @@ import (
 
 	"github.com/polygateway/polygateway"
 	_ "github.com/polygateway/polygateway/backend/redisstore"
-	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
@@ -84,7 +83,7 @@ func BenchmarkClusterVsSingleRedis(b *testing.B) {
 	clusterURL := fmt.Sprintf("redis://127.0.0.1:%d?addr=127.0.0.1:%d&addr=127.0.0.1:%d", ports[1], ports[2], ports[3])
 	singleURL := fmt.Sprintf("redis://127.0.0.1:%d/0", ports[0])
 
-	srv := fu.New()
+	srv := fake()
 	defer srv.Close()
 	client := func(url string) *polygateway.GatewayClient {
 		env := map[string]string{

@@ -12,7 +12,6 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/redisstore"
-	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
@@ -46,7 +45,7 @@ func BenchmarkSequentialRedis(b *testing.B) {
 		}
 	}()
 
-	srv := fu.New()
+	srv := fake()
 	defer srv.Close()
 	hc := rawClient()
 	env := map[string]string{

@@ -164,14 +164,14 @@ func (r *run) refusal(i int, t core.Ticket) error {
 // finish releases an attempt's permit and records its outcome, bounded by
 // finishContext. A failure is logged (rate-limited); the Admitter heals
 // what it could not release.
-func (e *Engine) finish(ctx context.Context, callID string, s *sourceState, t core.Ticket, settle core.Settlement, o core.Outcome) {
+func (e *Engine) finish(ctx context.Context, callID string, s *sourceState, t *core.Ticket, settle core.Settlement, o core.Outcome) {
 	fctx := context.WithoutCancel(ctx)
 	if !e.inProcess {
 		var cancel context.CancelFunc
 		fctx, cancel = finishContext(ctx)
 		defer cancel()
 	}
-	if _, err := e.admitter.Finish(fctx, t, settle, o); err != nil {
+	if _, err := e.admitter.Finish(fctx, *t, settle, o); err != nil {
 		e.warnBackend(ctx, "polygateway: limiter release or breaker record failed", callID, s.cfg.Name, err)
 	}
 }

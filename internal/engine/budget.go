@@ -88,7 +88,7 @@ func microUSD(usd float64) int64 {
 
 // settlement is how an attempt's permit is settled under its effect: the
 // tokens and, on the budgets, the cost.
-func (e *Engine) settlement(s *sourceState, t core.Ticket, eff effect, resp *core.LLMResponse) core.Settlement {
+func (e *Engine) settlement(s *sourceState, t *core.Ticket, eff effect, resp *core.LLMResponse) core.Settlement {
 	settle := core.Settlement{Kind: eff.settle}
 	switch {
 	case eff.settle == core.SettleActual && resp != nil:

@@ -84,7 +84,7 @@ func TestSettlementOfEachPolicyRowOnTheBudgets(t *testing.T) {
 		{"a cancellation keeps the estimate", budgeted, row(core.ClassCanceled, anyReason), nil, core.Settlement{Kind: core.SettleEstimate}},
 	}
 	for _, tt := range tests {
-		if got := e.settlement(s, tt.t, tt.eff, tt.resp); got != tt.want {
+		if got := e.settlement(s, &tt.t, tt.eff, tt.resp); got != tt.want {
 			t.Errorf("%s: settlement %+v, want %+v", tt.name, got, tt.want)
 		}
 	}

@@ -134,6 +134,9 @@ func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 			if err := core.Sleep(ctx, e.clock, d); err != nil {
 				return nil, err
 			}
+			if d > 0 {
+				now = e.clock.Now()
+			}
 		}
 		ticket, ok, err := r.admit(ctx, i)
 		if err != nil {
@@ -144,7 +147,7 @@ func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 		}
 		r.sinceAttempt = 0
 		r.newRound()
-		resp, err, done := r.attempt(ctx, i, ticket)
+		resp, err, done := r.attempt(ctx, i, &ticket, now)
 		if done {
 			return resp, err
 		}
@@ -152,14 +155,15 @@ func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 }
 
 // attempt performs one admitted attempt on source i and applies its
-// effect. done reports that the call ends with (resp, err).
-func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLMResponse, err error, done bool) {
+// effect; now is when it was chosen. done reports that the call ends with
+// (resp, err).
+func (r *run) attempt(ctx context.Context, i int, t *core.Ticket, now time.Time) (resp *core.LLMResponse, err error, done bool) {
 	s := r.e.sources[i]
 	r.tried.add(i, len(r.e.sources))
 	r.attempts = append(r.attempts, s.cfg.Name)
 	// A blip is a failure of a source that was answering: healthy, and not
 	// failing across calls before this attempt.
-	healthy := s.health(r.e.clock.Now()) >= healthyScore && s.failing() == 0
+	healthy := s.health(now) >= healthyScore && s.failing() == 0
 	resp, err, ev, end := r.perform(ctx, s, t)
 	if r.cont.on && err == nil && resp != nil {
 		// The source went on from the prefill: the answer is the whole.
@@ -185,7 +189,7 @@ func (r *run) attempt(ctx context.Context, i int, t core.Ticket) (resp *core.LLM
 
 // perform sends the attempt to s and reports its start and timing; end,
 // when a Tracer is set, ends the attempt's span.
-func (r *run) perform(ctx context.Context, s *sourceState, t core.Ticket) (*core.LLMResponse, error, core.AttemptEvent, func(core.AttemptEvent, error)) {
+func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*core.LLMResponse, error, core.AttemptEvent, func(core.AttemptEvent, error)) {
 	e, call := r.e, r.call
 	if call.Deltas != nil {
 		call.Deltas.Reset()
@@ -231,7 +235,7 @@ func (r *run) perform(ctx context.Context, s *sourceState, t core.Ticket) (*core
 // apply carries an attempt's effect out: on the backends (release, settle,
 // record) and on the process-local state (health, memo, adaptive
 // concurrency, progress).
-func (r *run) apply(ctx context.Context, s *sourceState, t core.Ticket, eff effect, latency time.Duration, resp *core.LLMResponse, err error) {
+func (r *run) apply(ctx context.Context, s *sourceState, t *core.Ticket, eff effect, latency time.Duration, resp *core.LLMResponse, err error) {
 	e := r.e
 	e.finish(ctx, r.call.ID, s, t, e.settlement(s, t, eff, resp), eff.breaker)
 
