@@ -195,19 +195,26 @@ func cacheKey(prefix, namespace string, call *core.Call) (key string, ok bool) {
 	if ns == "" {
 		ns = namespace
 	}
-	h := sha256.New()
-	writeField(h, prefix)
-	writeField(h, ns)
-	writeField(h, call.CacheSalt)
-	writeField(h, call.Structured)
-	hashMessages(h, call.Messages)
+	bp := keyBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledKeyBuf {
+			keyBufs.Put(bp)
+		}
+	}()
+	b := appendField((*bp)[:0], prefix)
+	b = appendField(b, ns)
+	b = appendField(b, call.CacheSalt)
+	b = appendField(b, call.Structured)
+	b = appendMessages(b, call.Messages)
 	if len(call.Params) > 0 {
-		b, err := json.Marshal(call.Params)
+		pj, err := json.Marshal(call.Params)
 		if err != nil {
+			*bp = b
 			return "", false
 		}
-		writeField(h, string(b))
+		b = appendField(b, string(pj))
 	}
-	var sum [sha256.Size]byte
-	return "pgw:" + ns + ":" + hex.EncodeToString(h.Sum(sum[:0])), true
+	*bp = b
+	sum := sha256.Sum256(b)
+	return "pgw:" + ns + ":" + hex.EncodeToString(sum[:]), true
 }

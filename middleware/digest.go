@@ -3,50 +3,64 @@ package middleware
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"hash"
+	"sync"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-// writeField writes a length-prefixed field so that field boundaries cannot
-// be forged by content.
-func writeField(h hash.Hash, s string) {
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-	h.Write(n[:])
-	h.Write([]byte(s))
+// A cache key is the SHA-256 of length-prefixed fields, built in one
+// pooled buffer and hashed once (sha256.Sum256 of the whole equals writing
+// the fields to a hash one by one, so keys do not depend on how they are
+// fed).
+
+// keyBufs holds the buffers cache keys are built in.
+var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// maxPooledKeyBuf bounds the buffers kept for reuse (an image-free
+// conversation of a few KiB fits).
+const maxPooledKeyBuf = 64 << 10
+
+// appendField appends a length-prefixed field so that field boundaries
+// cannot be forged by content.
+func appendField(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
 }
 
-// hashMessages feeds the messages into h; image parts contribute the digest
+// appendMessages appends the messages; image parts contribute the digest
 // of their URL, never the URL itself.
-func hashMessages(h hash.Hash, msgs []core.Message) {
-	for _, m := range msgs {
-		writeField(h, m.Role)
-		writeField(h, m.Name)
-		writeField(h, m.ToolCallID)
-		for _, tc := range m.ToolCalls {
-			writeField(h, "t")
-			writeField(h, tc.ID)
-			writeField(h, tc.Type)
-			writeField(h, tc.Name)
-			writeField(h, tc.Arguments)
+func appendMessages(b []byte, msgs []core.Message) []byte {
+	for i := range msgs {
+		m := &msgs[i]
+		b = appendField(b, m.Role)
+		b = appendField(b, m.Name)
+		b = appendField(b, m.ToolCallID)
+		for j := range m.ToolCalls {
+			tc := &m.ToolCalls[j]
+			b = appendField(b, "t")
+			b = appendField(b, tc.ID)
+			b = appendField(b, tc.Type)
+			b = appendField(b, tc.Name)
+			b = appendField(b, tc.Arguments)
 		}
 		if len(m.Parts) == 0 {
-			writeField(h, "s")
-			writeField(h, m.Content)
+			b = appendField(b, "s")
+			b = appendField(b, m.Content)
 			continue
 		}
-		writeField(h, "p")
-		for _, p := range m.Parts {
-			writeField(h, p.Type)
+		b = appendField(b, "p")
+		for j := range m.Parts {
+			p := &m.Parts[j]
+			b = appendField(b, p.Type)
 			switch p.Type {
 			case core.PartImageURL:
 				sum := sha256.Sum256([]byte(p.ImageURL))
-				h.Write(sum[:])
-				writeField(h, p.Detail)
+				b = append(b, sum[:]...)
+				b = appendField(b, p.Detail)
 			default:
-				writeField(h, p.Text)
+				b = appendField(b, p.Text)
 			}
 		}
 	}
+	return b
 }
