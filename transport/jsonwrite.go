@@ -27,12 +27,12 @@ func (w *sliceWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// wireHead is the part of a request body the transport owns.
-type wireHead struct {
-	Model string `json:"model"`
-	// Messages is a *[]wireText when no message has content parts, else a
-	// *[]wireMessage.
-	Messages      any                `json:"messages"`
+// wireHead is the part of a request body the transport owns; M is
+// wireText when no message has content parts, else wireMessage (a
+// concrete type, so that encoding/json never goes through an interface).
+type wireHead[M wireText | wireMessage] struct {
+	Model         string             `json:"model"`
+	Messages      *[]M               `json:"messages"`
 	Stream        bool               `json:"stream"`
 	StreamOptions *wireStreamOptions `json:"stream_options,omitempty"`
 }
@@ -104,15 +104,18 @@ type wireSchema struct {
 
 // bodyEncoder is the reusable state of one request encoding.
 type bodyEncoder struct {
-	w      sliceWriter
-	enc    *json.Encoder
-	head   wireHead
-	texts  []wireText
-	msgs   []wireMessage
-	parts  []wirePart
-	calls  []wireCall
-	keys   []string
-	schema wireSchema
+	w   sliceWriter
+	enc *json.Encoder
+	// headText or headParts is the head of the body, as withParts says.
+	headText  wireHead[wireText]
+	headParts wireHead[wireMessage]
+	withParts bool
+	texts     []wireText
+	msgs      []wireMessage
+	parts     []wirePart
+	calls     []wireCall
+	keys      []string
+	schema    wireSchema
 	// thinkKey is the thinking switch's key (addressable, for key).
 	thinkKey string
 }
@@ -139,7 +142,7 @@ func getBodyEncoder(b []byte) *bodyEncoder {
 func (e *bodyEncoder) done() []byte {
 	b := e.w.b
 	e.w.b = nil
-	e.head, e.thinkKey = wireHead{}, ""
+	e.headText, e.headParts, e.withParts, e.thinkKey = wireHead[wireText]{}, wireHead[wireMessage]{}, false, ""
 	e.schema.JSONSchema.Schema = nil
 	clear(e.texts)
 	clear(e.msgs)
@@ -202,7 +205,8 @@ func plainKey(k string) bool {
 	return true
 }
 
-// messages sets the head's messages from msgs.
+// messages fills the wire messages from msgs and says which head carries
+// them.
 func (e *bodyEncoder) messages(msgs []core.Message) {
 	nparts, ncalls := 0, 0
 	for i := range msgs {
@@ -235,7 +239,7 @@ func (e *bodyEncoder) messages(msgs []core.Message) {
 			w.Content, w.Name, w.ToolCallID = m.Content, m.Name, m.ToolCallID
 			w.ToolCalls, w.Prefix = toolCalls(m), false
 		}
-		e.head.Messages = &e.texts
+		e.withParts = false
 		return
 	}
 	e.msgs = grow(e.msgs, len(msgs))
@@ -256,7 +260,7 @@ func (e *bodyEncoder) messages(msgs []core.Message) {
 		}
 		w.ToolCalls, w.Prefix = toolCalls(m), false
 	}
-	e.head.Messages = &e.msgs
+	e.withParts = true
 }
 
 // markPrefix flags the trailing assistant message as the prefill to
@@ -265,15 +269,12 @@ func (e *bodyEncoder) markPrefix(n int) {
 	if n == 0 {
 		return
 	}
-	switch e.head.Messages {
-	case &e.texts:
+	if !e.withParts {
 		if w := &e.texts[n-1]; w.Role == core.RoleAssistant {
 			w.Prefix = true
 		}
-	case &e.msgs:
-		if w := &e.msgs[n-1]; w.Role == core.RoleAssistant {
-			w.Prefix = true
-		}
+	} else if w := &e.msgs[n-1]; w.Role == core.RoleAssistant {
+		w.Prefix = true
 	}
 }
 

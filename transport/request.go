@@ -75,18 +75,25 @@ func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core
 }
 
 func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) error {
-	e.head.Model = src.Model
 	e.messages(call.Messages)
 	if call.Continuation && prof.Prefill == core.PrefillPrefixFlag {
 		e.markPrefix(len(call.Messages))
 	}
-	e.head.Stream = call.Stream
+	var opts *wireStreamOptions
 	_, paramOpts := call.Params["stream_options"]
 	_, extraOpts := src.ExtraBody["stream_options"]
 	if call.Stream && !paramOpts && !extraOpts {
-		e.head.StreamOptions = includeUsage
+		opts = includeUsage
 	}
-	if err := e.value(&e.head); err != nil {
+	var err error
+	if e.withParts {
+		e.headParts = wireHead[wireMessage]{Model: src.Model, Messages: &e.msgs, Stream: call.Stream, StreamOptions: opts}
+		err = e.value(&e.headParts)
+	} else {
+		e.headText = wireHead[wireText]{Model: src.Model, Messages: &e.texts, Stream: call.Stream, StreamOptions: opts}
+		err = e.value(&e.headText)
+	}
+	if err != nil {
 		return err
 	}
 	e.w.b = e.w.b[:len(e.w.b)-1] // the head's closing brace
