@@ -161,8 +161,9 @@ func (r *run) refusal(i int, t core.Ticket) error {
 	return nil
 }
 
-// finish releases an attempt's permit and records its outcome, bounded by
-// finishContext. A failure is logged (rate-limited); the Admitter heals
+// finish releases an attempt's permit and records its outcome, detached
+// from the caller's cancellation and bounded by finishContext (in-process
+// backends never block and need no bound). A failure is logged (rate-limited); the Admitter heals
 // what it could not release.
 func (e *Engine) finish(ctx context.Context, callID string, s *sourceState, t *core.Ticket, settle core.Settlement, o core.Outcome) {
 	fctx := context.WithoutCancel(ctx)
