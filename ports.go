@@ -83,6 +83,12 @@ type SourceSwitch = core.SourceSwitch
 // ComposeAdmitter builds one from a separate Limiter and Breaker.
 type Admitter = core.Admitter
 
+// InProcess is an optional method of a backend that lives in the process
+// and never waits on I/O (the memory ones): when the Admitter (or both the
+// Limiter and the Breaker it is composed of) reports true, the engine
+// finishes calls without a deadline timer of its own.
+type InProcess = core.InProcess
+
 // AdmitRequest and Ticket are the admission port's values.
 type (
 	AdmitRequest = core.AdmitRequest
