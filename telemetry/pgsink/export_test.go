@@ -25,8 +25,8 @@ func PinnedDSN(t *testing.T, dsn, addr, schema string) string {
 	return withHost(t, dsn, addr, "search_path", schema)
 }
 
-// ClosedPortProxy returns a free local port that refuses connections until
-// start is called, after which it forwards to the test Postgres.
+// ClosedPortProxy returns a local port that closes every connection at once
+// until start is called, after which it forwards to the test Postgres.
 func ClosedPortProxy(t *testing.T, dsn string) (addr string, start func()) {
 	p := newProxy(t, hostOf(t, dsn))
 	return p.addr, func() { p.start(t) }

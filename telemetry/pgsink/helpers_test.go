@@ -131,64 +131,64 @@ func withHost(t *testing.T, dsn, addr string, params ...string) string {
 }
 
 // tcpProxy forwards a local port to Postgres and can cut every connection
-// and stop listening (an outage), then listen on the same port again.
+// and close each new one at once (an outage), then forward again. It holds
+// its port for its whole life, so that no other test's listener can take
+// the port during an outage and answer in Postgres's place.
 type tcpProxy struct {
 	target, addr string
+	ln           net.Listener
 
 	mu    sync.Mutex
-	ln    net.Listener
+	up    bool
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
 
-// newProxy reserves a free local port for a proxy to target; it does not
-// listen yet.
+// newProxy listens on a free local port for a proxy to target; it forwards
+// nothing until start.
 func newProxy(t *testing.T, target string) *tcpProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpProxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
-	_ = ln.Close()
-	t.Cleanup(p.stop)
-	return p
-}
-
-// start listens on the proxy's port and forwards.
-func (p *tcpProxy) start(t *testing.T) {
-	t.Helper()
-	var (
-		ln  net.Listener
-		err error
-	)
-	for range 50 { // the port may linger for a moment after a stop
-		if ln, err = net.Listen("tcp", p.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
+	p := &tcpProxy{target: target, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}}
 	p.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			p.mu.Lock()
+			up := p.up
+			p.mu.Unlock()
+			if !up {
+				_ = c.Close() // down: the connection ends before a byte is read
+				continue
+			}
 			p.forward(c)
 		}
 	})
+	t.Cleanup(func() {
+		p.stop()
+		_ = ln.Close()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// start forwards new connections to the target.
+func (p *tcpProxy) start(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	p.up = true
+	p.mu.Unlock()
 }
 
 func (p *tcpProxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ln == nil {
+	if !p.up {
 		_ = c.Close()
 		return false
 	}
@@ -216,17 +216,13 @@ func (p *tcpProxy) forward(client net.Conn) {
 	p.wg.Go(func() { pipe(client, server) })
 }
 
-// stop closes the listener and cuts every forwarded connection.
+// stop cuts every forwarded connection and closes new ones at once.
 func (p *tcpProxy) stop() {
 	p.mu.Lock()
-	if p.ln != nil {
-		_ = p.ln.Close()
-		p.ln = nil
-	}
+	p.up = false
 	for c := range p.conns {
 		_ = c.Close()
 		delete(p.conns, c)
 	}
 	p.mu.Unlock()
-	p.wg.Wait()
 }

@@ -222,7 +222,7 @@ func TestPostgresOutageWarnsOnceDropsAndCountsThenRecovers(t *testing.T) {
 	_ = s.Write(ctx, telemetrytest.SparseRecord("before", telemetrytest.Base))
 	sinktest.Eventually(t, "before is stored", func() bool { return len(rd.ids(t)) == 1 })
 
-	proxy.stop() // the connection is cut and the port refuses
+	proxy.stop() // the connection is cut and new ones are closed at once
 	_ = s.Write(ctx, telemetrytest.SparseRecord("held", telemetrytest.Base.Add(time.Second)))
 	sinktest.Eventually(t, "the sink is down", s.e.Down)
 	start := time.Now()
@@ -261,7 +261,7 @@ func TestPostgresUnreachableAtOpenStartsDegradedAndResumesWhenItAppears(t *testi
 	t.Parallel()
 	dsn := testDSN(t)
 	schema := freshSchema(t, dsn, true)
-	proxy := newProxy(t, hostOf(t, dsn)) // reserved, not listening: connection refused
+	proxy := newProxy(t, hostOf(t, dsn)) // not forwarding yet: every connection is closed at once
 	logs := &sinktest.LogCapture{}
 	start := time.Now()
 	s := openSink(t, withHost(t, dsn, proxy.addr), WithSchema(schema), WithLogger(slog.New(logs)),
