@@ -187,8 +187,6 @@ func rawChat(ctx context.Context, hc *http.Client, url string, stream bool, prom
 	return "", fmt.Errorf("stream ended without [DONE]")
 }
 
-// governed builds a client with everything on: memory limiter (all six gates
-// configured generously), memory breaker, memory cache, and a telemetry sink
 // fake starts the upstream both arms call, without its attempt log: the
 // log keeps a copy of every request's header for tests to read, work a
 // benchmark does not need and that would be charged to both arms.
@@ -196,6 +194,8 @@ func fake(opts ...fu.Option) *fu.Server {
 	return fu.New(append([]fu.Option{fu.WithAttemptLog(0)}, opts...)...)
 }
 
+// governed builds a client with everything on: memory limiter (all six gates
+// configured generously), memory breaker, memory cache, and a telemetry sink
 // that receives every record.
 func governed(b *testing.B, url string, stream bool, cacheOn bool) *polygateway.GatewayClient {
 	b.Helper()
