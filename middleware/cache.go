@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -195,26 +194,21 @@ func cacheKey(prefix, namespace string, call *core.Call) (key string, ok bool) {
 	if ns == "" {
 		ns = namespace
 	}
-	bp := keyBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPooledKeyBuf {
-			keyBufs.Put(bp)
-		}
-	}()
-	b := appendField((*bp)[:0], prefix)
-	b = appendField(b, ns)
-	b = appendField(b, call.CacheSalt)
-	b = appendField(b, call.Structured)
-	b = appendMessages(b, call.Messages)
+	k := keyHashes.Get().(*keyHash)
+	defer keyHashes.Put(k)
+	k.field(prefix)
+	k.field(ns)
+	k.field(call.CacheSalt)
+	k.field(call.Structured)
+	k.messages(call.Messages)
 	if len(call.Params) > 0 {
 		pj, err := json.Marshal(call.Params)
 		if err != nil {
-			*bp = b
+			k.sum() // readies k for reuse
 			return "", false
 		}
-		b = appendField(b, string(pj))
+		k.field(string(pj))
 	}
-	*bp = b
-	sum := sha256.Sum256(b)
+	sum := k.sum()
 	return "pgw:" + ns + ":" + hex.EncodeToString(sum[:]), true
 }

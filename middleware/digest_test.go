@@ -85,12 +85,26 @@ func TestCacheKeysEqualTheFieldByFieldHash(t *testing.T) {
 		{Messages: []core.Message{core.User(long)}},
 		{},
 	}
+	for _, n := range []int{keyChunk - 73, keyChunk - 72, keyChunk - 64, keyChunk, keyChunk + 1, 2 * keyChunk} {
+		// Sizes around the chunk: the field's length prefix or its
+		// content straddles the edge, or the key ends exactly on it.
+		calls = append(calls, &core.Call{Messages: []core.Message{core.User(strings.Repeat("x", n))}})
+	}
 	for i, call := range calls {
 		for range 2 { // the second time through a reused buffer
 			got := keyOf("pfx", "ns", call)
 			if want := streamedKey("pfx", "ns", call); got != want {
 				t.Fatalf("call %d: key %s, want %s", i, got, want)
 			}
+		}
+		// A key abandoned halfway (params that cannot be encoded) leaves
+		// nothing behind for the next one.
+		bad := &core.Call{Messages: call.Messages, Params: map[string]any{"f": func() {}}}
+		if _, ok := cacheKey("pfx", "ns", bad); ok {
+			t.Fatal("a call whose params cannot be encoded got a key")
+		}
+		if got, want := keyOf("pfx", "ns", call), streamedKey("pfx", "ns", call); got != want {
+			t.Fatalf("call %d after an abandoned key: key %s, want %s", i, got, want)
 		}
 	}
 }
