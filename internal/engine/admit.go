@@ -104,7 +104,8 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 	return t, false, r.refusal(i, t)
 }
 
-// refusal records why the backends refused source i (t is their answer):
+// refusal records why the backends refused source i (t is their answer,
+// with Admission.Allowed or Grant.OK false):
 // the source is excluded for this round and memoised for as long as the
 // refusal says; a spend budget's refusal ends the call (the error).
 func (r *run) refusal(i int, t core.Ticket) error {
@@ -143,21 +144,19 @@ func (r *run) refusal(i int, t core.Ticket) error {
 		e.refused(name, core.ReasonBudgetExhausted)
 		return r.budgetExhausted(name, t.Grant)
 	}
-	if !t.Grant.OK {
-		e.refused(name, core.ReasonRateLimited)
-		r.excluded.add(i, n)
-		r.quotaRefused = true
-		if ra := t.Grant.RetryAfter; ra > 0 && (r.quotaRetryAfter == 0 || ra < r.quotaRetryAfter) {
-			r.quotaRetryAfter = ra
-		}
-		r.fail(name, core.ReasonRateLimited)
-		wait := t.Grant.RetryAfter
-		if wait <= 0 || wait > e.settings.Backpressure.PollInterval {
-			wait = e.settings.Backpressure.PollInterval
-		}
-		s.setMemo(now, now.Add(wait), memoRateLimited)
-		return nil
+	// A gate is full (the only refusal left).
+	e.refused(name, core.ReasonRateLimited)
+	r.excluded.add(i, n)
+	r.quotaRefused = true
+	if ra := t.Grant.RetryAfter; ra > 0 && (r.quotaRetryAfter == 0 || ra < r.quotaRetryAfter) {
+		r.quotaRetryAfter = ra
 	}
+	r.fail(name, core.ReasonRateLimited)
+	wait := t.Grant.RetryAfter
+	if wait <= 0 || wait > e.settings.Backpressure.PollInterval {
+		wait = e.settings.Backpressure.PollInterval
+	}
+	s.setMemo(now, now.Add(wait), memoRateLimited)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/hex"
+	"strings"
 	"testing"
 )
 
@@ -15,7 +16,7 @@ func TestCallIDsAre32HexDigitsAndDistinct(t *testing.T) {
 		if len(id) != 32 {
 			t.Fatalf("id %q: %d characters, want 32", id, len(id))
 		}
-		if _, err := hex.DecodeString(id); err != nil || id != string(hexLower(id)) {
+		if _, err := hex.DecodeString(id); err != nil || id != strings.ToLower(id) {
 			t.Fatalf("id %q is not lower-case hex", id)
 		}
 		if _, dup := seen[id]; dup {
@@ -25,12 +26,3 @@ func TestCallIDsAre32HexDigitsAndDistinct(t *testing.T) {
 	}
 }
 
-func hexLower(s string) []byte {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'F' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return b
-}
