@@ -25,4 +25,3 @@ func TestCallIDsAre32HexDigitsAndDistinct(t *testing.T) {
 		seen[id] = struct{}{}
 	}
 }
-
