@@ -102,9 +102,8 @@ type endpointKey struct{ base, key string }
 
 // endpoint caches the request URL and Authorization header of a source.
 type endpoint struct {
-	url string
-	// u is url parsed once, or nil with err saying why it is unusable; an
-	// attempt sends a copy of it.
+	// u is the chat completions URL parsed once, or nil with err saying why
+	// it is unusable; an attempt sends a copy of it.
 	u      *url.URL
 	err    error
 	auth   []string // nil: no Authorization header
@@ -267,8 +266,8 @@ func (c *Client) endpointFor(src *core.SourceConfig) *endpoint {
 	if e != nil {
 		return e
 	}
-	e = &endpoint{url: endpointURL(src.BaseURL)}
-	e.u, e.err = url.Parse(e.url)
+	e = &endpoint{}
+	e.u, e.err = url.Parse(endpointURL(src.BaseURL))
 	if e.err == nil && (e.u.Host == "" || e.u.Scheme != "http" && e.u.Scheme != "https") {
 		e.u, e.err = nil, errors.New("base url needs an http(s) scheme and a host")
 	}
