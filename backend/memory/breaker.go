@@ -73,8 +73,7 @@ const floatSlack = 1e-9
 // own lock and the circuit lookup is lock-free. Circuits are kept for the
 // Breaker's lifetime. Create one with NewBreaker; the zero value is not usable.
 type Breaker struct {
-	clock core.Clock
-	base  time.Time // times are kept as nanoseconds since base
+	clk elapsed // times are kept as nanoseconds since its base
 
 	mu       sync.Mutex // serialises adding circuits
 	circuits atomic.Pointer[map[sourceKey]*circuit]
@@ -121,7 +120,7 @@ type bucket struct {
 // NewBreaker returns a Breaker with every circuit closed. Only WithClock applies.
 func NewBreaker(opts ...Option) *Breaker {
 	o := buildOptions(opts)
-	b := &Breaker{clock: o.clock, base: o.clock.Now()}
+	b := &Breaker{clk: newElapsed(o.clock)}
 	b.circuits.Store(&map[sourceKey]*circuit{})
 	return b
 }
@@ -245,7 +244,7 @@ func (c *circuit) state(now int64) core.BreakerState {
 	return core.StateHalfOpen
 }
 
-func (b *Breaker) now() int64 { return int64(b.clock.Now().Sub(b.base)) }
+func (b *Breaker) now() int64 { return b.clk.now() }
 
 func (b *Breaker) lookup(scope, source string) *circuit {
 	return (*b.circuits.Load())[sourceKey{scope, source}]

@@ -131,7 +131,7 @@ func (l *Limiter) Budgets(_ context.Context, bs []core.Budget) ([]core.BudgetUsa
 	if err := checkBudgets(bs); err != nil {
 		return nil, err
 	}
-	now := l.clock.Now()
+	now := l.clk.at(l.clk.now())
 	out := make([]core.BudgetUsage, len(bs))
 	l.budgets.mu.Lock()
 	defer l.budgets.mu.Unlock()

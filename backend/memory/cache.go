@@ -21,9 +21,8 @@ import (
 // A Cache is safe for concurrent use; one lock guards it. Create one with
 // NewCache; the zero value is not usable.
 type Cache struct {
-	clock core.Clock
-	base  time.Time
-	max   int
+	clk elapsed // times are kept as nanoseconds since its base
+	max int
 
 	mu    sync.Mutex
 	items map[string]*cacheEntry
@@ -43,7 +42,7 @@ type cacheEntry struct {
 // NewCache returns an empty Cache. WithClock and WithMaxEntries apply.
 func NewCache(opts ...Option) *Cache {
 	o := buildOptions(opts)
-	c := &Cache{clock: o.clock, base: o.clock.Now(), max: o.maxEntries, items: make(map[string]*cacheEntry)}
+	c := &Cache{clk: newElapsed(o.clock), max: o.maxEntries, items: make(map[string]*cacheEntry)}
 	c.lru.prev, c.lru.next = &c.lru, &c.lru
 	return c
 }
@@ -103,7 +102,7 @@ func (c *Cache) Len() int {
 	return len(c.items)
 }
 
-func (c *Cache) now() int64 { return int64(c.clock.Now().Sub(c.base)) }
+func (c *Cache) now() int64 { return c.clk.now() }
 
 func (c *Cache) remove(e *cacheEntry) {
 	c.unlink(e)

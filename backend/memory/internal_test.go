@@ -113,10 +113,45 @@ func TestLimiterCountsWindowOnlyWhileGateOn(t *testing.T) {
 	}
 }
 
+// TestRingFindAgreesWithAScan holds the galloping search to a linear scan
+// on rings of every size up to 70 (wrapped or not), with gaps between
+// leases (they are drawn from one counter shared by every domain), for
+// every lease present and every one missing around them.
+func TestRingFindAgreesWithAScan(t *testing.T) {
+	t.Parallel()
+	scan := func(r *ring, lease uint64) int {
+		for i := range r.n {
+			if r.at(i).lease == lease {
+				return i
+			}
+		}
+		return -1
+	}
+	for n := range 71 {
+		for _, offset := range []int{0, 5, 13} {
+			var r ring
+			lease := uint64(0)
+			for i := range offset + n {
+				lease += 1 + uint64(i%3) // gaps of 0, 1 and 2
+				r.push(entry{at: int64(i), lease: lease})
+			}
+			r.expire(int64(offset) - 1) // drop the first offset entries: the head moves
+			if r.n != n {
+				t.Fatalf("n=%d offset=%d: %d entries", n, offset, r.n)
+			}
+			for l := uint64(0); l <= lease+2; l++ {
+				if got, want := r.find(l), scan(&r, l); got != want {
+					t.Fatalf("n=%d offset=%d: find(%d) = %d, a scan finds %d", n, offset, l, got, want)
+				}
+			}
+		}
+	}
+}
+
 func TestWithClockNilKeepsWallClock(t *testing.T) {
 	l := NewLimiter(WithClock(nil), nil)
-	if _, ok := l.clock.(core.SystemClock); !ok {
-		t.Fatalf("clock %T, want core.SystemClock", l.clock)
+	if _, ok := l.clk.clock.(core.SystemClock); !ok || !l.clk.system {
+		t.Fatalf("clock %T (system %v), want core.SystemClock", l.clk.clock, l.clk.system)
 	}
 }
 

@@ -81,8 +81,7 @@ const never = int64(math.MaxInt64)
 // the Limiter's lifetime, so their names should come from configuration.
 // Create one with NewLimiter; the zero value is not usable.
 type Limiter struct {
-	clock  core.Clock
-	base   time.Time // times are kept as nanoseconds since base
+	clk    elapsed // times are kept as nanoseconds since its base
 	leases atomic.Uint64
 
 	mu sync.Mutex // serialises adding scopes, pools and sources
@@ -133,7 +132,7 @@ type limSource struct {
 // NewLimiter returns an empty Limiter. Only WithClock applies.
 func NewLimiter(opts ...Option) *Limiter {
 	o := buildOptions(opts)
-	l := &Limiter{clock: o.clock, base: o.clock.Now(), own: map[string]*limScope{}, pools: map[string]*limScope{}}
+	l := &Limiter{clk: newElapsed(o.clock), own: map[string]*limScope{}, pools: map[string]*limScope{}}
 	l.scopes.Store(&map[string]*limScope{})
 	l.sources.Store(&map[sourceKey]*limSource{})
 	return l
@@ -153,9 +152,10 @@ func (l *Limiter) TryAcquire(_ context.Context, req core.PermitRequest) (core.Gr
 	sc := src.scope
 	tokens := int64(max(req.Tokens, 0))
 
-	nowT := l.clock.Now() // read outside the lock: a clock read can be slow
+	read := l.clk.now() // read outside the lock: a clock read can be slow
 	sc.mu.Lock()
-	now := sc.monotonic(l.since(nowT))
+	now := sc.monotonic(read)
+	nowT := l.clk.at(now)
 	src.level.purge(now)
 	sc.global.purge(now)
 	gate, retry := src.level.check(req.SourceLimits, tokens, now, gatesOf(false))
@@ -199,10 +199,10 @@ func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) e
 		return nil
 	}
 	sc := src.scope
-	nowT := l.clock.Now()
+	read := l.clk.now()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	now := sc.monotonic(l.since(nowT))
+	now := sc.monotonic(read)
 	src.level.purge(now)
 	sc.global.purge(now)
 	if !src.level.removeSlot(p.Lease) {
@@ -211,7 +211,7 @@ func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) e
 	sc.global.removeSlot(p.Lease)
 	if len(p.Budgets) > 0 {
 		l.budgets.mu.Lock()
-		l.budgets.settle(&p, s, nowT)
+		l.budgets.settle(&p, s, l.clk.at(now))
 		l.budgets.mu.Unlock()
 	}
 	var amount int64
@@ -248,15 +248,12 @@ func (l *Limiter) Usage(_ context.Context, scope, source string) (core.LimiterUs
 		}
 		sc, lv = src.scope, &src.level
 	}
-	nowT := l.clock.Now()
+	read := l.clk.now()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	lv.purge(sc.monotonic(l.since(nowT)))
+	lv.purge(sc.monotonic(read))
 	return core.LimiterUsage{InFlight: len(lv.slots), Requests: lv.log.n, Tokens: int(lv.log.tokens)}, nil
 }
-
-// since converts a clock reading into nanoseconds since the Limiter's base.
-func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.base)) }
 
 func (l *Limiter) lookupSource(scope, source string) *limSource {
 	return (*l.sources.Load())[sourceKey{scope, source}]

@@ -1,6 +1,10 @@
 package memory
 
-import "github.com/polygateway/polygateway/internal/core"
+import (
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
 
 // DefaultMaxEntries is the Cache's bound when WithMaxEntries is not given.
 const DefaultMaxEntries = 10000
@@ -43,3 +47,28 @@ func WithMaxEntries(n int) Option {
 		o.maxEntries = n
 	}
 }
+
+// elapsed reads a backend's clock as nanoseconds since a base reading.
+// On the system clock it reads the monotonic clock alone (time.Since), half
+// the cost of a full time.Now; any other clock is read through Now.
+type elapsed struct {
+	clock  core.Clock
+	base   time.Time
+	system bool
+}
+
+func newElapsed(c core.Clock) elapsed {
+	_, system := c.(core.SystemClock)
+	return elapsed{clock: c, base: c.Now(), system: system}
+}
+
+// now returns the nanoseconds since the base.
+func (e *elapsed) now() int64 {
+	if e.system {
+		return int64(time.Since(e.base))
+	}
+	return int64(e.clock.Now().Sub(e.base))
+}
+
+// at returns the time ns nanoseconds after the base.
+func (e *elapsed) at(ns int64) time.Time { return e.base.Add(time.Duration(ns)) }

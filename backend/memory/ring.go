@@ -70,9 +70,21 @@ func (r *ring) expire(cutoff int64) {
 	}
 }
 
-// find returns the index of lease's entry, or -1.
+// find returns the index of lease's entry, or -1. The lease looked for is
+// nearly always among the newest (a permit is released soon after its
+// acquire), so the search gallops back from the newest entry and then
+// bisects: O(log d) probes for an entry d from the end, where a bisection
+// of the whole window would touch O(log n) entries across it.
 func (r *ring) find(lease uint64) int {
-	lo, hi := 0, r.n
+	lo, hi := 0, r.n // the first entry with a lease ≥ lease is in [lo, hi]
+	for step := 1; hi-step > lo; step <<= 1 {
+		i := hi - step
+		if r.at(i).lease < lease {
+			lo = i + 1
+			break
+		}
+		hi = i
+	}
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if r.at(mid).lease < lease {
