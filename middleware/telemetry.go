@@ -88,7 +88,7 @@ func Telemetry(cfg TelemetryConfig) core.Middleware {
 		return func(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
 			start := r.cfg.Clock.Now()
 			resp, err := next(ctx, call)
-			latency := r.cfg.Clock.Now().Sub(start)
+			latency := core.Since(r.cfg.Clock, start)
 			if resp != nil {
 				resp.Latency = latency
 			}

@@ -55,3 +55,29 @@ func TestSystemClockTellsTheWallTime(t *testing.T) {
 		t.Errorf("SystemClock.Now() = %v, not within [%v, %v]", got, before, after)
 	}
 }
+
+// stepClock is a Clock whose Now moves a fixed step on every read.
+type stepClock struct {
+	now  time.Time
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time                 { c.now = c.now.Add(c.step); return c.now }
+func (c *stepClock) NewTimer(d time.Duration) Timer { return SystemClock{}.NewTimer(d) }
+
+func TestSinceReadsTheClockItIsGiven(t *testing.T) {
+	t.Parallel()
+	c := &stepClock{now: time.Unix(1000, 0), step: 3 * time.Second}
+	start := c.Now()
+	if got := Since(c, start); got != 3*time.Second {
+		t.Fatalf("Since on a clock that moved 3s = %v", got)
+	}
+	sys := SystemClock{}
+	t0 := sys.Now()
+	if got := Since(sys, t0); got < 0 || got > time.Minute {
+		t.Fatalf("Since on the system clock = %v", got)
+	}
+	if got := Since(sys, t0.Add(-time.Hour)); got < time.Hour {
+		t.Fatalf("Since an hour ago = %v, want at least an hour", got)
+	}
+}

@@ -217,8 +217,8 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 	}
 	s.inflight.Add(-1)
 	e.slotFree()
-	r.ended = e.clock.Now()
-	ev.Latency = r.ended.Sub(started)
+	ev.Latency = core.Since(e.clock, started)
+	r.ended = started.Add(ev.Latency)
 	if err == nil && resp == nil {
 		err = &core.TransientError{Source: s.cfg.Name, Reason: core.ReasonNetworkError, Message: "upstream returned no response"}
 	}

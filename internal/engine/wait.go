@@ -26,7 +26,7 @@ func (r *run) waitForEligible(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	waited := e.clock.Now().Sub(start)
+	waited := core.Since(e.clock, start)
 	if e.obs != nil {
 		e.obs.Waited(e.settings.Scope, waited)
 	}
