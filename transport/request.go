@@ -75,10 +75,7 @@ func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core
 }
 
 func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) error {
-	e.messages(call.Messages)
-	if call.Continuation && prof.Prefill == core.PrefillPrefixFlag {
-		e.markPrefix(len(call.Messages))
-	}
+	e.messages(call.Messages, call.Continuation && prof.Prefill == core.PrefillPrefixFlag)
 	var opts *wireStreamOptions
 	_, paramOpts := call.Params["stream_options"]
 	_, extraOpts := src.ExtraBody["stream_options"]
@@ -86,12 +83,16 @@ func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *cor
 		opts = includeUsage
 	}
 	var err error
-	if e.withParts {
-		e.headParts = wireHead[wireMessage]{Model: src.Model, Messages: &e.msgs, Stream: call.Stream, StreamOptions: opts}
-		err = e.value(&e.headParts)
-	} else {
+	switch e.shape {
+	case shapePlain:
+		e.headPlain = wireHead[wirePlain]{Model: src.Model, Messages: &e.plains, Stream: call.Stream, StreamOptions: opts}
+		err = e.value(&e.headPlain)
+	case shapeText:
 		e.headText = wireHead[wireText]{Model: src.Model, Messages: &e.texts, Stream: call.Stream, StreamOptions: opts}
 		err = e.value(&e.headText)
+	default:
+		e.headParts = wireHead[wireMessage]{Model: src.Model, Messages: &e.msgs, Stream: call.Stream, StreamOptions: opts}
+		err = e.value(&e.headParts)
 	}
 	if err != nil {
 		return err

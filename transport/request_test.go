@@ -427,3 +427,50 @@ func TestAssistantToolCallsAreSentBack(t *testing.T) {
 		t.Fatalf("body %s lacks %s", body, want)
 	}
 }
+
+// TestEncodeRequestMessageShapes pins the messages of each wire form (a
+// role and a text; with a name or a tool call id; with content parts) and
+// the prefill flag of a continuation, which only the trailing assistant
+// message of a PrefixFlag dialect carries, in every form.
+func TestEncodeRequestMessageShapes(t *testing.T) {
+	t.Parallel()
+	deepseek := ProfileFor(DefaultProfiles(), "deepseek")
+	openai := ProfileFor(DefaultProfiles(), "openai")
+	asst := core.Message{Role: core.RoleAssistant, Content: "so far"}
+	tests := []struct {
+		name string
+		msgs []core.Message
+		cont bool
+		prof *core.ProviderProfile
+		want string
+	}{
+		{"plain", []core.Message{core.System("s"), {Content: "no role"}, asst}, false, &deepseek,
+			`[{"role":"system","content":"s"},{"role":"user","content":"no role"},{"role":"assistant","content":"so far"}]`},
+		{"plain continued", []core.Message{core.User("q"), asst}, true, &deepseek,
+			`[{"role":"user","content":"q"},{"role":"assistant","content":"so far","prefix":true}]`},
+		{"continued without a trailing assistant", []core.Message{asst, core.User("q")}, true, &deepseek,
+			`[{"role":"assistant","content":"so far"},{"role":"user","content":"q"}]`},
+		{"continued on a dialect without the flag", []core.Message{core.User("q"), asst}, true, &openai,
+			`[{"role":"user","content":"q"},{"role":"assistant","content":"so far"}]`},
+		{"named", []core.Message{{Role: core.RoleUser, Content: "q", Name: "n"}, asst}, true, &deepseek,
+			`[{"role":"user","content":"q","name":"n"},{"role":"assistant","content":"so far","prefix":true}]`},
+		{"tool result", []core.Message{{Role: core.RoleTool, Content: "42", ToolCallID: "c1"}}, false, &deepseek,
+			`[{"role":"tool","content":"42","tool_call_id":"c1"}]`},
+		{"parts continued", []core.Message{core.UserParts(core.TextPart("t")), asst}, true, &deepseek,
+			`[{"role":"user","content":[{"type":"text","text":"t"}]},{"role":"assistant","content":"so far","prefix":true}]`},
+		{"none", nil, false, &deepseek, `[]`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			call := &core.Call{Messages: tc.msgs, Continuation: tc.cont}
+			body, err := encodeRequest(nil, &core.SourceConfig{Model: "m"}, call, tc.prof)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := `{"model":"m","messages":` + tc.want + `,"stream":false`; !strings.HasPrefix(string(body), want) {
+				t.Fatalf("body\n%s\nwant it to start\n%s", body, want)
+			}
+		})
+	}
+}
