@@ -357,15 +357,13 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 		c.putBody(rb)
 		return nil, errMaker{src: src, msg: "invalid base url: " + ep.err.Error(), err: ep.err}.dead()
 	}
-	// The endpoint's URL was parsed once: the request gets a copy of it
-	// instead of parsing the same string on every attempt.
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, "", nil)
-	if err != nil {
-		c.putBody(rb)
-		return nil, errMaker{src: src, msg: "invalid request: " + err.Error(), err: err}.dead()
-	}
-	*req.URL = *ep.u
-	req.Host = req.URL.Host
+	// The endpoint's URL was parsed (and checked) once: the request gets
+	// a copy of it instead of parsing the same string on every attempt,
+	// and is built as http.NewRequestWithContext builds one.
+	u := new(url.URL)
+	*u = *ep.u
+	req := (&http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: make(http.Header, 6), Host: u.Host}).WithContext(actx)
 	req.ContentLength = int64(len(rb.b))
 	if len(rb.b) <= smallBodyBytes {
 		// A private copy in a *bytes.Reader: net/http recognises it as an

@@ -319,9 +319,10 @@ func setPart(w *wirePart, p *core.ContentPart) {
 	w.Type, w.Text, w.ImageURL = "text", &p.Text, nil
 }
 
-// grow returns s with length n, reusing its array when large enough.
+// grow returns s with length n, reusing its array when large enough; never
+// nil, so that no messages encode as [] whatever the pooled encoder held.
 func grow[T any](s []T, n int) []T {
-	if cap(s) < n {
+	if s == nil || cap(s) < n {
 		return make([]T, n)
 	}
 	return s[:n]
