@@ -130,7 +130,8 @@ func (e *Engine) choose(ctx context.Context, now time.Time, tried, excluded, bus
 			continue
 		}
 		level := levelFresh
-		if kind, _ := s.memo(now); kind != memoNone {
+		kind, health := s.view(now)
+		if kind != memoNone {
 			if kind.hard() {
 				continue
 			}
@@ -147,7 +148,7 @@ func (e *Engine) choose(ctx context.Context, now time.Time, tried, excluded, bus
 			ch.cands, ch.idxs = ch.cands[:0], ch.idxs[:0]
 		}
 		ch.idxs = append(ch.idxs, i)
-		ch.cands = append(ch.cands, s.candidate(now, tried.has(i, n)))
+		ch.cands = append(ch.cands, s.candidateAt(health, tried.has(i, n)))
 	}
 	if len(ch.cands) == 0 {
 		return -1, nil

@@ -445,3 +445,12 @@ func inBubble(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
 	synctest.Test(t, f)
 }
+
+// observe feeds one health verdict into s, as an attempt's effect does.
+func observe(s *sourceState, now time.Time, good bool) {
+	v := healthBad
+	if good {
+		v = healthGood
+	}
+	s.settle(now, v, aimdHold, false, 0)
+}

@@ -163,7 +163,7 @@ func (r *run) attempt(ctx context.Context, i int, t *core.Ticket, now time.Time)
 	r.attempts = append(r.attempts, s.cfg.Name)
 	// A blip is a failure of a source that was answering: healthy, and not
 	// failing across calls before this attempt.
-	healthy := s.health(now) >= healthyScore && s.failing() == 0
+	healthy := s.blipReady(now)
 	resp, err, ev, end := r.perform(ctx, s, t)
 	if r.cont.on && err == nil && resp != nil {
 		// The source went on from the prefill: the answer is the whole.
@@ -240,25 +240,10 @@ func (r *run) apply(ctx context.Context, s *sourceState, t *core.Ticket, eff eff
 	e.finish(ctx, r.call.ID, s, t, e.settlement(s, t, eff, resp), eff.breaker)
 
 	now := r.ended
-	failures := 0
-	switch eff.health {
-	case healthGood:
-		s.observe(now, true)
-		s.answered()
-	case healthBad:
-		s.observe(now, false)
-		if eff.aimd != aimdHalve {
-			failures = s.failed()
-		}
+	n := s.settle(now, eff.health, eff.aimd, eff.memo == memoClear, latency)
+	if eff.memo != memoClear {
+		r.setMemo(s, now, eff.memo, err, n)
 	}
-	pushbacks := 0
-	switch eff.aimd {
-	case aimdGrow:
-		s.aimdSuccess(latency)
-	case aimdHalve:
-		pushbacks = s.aimdPushback()
-	}
-	r.setMemo(s, now, eff.memo, err, max(pushbacks, failures))
 	switch eff.breaker {
 	case core.OutcomeFailure, core.OutcomeTimeout, core.OutcomeDead:
 		// The failure may have opened the circuit: read it now, so that
@@ -432,13 +417,13 @@ func (r *run) lowerTierLeft(group int) bool {
 	return false
 }
 
-// setMemo applies a memo rule to source s after an attempt; n is the
-// source's consecutive 429s or failures.
+// setMemo applies a memo rule that sets a memo to source s after an
+// attempt; n is the source's consecutive 429s or failures. (memoClear is
+// carried out by sourceState.settle, with the rest of the local effect;
+// memoKeep does nothing.)
 func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n int) {
 	set := r.e.settings
 	switch rule {
-	case memoClear:
-		s.clearMemo()
 	case memoBackoff:
 		// A source that keeps failing is asked again later and later, never
 		// later than a breaker cooldown (so a recovered one comes back fast).

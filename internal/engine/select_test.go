@@ -47,7 +47,7 @@ func setOf(g *Engine, names ...string) sourceSet {
 // makeWeak drives a source's health below healthyScore at now.
 func makeWeak(s *sourceState, now time.Time) {
 	for range 5 {
-		s.observe(now, false)
+		observe(s, now, false)
 	}
 }
 

@@ -149,9 +149,9 @@ func (s *sourceState) health(now time.Time) float64 {
 	return h
 }
 
-// observe feeds one attempt's verdict into the health score.
-func (s *sourceState) observe(now time.Time, good bool) {
-	s.mu.Lock()
+// observeLocked feeds one attempt's verdict into the health score. The
+// caller holds mu.
+func (s *sourceState) observeLocked(now time.Time, good bool) {
 	h := s.healthLocked(now)
 	if good {
 		h = h*(1-ewmaAlpha) + ewmaAlpha
@@ -159,14 +159,56 @@ func (s *sourceState) observe(now time.Time, good bool) {
 		h *= 1 - ewmaAlpha
 	}
 	s.score, s.scoreAt = h, now
-	s.mu.Unlock()
 }
 
-// aimdSuccess grows the adaptive limit after a success that took latency:
-// by 1 in slow start (unless latency is the signal that ends it), by
-// 1/limit after.
-func (s *sourceState) aimdSuccess(latency time.Duration) {
+// settle carries out the process-local part of an attempt's effect on s
+// in one step under one lock: the health verdict (an answer also resets
+// the failure count; a failure other than a 429 counts one), the adaptive
+// concurrency rule, and clearing a soft memo when clearSoft. It returns
+// the count a memo rule scales with: the 429s in a row after a halving,
+// else the failures since the last answer (0 when nothing counted one).
+func (s *sourceState) settle(now time.Time, health verdict, aimd aimdRule, clearSoft bool, latency time.Duration) int {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	switch health {
+	case healthGood:
+		s.observeLocked(now, true)
+		s.failures = 0
+	case healthBad:
+		s.observeLocked(now, false)
+		if aimd != aimdHalve {
+			s.failures++
+			n = s.failures
+		}
+	}
+	switch aimd {
+	case aimdGrow:
+		s.aimdSuccessLocked(latency)
+	case aimdHalve:
+		s.aimd = math.Max(aimdFloor, s.aimd/2)
+		s.slowStart = false
+		s.pushbacks++
+		n = max(n, s.pushbacks)
+	}
+	if clearSoft && !s.memoKind.hard() {
+		s.memoKind, s.memoUntil = memoNone, time.Time{}
+	}
+	return n
+}
+
+// blipReady reports whether a failure now would be a blip: the source is
+// healthy and has not failed since its last answer.
+func (s *sourceState) blipReady(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.healthLocked(now) >= healthyScore && s.failures == 0
+}
+
+// aimdSuccessLocked grows the adaptive limit after a success that took latency:
+// by 1 in slow start (unless latency is the signal that ends it), by
+// 1/limit after. The caller holds mu.
+func (s *sourceState) aimdSuccessLocked(latency time.Duration) {
 	if s.slowStart && s.fastest > 0 && float64(latency) > slowStartLatency*float64(s.fastest) {
 		s.slowStart = false
 	}
@@ -179,43 +221,6 @@ func (s *sourceState) aimdSuccess(latency time.Duration) {
 		s.aimd = math.Min(s.aimdCap, s.aimd+1/s.aimd)
 	}
 	s.pushbacks = 0
-	s.mu.Unlock()
-}
-
-// aimdPushback halves the adaptive limit, ends slow start, and returns how
-// many 429s in a row the source has sent.
-func (s *sourceState) aimdPushback() int {
-	s.mu.Lock()
-	s.aimd = math.Max(aimdFloor, s.aimd/2)
-	s.slowStart = false
-	s.pushbacks++
-	n := s.pushbacks
-	s.mu.Unlock()
-	return n
-}
-
-// failed counts a failed attempt and returns the failures since the last
-// answer.
-func (s *sourceState) failed() int {
-	s.mu.Lock()
-	s.failures++
-	n := s.failures
-	s.mu.Unlock()
-	return n
-}
-
-// answered resets the failure count.
-func (s *sourceState) answered() {
-	s.mu.Lock()
-	s.failures = 0
-	s.mu.Unlock()
-}
-
-// failing returns the failures since the last answer.
-func (s *sourceState) failing() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failures
 }
 
 // aimdLimit returns the current adaptive concurrency limit.
@@ -236,15 +241,6 @@ func (s *sourceState) setMemo(now, until time.Time, kind memoKind) {
 	case activeHard && !until.After(s.memoUntil):
 	default:
 		s.memoUntil, s.memoKind = until, kind
-	}
-	s.mu.Unlock()
-}
-
-// clearMemo removes a soft memo after a success.
-func (s *sourceState) clearMemo() {
-	s.mu.Lock()
-	if !s.memoKind.hard() {
-		s.memoKind, s.memoUntil = memoNone, time.Time{}
 	}
 	s.mu.Unlock()
 }
@@ -288,11 +284,28 @@ func (s *sourceState) reset() {
 
 // candidate describes s for a Selector.
 func (s *sourceState) candidate(now time.Time, tried bool) core.Candidate {
+	return s.candidateAt(s.health(now), tried)
+}
+
+// candidateAt describes s for a Selector, with its health read already.
+func (s *sourceState) candidateAt(health float64, tried bool) core.Candidate {
 	return core.Candidate{
 		Name: s.cfg.Name, Provider: s.cfg.Provider, Model: s.cfg.Model, Region: s.cfg.Region,
-		Priority: s.cfg.Priority, Weight: s.cfg.Weight, Health: s.health(now),
+		Priority: s.cfg.Priority, Weight: s.cfg.Weight, Health: health,
 		InFlight: int(s.inflight.Load()), Price: s.price, Tried: tried,
 	}
+}
+
+// view returns the active memo's kind and the health score at now, read
+// together (what choosing among the sources needs of each).
+func (s *sourceState) view(now time.Time) (memoKind, float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kind := s.memoKind
+	if !now.Before(s.memoUntil) {
+		kind = memoNone
+	}
+	return kind, s.healthLocked(now)
 }
 
 // reason is the PerSource reason of a source this call did not try, from

@@ -31,7 +31,7 @@ func TestEWMAHealthFollowsVerdicts(t *testing.T) {
 			t.Parallel()
 			s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
 			for _, good := range tc.verdicts {
-				s.observe(testEpoch, good)
+				observe(s, testEpoch, good)
 			}
 			if got := s.health(testEpoch); math.Abs(got-tc.want) > 1e-12 {
 				t.Errorf("health = %v, want %v", got, tc.want)
@@ -79,9 +79,9 @@ func TestIdleWeakSourceRecoversTowardOne(t *testing.T) {
 func TestRecoveredHealthIsTheBaseOfTheNextObservation(t *testing.T) {
 	t.Parallel()
 	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
-	s.observe(testEpoch, false) // 0.8
+	observe(s, testEpoch, false) // 0.8
 	later := testEpoch.Add(recoveryTau)
-	s.observe(later, false)
+	observe(s, later, false)
 	want := (1 - 0.2*math.Exp(-1)) * 0.8
 	if got := s.health(later); math.Abs(got-want) > 1e-12 {
 		t.Errorf("health = %v, want %v", got, want)
@@ -133,9 +133,9 @@ func TestAIMDAdaptiveLimit(t *testing.T) {
 			s := newSourceState(cfg, core.BreakerConfig{}, nil)
 			for _, o := range tc.ops {
 				if o == success {
-					s.aimdSuccess(time.Second)
+					s.settle(testEpoch, healthNeutral, aimdGrow, false, time.Second)
 				} else {
-					s.aimdPushback()
+					s.settle(testEpoch, healthNeutral, aimdHalve, false, 0)
 				}
 			}
 			if got := s.aimdLimit(); math.Abs(got-tc.want) > 1e-9 {
@@ -149,12 +149,12 @@ func TestAIMDPushbackCountsConsecutive429sUntilASuccess(t *testing.T) {
 	t.Parallel()
 	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
 	for want := 1; want <= 3; want++ {
-		if got := s.aimdPushback(); got != want {
+		if got := s.settle(testEpoch, healthNeutral, aimdHalve, false, 0); got != want {
 			t.Fatalf("pushback #%d returned %d", want, got)
 		}
 	}
-	s.aimdSuccess(time.Second)
-	if got := s.aimdPushback(); got != 1 {
+	s.settle(testEpoch, healthNeutral, aimdGrow, false, time.Second)
+	if got := s.settle(testEpoch, healthNeutral, aimdHalve, false, 0); got != 1 {
 		t.Errorf("pushback after a success returned %d, want 1", got)
 	}
 }
@@ -216,7 +216,7 @@ func TestCooldownMemo(t *testing.T) {
 				s.setMemo(at(st.at*time.Second), at(st.until*time.Second), st.kind)
 			}
 			if tc.clear {
-				s.clearMemo()
+				s.settle(testEpoch, healthNeutral, aimdHold, true, 0)
 			}
 			kind, until := s.memo(at(tc.readAt * time.Second))
 			if kind != tc.wantKind {
@@ -243,17 +243,70 @@ func TestMemoHardness(t *testing.T) {
 func TestSlowStartEndsOnTheLatencySignal(t *testing.T) {
 	t.Parallel()
 	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
-	s.aimdSuccess(100 * time.Millisecond) // 9
-	s.aimdSuccess(150 * time.Millisecond) // 10: within twice the fastest
+	s.settle(testEpoch, healthNeutral, aimdGrow, false, 100*time.Millisecond) // 9
+	s.settle(testEpoch, healthNeutral, aimdGrow, false, 150*time.Millisecond) // 10: within twice the fastest
 	if got := s.aimdLimit(); got != 10 {
 		t.Fatalf("limit = %v, want 10 in slow start", got)
 	}
-	s.aimdSuccess(250 * time.Millisecond) // more than twice the fastest: AIMD from here
+	s.settle(testEpoch, healthNeutral, aimdGrow, false, 250*time.Millisecond) // more than twice the fastest: AIMD from here
 	if got := s.aimdLimit(); math.Abs(got-10.1) > 1e-9 {
 		t.Fatalf("limit = %v, want 10.1 (+1/limit once slow start ended)", got)
 	}
-	s.aimdSuccess(100 * time.Millisecond)
+	s.settle(testEpoch, healthNeutral, aimdGrow, false, 100*time.Millisecond)
 	if got := s.aimdLimit(); math.Abs(got-(10.1+1/10.1)) > 1e-9 {
 		t.Fatalf("limit = %v: slow start came back", got)
+	}
+}
+
+// TestSettleCountsWhatTheMemoRuleScalesWith: a failure other than a 429
+// counts one more failure since the last answer, a 429 one more pushback
+// in a row (and no failure), an answer resets the failures, a success
+// resets the pushbacks, and clearSoft drops a soft memo but not a hard one.
+func TestSettleCountsWhatTheMemoRuleScalesWith(t *testing.T) {
+	t.Parallel()
+	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
+	steps := []struct {
+		name   string
+		health verdict
+		aimd   aimdRule
+		want   int
+	}{
+		{"first failure", healthBad, aimdHold, 1},
+		{"second failure", healthBad, aimdHold, 2},
+		{"a 429 counts a pushback, not a failure", healthBad, aimdHalve, 1},
+		{"a second 429 in a row", healthBad, aimdHalve, 2},
+		{"a third failure", healthBad, aimdHold, 3},
+		{"an answer", healthGood, aimdGrow, 0},
+		{"a failure after the answer", healthBad, aimdHold, 1},
+		{"a 429 after the success", healthBad, aimdHalve, 1},
+		{"nothing learned", healthNeutral, aimdHold, 0},
+	}
+	for _, st := range steps {
+		if got := s.settle(testEpoch, st.health, st.aimd, false, time.Second); got != st.want {
+			t.Fatalf("%s: settle returned %d, want %d", st.name, got, st.want)
+		}
+	}
+	fresh := newSourceState(src("b", 0), core.BreakerConfig{}, nil)
+	if !fresh.blipReady(testEpoch) {
+		t.Fatal("a healthy source that never failed is ready for a blip")
+	}
+	fresh.settle(testEpoch, healthBad, aimdHold, false, 0)
+	if fresh.blipReady(testEpoch) {
+		t.Fatal("a source that failed since its last answer is not ready for a blip (its health is still above healthy)")
+	}
+	fresh.settle(testEpoch, healthGood, aimdGrow, false, time.Second)
+	if !fresh.blipReady(testEpoch) {
+		t.Fatal("a healthy source that just answered is ready for a blip")
+	}
+	later := testEpoch.Add(time.Minute)
+	s.setMemo(testEpoch, later, memoFailed)
+	s.settle(testEpoch, healthGood, aimdGrow, true, time.Second)
+	if k, _ := s.memo(testEpoch); k != memoNone {
+		t.Fatalf("a soft memo survived clearSoft: %d", k)
+	}
+	s.setMemo(testEpoch, later, memoRateLimited)
+	s.settle(testEpoch, healthGood, aimdGrow, true, time.Second)
+	if k, _ := s.memo(testEpoch); k != memoRateLimited {
+		t.Fatalf("a hard memo was cleared by clearSoft: %d", k)
 	}
 }
