@@ -98,10 +98,13 @@ type Client struct {
 
 var _ core.Upstream = (*Client)(nil)
 
-type endpointKey struct{ base, key string }
+type endpointKey struct{ base, key, model string }
 
-// endpoint caches the request URL and Authorization header of a source.
+// endpoint caches the request URL, the Authorization header and the
+// opening of a request body of a source.
 type endpoint struct {
+	// head is the body's opening for the source's model (modelHead).
+	head []byte
 	// u is the chat completions URL parsed once, or nil with err saying why
 	// it is unusable; an attempt sends a copy of it.
 	u      *url.URL
@@ -257,16 +260,17 @@ func (c *Client) transportFor(src *core.SourceConfig) *http.Transport {
 	return c.own[1]
 }
 
-// endpointFor returns the cached URL and Authorization header of src.
+// endpointFor returns the cached URL, Authorization header and body
+// opening of src.
 func (c *Client) endpointFor(src *core.SourceConfig) *endpoint {
-	k := endpointKey{base: src.BaseURL, key: src.APIKey}
+	k := endpointKey{base: src.BaseURL, key: src.APIKey, model: src.Model}
 	c.mu.RLock()
 	e := c.endpoints[k]
 	c.mu.RUnlock()
 	if e != nil {
 		return e
 	}
-	e = &endpoint{}
+	e = &endpoint{head: modelHead(src.Model)}
 	e.u, e.err = url.Parse(endpointURL(src.BaseURL))
 	if e.err == nil && (e.u.Host == "" || e.u.Scheme != "http" && e.u.Scheme != "https") {
 		e.u, e.err = nil, errors.New("base url needs an http(s) scheme and a host")
@@ -346,13 +350,13 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 	rb := c.bodies.Get().(*reqBody)
 	rb.off = 0
 	rb.closed.Store(false)
+	ep := c.endpointFor(src)
 	var err error
-	rb.b, err = encodeRequest(rb.b[:0], src, call, prof)
+	rb.b, err = encodeRequestAfter(rb.b[:0], ep.head, src, call, prof)
 	if err != nil {
 		c.putBody(rb)
 		return nil, errMaker{src: src, msg: err.Error(), err: err}.rejected("invalid_request")
 	}
-	ep := c.endpointFor(src)
 	if ep.err != nil {
 		c.putBody(rb)
 		return nil, errMaker{src: src, msg: "invalid base url: " + ep.err.Error(), err: ep.err}.dead()

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -70,5 +71,34 @@ func TestEndpointURLKeepsPathQueryAndHost(t *testing.T) {
 	}
 	if _, err := c.Do(t.Context(), trailing, &core.Call{Messages: []core.Message{core.User("hi")}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSourcesSharingAnEndpointSendTheirOwnModel: two sources with the same
+// BASE_URL and key but different models each send their own model (the
+// cached opening of the body is per model), escaped as encoding/json does.
+func TestSourcesSharingAnEndpointSendTheirOwnModel(t *testing.T) {
+	t.Parallel()
+	var got atomic.Value
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Model string `json:"model"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		got.Store(body.Model)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
+	}))
+	c := newClient(t, Config{})
+	for range 2 {
+		for _, model := range []string{"model-a", "model-b", `quoted "m" <&>` + "\u2028"} {
+			src := &core.SourceConfig{Name: "openai_1", Provider: "openai", BaseURL: srv.URL + "/v1", APIKey: testKey, Model: model}
+			if _, err := c.Do(t.Context(), src, &core.Call{Messages: []core.Message{core.User("hi")}}); err != nil {
+				t.Fatal(err)
+			}
+			if g := got.Load(); g != model {
+				t.Fatalf("sent model %q, want %q", g, model)
+			}
+		}
 	}
 }

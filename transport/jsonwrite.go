@@ -8,9 +8,11 @@ import (
 )
 
 // Request bodies are encoded with encoding/json (HTML escaping off)
-// through a pooled json.Encoder: the head (model, messages, stream,
-// stream_options) in one Encode call of a struct over the caller's strings
-// (no copies), then each further member's value in one call. Keys made of
+// through a pooled json.Encoder: the opening {"model":…,"messages": once
+// per endpoint and model (modelHead), the messages in one Encode call of
+// a slice over the caller's strings (no copies), the stream members as
+// encoded once at start (streamTail), then each further member's value in
+// one call. Keys made of
 // letters, digits, '_', '-' and '.' (all the API's) are written as they
 // are, which is what encoding/json writes for them; others go through the
 // encoder too. Numbers keep their exact text through json.Number; a
@@ -27,14 +29,14 @@ func (w *sliceWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// wireHead is the part of a request body the transport owns; M is
-// wirePlain when every message is a role and a text, wireText when no
-// message has content parts, else wireMessage (a concrete type, so that
-// encoding/json never goes through an interface; the smallest that holds
-// the call, as each field costs encoding/json time on every message).
-type wireHead[M wirePlain | wireText | wireMessage] struct {
-	Model         string             `json:"model"`
-	Messages      *[]M               `json:"messages"`
+// wireModel and wireStream are the members of a request body the
+// transport owns besides the messages; they are encoded once (an
+// endpoint's opening, see modelHead; the three stream tails).
+type wireModel struct {
+	Model string `json:"model"`
+}
+
+type wireStream struct {
 	Stream        bool               `json:"stream"`
 	StreamOptions *wireStreamOptions `json:"stream_options,omitempty"`
 }
@@ -44,6 +46,12 @@ type wireStreamOptions struct {
 }
 
 var includeUsage = &wireStreamOptions{IncludeUsage: true}
+
+// The messages travel as a slice of wirePlain when every message is a
+// role and a text, of wireText when no message has content parts, else of
+// wireMessage (a concrete type, so that encoding/json never goes through
+// an interface; the smallest that holds the call, as each field costs
+// encoding/json time on every message).
 
 // wirePlain is one chat message that is a role and a text, and nothing
 // else: the most common case, encoded about 35 ns faster than a wireText
@@ -116,19 +124,15 @@ type wireSchema struct {
 type bodyEncoder struct {
 	w   sliceWriter
 	enc *json.Encoder
-	// headPlain, headText or headParts is the head of the body, as shape
-	// says.
-	headPlain wireHead[wirePlain]
-	headText  wireHead[wireText]
-	headParts wireHead[wireMessage]
-	shape     wireShape
-	plains    []wirePlain
-	texts     []wireText
-	msgs      []wireMessage
-	parts     []wirePart
-	calls     []wireCall
-	keys      []string
-	schema    wireSchema
+	// shape says which of plains, texts and msgs holds the messages.
+	shape  wireShape
+	plains []wirePlain
+	texts  []wireText
+	msgs   []wireMessage
+	parts  []wirePart
+	calls  []wireCall
+	keys   []string
+	schema wireSchema
 	// thinkKey is the thinking switch's key (addressable, for key).
 	thinkKey string
 }
@@ -155,7 +159,7 @@ func getBodyEncoder(b []byte) *bodyEncoder {
 func (e *bodyEncoder) done() []byte {
 	b := e.w.b
 	e.w.b = nil
-	e.headPlain, e.headText, e.headParts, e.shape, e.thinkKey = wireHead[wirePlain]{}, wireHead[wireText]{}, wireHead[wireMessage]{}, shapePlain, ""
+	e.shape, e.thinkKey = shapePlain, ""
 	e.schema.JSONSchema.Schema = nil
 	clear(e.plains)
 	clear(e.texts)

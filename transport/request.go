@@ -69,35 +69,68 @@ var thinkingValues = struct{ flag, object, adaptive, template, effort [2]json.Ra
 // Keys of each layer are written in sorted order so bodies are
 // deterministic. Values are encoded by encoding/json (see jsonwrite.go).
 func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) ([]byte, error) {
+	return encodeRequestAfter(b, modelHead(src.Model), src, call, prof)
+}
+
+// encodeRequestAfter is encodeRequest with the body's opening, head =
+// modelHead(src.Model), made already (an endpoint keeps its own).
+func encodeRequestAfter(b, head []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) ([]byte, error) {
 	e := getBodyEncoder(b)
-	err := e.request(src, call, prof)
+	err := e.request(head, src, call, prof)
 	return e.done(), err
 }
 
-func (e *bodyEncoder) request(src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) error {
+// modelHead returns the opening of a body for model: {"model":…,"messages":
+// with the model's string encoded by encoding/json.
+func modelHead(model string) []byte {
+	e := getBodyEncoder(nil)
+	_ = e.value(&wireModel{Model: model}) // a struct of a string always encodes
+	b := e.done()
+	return append(b[:len(b)-1], `,"messages":`...)
+}
+
+// The members after the messages, as encoding/json writes them: stream,
+// and when streaming without a caller's own stream_options, the request
+// for usage in the last chunk.
+var (
+	tailNoStream   = streamTail(wireStream{})
+	tailStream     = streamTail(wireStream{Stream: true})
+	tailStreamOpts = streamTail(wireStream{Stream: true, StreamOptions: includeUsage})
+)
+
+func streamTail(w wireStream) []byte {
+	e := getBodyEncoder(nil)
+	_ = e.value(&w) // booleans always encode
+	b := e.done()
+	b[0] = ','
+	return b[:len(b)-1]
+}
+
+func (e *bodyEncoder) request(head []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) error {
 	e.messages(call.Messages, call.Continuation && prof.Prefill == core.PrefillPrefixFlag)
-	var opts *wireStreamOptions
-	_, paramOpts := call.Params["stream_options"]
-	_, extraOpts := src.ExtraBody["stream_options"]
-	if call.Stream && !paramOpts && !extraOpts {
-		opts = includeUsage
-	}
+	e.w.b = append(e.w.b, head...)
 	var err error
 	switch e.shape {
 	case shapePlain:
-		e.headPlain = wireHead[wirePlain]{Model: src.Model, Messages: &e.plains, Stream: call.Stream, StreamOptions: opts}
-		err = e.value(&e.headPlain)
+		err = e.value(&e.plains)
 	case shapeText:
-		e.headText = wireHead[wireText]{Model: src.Model, Messages: &e.texts, Stream: call.Stream, StreamOptions: opts}
-		err = e.value(&e.headText)
+		err = e.value(&e.texts)
 	default:
-		e.headParts = wireHead[wireMessage]{Model: src.Model, Messages: &e.msgs, Stream: call.Stream, StreamOptions: opts}
-		err = e.value(&e.headParts)
+		err = e.value(&e.msgs)
 	}
 	if err != nil {
 		return err
 	}
-	e.w.b = e.w.b[:len(e.w.b)-1] // the head's closing brace
+	_, paramOpts := call.Params["stream_options"]
+	_, extraOpts := src.ExtraBody["stream_options"]
+	switch {
+	case !call.Stream:
+		e.w.b = append(e.w.b, tailNoStream...)
+	case paramOpts || extraOpts:
+		e.w.b = append(e.w.b, tailStream...)
+	default:
+		e.w.b = append(e.w.b, tailStreamOpts...)
+	}
 
 	var thinkRaw *json.RawMessage
 	var thinkOK bool
