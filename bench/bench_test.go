@@ -196,8 +196,8 @@ func fake(opts ...fu.Option) *fu.Server {
 
 // governed builds a client with everything on: memory limiter (all six gates
 // configured generously), memory breaker, memory cache, and a telemetry sink
-// that receives every record.
-func governed(b *testing.B, url string, stream bool, cacheOn bool) *polygateway.GatewayClient {
+// that receives every record; opts are added to those options.
+func governed(b *testing.B, url string, stream bool, cacheOn bool, opts ...polygateway.Option) *polygateway.GatewayClient {
 	b.Helper()
 	env := map[string]string{
 		"LLM__OPENAI__1__BASE_URL": url, "LLM__OPENAI__1__API_KEY": "sk-bench", "LLM__OPENAI__1__MODEL": "bench-model",
@@ -216,8 +216,8 @@ func governed(b *testing.B, url string, stream bool, cacheOn bool) *polygateway.
 		env["PGW_CACHE_NAMESPACE"] = "bench"
 		env["PGW_CACHE_TTL_S"] = "3600"
 	}
-	c, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env),
-		polygateway.WithLimiter(memory.NewLimiter()), polygateway.WithTelemetry(telemetry.Discard{}))
+	c, err := polygateway.FromEnv("LLM", append([]polygateway.Option{polygateway.WithEnv(env),
+		polygateway.WithLimiter(memory.NewLimiter()), polygateway.WithTelemetry(telemetry.Discard{})}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/telemetry"
 )
 
 // inMemory is an http.RoundTripper that answers every request with the
@@ -46,7 +44,7 @@ func BenchmarkInMemory(b *testing.B) {
 		cache, salty bool
 	}{{"NoCache", false, false}, {"CacheMiss", true, true}, {"CacheHit", true, false}} {
 		b.Run(tc.name, func(b *testing.B) {
-			c := inMemoryClient(b, hc, url, tc.cache)
+			c := governed(b, url, false, tc.cache, polygateway.WithHTTPClient(hc))
 			salt := 0
 			compare(b, 1, raw, func(int) error {
 				if !tc.salty {
@@ -57,29 +55,4 @@ func BenchmarkInMemory(b *testing.B) {
 			})
 		})
 	}
-}
-
-// inMemoryClient is governed's client over hc.
-func inMemoryClient(b *testing.B, hc *http.Client, url string, cacheOn bool) *polygateway.GatewayClient {
-	b.Helper()
-	env := map[string]string{
-		"LLM__OPENAI__1__BASE_URL": url, "LLM__OPENAI__1__API_KEY": "sk-bench", "LLM__OPENAI__1__MODEL": "bench-model",
-		"LLM__OPENAI__1__TIMEOUT_S": "30", "LLM__OPENAI__1__MAX_CONCURRENCY": "1000", "LLM__OPENAI__1__RPM": "100000000",
-		"LLM__OPENAI__1__TPM": "1000000000", "LLM__OPENAI__1__EST_TOKENS": "100",
-		"LLM__GLOBAL__MAX_CONCURRENCY": "1000", "LLM__GLOBAL__RPM": "100000000", "LLM__GLOBAL__TPM": "1000000000",
-		"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
-		"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
-	}
-	if cacheOn {
-		env["PGW_CACHE_BACKEND"] = "memory"
-		env["PGW_CACHE_NAMESPACE"] = "bench"
-		env["PGW_CACHE_TTL_S"] = "3600"
-	}
-	c, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env), polygateway.WithHTTPClient(hc),
-		polygateway.WithLimiter(memory.NewLimiter()), polygateway.WithTelemetry(telemetry.Discard{}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Close() })
-	return c
 }
