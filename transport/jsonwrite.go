@@ -232,8 +232,8 @@ const (
 	shapeParts                  // wireMessage
 )
 
-// messages fills the wire messages from msgs and says which head carries
-// them; prefix asks for the trailing assistant message to be marked as
+// messages fills the wire messages from msgs and sets shape to the wire
+// type that carries them; prefix asks for the trailing assistant message to be marked as
 // the prefill to continue (DeepSeek's prefix completion).
 func (e *bodyEncoder) messages(msgs []core.Message, prefix bool) {
 	nparts, ncalls, extra := 0, 0, false

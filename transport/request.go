@@ -83,10 +83,16 @@ func encodeRequestAfter(b, head []byte, src *core.SourceConfig, call *core.Call,
 // modelHead returns the opening of a body for model: {"model":…,"messages":
 // with the model's string encoded by encoding/json.
 func modelHead(model string) []byte {
-	e := getBodyEncoder(nil)
-	_ = e.value(&wireModel{Model: model}) // a struct of a string always encodes
-	b := e.done()
+	b := encodeObject(&wireModel{Model: model})
 	return append(b[:len(b)-1], `,"messages":`...)
+}
+
+// encodeObject returns v, a pointer to a wire struct of strings and
+// booleans (which always encode), as encoding/json writes it.
+func encodeObject(v any) []byte {
+	e := getBodyEncoder(nil)
+	_ = e.value(v)
+	return e.done()
 }
 
 // The members after the messages, as encoding/json writes them: stream,
@@ -98,10 +104,10 @@ var (
 	tailStreamOpts = streamTail(wireStream{Stream: true, StreamOptions: includeUsage})
 )
 
+// streamTail returns w's members as a continuation of an object:
+// ,"stream":….
 func streamTail(w wireStream) []byte {
-	e := getBodyEncoder(nil)
-	_ = e.value(&w) // booleans always encode
-	b := e.done()
+	b := encodeObject(&w)
 	b[0] = ','
 	return b[:len(b)-1]
 }

@@ -269,6 +269,11 @@ func (s *sourceState) clearAllMemo() {
 func (s *sourceState) memo(now time.Time) (memoKind, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.memoLocked(now)
+}
+
+// memoLocked is memo; the caller holds mu.
+func (s *sourceState) memoLocked(now time.Time) (memoKind, time.Time) {
 	if s.memoKind == memoNone || !now.Before(s.memoUntil) {
 		return memoNone, time.Time{}
 	}
@@ -301,10 +306,7 @@ func (s *sourceState) candidateAt(health float64, tried bool) core.Candidate {
 func (s *sourceState) view(now time.Time) (memoKind, float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	kind := s.memoKind
-	if !now.Before(s.memoUntil) {
-		kind = memoNone
-	}
+	kind, _ := s.memoLocked(now)
 	return kind, s.healthLocked(now)
 }
 
