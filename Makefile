@@ -37,6 +37,7 @@ FUZZ_TARGETS = \
 	./tracing:FuzzHandlerTraceparent \
 	./transport:FuzzAppendJSONString \
 	./transport:FuzzClassifyResponse \
+	./transport:FuzzStreamText \
 	./transport:FuzzParseChunk \
 	./transport:FuzzSSE
 

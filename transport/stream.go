@@ -18,8 +18,11 @@ import (
 //   - every event is checked for a top-level "error" (or "type":"error",
 //     "object":"error", MiniMax base_resp, "event: error") before anything
 //     else: such an event fails the attempt even when [DONE] follows;
-//   - a malformed JSON event is a TransientError, never a partial success
-//     (except an unterminated last line, which counts as a cut stream);
+//   - an event that does not parse as a chunk is passed over only when
+//     skippable proves it held nothing of the answer (at most
+//     maxSkippedEvents per stream); any other is a TransientError, never a
+//     partial success — except an unterminated last event before any
+//     finish_reason, which counts as a cut stream;
 //   - "data: [DONE]" ends the stream;
 //   - the stream ending without [DONE] after a finish_reason is complete;
 //   - with neither, src.MissingDone decides: "salvage" returns what was
@@ -83,16 +86,20 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 			continue
 		}
 		if !parseChunk(&st.lex, &st.chunk, data) {
-			if ev.Unterminated {
-				cut = true
-				continue
-			}
-			if st.skipped < maxSkippedEvents && !carriesAnswer(data) {
-				// A broken keep-alive or annotation: nothing of the answer
-				// is lost by passing over it.
+			if skippable(data) && st.skipped < maxSkippedEvents {
+				// Provably nothing of the answer (see skippable): a
+				// broken keep-alive or annotation is passed over.
 				st.skipped++
 				continue
 			}
+			if ev.Unterminated && st.asm.finish == "" {
+				// The body was cut inside its last event: a cut stream,
+				// which MissingDone decides below.
+				cut = true
+				continue
+			}
+			// The event may have held part of the answer: never a
+			// success without it, whatever came before or after.
 			mk.msg = "malformed stream event: " + snippet(data, src.APIKey)
 			return nil, mk.transient(core.ReasonNetworkError, 0)
 		}
@@ -146,17 +153,31 @@ func snippet(b []byte, key string) string {
 // more fails the attempt.
 const maxSkippedEvents = 3
 
-// answerKeys are the fields an event of the answer carries: a malformed
-// event naming one of them may have held part of the answer (or an error),
-// so it fails the attempt.
-var answerKeys = [...][]byte{[]byte(`"content"`), []byte(`"reasoning`), []byte(`"tool_calls"`), []byte(`"usage"`),
-	[]byte(`"error"`), []byte(`"finish_reason"`), []byte(`"text"`), []byte(`"refusal"`), []byte(`"delta"`)}
+// skippable is the one rule that decides whether a stream event that did
+// not parse as a chunk may be passed over. It may only when its bytes prove
+// that it held no delta text, tool-call fragment, thinking text, usage,
+// finish or error: every one of those lives inside a JSON object in every
+// dialect (DIALECTS.md), so an event holding no '{' cannot have carried one
+// — a bare word ("ping", "keep-alive"), a JSON scalar, an array of scalars.
+// An event with a '{' anywhere is never provably empty: a JSON object cut at
+// any byte, whatever keys it reached, or one damaged in the middle, may
+// have been a chunk of the answer. An event naming an error in plain text
+// is not skipped either: it fails the attempt rather than be ignored.
+func skippable(data []byte) bool {
+	return bytes.IndexByte(data, '{') < 0 && !containsFold(data, "error")
+}
 
-// carriesAnswer reports whether a malformed event may have carried content,
-// usage, a finish or an error.
-func carriesAnswer(data []byte) bool {
-	for _, k := range answerKeys {
-		if bytes.Contains(data, k) {
+// containsFold reports whether b contains the lower-case ASCII word w in
+// any case.
+func containsFold(b []byte, w string) bool {
+	for i := 0; i+len(w) <= len(b); i++ {
+		j := 0
+		for ; j < len(w); j++ {
+			if b[i+j]|0x20 != w[j] {
+				break
+			}
+		}
+		if j == len(w) {
 			return true
 		}
 	}
