@@ -77,6 +77,15 @@ type ScopedBudgetReader = core.ScopedBudgetReader
 // on again; a backend shared across processes shares the switch.
 type SourceSwitch = core.SourceSwitch
 
+// Pushback is a Breaker that shares an upstream's pushback (a 429 and how
+// long to leave the source alone) with every caller of the backend, and
+// every process where the backend is shared (see core.Pushback for the
+// contract).
+type Pushback = core.Pushback
+
+// PushbackAdmitter is an Admitter whose breaker shares pushback.
+type PushbackAdmitter = core.PushbackAdmitter
+
 // Admitter is the admission port: an attempt passes the breaker and the six
 // gates in one step (Admit) and reports its settlement and outcome in one
 // step (Finish). Redis implements it natively in one round trip each way;

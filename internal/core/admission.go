@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // AdmitRequest asks to pass one attempt on one source through the source's
@@ -53,6 +54,18 @@ type Admitter interface {
 	Finish(ctx context.Context, t Ticket, s Settlement, o Outcome) (applied bool, err error)
 }
 
+// PushbackAdmitter is an Admitter whose breaker shares pushback (see
+// Pushback): after a 429 the engine records the source's wait with
+// PushBack, and Admit refuses the source while it lasts (Admission with
+// PushedBack). A backend whose limiter and breaker are one store implements
+// it natively; ComposeAdmitter's admitter implements it by passing it to
+// its Breaker, and does nothing when that Breaker is no Pushback. Safe for
+// concurrent use.
+type PushbackAdmitter interface {
+	Admitter
+	PushBack(ctx context.Context, scope, source string, cfg BreakerConfig, d time.Duration) error
+}
+
 // InProcess is implemented by backends that live in the process and never
 // wait on I/O (the memory backends): the engine calls them without a
 // deadline of its own. InProcess may return false (a wrapper of another
@@ -73,7 +86,23 @@ type composed struct {
 	b Breaker
 }
 
-var _ Admitter = composed{}
+var (
+	_ Admitter         = composed{}
+	_ PushbackAdmitter = composed{}
+)
+
+// PushBack implements PushbackAdmitter: it records the pushback on the
+// breaker when the breaker is a Pushback, and does nothing otherwise.
+func (c composed) PushBack(ctx context.Context, scope, source string, cfg BreakerConfig, d time.Duration) error {
+	p, ok := c.b.(Pushback)
+	if !ok || d <= 0 {
+		return nil
+	}
+	if err := p.PushBack(ctx, scope, source, cfg, d); err != nil {
+		return &GovernanceBackendError{Backend: "breaker", Op: "pushback", Err: err}
+	}
+	return nil
+}
 
 // InProcess reports whether both the limiter and the breaker are
 // in-process (InProcess).

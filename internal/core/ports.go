@@ -298,6 +298,10 @@ type Admission struct {
 	// Disabled is true when refused because the source is switched off
 	// (SourceSwitch).
 	Disabled bool
+	// PushedBack is true when refused because the source's upstream
+	// pushed back (a 429, see Pushback): RetryAfter is then how long the
+	// pushback has left.
+	PushedBack bool
 }
 
 // Outcome is what an admitted attempt reports to the breaker.
@@ -348,6 +352,24 @@ type BreakerSnapshot struct {
 type SourceSwitch interface {
 	Breaker
 	SetEnabled(ctx context.Context, scope, source string, cfg BreakerConfig, enabled bool) error
+}
+
+// Pushback is a Breaker that shares an upstream's pushback — a 429 and how
+// long its source must be left alone — with every caller of the backend; a
+// backend shared across processes shares it with every process, so that a
+// throttling provider is not asked again by one process while another
+// waits. PushBack records that source is not to be asked before d has
+// passed on the backend's clock (Redis: the server's TIME); a pushback
+// never shortens one already recorded for longer. While a pushback lasts,
+// Allow refuses with Allowed=false, PushedBack=true, RetryAfter = the
+// longer of the pushback's time left and the circuit's own RetryAfter when
+// it would refuse too, and State = the circuit's state; no probe is
+// granted. A switched-off source (SourceSwitch) reports Disabled instead.
+// A pushback is no outcome: the circuit's state, window and epoch are left
+// as they are. d <= 0 records nothing. Safe for concurrent use.
+type Pushback interface {
+	Breaker
+	PushBack(ctx context.Context, scope, source string, cfg BreakerConfig, d time.Duration) error
 }
 
 // Breaker is the circuit breaker port, keyed by (scope, source).
