@@ -122,6 +122,15 @@ func (r *run) refusal(i int, t core.Ticket) error {
 		s.setMemo(now, now.Add(disabledRecheck), memoDisabled)
 		return nil
 	}
+	if !t.Admission.Allowed && t.Admission.PushedBack {
+		// Another process (or client) of the backend saw the source answer
+		// 429: it is left alone for as long as that pushback lasts.
+		e.refused(name, core.ReasonRateLimited)
+		r.excluded.add(i, n)
+		r.fail(name, core.ReasonRateLimited)
+		s.setMemo(now, now.Add(max(t.Admission.RetryAfter, time.Millisecond)), memoRateLimited)
+		return nil
+	}
 	if !t.Admission.Allowed {
 		e.refused(name, core.ReasonCircuitOpen)
 		r.excluded.add(i, n)
@@ -173,6 +182,26 @@ func (e *Engine) finish(ctx context.Context, callID string, s *sourceState, t *c
 	}
 	if _, err := e.admitter.Finish(fctx, *t, settle, o); err != nil {
 		e.warnBackend(ctx, "polygateway: limiter release or breaker record failed", callID, s.cfg.Name, err)
+	}
+}
+
+// pushBack shares the wait a 429 imposed on s with every process of the
+// breaker's backend (core.PushbackAdmitter), detached from the caller's
+// cancellation and bounded like finish. A failure is logged (rate-limited):
+// the process's own memo still holds the source back.
+func (e *Engine) pushBack(ctx context.Context, callID string, s *sourceState, d time.Duration) {
+	pa, ok := e.admitter.(core.PushbackAdmitter)
+	if !ok {
+		return
+	}
+	fctx := context.WithoutCancel(ctx)
+	if !e.inProcess {
+		var cancel context.CancelFunc
+		fctx, cancel = finishContext(ctx)
+		defer cancel()
+	}
+	if err := pa.PushBack(fctx, e.settings.Scope, s.cfg.Name, s.breaker, d); err != nil {
+		e.warnBackend(ctx, "polygateway: sharing a 429 pushback failed", callID, s.cfg.Name, err)
 	}
 }
 

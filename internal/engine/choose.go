@@ -82,7 +82,7 @@ func (r *run) choose(ctx context.Context, now time.Time) (int, error) {
 //
 // With st (a call holding to a tier), only sources of st.group are
 // candidates, and st.source — whose own blip put it in the memo — is one
-// again once st.ready has passed.
+// again once st.ready has passed and no hard memo holds it back.
 func (e *Engine) choose(ctx context.Context, now time.Time, tried, excluded, busy, wrong *sourceSet, st *stickiness) (int, error) {
 	n := len(e.sources)
 	busyLevel, busyGroup := levelNone, math.MaxInt
@@ -99,7 +99,7 @@ func (e *Engine) choose(ctx context.Context, now time.Time, tried, excluded, bus
 			continue
 		}
 		if st != nil && i == st.source && !busy.has(i, n) && !excluded.has(i, n) {
-			if now.Before(st.ready) {
+			if now.Before(st.readyAt(s, now)) {
 				continue
 			}
 			if bestLevel > levelTried || bestGroup > st.group {
@@ -114,7 +114,12 @@ func (e *Engine) choose(ctx context.Context, now time.Time, tried, excluded, bus
 		}
 		if busy.has(i, n) {
 			level := levelFresh
-			if tried.has(i, n) {
+			if kind, _ := s.memo(now); kind.hard() {
+				// Not eligible with a slot either: nothing to wait for.
+				continue
+			} else if kind != memoNone {
+				level = levelSoft
+			} else if tried.has(i, n) {
 				level = levelTried
 			}
 			group := e.group(s)

@@ -238,26 +238,29 @@ func TestGovernorReturnsRejectedAndInvalidAtOnceWithoutChargingTheBreaker(t *tes
 
 func TestGovernorRateLimitDoesNotConsumeBudgetNorCountForTheBreaker(t *testing.T) {
 	t.Parallel()
-	set := testSettings(src("a", 0))
-	set.Retry.MaxAttempts = 1
-	set.Breaker.FailThreshold = 1
-	f := newFixture(t, set)
-	f.up.script("a",
-		failStep(rateLimitedErr("a", 0)), failStep(rateLimitedErr("a", 0)), failStep(rateLimitedErr("a", 0)), okStep())
-	resp, err := f.g.Handle(context.Background(), newCall())
-	if err != nil {
-		t.Fatalf("three 429s used up a budget of one attempt: %v", err)
-	}
-	if !slices.Equal(resp.Attempts, []string{"a", "a", "a", "a"}) {
-		t.Errorf("Attempts = %v", resp.Attempts)
-	}
-	if snap := f.snapshot(t, "a"); snap.State != core.StateClosed || snap.ConsecutiveFailures != 0 {
-		t.Errorf("breaker = %+v, want closed with 0 consecutive failures", snap)
-	}
-	// AIMD: 8 → 4 → 2 → 1, then +1/1 on the success.
-	if got := f.status(t, "a").AdaptiveLimit; got != 2 {
-		t.Errorf("adaptive limit = %v, want 2", got)
-	}
+	inBubble(t, func(t *testing.T) {
+		set := testSettings(src("a", 0))
+		set.Retry.MaxAttempts = 1
+		set.Breaker.FailThreshold = 1
+		set.Backpressure.StallWindow = time.Minute
+		f := newFixture(t, set, withLiveBreaker)
+		f.up.script("a",
+			failStep(rateLimitedErr("a", 0)), failStep(rateLimitedErr("a", 0)), failStep(rateLimitedErr("a", 0)), okStep())
+		resp, err := f.g.Handle(context.Background(), newCall())
+		if err != nil {
+			t.Fatalf("three 429s used up a budget of one attempt: %v", err)
+		}
+		if !slices.Equal(resp.Attempts, []string{"a", "a", "a", "a"}) {
+			t.Errorf("Attempts = %v", resp.Attempts)
+		}
+		if snap := f.snapshot(t, "a"); snap.State != core.StateClosed || snap.ConsecutiveFailures != 0 {
+			t.Errorf("breaker = %+v, want closed with 0 consecutive failures", snap)
+		}
+		// AIMD: 4 → 2 → 1 → 1, then +1/1 on the success.
+		if got := f.status(t, "a").AdaptiveLimit; got != 2 {
+			t.Errorf("adaptive limit = %v, want 2", got)
+		}
+	})
 }
 
 func TestGovernorRateLimitPrefersAnotherSource(t *testing.T) {
@@ -284,22 +287,22 @@ func TestGovernorRateLimitPrefersAnotherSource(t *testing.T) {
 	})
 }
 
-// Design §4: a 429 waits max(Retry-After, backoff) before the source is
-// tried again, not Retry-After plus another backoff.
+// Design §4: a 429 waits max(Retry-After, backoff, the 1 s floor) before
+// the source is tried again, not Retry-After plus another backoff.
 func TestGovernorPushbackWaitIsTheMaxOfRetryAfterAndBackoffNotTheirSum(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		set := testSettings(src("a", 0))
 		set.Retry.BackoffBase, set.Retry.BackoffMax = 400*time.Millisecond, 400*time.Millisecond
-		f := newFixture(t, set)
-		f.up.script("a", failStep(rateLimitedErr("a", 300*time.Millisecond)), okStep())
+		f := newFixture(t, set, withLiveBreaker)
+		f.up.script("a", failStep(rateLimitedErr("a", 1300*time.Millisecond)), okStep())
 		start := time.Now()
 		if _, err := f.g.Handle(context.Background(), newCall()); err != nil {
 			t.Fatal(err)
 		}
-		// max(300ms, backoff ∈ [200ms, 400ms]) ≤ 400ms; a second backoff on top
-		// would make it at least 500ms.
-		if d := time.Since(start); d >= 480*time.Millisecond {
-			t.Errorf("retry after a 429 with Retry-After 300ms and backoff ≤ 400ms took %v; want ≤ ~400ms", d)
+		// max(1.3 s, backoff ∈ [200ms, 400ms], 1 s) = 1.3 s; a backoff on top
+		// would make it at least 1.5 s.
+		if d := time.Since(start); d < 1300*time.Millisecond || d >= 1480*time.Millisecond {
+			t.Errorf("retry after a 429 with Retry-After 1.3 s and backoff ≤ 400ms took %v; want 1.3 s", d)
 		}
 	})
 }
@@ -838,8 +841,8 @@ func TestGovernorSourcesReportsBreakerHealthAndLimits(t *testing.T) {
 	if sa.Limits != a.Limits || sb.Limits != (core.Limits{}) {
 		t.Errorf("limits a=%+v b=%+v", sa.Limits, sb.Limits)
 	}
-	if sa.AdaptiveLimit != 8 || sb.AdaptiveLimit != 9 { // b's success in slow start adds 1
-		t.Errorf("adaptive limits a=%v b=%v, want 8 and 9", sa.AdaptiveLimit, sb.AdaptiveLimit)
+	if sa.AdaptiveLimit != aimdStart || sb.AdaptiveLimit != aimdStart+1 { // b's success in slow start adds 1
+		t.Errorf("adaptive limits a=%v b=%v, want %v and %v", sa.AdaptiveLimit, sb.AdaptiveLimit, aimdStart, aimdStart+1)
 	}
 	if sa.Usage.Requests != 1 || sa.Usage.Tokens != 0 || sa.Usage.InFlight != 0 {
 		t.Errorf("a usage = %+v, want 1 request, tokens refunded, none in flight", sa.Usage)

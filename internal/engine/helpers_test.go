@@ -325,6 +325,9 @@ func newFixture(t *testing.T, set core.GatewaySettings, opts ...func(*Config)) *
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if b, ok := cfg.Breaker.(*memory.Breaker); ok {
+		f.br = b
+	}
 	g, err := New(cfg)
 	if err != nil {
 		t.Fatalf("NewGovernor: %v", err)
@@ -332,6 +335,11 @@ func newFixture(t *testing.T, set core.GatewaySettings, opts ...func(*Config)) *
 	f.g = g
 	return f
 }
+
+// withLiveBreaker gives the fixture a breaker on the time of the test (the
+// bubble's under synctest) instead of the fake clock the test advances: a
+// 429's pushback then ends as the engine's own memo does.
+func withLiveBreaker(cfg *Config) { cfg.Breaker = memory.NewBreaker() }
 
 func withClock(c core.Clock) func(*Config) {
 	return func(cfg *Config) { cfg.Clock = c }

@@ -74,6 +74,17 @@ type stickiness struct {
 	ready  time.Time // when it may be tried again
 }
 
+// readyAt is when the source that blipped may be tried again: its own
+// ready time, or later when a hard memo holds it back (a 429 seen by
+// another call of the process or by another process, an open circuit):
+// the tier's patience never goes around the source's pushback.
+func (st *stickiness) readyAt(s *sourceState, now time.Time) time.Time {
+	if kind, until := s.memo(now); kind.hard() && until.After(st.ready) {
+		return until
+	}
+	return st.ready
+}
+
 func (r *run) fail(source string, reason core.Reason) {
 	if r.perSource == nil {
 		r.perSource = make(map[string]core.Reason, 4)
@@ -107,7 +118,9 @@ func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 		if i < 0 && r.sticky.on {
 			// Nothing of the tier is ready: wait for the source that
 			// blipped, within the patience, or leave the tier.
-			if d := r.sticky.ready.Sub(now); d > 0 && r.sticky.ready.Before(r.sticky.until) {
+			ready := r.sticky.readyAt(e.sources[r.sticky.source], now)
+			left, dl := untilDeadline(ctx)
+			if d := ready.Sub(now); d > 0 && ready.Before(r.sticky.until) && (!dl || d < left) {
 				if err := core.Sleep(ctx, e.clock, d); err != nil {
 					return nil, err
 				}
@@ -215,8 +228,8 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 	default:
 		resp, err = e.up.Do(ctx, &s.cfg, call)
 	}
-	s.inflight.Add(-1)
-	e.slotFree()
+	// The attempt's adaptive-concurrency slot is freed by apply, once the
+	// attempt's effect on the source is in place.
 	ev.Latency = core.Since(e.clock, started)
 	r.ended = started.Add(ev.Latency)
 	if err == nil && resp == nil {
@@ -237,12 +250,21 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 // concurrency, progress).
 func (r *run) apply(ctx context.Context, s *sourceState, t *core.Ticket, eff effect, latency time.Duration, resp *core.LLMResponse, err error) {
 	e := r.e
-	e.finish(ctx, r.call.ID, s, t, e.settlement(s, t, eff, resp), eff.breaker)
-
 	now := r.ended
 	n := s.settle(now, eff.health, eff.aimd, eff.memo == memoClear, latency)
+	var pushback time.Duration
 	if eff.memo != memoClear {
-		r.setMemo(s, now, eff.memo, err, n)
+		pushback = r.setMemo(s, now, eff.memo, err, n)
+	}
+	// Only now does the attempt's slot free: a call woken by it finds the
+	// source as this attempt left it (a 429's memo set, its limit halved),
+	// never free to be asked again at once.
+	s.inflight.Add(-1)
+	e.slotFree()
+
+	e.finish(ctx, r.call.ID, s, t, e.settlement(s, t, eff, resp), eff.breaker)
+	if pushback > 0 {
+		e.pushBack(ctx, r.call.ID, s, pushback)
 	}
 	switch eff.breaker {
 	case core.OutcomeFailure, core.OutcomeTimeout, core.OutcomeDead:
@@ -420,8 +442,9 @@ func (r *run) lowerTierLeft(group int) bool {
 // setMemo applies a memo rule that sets a memo to source s after an
 // attempt; n is the source's consecutive 429s or failures. (memoClear is
 // carried out by sourceState.settle, with the rest of the local effect;
-// memoKeep does nothing.)
-func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n int) {
+// memoKeep does nothing.) It returns the pushback to share with other
+// processes (memoPushback), else 0.
+func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n int) time.Duration {
 	set := r.e.settings
 	switch rule {
 	case memoBackoff:
@@ -435,11 +458,34 @@ func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n
 	case memoCooldown:
 		s.setMemo(now, now.Add(s.breaker.Cooldown), memoTimeout)
 	case memoPushback:
-		wait := max(retryAfterOf(err), backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, max(n, 1)))
+		wait := pushbackWait(retryAfterOf(err), set.Retry.BackoffBase, set.Retry.BackoffMax, n)
 		s.setMemo(now, now.Add(wait), memoRateLimited)
+		return wait
 	case memoDead:
 		s.setMemo(now, now.Add(s.breaker.Cooldown), memoCircuitOpen)
 	}
+	return 0
+}
+
+// The spacing a 429 imposes on its source, whatever the backoff settings:
+// pushbackFloor doubled per 429 in a row, up to pushbackFloorMax. With it
+// a source that keeps answering 429 is asked at most three times in any
+// 3 s (at 0, 1 s and 3 s), by every call of the process together.
+const (
+	pushbackFloor    = time.Second
+	pushbackFloorMax = 30 * time.Second
+)
+
+// pushbackWait is how long a source that answered its n-th 429 in a row
+// (retryAfter: the upstream's hint, 0 without one) is left alone: the
+// longest of the hint, the n-th backoff and the n-th floor.
+func pushbackWait(retryAfter, base, maxBackoff time.Duration, n int) time.Duration {
+	n = max(n, 1)
+	floor := pushbackFloorMax
+	if n <= 6 {
+		floor = min(pushbackFloor<<(n-1), pushbackFloorMax)
+	}
+	return max(retryAfter, backoff(base, maxBackoff, n), floor)
 }
 
 // fitWindows excludes the sources whose CONTEXT_WINDOW cannot hold the

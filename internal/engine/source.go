@@ -26,7 +26,7 @@ const (
 // It is capped at max(aimdCap, MAX_CONCURRENCY). Library constants, not
 // settings.
 const (
-	aimdStart        = 8.0
+	aimdStart        = 4.0
 	aimdCap          = 64.0
 	aimdFloor        = 1.0
 	slowStartLatency = 2.0
@@ -198,11 +198,12 @@ func (s *sourceState) settle(now time.Time, health verdict, aimd aimdRule, clear
 }
 
 // blipReady reports whether a failure now would be a blip: the source is
-// healthy and has not failed since its last answer.
+// healthy and has neither failed nor answered 429 since its last answer (a
+// source that is throttling is not blipping).
 func (s *sourceState) blipReady(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.healthLocked(now) >= healthyScore && s.failures == 0
+	return s.healthLocked(now) >= healthyScore && s.failures == 0 && s.pushbacks == 0
 }
 
 // aimdSuccessLocked grows the adaptive limit after a success that took latency:

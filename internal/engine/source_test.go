@@ -111,13 +111,16 @@ func TestAIMDAdaptiveLimit(t *testing.T) {
 		ops            []op
 		want           float64
 	}{
-		{"starts at 8", 0, nil, 8},
-		{"slow start: one success adds 1", 0, []op{success}, 9},
-		{"slow start: two successes", 0, []op{success, success}, 10},
-		{"slow start doubles in one round trip", 0, repeat(success, 8), 16},
-		{"429 halves and ends slow start", 0, []op{pushback}, 4},
-		{"after a 429 a success adds 1/limit", 0, []op{pushback, success}, 4.25},
-		{"429 twice", 0, []op{pushback, pushback}, 2},
+		// A cold source takes at most 4 attempts at once: a provider that
+		// throttles from the first request sees no more than 4 before the
+		// first 429 comes back.
+		{"starts at 4", 0, nil, 4},
+		{"slow start: one success adds 1", 0, []op{success}, 5},
+		{"slow start: two successes", 0, []op{success, success}, 6},
+		{"slow start doubles in one round trip", 0, repeat(success, 4), 8},
+		{"429 halves and ends slow start", 0, []op{pushback}, 2},
+		{"after a 429 a success adds 1/limit", 0, []op{pushback, success}, 2.5},
+		{"429 twice", 0, []op{pushback, pushback}, 1},
 		{"floor is 1", 0, repeat(pushback, 10), 1},
 		{"success after the floor", 0, append(repeat(pushback, 10), success), 2},
 		{"cap is 64 without MAX_CONCURRENCY", 0, repeat(success, 10000), 64},
@@ -243,17 +246,17 @@ func TestMemoHardness(t *testing.T) {
 func TestSlowStartEndsOnTheLatencySignal(t *testing.T) {
 	t.Parallel()
 	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
-	s.settle(testEpoch, healthNeutral, aimdGrow, false, 100*time.Millisecond) // 9
-	s.settle(testEpoch, healthNeutral, aimdGrow, false, 150*time.Millisecond) // 10: within twice the fastest
-	if got := s.aimdLimit(); got != 10 {
-		t.Fatalf("limit = %v, want 10 in slow start", got)
+	s.settle(testEpoch, healthNeutral, aimdGrow, false, 100*time.Millisecond) // 5
+	s.settle(testEpoch, healthNeutral, aimdGrow, false, 150*time.Millisecond) // 6: within twice the fastest
+	if got := s.aimdLimit(); got != 6 {
+		t.Fatalf("limit = %v, want 6 in slow start", got)
 	}
 	s.settle(testEpoch, healthNeutral, aimdGrow, false, 250*time.Millisecond) // more than twice the fastest: AIMD from here
-	if got := s.aimdLimit(); math.Abs(got-10.1) > 1e-9 {
-		t.Fatalf("limit = %v, want 10.1 (+1/limit once slow start ended)", got)
+	if got := s.aimdLimit(); math.Abs(got-(6+1.0/6)) > 1e-9 {
+		t.Fatalf("limit = %v, want 6+1/6 (+1/limit once slow start ended)", got)
 	}
 	s.settle(testEpoch, healthNeutral, aimdGrow, false, 100*time.Millisecond)
-	if got := s.aimdLimit(); math.Abs(got-(10.1+1/10.1)) > 1e-9 {
+	if got := s.aimdLimit(); math.Abs(got-(6+1.0/6+1/(6+1.0/6))) > 1e-9 {
 		t.Fatalf("limit = %v: slow start came back", got)
 	}
 }

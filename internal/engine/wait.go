@@ -19,7 +19,7 @@ func (r *run) waitForEligible(ctx context.Context, now time.Time) error {
 	}
 	start := e.clock.Now()
 	if slot {
-		err = e.waitSlot(ctx, wait)
+		err = e.waitSlot(ctx, wait, &r.busy)
 	} else {
 		err = core.Sleep(ctx, e.clock, wait)
 	}
@@ -161,8 +161,11 @@ func (r *run) unavailable(ctx context.Context, reason core.Reason) *core.Gateway
 }
 
 // waitSlot waits until an attempt finishes somewhere in the scope (an
-// adaptive-concurrency slot frees) or at most d.
-func (e *Engine) waitSlot(ctx context.Context, d time.Duration) error {
+// adaptive-concurrency slot frees) or at most d. busy holds the sources the
+// call found at their limit: it returns at once only when one of them has a
+// slot again (a free slot elsewhere is not what the call waits for, and
+// returning on it would spin).
+func (e *Engine) waitSlot(ctx context.Context, d time.Duration, busy *sourceSet) error {
 	e.slotWaiters.Add(1)
 	defer e.slotWaiters.Add(-1)
 	e.slotMu.Lock()
@@ -173,8 +176,9 @@ func (e *Engine) waitSlot(ctx context.Context, d time.Duration) error {
 	e.slotMu.Unlock()
 	// A slot may have freed between the choice and the registration above.
 	now := e.clock.Now()
-	for _, s := range e.sources {
-		if float64(s.inflight.Load()) < s.aimdLimit() {
+	n := len(e.sources)
+	for i, s := range e.sources {
+		if busy.has(i, n) && float64(s.inflight.Load()) < s.aimdLimit() {
 			if k, _ := s.memo(now); k == memoNone {
 				return nil
 			}
