@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,10 +47,16 @@ type AdmitterBackend struct {
 //     switched off is refused by Admit with Disabled (no grant, nothing
 //     counted, no probe granted), its circuit kept underneath, until it
 //     is switched on again.
+//   - The pushback: the Admitter must be a core.PushbackAdmitter and its
+//     Breaker a core.Pushback, sharing one record: a source pushed back
+//     through either is refused by Admit with PushedBack and the pushback's
+//     time left (no grant, nothing counted, no budget reserved, the circuit
+//     untouched) and by the Breaker's Allow alike, until it ends; the
+//     switch comes first.
 func RunAdmitterSuite(t *testing.T, newAdmitter func(t *testing.T, clk *FakeClock) AdmitterBackend, opts ...SuiteOption) {
 	t.Helper()
 	o := buildSuiteOptions(opts)
-	for _, tc := range append(admitterCases[:len(admitterCases):len(admitterCases)], admitterBudgetCases...) {
+	for _, tc := range slices.Concat(admitterCases, admitterBudgetCases, admitterPushbackCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := NewFakeClock(epoch())
 			b := newAdmitter(t, clk)

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -70,9 +71,18 @@ func SuiteBreakerConfig() core.BreakerConfig {
 //     calls admitted before the switch still report). Reset does not
 //     switch a source on; switching it on admits again as the circuit says.
 //     The switch is per circuit.
+//   - The pushback (the Pushback* subtests): every breaker must implement
+//     core.Pushback. After PushBack(d) Allow refuses the source with
+//     PushedBack, the circuit's state as of now and RetryAfter the longer
+//     of the pushback's time left and the circuit's own (the remaining
+//     cooldown while open, the probe's remaining lease while it is out),
+//     until d has passed; no probe is granted and the circuit (state, epoch,
+//     history) is not touched. A pushback never shortens one that ends
+//     later; d <= 0 records nothing; a switched-off source is refused as
+//     Disabled (not PushedBack); Reset leaves a pushback; it is per circuit.
 func RunBreakerSuite(t *testing.T, newBreaker func(t *testing.T, clk *FakeClock) core.Breaker) {
 	t.Helper()
-	for _, tc := range append(breakerCases[:len(breakerCases):len(breakerCases)], breakerSwitchCases...) {
+	for _, tc := range slices.Concat(breakerCases, breakerSwitchCases, breakerPushbackCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := NewFakeClock(epoch())
 			tc.run(&breakerHarness{

@@ -16,8 +16,8 @@ const windowBuckets = 10
 // floatSlack absorbs rounding when fractional weights are summed.
 const floatSlack = 1e-9
 
-// Breaker is the in-process core.Breaker and core.SourceSwitch: one circuit
-// per (scope, source) in this process's memory.
+// Breaker is the in-process core.Breaker, core.SourceSwitch and
+// core.Pushback: one circuit per (scope, source) in this process's memory.
 //
 // Semantics:
 //
@@ -67,6 +67,20 @@ const floatSlack = 1e-9
 //     history and goes on by time (an open circuit still turns half-open),
 //     and calls admitted before the switch still report through Record.
 //     Reset leaves the switch as it is; only SetEnabled turns it back on.
+//   - The upstream's pushback (core.Pushback): after PushBack(d), Allow
+//     refuses the source until d has passed on the Breaker's clock, with
+//     PushedBack, the circuit's state as of now and RetryAfter the longer
+//     of the pushback's time left and the circuit's own (the remaining
+//     cooldown while open, the remaining probe lease while the probe is
+//     out); it grants no probe, and changes nothing of the circuit (state,
+//     epoch, consecutive weight, window). A pushback never shortens one
+//     that ends later; d <= 0 records nothing. A switched-off source is
+//     refused as Disabled instead. Reset leaves a pushback as it is: it is
+//     the upstream's word, not the circuit's history, and ends by itself.
+//
+// Precedence in Allow: switched off (Disabled), then pushed back
+// (PushedBack), then the circuit (closed admits; open refuses; half-open
+// grants the probe when it is free).
 //
 // State is computed lazily from the clock: an open circuit becomes half-open
 // by time alone. A Breaker is safe for concurrent use; each circuit has its
@@ -82,6 +96,7 @@ type Breaker struct {
 var (
 	_ core.Breaker      = (*Breaker)(nil)
 	_ core.SourceSwitch = (*Breaker)(nil)
+	_ core.Pushback     = (*Breaker)(nil)
 )
 
 // circuit is one (scope, source) circuit.
@@ -89,6 +104,9 @@ type circuit struct {
 	mu sync.Mutex
 
 	off bool // switched off by SetEnabled
+
+	pushed    bool  // a pushback was recorded and may not have ended
+	pushUntil int64 // its end
 
 	open      bool  // open or half-open; half-open once now ≥ openUntil
 	openUntil int64 // end of the cooldown
@@ -126,14 +144,22 @@ func NewBreaker(opts ...Option) *Breaker {
 }
 
 // Allow admits a call when the circuit is closed, grants the single probe
-// when it is half-open and the probe is free, and refuses otherwise. It
-// never fails; ctx is not used.
+// when it is half-open and the probe is free, and refuses otherwise; a
+// source switched off is refused with Disabled, and one pushed back with
+// PushedBack. It never fails; ctx is not used.
 func (b *Breaker) Allow(_ context.Context, scope, source string, cfg core.BreakerConfig) (core.Admission, error) {
 	c := b.circuit(scope, source)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.off {
 		return core.Admission{Epoch: c.epoch, State: c.state(b.now()), Disabled: true}, nil
+	}
+	if c.pushed {
+		now := b.now()
+		if now < c.pushUntil {
+			return c.pushedBack(now), nil
+		}
+		c.pushed = false // ended: the common path reads no clock again
 	}
 	if !c.open {
 		return core.Admission{Allowed: true, Epoch: c.epoch, State: core.StateClosed}, nil
@@ -231,6 +257,40 @@ func (b *Breaker) SetEnabled(_ context.Context, scope, source string, _ core.Bre
 	c.off = !enabled
 	c.mu.Unlock()
 	return nil
+}
+
+// PushBack records that the source is not to be asked before d has passed
+// on the Breaker's clock (see the pushback above); a pushback that ends
+// later stands. d <= 0 records nothing. It never fails; ctx and cfg are not
+// used.
+func (b *Breaker) PushBack(_ context.Context, scope, source string, _ core.BreakerConfig, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	c := b.circuit(scope, source)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until := addSat(b.now(), d)
+	if !c.pushed || until > c.pushUntil {
+		c.pushed, c.pushUntil = true, until
+	}
+	return nil
+}
+
+// pushedBack is Allow's refusal of a source pushed back until after now:
+// the circuit's state, and the longer of the pushback's time left and the
+// circuit's own RetryAfter when it would refuse too.
+func (c *circuit) pushedBack(now int64) core.Admission {
+	a := core.Admission{Epoch: c.epoch, State: c.state(now), PushedBack: true, RetryAfter: time.Duration(c.pushUntil - now)}
+	var own time.Duration
+	switch {
+	case a.State == core.StateOpen:
+		own = time.Duration(c.openUntil - now)
+	case a.State == core.StateHalfOpen && c.probeHeld && now < c.probeExpires:
+		own = leaseLeft(c.probeExpires, now)
+	}
+	a.RetryAfter = max(a.RetryAfter, own)
+	return a
 }
 
 // state returns the circuit's state as of now.

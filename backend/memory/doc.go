@@ -1,7 +1,9 @@
 // Package memory holds the in-process backends of the governance ports:
 // Limiter (core.Limiter, with spend budgets: core.BudgetLimiter), Breaker
-// (core.Breaker, with the operator's switch: core.SourceSwitch) and Cache
-// (core.Cache).
+// (core.Breaker, with the operator's switch: core.SourceSwitch, and the
+// upstream's pushback: core.Pushback) and Cache (core.Cache). There is no
+// native Admitter: core.ComposeAdmitter over the Limiter and the Breaker
+// is one (its PushBack reaches the Breaker's).
 //
 // State lives in the process's memory, so limits and circuits are per
 // process: several worker processes each get their own quota. Use the Redis

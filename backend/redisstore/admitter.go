@@ -20,7 +20,8 @@ import (
 // package on the same client: Admit runs the breaker's Allow and all the
 // gates in one script, Finish the release, the settlement and the record in
 // one script, so a governed call costs one round trip before the upstream
-// call and one after.
+// call and one after. It is a core.PushbackAdmitter: PushBack shares a
+// 429's wait through the Breaker, and Admit honours it in its one script.
 //
 // # Healing
 //
@@ -76,8 +77,9 @@ type Admitter struct {
 }
 
 var (
-	_ core.Admitter = (*Admitter)(nil)
-	_ io.Closer     = (*Admitter)(nil)
+	_ core.Admitter         = (*Admitter)(nil)
+	_ core.PushbackAdmitter = (*Admitter)(nil)
+	_ io.Closer             = (*Admitter)(nil)
 )
 
 // NewAdmitter returns the native Admitter of l and b, or nil when they do
@@ -100,7 +102,8 @@ func NewAdmitter(l *Limiter, b *Breaker, opts ...Option) *Admitter {
 }
 
 // Admit implements core.Admitter: one script, the breaker's Allow (a
-// source switched off is refused with Disabled), the six gates and the
+// source switched off is refused with Disabled, one pushed back with
+// PushedBack, its pushback read in the same script), the six gates and the
 // budgets. A scope whose permit and circuit name different pools (keys in
 // different slots) is admitted as core.ComposeAdmitter would, in two round
 // trips. A budget that cannot be enforced fails it with a
@@ -118,22 +121,8 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 	}
 	a.l.pools.note(p.Scope, p.Pool)
 	lease := newLease(&p)
-	sk := a.l.scriptKeys(p.Scope, p.Source, p.Pool)
-	keys := sk.withCircuit(a.l, a.b)
-	if len(p.Budgets) > 0 {
-		keys = a.l.withBudgets(keys, p.Scope, p.Pool, p.Budgets)
-	}
-	w := newRequest()
-	w.open()
-	w.object("breaker")
-	w.int("key", circuitIndex)
-	a.b.writeAllow(w, &req.Breaker, strconv.FormatUint(lease, 10))
-	w.close()
-	w.object("limiter")
-	a.l.writeAcquire(w, &p, sk, lease, circuitIndex)
-	w.close()
-	w.close()
-	res, err := admitScript.Run(ctx, a.l.c, keys, w.String()).Int64Slice()
+	keys, arg := a.admitArgs(&req, lease)
+	res, err := admitScript.Run(ctx, a.l.c, keys, arg).Int64Slice()
 	if err != nil {
 		if !errors.Is(err, redis.ErrClosed) {
 			j := &reclaim{permit: core.Permit{Scope: p.Scope, Source: p.Source, Lease: lease, Budgets: p.Budgets},
@@ -145,18 +134,57 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 			Err: fmt.Errorf("polygateway: redisstore: admit: %w", err)}
 	}
 	a.heal.answered()
-	if len(res) != 11 {
+	if len(res) != allowReply+5 {
 		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit",
 			Err: fmt.Errorf("polygateway: redisstore: admit: unexpected reply %v", res)}
 	}
-	t := core.Ticket{Admission: admission(res[:6]), Breaker: req.Breaker}
+	t := core.Ticket{Admission: admission(res[:allowReply]), Breaker: req.Breaker}
 	if !t.Admission.Allowed {
 		return t, nil
 	}
-	if t.Grant, err = a.l.grant(res[6:], &p, lease, "admit"); err != nil {
+	if t.Grant, err = a.l.grant(res[allowReply:], &p, lease, "admit"); err != nil {
 		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
 	}
 	return t, nil
+}
+
+// admitArgs returns the keys and the argument of the admit script of req
+// (lua/admit.lua) for an attempt holding lease: the levels' keys, the
+// circuit, its pushback, then the budgets' hashes.
+func (a *Admitter) admitArgs(req *core.AdmitRequest, lease uint64) ([]string, string) {
+	p := &req.Permit
+	sk := a.l.scriptKeys(p.Scope, p.Source, p.Pool)
+	keys := sk.admitKeys(a.l, a.b)
+	if len(p.Budgets) > 0 {
+		keys = a.l.withBudgets(keys, p.Scope, p.Pool, p.Budgets)
+	}
+	w := newRequest()
+	w.open()
+	w.object("breaker")
+	w.int("key", circuitIndex)
+	w.int("pkey", pushbackIndex)
+	a.b.writeAllow(w, &req.Breaker, strconv.FormatUint(lease, 10))
+	w.close()
+	w.object("limiter")
+	a.l.writeAcquire(w, p, sk, lease, pushbackIndex)
+	w.close()
+	w.close()
+	return keys, w.String()
+}
+
+// PushBack implements core.PushbackAdmitter: it records the pushback on
+// the Admitter's Breaker (Breaker.PushBack: one script, next to the
+// circuit, under the breaker's prefix), which Admit reads in its own
+// script at no extra round trip. A failure is returned as a
+// GovernanceBackendError; d <= 0 records nothing.
+func (a *Admitter) PushBack(ctx context.Context, scope, source string, cfg core.BreakerConfig, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	if err := a.b.PushBack(ctx, scope, source, cfg, d); err != nil {
+		return &core.GovernanceBackendError{Backend: "breaker", Op: "pushback", Err: err}
+	}
+	return nil
 }
 
 // Finish implements core.Admitter: one script. On failure the release is

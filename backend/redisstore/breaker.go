@@ -4,15 +4,17 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
 
-// Breaker is the core.Breaker and core.SourceSwitch on Redis: one circuit
-// per (scope, source), shared by every process that uses the same Redis
-// and prefix, and with it the operator's switch (SetEnabled).
+// Breaker is the core.Breaker, core.SourceSwitch and core.Pushback on
+// Redis: one circuit per (scope, source), shared by every process that
+// uses the same Redis and prefix, and with it the operator's switch
+// (SetEnabled) and the upstream's pushback (PushBack).
 //
 // Its semantics are exactly those of the in-process memory.Breaker (see its
 // documentation): the consecutive channel with the threshold passed in the
@@ -20,11 +22,14 @@ import (
 // rule, 429s ignored, timeouts weighted, OutcomeDead opening at once, the
 // cooldown doubling on every failed probe up to the maximum, the single
 // half-open probe with a lease of ProbeTTL, HalfOpenSuccesses, and epoch
-// fencing (the epoch changes on every open, probe grant and Reset).
+// fencing (the epoch changes on every open, probe grant and Reset), the
+// operator's switch and the upstream's pushback, and their precedence in
+// Allow: switched off, then pushed back, then the circuit.
 //
-// Each method is one atomic Lua script on one key (a HASH per circuit), so
-// two processes can never both take the probe, and a circuit opened by one
-// process is open for all at once. The configuration travels with every
+// Each method is one atomic Lua script on the circuit's keys (a HASH per
+// circuit; Allow and PushBack also its pushback, a STRING in the same
+// slot), so two processes can never both take the probe, and a circuit
+// opened (or a source pushed back) by one process is so for all at once. The configuration travels with every
 // call; nothing of it is stored. State is computed lazily from the server's
 // TIME (WithClock replaces it in tests): an open circuit becomes half-open
 // by time alone.
@@ -37,8 +42,9 @@ import (
 // Differences from memory.Breaker that a shared store brings: a circuit
 // untouched for a day (plus its remaining cooldown) vanishes from Redis and
 // reads as closed and new, Opens included; Reset of a circuit never seen
-// still bumps its epoch; and buckets of the window are aligned to the
-// server's clock rather than to the breaker's creation.
+// still bumps its epoch; buckets of the window are aligned to the
+// server's clock rather than to the breaker's creation; and times are kept
+// in whole microseconds (a pushback's d is rounded up to one).
 //
 // A Breaker is safe for concurrent use. It does not own its client.
 // Create one with NewBreaker.
@@ -50,6 +56,7 @@ type Breaker struct {
 var (
 	_ core.Breaker      = (*Breaker)(nil)
 	_ core.SourceSwitch = (*Breaker)(nil)
+	_ core.Pushback     = (*Breaker)(nil)
 )
 
 // NewBreaker returns a Breaker on c. WithPrefix and WithClock apply.
@@ -63,25 +70,31 @@ func (b *Breaker) key(scope, source string, cfg *core.BreakerConfig) []string {
 }
 
 // Allow admits a call when the circuit is closed, grants the single probe
-// when it is half-open and the probe is free, and refuses otherwise. An
-// error means Redis failed.
+// when it is half-open and the probe is free, and refuses otherwise; a
+// source switched off is refused with Disabled, and one pushed back (see
+// PushBack) with PushedBack. One script reads the circuit and its
+// pushback. An error means Redis failed.
 func (b *Breaker) Allow(ctx context.Context, scope, source string, cfg core.BreakerConfig) (core.Admission, error) {
 	w := newRequest()
 	w.open()
 	b.writeAllow(w, &cfg, "")
 	w.close()
-	res, err := allowScript.Run(ctx, b.c, b.key(scope, source, &cfg), w.String()).Int64Slice()
+	ck := circuitKey(b.opt.prefix, scope, source, cfg.Pool)
+	res, err := allowScript.Run(ctx, b.c, []string{ck, pushbackKey(ck)}, w.String()).Int64Slice()
 	if err != nil {
 		return core.Admission{}, fmt.Errorf("polygateway: redisstore: breaker allow: %w", err)
 	}
-	if len(res) != 6 {
+	if len(res) != allowReply {
 		return core.Admission{}, fmt.Errorf("polygateway: redisstore: breaker allow: unexpected reply %v", res)
 	}
 	return admission(res), nil
 }
 
+// allowReply is the length of an allow reply (lua/lib/allow.lua).
+const allowReply = 7
+
 // admission reads an allow reply {allowed, probe, epoch, state, retry
-// after, disabled}.
+// after, disabled, pushed back}.
 func admission(res []int64) core.Admission {
 	return core.Admission{
 		Allowed:    res[0] == 1,
@@ -90,6 +103,7 @@ func admission(res []int64) core.Admission {
 		State:      core.BreakerState(res[3]),
 		RetryAfter: fromMicros(max(res[4], 0)),
 		Disabled:   res[5] == 1,
+		PushedBack: res[6] == 1,
 	}
 }
 
@@ -210,6 +224,33 @@ func (b *Breaker) SetEnabled(ctx context.Context, scope, source string, cfg core
 	w.close()
 	if err := switchScript.Run(ctx, b.c, b.key(scope, source, &cfg), w.String()).Err(); err != nil {
 		return fmt.Errorf("polygateway: redisstore: breaker switch: %w", err)
+	}
+	return nil
+}
+
+// PushBack records, for every process on this Redis and prefix at once,
+// that the source is not to be asked before d has passed on the server's
+// clock (its TIME, read by the script; WithClock replaces it in tests):
+// Allow and Admit refuse it meanwhile with PushedBack (see
+// core.Pushback), without touching its circuit. A pushback never shortens
+// one that ends later. It is one script on one key next to the circuit's,
+// in its slot ({circuit}:pb, a STRING holding the end), which expires by
+// itself a second after the pushback ends. d is rounded up to a whole
+// microsecond; d <= 0 records nothing and costs no round trip. An error
+// means Redis failed. Of cfg only Pool is used: like the circuit, the
+// pushback lives under the scope's pool.
+func (b *Breaker) PushBack(ctx context.Context, scope, source string, cfg core.BreakerConfig, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	w := newRequest()
+	w.open()
+	w.now(&b.opt)
+	w.int("d", ceilMicros(d))
+	w.close()
+	k := pushbackKey(circuitKey(b.opt.prefix, scope, source, cfg.Pool))
+	if err := pushbackScript.Run(ctx, b.c, []string{k}, w.String()).Err(); err != nil {
+		return fmt.Errorf("polygateway: redisstore: breaker pushback: %w", err)
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 // Package redisstore holds the Redis backends of the governance ports:
 // Limiter (core.Limiter, with spend budgets: core.BudgetLimiter), Breaker
-// (core.Breaker, with the operator's switch: core.SourceSwitch), Cache
-// (core.Cache) and the native admission port Admitter (core.Admitter).
+// (core.Breaker, with the operator's switch: core.SourceSwitch, and the
+// upstream's pushback: core.Pushback), Cache (core.Cache) and the native
+// admission port Admitter (core.Admitter, and core.PushbackAdmitter).
 // Processes that point at the same Redis share one set of rate limits and
-// budgets, one state (and switch) per circuit and one response cache.
+// budgets, one state (switch and pushback) per circuit and one response
+// cache.
 //
 // # Enabling
 //
@@ -38,6 +40,7 @@
 //	{prefix}:lim:{SCOPE}:global:slots|log|tok the same for the scope's global gates (members lease/source)
 //	{prefix}:lim:{SCOPE}:…:gone               ZSET, a level's tombstones (after an outage only)
 //	{prefix}:brk:{SCOPE}:{source}             HASH, one circuit (and its switch)
+//	{prefix}:brk:{SCOPE}:{source}:pb          STRING, the circuit's pushback: its end (µs), while it lasts
 //	{prefix}:bud:{budget key}:{window s}      HASH, one budget's current window
 //	{prefix}:cache:{key}                      STRING, one cached answer
 //
@@ -49,6 +52,7 @@
 //	{prefix}:pool:{POOL}:src:{scope}:{source}:slots|log|tok
 //	{prefix}:pool:{POOL}:global:slots|log|tok  shared by the pool's scopes (members lease/scope:source)
 //	{prefix}:pool:{POOL}:brk:{scope}:{source}
+//	{prefix}:pool:{POOL}:brk:{scope}:{source}:pb
 //
 // A scope that changes its pool (or joins or leaves one) starts from fresh
 // counts and closed circuits under the new keys; the old keys expire. A
@@ -80,7 +84,8 @@
 // Keys expire on their own: a log 61 to 71 s after the last grant, slots 1
 // to 11 s after the latest lease ends, a level's tok hash when both are
 // gone, a circuit 23 to 24 hours after it was last written (plus any
-// remaining cooldown), a cache entry at its TTL. TTLs carry up to 10 s (a
+// remaining cooldown), a pushback a second after it ends, a cache entry at
+// its TTL. TTLs carry up to 10 s (a
 // circuit's an hour) of slack so that a busy level extends them once per
 // 10 s rather than on every call. An idle scope leaves nothing behind. The
 // exact layout of the limiter's keys is described in lua/lib/limiter.lua;
@@ -118,8 +123,8 @@
 // configuration fields the same way ({"threshold":5,"cooldown":30000000,…}).
 //
 // The scripts are built for the common call: a grant, a release and a
-// success on a closed circuit run 13 Redis commands in all (7 before the
-// upstream call, 6 after); each budget adds 5 (a read and a write before,
+// success on a closed circuit run 14 Redis commands in all (8 before the
+// upstream call, one of them the GET of the pushback, 6 after); each budget adds 5 (a read and a write before,
 // a read and two writes after), still in the same two scripts. Expired slots and log entries are dropped lazily
 // (a log at least once a second, and everything whenever a gate would
 // refuse, so refusals and RetryAfter are exact); the functions of those rare
@@ -127,7 +132,7 @@
 //
 // Scripts take "now" from the Redis server's TIME, so every process agrees
 // on one clock whatever its own says: on the gates' windows, the budgets'
-// (fixed, aligned to the Unix epoch) and the cooldowns. WithClock replaces it with a
+// (fixed, aligned to the Unix epoch), the cooldowns and the pushbacks. WithClock replaces it with a
 // core.Clock read by the client; it exists so the conformance suites can
 // drive windows and cooldowns with a fake clock, and must not be used by
 // processes that share state.
@@ -166,6 +171,25 @@
 // Admit at no extra command. A switched-off circuit keeps no TTL, so the
 // switch outlasts any idle time; Reset leaves it. Like the circuit, it
 // lives under the scope's pool.
+//
+// # Pushback
+//
+// Breaker.PushBack (and Admitter.PushBack, core.PushbackAdmitter) shares
+// an upstream's 429 with every process at once: the source is not to be
+// asked before d has passed on the server's clock (TIME, read inside the
+// script, never the client's). It is one script on one key next to the
+// circuit's, in its slot and under its pool (the circuit's key and ":pb",
+// a STRING holding the pushback's end in µs); the key expires by itself a
+// second after the pushback ends. A pushback never shortens one that ends
+// later; d <= 0 records nothing. The scripts of Allow and Admit read it
+// (one GET, at no extra round trip): a source switched off is refused
+// with Disabled first; otherwise, while the pushback lasts, it is refused
+// with PushedBack, the circuit's state and RetryAfter the longer of the
+// pushback's time left and the circuit's own (the cooldown left while
+// open, the probe's lease left while it is out). No probe is granted, no
+// gate is asked (nothing is taken, no budget reserved), and the circuit —
+// state, epoch, failures, window — is not touched; Reset leaves a
+// pushback, which ends by itself.
 //
 // # Bounds and degradation
 //

@@ -75,6 +75,16 @@ func micros(d time.Duration) int64 {
 	return max(d.Microseconds(), 1)
 }
 
+// ceilMicros converts a positive d to microseconds for a script, rounded
+// up, so that a wait is never cut short.
+func ceilMicros(d time.Duration) int64 {
+	us := d / time.Microsecond
+	if d%time.Microsecond != 0 {
+		us++
+	}
+	return int64(us)
+}
+
 // fromMicros converts a script's microseconds back to a Duration.
 func fromMicros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 

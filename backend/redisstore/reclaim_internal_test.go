@@ -34,7 +34,7 @@ func TestReclaimBeforeALateAdmitLeavesNoSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The late Admit of that lease: nobody hears it, and it holds nothing.
-	if res := rawAdmit(t, a, req, lease); res[6] != 0 {
+	if res := rawAdmit(t, a, req, lease); res[allowReply] != 0 {
 		t.Fatalf("the late Admit was granted: %v", res)
 	}
 	for _, source := range []string{"a", ""} {
@@ -105,7 +105,7 @@ func TestRetriedScriptsCountOnce(t *testing.T) {
 	req := core.AdmitRequest{Breaker: cfg, Permit: core.PermitRequest{Scope: "R", Source: "a", SourceLimits: one, LeaseTTL: time.Hour}}
 	lease := newLease(&req.Permit)
 	for i := range 2 {
-		if res := rawAdmit(t, a, req, lease); res[0] != 1 || res[6] != 1 {
+		if res := rawAdmit(t, a, req, lease); res[0] != 1 || res[allowReply] != 1 {
 			t.Fatalf("Admit %d of one lease = %v, want granted", i+1, res)
 		}
 	}
@@ -127,22 +127,8 @@ func TestRetriedScriptsCountOnce(t *testing.T) {
 // rawAdmit runs the admit script for req with a lease of the test's choice.
 func rawAdmit(t *testing.T, a *Admitter, req core.AdmitRequest, lease uint64) []int64 {
 	t.Helper()
-	sk := a.l.scriptKeys(req.Permit.Scope, req.Permit.Source, req.Permit.Pool)
-	w := newRequest()
-	w.open()
-	w.object("breaker")
-	w.int("key", circuitIndex)
-	a.b.writeAllow(w, &req.Breaker, strconv.FormatUint(lease, 10))
-	w.close()
-	w.object("limiter")
-	a.l.writeAcquire(w, &req.Permit, sk, lease, circuitIndex)
-	w.close()
-	w.close()
-	keys := sk.withCircuit(a.l, a.b)
-	if len(req.Permit.Budgets) > 0 {
-		keys = a.l.withBudgets(keys, req.Permit.Scope, req.Permit.Pool, req.Permit.Budgets)
-	}
-	res, err := admitScript.Run(context.Background(), a.l.c, keys, w.String()).Int64Slice()
+	keys, arg := a.admitArgs(&req, lease)
+	res, err := admitScript.Run(context.Background(), a.l.c, keys, arg).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +190,11 @@ func TestBudgetReclaimAndRetries(t *testing.T) {
 	}
 	// A grant makes the window's hash.
 	first := newLease(&req.Permit)
-	if res := rawAdmit(t, a, req, first); res[6] != 1 {
+	if res := rawAdmit(t, a, req, first); res[allowReply] != 1 {
 		t.Fatalf("Admit = %v", res)
 	}
 	// Sent again: granted as before, reserved once.
-	if res := rawAdmit(t, a, req, first); res[6] != 1 {
+	if res := rawAdmit(t, a, req, first); res[allowReply] != 1 {
 		t.Fatalf("a resent Admit = %v, want its grant", res)
 	}
 	if s := spent(); s != 600 {
@@ -220,7 +206,7 @@ func TestBudgetReclaimAndRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Permit.Cost = 100
-	if res := rawAdmit(t, a, req, late); res[6] != 0 || res[7] != 0 {
+	if res := rawAdmit(t, a, req, late); res[allowReply] != 0 || res[allowReply+1] != 0 {
 		t.Fatalf("the late Admit = %v, want refused (by no gate: no one hears it)", res)
 	}
 	if s := spent(); s != 600 {
@@ -228,7 +214,7 @@ func TestBudgetReclaimAndRetries(t *testing.T) {
 	}
 	// The tombstone goes with its window.
 	clk.now = clk.now.Add(time.Hour)
-	if res := rawAdmit(t, a, req, late); res[6] != 1 {
+	if res := rawAdmit(t, a, req, late); res[allowReply] != 1 {
 		t.Fatalf("the lease's Admit in the next window = %v, want granted", res)
 	}
 	if s := spent(); s != 100 {

@@ -41,6 +41,7 @@ var (
 	snapshotScript = script("snapshot.lua", "circuit.lua")
 	resetScript    = script("reset.lua")
 	switchScript   = script("switch.lua")
+	pushbackScript = script("pushback.lua")
 	// admitScript and finishScript are the Admitter's: one script before
 	// the upstream call, one after; reclaimScript gives back what a call
 	// whose reply was lost may hold.
