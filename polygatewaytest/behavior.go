@@ -74,6 +74,7 @@ const (
 	faultCut
 	faultStall
 	faultMalformed
+	faultTruncated
 	faultErrorEvent
 )
 
@@ -259,6 +260,14 @@ func StallAfter(n int, d time.Duration) Behavior {
 // 200 with a truncated JSON body.
 func MalformedAt(n int) Behavior { return Behavior{fault: faultMalformed, faultAt: n} }
 
+// TruncatedChunkAt streams n content tokens, then token n's own chunk with
+// its JSON cut at two thirds of its length (the event still ends with its
+// blank line), then the tokens after it up to [DONE]: the word of token n
+// is missing from what parses, as when a proxy or a provider drops the end
+// of one event. A non-streaming request gets a 200 with a truncated JSON
+// body, as for MalformedAt.
+func TruncatedChunkAt(n int) Behavior { return Behavior{fault: faultTruncated, faultAt: n} }
+
 // ErrorEvent streams n content tokens, then an in-stream error event
 // {"error":{"object":"error","message":…,"type":"InternalServerError",
 // "code":500}} followed by "data: [DONE]" without any finish_reason, as vLLM
@@ -351,7 +360,7 @@ func (b Behavior) Kind() Kind {
 		return KindCut
 	case faultStall:
 		return KindStall
-	case faultMalformed:
+	case faultMalformed, faultTruncated:
 		return KindMalformed
 	case faultErrorEvent:
 		return KindErrorEvent

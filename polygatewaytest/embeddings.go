@@ -191,7 +191,7 @@ func (a *answerer) embeddings(e *embedRequest, model string) {
 	}
 	var body []byte
 	switch b.fault {
-	case faultMalformed:
+	case faultMalformed, faultTruncated:
 		body = bodyEmbedMalformed
 	case faultErrorEvent:
 		body = bodyErrorEvent

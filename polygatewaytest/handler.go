@@ -322,7 +322,7 @@ func (a *answerer) plain(rd *rendered) {
 		body, clen = rd.fullNoUsage, rd.fullNoUseLen
 	}
 	switch b.fault {
-	case faultMalformed:
+	case faultMalformed, faultTruncated:
 		body, clen = bodyMalformed, lenMalformed
 	case faultErrorEvent:
 		body, clen = bodyErrorEvent, lenErrorEvent
@@ -363,7 +363,7 @@ func (a *answerer) stream(rd *rendered, includeUsage bool) {
 		at = min(max(b.faultAt, 0), n)
 	}
 	for i := 0; i <= n; i++ {
-		if i == at && !a.fault() {
+		if i == at && b.fault != faultTruncated && !a.fault() {
 			return
 		}
 		if i == n {
@@ -372,7 +372,11 @@ func (a *answerer) stream(rd *rendered, includeUsage bool) {
 		if i > 0 && !a.sleep(b.InterTokenDelay, true) {
 			abort()
 		}
-		if !a.write(rd.chunks[i]) {
+		ev := rd.chunks[i]
+		if i == at && b.fault == faultTruncated {
+			ev = truncatedEvent(ev)
+		}
+		if !a.write(ev) {
 			return
 		}
 	}
@@ -385,6 +389,20 @@ func (a *answerer) stream(rd *rendered, includeUsage bool) {
 	if !b.NoDone {
 		a.write(eventDone)
 	}
+}
+
+// truncatedEvent returns the SSE event ev ("data: {…}\n\n") with its JSON
+// cut at two thirds of its length, still ending with the blank line.
+func truncatedEvent(ev []byte) []byte {
+	const prefix, tail = len("data: "), len("\n\n")
+	if len(ev) <= prefix+tail+1 {
+		return ev
+	}
+	payload := ev[prefix : len(ev)-tail]
+	out := make([]byte, 0, len(ev))
+	out = append(out, ev[:prefix]...)
+	out = append(out, payload[:len(payload)*2/3]...)
+	return append(out, "\n\n"...)
 }
 
 // fault performs the behavior's stream fault; it reports whether the stream

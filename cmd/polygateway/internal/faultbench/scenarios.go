@@ -120,6 +120,20 @@ var scenarios = []*scenario{
 		calls:   []bool{true, true, true},
 	},
 	{
+		pattern: "429 without Retry-After, ten calls in a row",
+		note:    "A primary that answers every request 429 is asked at most 4 times in any 3 s by all the calls together, and every call is answered by the fallback.",
+		primary: behave(fakeupstream.RateLimited("")),
+		calls:   []bool{true, true, false, true, true, false, true, true, false, true},
+		check: func(r *scenarioRun) (outcome, string) {
+			n := mostWithin(r.upstream[0].Arrivals(), 3*time.Second)
+			remark := fmt.Sprintf("at most %d primary requests in any 3 s (%d in all)", n, len(r.upstream[0].Arrivals()))
+			if n > 4 {
+				return wrong, remark + ": the throttled primary was hammered"
+			}
+			return rescued, remark
+		},
+	},
+	{
 		pattern: "500 once",
 		note:    "A blip of a healthy primary is retried there: the primary answers.",
 		primary: behave(fakeupstream.ServerError(500), ok),
@@ -161,6 +175,12 @@ var scenarios = []*scenario{
 		pattern: "malformed event mid-stream",
 		note:    "A broken event that may hold part of the answer fails the attempt (one that holds none is skipped), then as for a cut.",
 		primary: behave(fakeupstream.MalformedAt(faultAt).WithTokens(answerTokens)),
+	},
+	{
+		pattern: "token chunk cut at two thirds mid-stream",
+		note:    "One content chunk's JSON ends two thirds in and the stream goes on: it is never skipped as empty (its word would be missing), the attempt fails, then as for a cut; a non-streaming client gets the fallback's whole answer.",
+		primary: behave(fakeupstream.TruncatedChunkAt(faultAt).WithTokens(answerTokens)),
+		calls:   []bool{true, false},
 	},
 	{
 		pattern: "no [DONE]",
@@ -421,4 +441,19 @@ func (r *scenarioRun) breakerOf(name string) string {
 		}
 	}
 	return "not listed"
+}
+
+// mostWithin is the largest number of times within any window of w.
+func mostWithin(times []time.Time, w time.Duration) int {
+	best := 0
+	for i := range times {
+		n := 0
+		for j := range times {
+			if d := times[j].Sub(times[i]); d >= 0 && d < w {
+				n++
+			}
+		}
+		best = max(best, n)
+	}
+	return best
 }
