@@ -1,10 +1,15 @@
 GO ?= go
 
-.PHONY: test bench bench-gateway faultbench lint demo chaos fuzz
+.PHONY: test test-repeat bench bench-gateway faultbench lint demo chaos fuzz
 
 # The test command of the README and of CI.
 test:
 	$(GO) test -race ./...
+
+# The same suite three times in a row, to find tests that depend on timing
+# or order (a release check; CI runs `make test`).
+test-repeat:
+	$(GO) test -race -count=3 ./...
 
 # Benchmarks: each governed arm beside a raw net/http arm in the same run.
 bench:
