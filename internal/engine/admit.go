@@ -62,15 +62,18 @@ func untilDeadline(ctx context.Context) (time.Duration, bool) {
 	return time.Until(dl), true
 }
 
-// admit passes source i through AIMD, its breaker and its gates. ok=false
+// admit passes source i through AIMD, its breaker and its gates. ok=true
+// means the call holds one of the source's adaptive-concurrency slots,
+// claimed before the backends were asked (so calls racing for a cold or
+// halved source never exceed its limit), and freed by apply. ok=false
 // means the source was refused (it is excluded for this round and in the
 // memo as the refusal says); an error is a backend failure or the caller's
-// cancellation, and ends the call.
+// cancellation, and ends the call. Neither holds a slot.
 func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err error) {
 	e, s := r.e, r.e.sources[i]
 	n := len(e.sources)
 	name := s.cfg.Name
-	if float64(s.inflight.Load()) >= s.aimdLimit() {
+	if !s.claimSlot() {
 		// The adaptive limit is full: no backend is asked.
 		e.refused(name, core.ReasonRateLimited)
 		r.excluded.add(i, n)
@@ -92,6 +95,7 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 	}
 	t, err = e.admitter.Admit(ctx, req)
 	if err != nil {
+		e.freeSlot(s)
 		if ctx.Err() != nil {
 			return t, false, &core.CanceledError{Err: ctx.Err()}
 		}
@@ -101,7 +105,10 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 	if t.Admission.Allowed && t.Grant.OK {
 		return t, true, nil
 	}
-	return t, false, r.refusal(i, t)
+	// The refusal's memo is set before the slot frees, as apply does.
+	err = r.refusal(i, t)
+	e.freeSlot(s)
+	return t, false, err
 }
 
 // refusal records why the backends refused source i (t is their answer,

@@ -127,80 +127,84 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			for _, budget := range []int{3, 1} {
-				set := testSettings(src("a", 0), src("b", 1))
-				set.Retry.MaxAttempts = budget
-				obs := &recordingObserver{}
-				f := newFixture(t, set, func(c *Config) { c.Observer = obs })
-				adm := &recordingAdmitter{Admitter: core.ComposeAdmitter(f.lim, f.br)}
-				f.g.admitter = adm
-				step := step{err: tc.err}
-				if tc.err == nil || tc.withAnswer {
-					step.resp = answer
-				}
-				f.up.script("a", step)
-				a := f.g.sourceNamed("a")
-				aimdBefore := a.aimdLimit()
-				now := time.Now()
-				resp, err := f.g.Handle(context.Background(), newCall())
+				// In a bubble: the memo an attempt sets (1 ms with these backoffs)
+				// is read at the time it was set, however loaded the machine.
+				inBubble(t, func(t *testing.T) {
+					set := testSettings(src("a", 0), src("b", 1))
+					set.Retry.MaxAttempts = budget
+					obs := &recordingObserver{}
+					f := newFixture(t, set, func(c *Config) { c.Observer = obs })
+					adm := &recordingAdmitter{Admitter: core.ComposeAdmitter(f.lim, f.br)}
+					f.g.admitter = adm
+					step := step{err: tc.err}
+					if tc.err == nil || tc.withAnswer {
+						step.resp = answer
+					}
+					f.up.script("a", step)
+					a := f.g.sourceNamed("a")
+					aimdBefore := a.aimdLimit()
+					now := time.Now()
+					resp, err := f.g.Handle(context.Background(), newCall())
 
-				if len(adm.outcomes) == 0 || adm.outcomes[0] != tc.breaker {
-					t.Fatalf("budget %d: breaker outcomes %v, want %v first", budget, adm.outcomes, tc.breaker)
-				}
-				if s := adm.settles[0]; s.Kind != tc.settle || s.Tokens != tc.tokens {
-					t.Errorf("budget %d: settlement %+v, want kind %v tokens %d", budget, s, tc.settle, tc.tokens)
-				}
-				h := a.health(now)
-				switch tc.health {
-				case healthGood, healthNeutral:
-					if h != 1 {
-						t.Errorf("budget %d: health %.3f, want 1 (untouched or improved)", budget, h)
+					if len(adm.outcomes) == 0 || adm.outcomes[0] != tc.breaker {
+						t.Fatalf("budget %d: breaker outcomes %v, want %v first", budget, adm.outcomes, tc.breaker)
 					}
-				case healthBad:
-					if h >= 1 {
-						t.Errorf("budget %d: health %.3f, want lowered", budget, h)
+					if s := adm.settles[0]; s.Kind != tc.settle || s.Tokens != tc.tokens {
+						t.Errorf("budget %d: settlement %+v, want kind %v tokens %d", budget, s, tc.settle, tc.tokens)
 					}
-				}
-				if kind, _ := a.memo(time.Now()); kind != tc.memo {
-					t.Errorf("budget %d: memo %v, want %v", budget, kind, tc.memo)
-				}
-				switch after := a.aimdLimit(); tc.aimd {
-				case aimdGrow:
-					if after <= aimdBefore {
-						t.Errorf("budget %d: adaptive limit %.2f → %.2f, want it grown", budget, aimdBefore, after)
+					h := a.health(now)
+					switch tc.health {
+					case healthGood, healthNeutral:
+						if h != 1 {
+							t.Errorf("budget %d: health %.3f, want 1 (untouched or improved)", budget, h)
+						}
+					case healthBad:
+						if h >= 1 {
+							t.Errorf("budget %d: health %.3f, want lowered", budget, h)
+						}
 					}
-				case aimdHalve:
-					if after != aimdBefore/2 {
-						t.Errorf("budget %d: adaptive limit %.2f → %.2f, want it halved", budget, aimdBefore, after)
+					if kind, _ := a.memo(time.Now()); kind != tc.memo {
+						t.Errorf("budget %d: memo %v, want %v", budget, kind, tc.memo)
 					}
-				default:
-					if after != aimdBefore {
-						t.Errorf("budget %d: adaptive limit %.2f → %.2f, want it unchanged", budget, aimdBefore, after)
+					switch after := a.aimdLimit(); tc.aimd {
+					case aimdGrow:
+						if after <= aimdBefore {
+							t.Errorf("budget %d: adaptive limit %.2f → %.2f, want it grown", budget, aimdBefore, after)
+						}
+					case aimdHalve:
+						if after != aimdBefore/2 {
+							t.Errorf("budget %d: adaptive limit %.2f → %.2f, want it halved", budget, aimdBefore, after)
+						}
+					default:
+						if after != aimdBefore {
+							t.Errorf("budget %d: adaptive limit %.2f → %.2f, want it unchanged", budget, aimdBefore, after)
+						}
 					}
-				}
-				if len(obs.finished) == 0 || obs.finished[0].Outcome != tc.observe || obs.started != len(obs.finished) {
-					t.Errorf("budget %d: observer saw %+v (%d started), want %q first", budget, obs.finished, obs.started, tc.observe)
-				}
-				calls := f.up.callLog()
-				switch {
-				case tc.ends:
-					if len(calls) != 1 {
-						t.Errorf("budget %d: upstream calls %v, want the call to end after a's attempt", budget, calls)
+					if len(obs.finished) == 0 || obs.finished[0].Outcome != tc.observe || obs.started != len(obs.finished) {
+						t.Errorf("budget %d: observer saw %+v (%d started), want %q first", budget, obs.finished, obs.started, tc.observe)
 					}
-					if tc.err == nil && (err != nil || resp == nil) || tc.withAnswer && (resp == nil || err == nil) ||
-						tc.err != nil && !tc.withAnswer && (resp != nil || !errors.Is(err, tc.err)) {
-						t.Errorf("budget %d: = (%v, %v), want the attempt's own end", budget, resp, err)
+					calls := f.up.callLog()
+					switch {
+					case tc.ends:
+						if len(calls) != 1 {
+							t.Errorf("budget %d: upstream calls %v, want the call to end after a's attempt", budget, calls)
+						}
+						if tc.err == nil && (err != nil || resp == nil) || tc.withAnswer && (resp == nil || err == nil) ||
+							tc.err != nil && !tc.withAnswer && (resp != nil || !errors.Is(err, tc.err)) {
+							t.Errorf("budget %d: = (%v, %v), want the attempt's own end", budget, resp, err)
+						}
+					case budget == 1 && tc.spends:
+						// The only attempt is spent: the call ends with it.
+						if len(calls) != 1 || err == nil {
+							t.Errorf("budget %d: calls %v err %v, want one attempt and its failure", budget, calls, err)
+						}
+					default:
+						// The call goes on to b (a 429 is free: even a budget of one reaches b).
+						if len(calls) != 2 || calls[1] != "b" || err != nil {
+							t.Errorf("budget %d: calls %v err %v, want a failover to b", budget, calls, err)
+						}
 					}
-				case budget == 1 && tc.spends:
-					// The only attempt is spent: the call ends with it.
-					if len(calls) != 1 || err == nil {
-						t.Errorf("budget %d: calls %v err %v, want one attempt and its failure", budget, calls, err)
-					}
-				default:
-					// The call goes on to b (a 429 is free: even a budget of one reaches b).
-					if len(calls) != 2 || calls[1] != "b" || err != nil {
-						t.Errorf("budget %d: calls %v err %v, want a failover to b", budget, calls, err)
-					}
-				}
+				})
 			}
 		})
 	}

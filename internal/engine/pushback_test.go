@@ -64,7 +64,7 @@ func mostInWindow(times []time.Time, w time.Duration) int {
 // A primary that answers every request 429 sees at most 4 requests in any
 // 3 s from one process, for 1 to 50 calls made one after the other or from
 // 16 goroutines, with the library's backoff and with a backoff of
-// milliseconds; every call is answered by the fallback; with Retry-After
+// milliseconds, with admission in the process and across a round trip; every call is answered by the fallback; with Retry-After
 // no request comes before the hint has passed since a 429.
 func TestAPersistently429ingPrimaryIsNeverHammered(t *testing.T) {
 	t.Parallel()
@@ -76,64 +76,68 @@ func TestAPersistently429ingPrimaryIsNeverHammered(t *testing.T) {
 		for _, ra := range []time.Duration{0, 2 * time.Second} {
 			for _, calls := range []int{1, 2, 10, 50} {
 				for _, workers := range []int{1, 16} {
-					name := fmt.Sprintf("%s/retry-after=%v/%d calls/%d callers", bo.name, ra, calls, workers)
-					t.Run(name, func(t *testing.T) {
-						t.Parallel()
-						inBubble(t, func(t *testing.T) {
-							set := testSettings(src("a", 0), src("b", 1))
-							set.Retry.BackoffBase, set.Retry.BackoffMax = bo.base, bo.max
-							set.Retry.TierPatience = 3 * time.Second
-							up := &throttled{latency: 20 * time.Millisecond, retryAfter: ra}
-							g, err := New(Config{Settings: set, Upstream: up, Limiter: memory.NewLimiter(), Breaker: memory.NewBreaker()})
-							if err != nil {
-								t.Fatal(err)
-							}
-							var wg sync.WaitGroup
-							errs := make(chan error, calls)
-							next := make(chan struct{}, calls)
-							for range calls {
-								next <- struct{}{}
-							}
-							close(next)
-							for range min(workers, calls) {
-								wg.Go(func() {
-									for range next {
-										ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-										resp, err := g.Handle(ctx, newCall())
-										cancel()
-										if err == nil && resp.SourceName != "b" {
-											err = fmt.Errorf("answered by %s", resp.SourceName)
+					for _, rtt := range []time.Duration{0, time.Millisecond} {
+						name := fmt.Sprintf("%s/retry-after=%v/%d calls/%d callers/admission %v", bo.name, ra, calls, workers, rtt)
+						t.Run(name, func(t *testing.T) {
+							t.Parallel()
+							inBubble(t, func(t *testing.T) {
+								set := testSettings(src("a", 0), src("b", 1))
+								set.Retry.BackoffBase, set.Retry.BackoffMax = bo.base, bo.max
+								set.Retry.TierPatience = 3 * time.Second
+								up := &throttled{latency: 20 * time.Millisecond, retryAfter: ra}
+								lim, br := memory.NewLimiter(), memory.NewBreaker()
+								adm := core.ComposeAdmitter(lim, br).(core.PushbackAdmitter)
+								g, err := New(Config{Settings: set, Upstream: up, Limiter: lim, Breaker: br, Admitter: roundTripAdmitter{adm, rtt}})
+								if err != nil {
+									t.Fatal(err)
+								}
+								var wg sync.WaitGroup
+								errs := make(chan error, calls)
+								next := make(chan struct{}, calls)
+								for range calls {
+									next <- struct{}{}
+								}
+								close(next)
+								for range min(workers, calls) {
+									wg.Go(func() {
+										for range next {
+											ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+											resp, err := g.Handle(ctx, newCall())
+											cancel()
+											if err == nil && resp.SourceName != "b" {
+												err = fmt.Errorf("answered by %s", resp.SourceName)
+											}
+											if err != nil {
+												errs <- err
+											}
 										}
-										if err != nil {
-											errs <- err
-										}
-									}
-								})
-							}
-							wg.Wait()
-							close(errs)
-							for err := range errs {
-								t.Errorf("a call was not answered by the fallback: %v", err)
-							}
-							up.mu.Lock()
-							defer up.mu.Unlock()
-							if up.fallbacks != calls {
-								t.Errorf("the fallback answered %d of %d calls", up.fallbacks, calls)
-							}
-							if n := mostInWindow(up.arrived, 3*time.Second); n > 4 {
-								t.Errorf("the primary saw %d requests within 3 s, want at most 4: %v", n, since(up.arrived))
-							}
-							if ra > 0 {
-								for _, a := range up.arrived {
-									for _, r := range up.answered {
-										if a.After(r) && a.Sub(r) < ra {
-											t.Fatalf("a request %v after a 429 with Retry-After %v: %v", a.Sub(r), ra, since(up.arrived))
+									})
+								}
+								wg.Wait()
+								close(errs)
+								for err := range errs {
+									t.Errorf("a call was not answered by the fallback: %v", err)
+								}
+								up.mu.Lock()
+								defer up.mu.Unlock()
+								if up.fallbacks != calls {
+									t.Errorf("the fallback answered %d of %d calls", up.fallbacks, calls)
+								}
+								if n := mostInWindow(up.arrived, 3*time.Second); n > 4 {
+									t.Errorf("the primary saw %d requests within 3 s, want at most 4: %v", n, since(up.arrived))
+								}
+								if ra > 0 {
+									for _, a := range up.arrived {
+										for _, r := range up.answered {
+											if a.After(r) && a.Sub(r) < ra {
+												t.Fatalf("a request %v after a 429 with Retry-After %v: %v", a.Sub(r), ra, since(up.arrived))
+											}
 										}
 									}
 								}
-							}
+							})
 						})
-					})
+					}
 				}
 			}
 		}

@@ -214,7 +214,6 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 	if e.tracer != nil {
 		ctx, end = e.tracer.StartAttempt(ctx, ev)
 	}
-	s.inflight.Add(1)
 	started := e.clock.Now()
 	var (
 		resp *core.LLMResponse
@@ -228,7 +227,7 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 	default:
 		resp, err = e.up.Do(ctx, &s.cfg, call)
 	}
-	// The attempt's adaptive-concurrency slot is freed by apply, once the
+	// The attempt's adaptive-concurrency slot, claimed by admit, is freed by apply, once the
 	// attempt's effect on the source is in place.
 	ev.Latency = core.Since(e.clock, started)
 	r.ended = started.Add(ev.Latency)
@@ -259,8 +258,7 @@ func (r *run) apply(ctx context.Context, s *sourceState, t *core.Ticket, eff eff
 	// Only now does the attempt's slot free: a call woken by it finds the
 	// source as this attempt left it (a 429's memo set, its limit halved),
 	// never free to be asked again at once.
-	s.inflight.Add(-1)
-	e.slotFree()
+	e.freeSlot(s)
 
 	e.finish(ctx, r.call.ID, s, t, e.settlement(s, t, eff, resp), eff.breaker)
 	if pushback > 0 {
@@ -401,7 +399,8 @@ func (r *run) stick(ctx context.Context, i int, healthy bool, eff effect, class 
 	case class.Class == core.ClassTransient && (class.Reason == core.ReasonNetworkError || class.Reason == core.ReasonServerError):
 		wait = backoff(set.BackoffBase, set.BackoffMax, max(r.spent, 1))
 	case class.Class == core.ClassTransient && class.Reason == core.ReasonRateLimited:
-		// The memo holds max(Retry-After, backoff): that is the wait.
+		// The memo holds max(Retry-After, backoff, floor) (see
+		// pushbackWait): that is the wait.
 		if _, until := s.memo(now); until.After(now) {
 			wait = until.Sub(now)
 		}

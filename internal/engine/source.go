@@ -224,6 +224,22 @@ func (s *sourceState) aimdSuccessLocked(latency time.Duration) {
 	s.pushbacks = 0
 }
 
+// claimSlot takes one of the source's adaptive-concurrency slots if one is
+// free, atomically: of N calls racing for the last slot exactly one gets
+// it. The holder frees it with inflight.Add(-1) (then Engine.slotFree).
+func (s *sourceState) claimSlot() bool {
+	limit := s.aimdLimit()
+	for {
+		cur := s.inflight.Load()
+		if float64(cur) >= limit {
+			return false
+		}
+		if s.inflight.CompareAndSwap(cur, cur+1) {
+			return true
+		}
+	}
+}
+
 // aimdLimit returns the current adaptive concurrency limit.
 func (s *sourceState) aimdLimit() float64 {
 	s.mu.Lock()

@@ -195,6 +195,13 @@ func (e *Engine) waitSlot(ctx context.Context, d time.Duration, busy *sourceSet)
 	return nil
 }
 
+// freeSlot gives back the adaptive-concurrency slot a call holds on s and
+// wakes the calls waiting for one.
+func (e *Engine) freeSlot(s *sourceState) {
+	s.inflight.Add(-1)
+	e.slotFree()
+}
+
 // slotFree wakes the calls waiting in waitSlot; cheap when none waits.
 func (e *Engine) slotFree() {
 	if e.slotWaiters.Load() == 0 {

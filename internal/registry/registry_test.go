@@ -2,8 +2,10 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/polygateway/polygateway/internal/core"
@@ -13,8 +15,12 @@ type closer struct{ closed *int }
 
 func (c closer) Close() error { *c.closed++; return nil }
 
+var runs atomic.Int64
+
 func TestRegisterAndLookup(t *testing.T) {
-	kind := Kind("test-" + t.Name())
+	// The registry is process-global: a kind of its own per run keeps the
+	// test true under -count=N.
+	kind := Kind(fmt.Sprintf("test-%s-%d", t.Name(), runs.Add(1)))
 	if _, ok := Lookup(kind, "x"); ok {
 		t.Fatal("found an unregistered backend")
 	}
