@@ -841,8 +841,8 @@ func TestGovernorSourcesReportsBreakerHealthAndLimits(t *testing.T) {
 	if sa.Limits != a.Limits || sb.Limits != (core.Limits{}) {
 		t.Errorf("limits a=%+v b=%+v", sa.Limits, sb.Limits)
 	}
-	if sa.AdaptiveLimit != aimdStart || sb.AdaptiveLimit != aimdStart+1 { // b's success in slow start adds 1
-		t.Errorf("adaptive limits a=%v b=%v, want %v and %v", sa.AdaptiveLimit, sb.AdaptiveLimit, aimdStart, aimdStart+1)
+	if sa.AdaptiveLimit != aimdStart || sb.AdaptiveLimit != aimdStart+slowStartGrowth { // b's success in slow start adds slowStartGrowth
+		t.Errorf("adaptive limits a=%v b=%v, want %v and %v", sa.AdaptiveLimit, sb.AdaptiveLimit, aimdStart, aimdStart+slowStartGrowth)
 	}
 	if sa.Usage.Requests != 1 || sa.Usage.Tokens != 0 || sa.Usage.InFlight != 0 {
 		t.Errorf("a usage = %+v, want 1 request, tokens refunded, none in flight", sa.Usage)

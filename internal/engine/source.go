@@ -20,15 +20,19 @@ const (
 )
 
 // Adaptive concurrency constants: per source the limit starts at aimdStart
-// in slow start, growing by 1 per success (doubling every round trip) until
-// the first 429 or latency signal (an attempt slower than slowStartLatency
-// times the fastest seen); then AIMD: +1/limit per success, halved on 429.
-// It is capped at max(aimdCap, MAX_CONCURRENCY). Library constants, not
-// settings.
+// in slow start, growing by slowStartGrowth per success (tripling every
+// round trip) until the first 429 or latency signal (an attempt slower than
+// slowStartLatency times the fastest seen); then AIMD: +1/limit per
+// success, halved on 429. It is capped at max(aimdCap, MAX_CONCURRENCY).
+// The start is small so that a burst of calls at a source nobody has heard
+// from (it may be throttling) sends it at most four requests; the growth
+// is steep so that a source that answers reaches the demanded concurrency
+// in a few round trips all the same. Library constants, not settings.
 const (
 	aimdStart        = 4.0
 	aimdCap          = 64.0
 	aimdFloor        = 1.0
+	slowStartGrowth  = 2.0
 	slowStartLatency = 2.0
 )
 
@@ -207,8 +211,8 @@ func (s *sourceState) blipReady(now time.Time) bool {
 }
 
 // aimdSuccessLocked grows the adaptive limit after a success that took latency:
-// by 1 in slow start (unless latency is the signal that ends it), by
-// 1/limit after. The caller holds mu.
+// by slowStartGrowth in slow start (unless latency is the signal that ends
+// it), by 1/limit after. The caller holds mu.
 func (s *sourceState) aimdSuccessLocked(latency time.Duration) {
 	if s.slowStart && s.fastest > 0 && float64(latency) > slowStartLatency*float64(s.fastest) {
 		s.slowStart = false
@@ -217,7 +221,7 @@ func (s *sourceState) aimdSuccessLocked(latency time.Duration) {
 		s.fastest = latency
 	}
 	if s.slowStart {
-		s.aimd = math.Min(s.aimdCap, s.aimd+1)
+		s.aimd = math.Min(s.aimdCap, s.aimd+slowStartGrowth)
 	} else {
 		s.aimd = math.Min(s.aimdCap, s.aimd+1/s.aimd)
 	}

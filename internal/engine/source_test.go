@@ -115,9 +115,9 @@ func TestAIMDAdaptiveLimit(t *testing.T) {
 		// throttles from the first request sees no more than 4 before the
 		// first 429 comes back.
 		{"starts at 4", 0, nil, 4},
-		{"slow start: one success adds 1", 0, []op{success}, 5},
-		{"slow start: two successes", 0, []op{success, success}, 6},
-		{"slow start doubles in one round trip", 0, repeat(success, 4), 8},
+		{"slow start: one success adds 2", 0, []op{success}, 6},
+		{"slow start: two successes", 0, []op{success, success}, 8},
+		{"slow start triples in one round trip", 0, repeat(success, 4), 12},
 		{"429 halves and ends slow start", 0, []op{pushback}, 2},
 		{"after a 429 a success adds 1/limit", 0, []op{pushback, success}, 2.5},
 		{"429 twice", 0, []op{pushback, pushback}, 1},
@@ -246,17 +246,17 @@ func TestMemoHardness(t *testing.T) {
 func TestSlowStartEndsOnTheLatencySignal(t *testing.T) {
 	t.Parallel()
 	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
-	s.settle(testEpoch, healthNeutral, aimdGrow, false, 100*time.Millisecond) // 5
-	s.settle(testEpoch, healthNeutral, aimdGrow, false, 150*time.Millisecond) // 6: within twice the fastest
-	if got := s.aimdLimit(); got != 6 {
-		t.Fatalf("limit = %v, want 6 in slow start", got)
+	s.settle(testEpoch, healthNeutral, aimdGrow, false, 100*time.Millisecond) // 6
+	s.settle(testEpoch, healthNeutral, aimdGrow, false, 150*time.Millisecond) // 8: within twice the fastest
+	if got := s.aimdLimit(); got != 8 {
+		t.Fatalf("limit = %v, want 8 in slow start", got)
 	}
 	s.settle(testEpoch, healthNeutral, aimdGrow, false, 250*time.Millisecond) // more than twice the fastest: AIMD from here
-	if got := s.aimdLimit(); math.Abs(got-(6+1.0/6)) > 1e-9 {
-		t.Fatalf("limit = %v, want 6+1/6 (+1/limit once slow start ended)", got)
+	if got := s.aimdLimit(); math.Abs(got-(8+1.0/8)) > 1e-9 {
+		t.Fatalf("limit = %v, want 8+1/8 (+1/limit once slow start ended)", got)
 	}
 	s.settle(testEpoch, healthNeutral, aimdGrow, false, 100*time.Millisecond)
-	if got := s.aimdLimit(); math.Abs(got-(6+1.0/6+1/(6+1.0/6))) > 1e-9 {
+	if got := s.aimdLimit(); math.Abs(got-(8+1.0/8+1/(8+1.0/8))) > 1e-9 {
 		t.Fatalf("limit = %v: slow start came back", got)
 	}
 }
