@@ -75,16 +75,3 @@ func tokens(n int) string {
 	}
 	return b.String()
 }
-
-// maxInWindow returns the largest number of times within any window of length w.
-func maxInWindow(times []time.Time, w time.Duration) int {
-	best := 0
-	for i := range times {
-		n := 0
-		for j := i; j < len(times) && times[j].Sub(times[i]) < w; j++ {
-			n++
-		}
-		best = max(best, n)
-	}
-	return best
-}

@@ -320,6 +320,27 @@ func (s *Server) Arrivals() []time.Time {
 	return out
 }
 
+// MostArrivalsWithin returns the largest number of the requests counted by
+// Requests that arrived within any window of length w: the figure a
+// provider's rate limiter sees ("at most 4 requests in any 3 s").
+func (s *Server) MostArrivalsWithin(w time.Duration) int {
+	return mostWithin(s.Arrivals(), w)
+}
+
+// mostWithin is the largest number of times (in order) within any window
+// of length w.
+func mostWithin(times []time.Time, w time.Duration) int {
+	best := 0
+	for i := range times {
+		j := i
+		for j < len(times) && times[j].Sub(times[i]) < w {
+			j++
+		}
+		best = max(best, j-i)
+	}
+	return best
+}
+
 // Hits returns how many of the requests counted by Requests arrived at or
 // after since.
 func (s *Server) Hits(since time.Time) int {

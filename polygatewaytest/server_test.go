@@ -228,3 +228,33 @@ func TestCloseIdempotentAndURL(t *testing.T) {
 	s.Close()
 	http.DefaultClient.CloseIdleConnections()
 }
+
+func TestMostWithinCountsTheBusiestWindow(t *testing.T) {
+	t.Parallel()
+	at := func(ms ...int) []time.Time {
+		out := make([]time.Time, len(ms))
+		for i, m := range ms {
+			out[i] = time.Unix(0, 0).Add(time.Duration(m) * time.Millisecond)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name  string
+		times []time.Time
+		w     time.Duration
+		want  int
+	}{
+		{"none", nil, time.Second, 0},
+		{"one", at(5), time.Second, 1},
+		{"a zero window holds nothing", at(0, 0), 0, 0},
+		{"all within", at(0, 100, 900), time.Second, 3},
+		{"the window is half-open", at(0, 1000), time.Second, 1},
+		{"the busiest window is not the first", at(0, 2000, 2100, 2200, 3500), time.Second, 3},
+		{"the 0, 1, 3, 7 s schedule in 3 s", at(0, 1000, 3000, 7000), 3 * time.Second, 2},
+		{"five in half a second", at(0, 100, 200, 300, 400), 3 * time.Second, 5},
+	} {
+		if got := mostWithin(tt.times, tt.w); got != tt.want {
+			t.Errorf("%s: mostWithin = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

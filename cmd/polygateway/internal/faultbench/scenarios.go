@@ -125,7 +125,7 @@ var scenarios = []*scenario{
 		primary: behave(fakeupstream.RateLimited("")),
 		calls:   []bool{true, true, false, true, true, false, true, true, false, true},
 		check: func(r *scenarioRun) (outcome, string) {
-			n := mostWithin(r.upstream[0].Arrivals(), 3*time.Second)
+			n := r.upstream[0].MostArrivalsWithin(3*time.Second)
 			remark := fmt.Sprintf("at most %d primary requests in any 3 s (%d in all)", n, len(r.upstream[0].Arrivals()))
 			if n > 4 {
 				return wrong, remark + ": the throttled primary was hammered"
@@ -443,17 +443,3 @@ func (r *scenarioRun) breakerOf(name string) string {
 	return "not listed"
 }
 
-// mostWithin is the largest number of times within any window of w.
-func mostWithin(times []time.Time, w time.Duration) int {
-	best := 0
-	for i := range times {
-		n := 0
-		for j := range times {
-			if d := times[j].Sub(times[i]); d >= 0 && d < w {
-				n++
-			}
-		}
-		best = max(best, n)
-	}
-	return best
-}
