@@ -32,7 +32,7 @@ func TestRateLimitWithRetryAfterWaitsBeforeRetryingTheSameSource(t *testing.T) {
 	if gap := arr[1].Sub(arr[0]); gap < 1900*time.Millisecond {
 		t.Fatalf("second attempt came %v after the 429, want >= ~2s (Retry-After)", gap)
 	}
-	if n := srv.MostArrivalsWithin(1500*time.Millisecond); n > 2 {
+	if n := srv.MostArrivalsWithin(1500 * time.Millisecond); n > 2 {
 		t.Fatalf("%d attempts within 1.5s", n)
 	}
 }
@@ -75,7 +75,7 @@ func TestRateLimitForeverWithoutRetryAfterDoesNotHammerTheSource(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := limited.MostArrivalsWithin(3*time.Second); n > 4 {
+	if n := limited.MostArrivalsWithin(3 * time.Second); n > 4 {
 		t.Fatalf("the rate-limited source got %d attempts within 3s, want <= 4", n)
 	}
 }

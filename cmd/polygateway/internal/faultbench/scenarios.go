@@ -125,7 +125,7 @@ var scenarios = []*scenario{
 		primary: behave(fakeupstream.RateLimited("")),
 		calls:   []bool{true, true, false, true, true, false, true, true, false, true},
 		check: func(r *scenarioRun) (outcome, string) {
-			n := r.upstream[0].MostArrivalsWithin(3*time.Second)
+			n := r.upstream[0].MostArrivalsWithin(3 * time.Second)
 			remark := fmt.Sprintf("at most %d primary requests in any 3 s (%d in all)", n, len(r.upstream[0].Arrivals()))
 			if n > 4 {
 				return wrong, remark + ": the throttled primary was hammered"
@@ -442,4 +442,3 @@ func (r *scenarioRun) breakerOf(name string) string {
 	}
 	return "not listed"
 }
-
