@@ -20,11 +20,14 @@ import (
 // continue the first k of n tokens (the request's trailing assistant
 // message, with vLLM's continue_final_message), it streams the rest. With
 // refuse it answers a continuation with 400, as servers that cannot
-// continue do.
+// continue do. With cuts > 0 its first cuts continuations end after
+// cutAfter tokens, without a finish: cut as a dropped connection is.
 type continuer struct {
 	*httptest.Server
-	n      int
-	refuse bool
+	n        int
+	refuse   bool
+	cuts     int
+	cutAfter int
 
 	mu     sync.Mutex
 	bodies []map[string]any
@@ -57,14 +60,24 @@ func (c *continuer) serve(w http.ResponseWriter, r *http.Request) {
 		prefix, _ := last["content"].(string)
 		from = len(strings.Fields(prefix))
 	}
+	to := c.n
+	c.mu.Lock()
+	if from > 0 && c.cuts > 0 {
+		c.cuts--
+		to = min(c.n, from+c.cutAfter)
+	}
+	c.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream")
-	for i := from; i < c.n; i++ {
+	for i := from; i < to; i++ {
 		tok := fmt.Sprintf("tok%d", i)
 		if i > 0 {
 			tok = " " + tok
 		}
 		b, _ := json.Marshal(tok)
 		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%s}}]}\n\n", b)
+	}
+	if to < c.n {
+		return
 	}
 	fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
 }

@@ -46,7 +46,11 @@ type chunk struct {
 	usage    usageVals
 
 	// Fields of the picked choice (index 0, or the first without an index).
-	picked      bool
+	picked bool
+	// message: the picked choice carries its answer — a "message" or
+	// "delta" object, or a legacy "text" string. A non-stream body whose
+	// choice has none holds no answer.
+	message     bool
 	content     []span
 	refusal     span
 	reasoningC  span // reasoning_content
@@ -67,6 +71,7 @@ func (c *chunk) reset() {
 
 func (c *chunk) resetChoice() {
 	c.picked = false
+	c.message = false
 	c.content = c.content[:0]
 	c.refusal = span{}
 	c.reasoningC = span{}
@@ -212,10 +217,13 @@ func parseChoice(l *lexer, c *chunk) int64 {
 				idx = n
 			}
 		case "delta", "message":
-			parseDelta(l, c)
+			if parseDelta(l, c) {
+				c.message = true
+			}
 		case "text":
 			if s := l.strOrNull(); s.set {
 				c.content = append(c.content, s)
+				c.message = true
 			}
 		case "finish_reason":
 			c.finish = l.strOrNull()
@@ -228,9 +236,11 @@ func parseChoice(l *lexer, c *chunk) int64 {
 	return idx
 }
 
-func parseDelta(l *lexer, c *chunk) {
+// parseDelta reads a delta or message object into c; it reports whether
+// the value was an object.
+func parseDelta(l *lexer, c *chunk) bool {
 	if !l.open('{') {
-		return
+		return false
 	}
 	first := true
 	for l.more('}', &first) {
@@ -256,6 +266,7 @@ func parseDelta(l *lexer, c *chunk) {
 			l.skip()
 		}
 	}
+	return true
 }
 
 // parseContent accepts a string, null, or an array of {type:"text",text}

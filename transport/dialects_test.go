@@ -341,3 +341,33 @@ func TestStreamAnsweredWithJSON(t *testing.T) {
 		t.Fatalf("%v %+v", err, r)
 	}
 }
+
+// A non-stream body whose choice carries no message (none, null, not an
+// object) holds no answer: a transient fault of the attempt, never an empty
+// success. A message without content is an empty answer, as sent.
+func TestANonStreamChoiceWithoutItsMessageIsAFault(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	for _, body := range []string{
+		`{"choices":[{"index":0,"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"message":null,"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"message":"alpha","finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"messag\u00e9":{"content":"alpha"},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":1,"message":{"content":"alpha"}},{"index":0}]}`,
+	} {
+		srv := newServer(t, jsonResp(200, body))
+		_, err := c.Do(context.Background(), source(srv, "openai"), chatCall(false))
+		if e := asTransient(t, err); e.Reason != core.ReasonNetworkError {
+			t.Fatalf("%s: %+v", body, e)
+		}
+	}
+	for _, body := range []string{
+		`{"choices":[{"index":0,"message":{"role":"assistant"},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"text":"","finish_reason":"stop"}]}`,
+	} {
+		srv := newServer(t, jsonResp(200, body))
+		if r, err := c.Do(context.Background(), source(srv, "openai"), chatCall(false)); err != nil || r.Content != "" {
+			t.Fatalf("%s: (%+v, %v), want an empty answer", body, r, err)
+		}
+	}
+}

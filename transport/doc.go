@@ -19,8 +19,9 @@
 // # Answers
 //
 // Non-streaming bodies are bounded (Config.MaxBodyBytes) and decoded
-// without trusting their shape: choices may be missing, empty or null
-// (that is a TransientError, not an empty answer); an "error" object or a
+// without trusting their shape: choices may be missing, empty or null, and
+// the picked choice may lack its message (none, null, not an object): each
+// is a TransientError, not an empty answer; an "error" object or a
 // MiniMax base_resp.status_code ≠ 0 inside a 200 is an error. A server that
 // answers a streaming request with JSON, or a non-streaming one with SSE, is
 // read by its Content-Type.

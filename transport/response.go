@@ -46,6 +46,11 @@ func (c *Client) readJSON(ctx, actx context.Context, src *core.SourceConfig, cal
 	if !st.chunk.picked {
 		return nil, errMaker{src: src, status: resp.StatusCode, msg: "response has no choices"}.transient(core.ReasonNetworkError, 0)
 	}
+	if !st.chunk.message {
+		// A choice without its message (or one that is not an object)
+		// holds no answer: damaged, not empty.
+		return nil, errMaker{src: src, status: resp.StatusCode, msg: "response choice has no message"}.transient(core.ReasonNetworkError, 0)
+	}
 	st.asm.reset(prof, true, src.Model)
 	if st.asm.apply(&st.lex, &st.chunk) && call.Stream {
 		// A stream was asked for but the server answered in one piece.
