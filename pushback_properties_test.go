@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // memoryUpstreams is an http.RoundTripper that answers in memory, so that
@@ -98,19 +99,6 @@ func inMemoryClient(t *testing.T, up *memoryUpstreams, kv ...string) *polygatewa
 	return e.client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}))
 }
 
-// mostInThree is the largest number of times (in order) within any 3 s.
-func mostInThree(times []time.Time) int {
-	best := 0
-	for i := range times {
-		j := i
-		for j < len(times) && times[j].Sub(times[i]) < 3*time.Second {
-			j++
-		}
-		best = max(best, j-i)
-	}
-	return best
-}
-
 // Through FromEnv, random workloads against a primary that answers every
 // request 429 — random call counts (1 to 50), callers (1 to 16), latency,
 // Retry-After (none, 0, 1, 2 or 5 s), backoffs (the library's or fast) and
@@ -170,7 +158,7 @@ func TestPropertyAThrottlingPrimaryIsNeverHammeredWhateverTheWorkload(t *testing
 				if up.fallbacks != calls {
 					t.Errorf("%s: the fallback answered %d requests for %d calls", name, up.fallbacks, calls)
 				}
-				if n := mostInThree(up.arrived); n > 4 {
+				if n := fu.MostWithin(up.arrived, 3*time.Second); n > 4 {
 					t.Errorf("%s: the primary saw %d requests within 3 s, want at most 4 (arrivals %v)", name, n, relative(up.arrived))
 				}
 				if ra, _ := strconv.Atoi(up.retryAfter); ra > 0 {

@@ -324,12 +324,14 @@ func (s *Server) Arrivals() []time.Time {
 // Requests that arrived within any window of length w: the figure a
 // provider's rate limiter sees ("at most 4 requests in any 3 s").
 func (s *Server) MostArrivalsWithin(w time.Duration) int {
-	return mostWithin(s.Arrivals(), w)
+	return MostWithin(s.Arrivals(), w)
 }
 
-// mostWithin is the largest number of times (in order) within any window
-// of length w.
-func mostWithin(times []time.Time, w time.Duration) int {
+// MostWithin returns the largest number of times (sorted, oldest first)
+// that fall within any window of length w: for request times recorded
+// elsewhere (a custom http.RoundTripper), the figure MostArrivalsWithin
+// gives for a Server.
+func MostWithin(times []time.Time, w time.Duration) int {
 	best := 0
 	for i := range times {
 		j := i

@@ -253,8 +253,8 @@ func TestMostWithinCountsTheBusiestWindow(t *testing.T) {
 		{"the 0, 1, 3, 7 s schedule in 3 s", at(0, 1000, 3000, 7000), 3 * time.Second, 2},
 		{"five in half a second", at(0, 100, 200, 300, 400), 3 * time.Second, 5},
 	} {
-		if got := mostWithin(tt.times, tt.w); got != tt.want {
-			t.Errorf("%s: mostWithin = %d, want %d", tt.name, got, tt.want)
+		if got := MostWithin(tt.times, tt.w); got != tt.want {
+			t.Errorf("%s: MostWithin = %d, want %d", tt.name, got, tt.want)
 		}
 	}
 }
