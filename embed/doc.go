@@ -67,7 +67,13 @@
 // otherwise the attempt fails with a *polygateway.ResultInvalidError, which
 // is not retried and never counts against the breaker. EXPECTED_DIM is
 // checked the same way (the billed usage of such an answer is still
-// recorded in its telemetry row). A well-formed error body, a non-2xx
+// recorded in its telemetry row). The batches of one call share one
+// dimension too: when a failover had a batch answered by a source whose
+// model has another, the call ends with a *BatchError wrapping a
+// *polygateway.ResultInvalidError that names both sources, never with a mix.
+// (Sources of different models with one dimension are not told apart: give
+// an embedding scope sources of one model where vectors are compared.)
+// A well-formed error body, a non-2xx
 // status or a network failure is classified exactly like a chat attempt; a
 // body that is not JSON or is cut short is a transient failure.
 //

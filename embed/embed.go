@@ -126,6 +126,9 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 	if err := c.run(ctx, batches); err != nil {
 		return nil, err
 	}
+	if err := c.oneDimension(batches); err != nil {
+		return nil, err
+	}
 
 	out.Vectors = make([][]float32, 0, len(texts))
 	var cost float64
@@ -202,6 +205,25 @@ func (c *Client) check(vecs [][]float32, inputs int) error {
 	}
 	if c.cfg.ExpectedDim > 0 && dim != c.cfg.ExpectedDim {
 		return fmt.Errorf("vectors have %d dimensions, %s__%s is %d", dim, c.scope, keyExpectedDim, c.cfg.ExpectedDim)
+	}
+	return nil
+}
+
+// oneDimension holds the batches of one call to one vector length: each
+// batch's own answer is checked alone, and after a failover two batches
+// may have been answered by sources of models with other dimensions. Such
+// a mix is never returned: the first batch that differs from batch 0 ends
+// the call with a ResultInvalidError naming both sources.
+func (c *Client) oneDimension(batches []batch) error {
+	dim := len(batches[0].vecs[0])
+	for b := range batches[1:] {
+		bt := &batches[b+1]
+		if d := len(bt.vecs[0]); d != dim {
+			return &BatchError{Batch: b + 1, Offset: (b + 1) * c.cfg.BatchSize, Count: len(bt.texts), CallID: bt.call.ID,
+				Err: &polygateway.ResultInvalidError{Source: bt.resp.SourceName,
+					Message: fmt.Sprintf("batch %d has vectors of %d dimensions from %s, batch 0 has %d from %s: one call's vectors share one dimension",
+						b+1, d, bt.resp.SourceName, dim, batches[0].resp.SourceName)}}
+		}
 	}
 	return nil
 }

@@ -568,3 +568,30 @@ func TestEmbedAfterClose(t *testing.T) {
 		t.Errorf("err = %v, want ErrClientClosed", err)
 	}
 }
+
+// Batches answered in different dimensions — here batch 1 fails over to a
+// fallback whose model has 6 dimensions where the primary's has 4 — are
+// never returned as one call's vectors: a ResultInvalidError of the batch
+// that differs, naming both sources.
+func TestEmbedBatchesOfDifferentDimensionsAreResultInvalid(t *testing.T) {
+	t.Parallel()
+	in := texts(8)
+	primary := newFake(t, 4, func(f *fakeEmbed) { f.failures[in[4]] = 100 }) // batch 1 always 503
+	other := newFake(t, 6)
+	e := env(primary.URL(), "4", "EMBED__RETRY__MAX_ATTEMPTS", "2", "EMBED__RETRY__TIER_PATIENCE_S", "0",
+		"EMBED__BACKUP__2__BASE_URL", other.URL(), "EMBED__BACKUP__2__API_KEY", "sk-2",
+		"EMBED__BACKUP__2__MODEL", "other-embedding", "EMBED__BACKUP__2__TIMEOUT_S", "10", "EMBED__BACKUP__2__PRIORITY", "1")
+	resp, err := newClient(t, e).Embed(ctxT(t), in)
+	var invalid *polygateway.ResultInvalidError
+	var be *embed.BatchError
+	if !errors.As(err, &invalid) || !errors.As(err, &be) {
+		t.Fatalf("Embed = (%+v, %v), want a ResultInvalidError in a BatchError", resp, err)
+	}
+	if be.Batch != 1 || be.Offset != 4 || invalid.Source != "backup_2" ||
+		!strings.Contains(err.Error(), "openai_1") || !strings.Contains(err.Error(), "6 dimensions") {
+		t.Fatalf("err = %v (batch %d, source %q), want batch 1 of backup_2 against openai_1", err, be.Batch, invalid.Source)
+	}
+	if len(other.requests()) != 1 {
+		t.Errorf("the fallback got %d requests, want 1 (batch 1)", len(other.requests()))
+	}
+}
