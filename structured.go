@@ -21,7 +21,9 @@ import (
 
 // WithJSON requires the answer to be a JSON object or array. The text is
 // repaired first (markdown fences, trailing commas, single quotes, truncated brackets);
-// the parsed value is in LLMResponse.StructuredData.
+// the parsed value is in LLMResponse.StructuredData. An answer cut at its
+// token limit (finish_reason "length") is never repaired: unless it is
+// valid JSON as sent it is invalid, and re-asked like any invalid answer.
 func WithJSON() CallOption { return func(o *callOptions) { o.jsonMode = true } }
 
 // WithJSONSchema requires the answer to be JSON valid against schema (a
@@ -108,6 +110,14 @@ func digestOf(schema []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// cutAtLimit reports an answer the model was stopped in (finish_reason
+// "length") whose text is not valid JSON as sent: repair would close its
+// brackets and present the part as the whole, so it is never repaired.
+// JSON that is whole as sent is taken at its word.
+func cutAtLimit(resp *core.LLMResponse) bool {
+	return resp.FinishReason == "length" && !json.Valid([]byte(strings.TrimSpace(resp.Content)))
+}
+
 // repairJSON turns a model's answer into JSON text, or explains why it cannot.
 func repairJSON(text string) (string, error) {
 	text = strings.TrimSpace(text)
@@ -150,6 +160,9 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 		tag += ";type:" + typeTag
 	}
 	check := func(resp *core.LLMResponse) error {
+		if cutAtLimit(resp) {
+			return errors.New(`the answer was cut at its token limit (finish_reason "length") before its JSON ended; reply with shorter JSON`)
+		}
 		text, err := repairJSON(resp.Content)
 		if err != nil {
 			return err

@@ -207,3 +207,57 @@ func TestChatIntoDerivesTheSchemaFromTheTypeAndReasksForAMissingRequiredField(t 
 		t.Errorf("the first request does not carry the derived schema: %s", reqs[0])
 	}
 }
+
+// finishServer answers chat completions (non-streaming) with the scripted
+// (content, finish_reason) pairs in order, repeating the last.
+func finishServer(t *testing.T, answers ...[2]string) *contentServer {
+	cs := &contentServer{}
+	cs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		cs.mu.Lock()
+		a := answers[min(len(cs.bodies), len(answers)-1)]
+		cs.bodies = append(cs.bodies, string(body))
+		cs.mu.Unlock()
+		content, _ := json.Marshal(a[0])
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%s},"finish_reason":%q}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, content, a[1])
+	}))
+	t.Cleanup(cs.Close)
+	return cs
+}
+
+// A structured answer cut at the model's token limit (finish_reason
+// "length") at any byte is never repaired into a success: repair would
+// close its brackets and present part of the data as the whole. It is
+// re-asked (the cut fed back), and without a re-ask it is a
+// ResultInvalidError. Valid JSON as sent is taken at its word.
+func TestPropertyAStructuredAnswerCutAtItsTokenLimitIsNeverRepairedIntoASuccess(t *testing.T) {
+	t.Parallel()
+	whole := `{"score": 7, "reason": "clear and complete", "tags": ["a", "b", "c"]}`
+	for cut := 1; cut < len(whole); cut++ {
+		part := whole[:cut]
+		cs := finishServer(t, [2]string{part, "length"}, [2]string{whole, "stop"})
+		c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "1").client(t)
+		resp, err := askStructured(c, polygateway.WithJSON())
+		if err != nil {
+			t.Fatalf("cut at %d (%q): %v, want the re-asked whole answer", cut, part, err)
+		}
+		if resp.Content != whole {
+			t.Fatalf("cut at %d (%q): the call succeeded with %q", cut, part, resp.Content)
+		}
+		reqs := cs.requests()
+		if len(reqs) != 2 || !strings.Contains(reqs[1], "token limit") {
+			t.Fatalf("cut at %d: %d requests (re-ask %v), want one re-ask naming the token limit", cut, len(reqs), reqs[len(reqs)-1])
+		}
+		c0 := structuredEnv(finishServer(t, [2]string{part, "length"}), "PGW_STRUCTURED_MAX_RETRIES", "0").client(t)
+		var invalid *polygateway.ResultInvalidError
+		if _, err := askStructured(c0, polygateway.WithJSON()); !errors.As(err, &invalid) {
+			t.Fatalf("cut at %d without a re-ask: %v, want a ResultInvalidError", cut, err)
+		}
+	}
+	cs := finishServer(t, [2]string{whole, "length"})
+	resp, err := askStructured(structuredEnv(cs).client(t), polygateway.WithJSON())
+	if err != nil || resp.StructuredData == nil || len(cs.requests()) != 1 {
+		t.Fatalf("valid JSON at the limit: (%v, %v), %d requests; want it taken as sent", resp, err, len(cs.requests()))
+	}
+}
