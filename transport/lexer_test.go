@@ -109,6 +109,12 @@ func checkChunkValues(t *testing.T, in []byte, l *lexer, c *chunk) {
 		t.Fatalf("%q: the only choice was not picked", in)
 	}
 	str("finish_reason", ch["finish_reason"], c.finish)
+	// The choice carries its answer when its delta or message is an
+	// object, or its text a string.
+	object := func(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '{' }
+	if want := object(ch["delta"]) || object(ch["message"]) || len(ch["text"]) > 0 && ch["text"][0] == '"'; c.message != want {
+		t.Fatalf("%q: message = %v, encoding/json reads %v", in, c.message, want)
+	}
 	delta, ok := ch["delta"]
 	if _, both := ch["message"]; both == ok {
 		return
