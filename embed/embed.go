@@ -216,13 +216,13 @@ func (c *Client) check(vecs [][]float32, inputs int) error {
 // the call with a ResultInvalidError naming both sources.
 func (c *Client) oneDimension(batches []batch) error {
 	dim := len(batches[0].vecs[0])
-	for b := range batches[1:] {
-		bt := &batches[b+1]
+	for b := 1; b < len(batches); b++ {
+		bt := &batches[b]
 		if d := len(bt.vecs[0]); d != dim {
-			return &BatchError{Batch: b + 1, Offset: (b + 1) * c.cfg.BatchSize, Count: len(bt.texts), CallID: bt.call.ID,
+			return &BatchError{Batch: b, Offset: b * c.cfg.BatchSize, Count: len(bt.texts), CallID: bt.call.ID,
 				Err: &polygateway.ResultInvalidError{Source: bt.resp.SourceName,
 					Message: fmt.Sprintf("batch %d has vectors of %d dimensions from %s, batch 0 has %d from %s: one call's vectors share one dimension",
-						b+1, d, bt.resp.SourceName, dim, batches[0].resp.SourceName)}}
+						b, d, bt.resp.SourceName, dim, batches[0].resp.SourceName)}}
 		}
 	}
 	return nil

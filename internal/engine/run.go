@@ -227,8 +227,8 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 	default:
 		resp, err = e.up.Do(ctx, &s.cfg, call)
 	}
-	// The attempt's adaptive-concurrency slot, claimed by admit, is freed by apply, once the
-	// attempt's effect on the source is in place.
+	// The attempt's adaptive-concurrency slot, claimed by admit, is freed
+	// by apply, once the attempt's effect on the source is in place.
 	ev.Latency = core.Since(e.clock, started)
 	r.ended = started.Add(ev.Latency)
 	if err == nil && resp == nil {

@@ -230,7 +230,7 @@ func (s *sourceState) aimdSuccessLocked(latency time.Duration) {
 
 // claimSlot takes one of the source's adaptive-concurrency slots if one is
 // free, atomically: of N calls racing for the last slot exactly one gets
-// it. The holder frees it with inflight.Add(-1) (then Engine.slotFree).
+// it. The holder gives it back with Engine.freeSlot.
 func (s *sourceState) claimSlot() bool {
 	limit := s.aimdLimit()
 	for {
