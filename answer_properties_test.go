@@ -206,7 +206,8 @@ func TestPropertyAStreamCutAnywhereIsWholeOrAnError(t *testing.T) {
 
 // Through FromEnv and ChatStream, a primary cut after a random number of
 // the tokens of its answer, a fallback that continues the relayed prefix
-// (or refuses to, or is itself cut in its first continuations): the
+// (or refuses to, answers anew from the first word, or is itself cut in
+// its first continuations): the
 // caller receives a prefix of the upstream's answer, never a word twice or
 // out of order, and the call succeeds only with the whole answer; an
 // error leaves no Response. Chat, which commits nothing to its caller,
@@ -218,14 +219,15 @@ func TestPropertyAContinuationIsSeamlessOrAnError(t *testing.T) {
 		n := 5 + r.IntN(40)
 		cutAt := 1 + r.IntN(n-1)
 		refuse := r.IntN(4) == 0
+		restart := r.IntN(5) == 0
 		cuts, cutAfter := r.IntN(3), r.IntN(n-cutAt)
 		attempts := 1 + r.IntN(3)
-		name := fmt.Sprintf("seed %d: %d tokens cut after %d, refuse %v, %d continuations cut after %d tokens, MAX_ATTEMPTS %d",
-			seed, n, cutAt, refuse, cuts, cutAfter, attempts)
+		name := fmt.Sprintf("seed %d: %d tokens cut after %d, refuse %v, answer anew %v, %d continuations cut after %d tokens, MAX_ATTEMPTS %d",
+			seed, n, cutAt, refuse, restart, cuts, cutAfter, attempts)
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			t.Parallel()
 			fallback := newContinuer(t, n, refuse)
-			fallback.cuts, fallback.cutAfter = cuts, cutAfter
+			fallback.cuts, fallback.cutAfter, fallback.restart = cuts, cutAfter, restart
 			primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(cutAt).WithTokens(n)))
 			c := baseEnv().source("openai", 1, primary).set("LLM__RETRY__TIER_PATIENCE_S", "0",
 				"LLM__RETRY__MAX_ATTEMPTS", strconv.Itoa(attempts),
@@ -244,7 +246,7 @@ func TestPropertyAContinuationIsSeamlessOrAnError(t *testing.T) {
 			}
 			s.Close()
 			if err := s.Err(); err != nil {
-				if !refuse && cuts == 0 && attempts > 1 {
+				if !refuse && !restart && cuts == 0 && attempts > 1 {
 					t.Fatalf("%s: the stream failed (%v) though the fallback continues it whole", name, err)
 				}
 				if s.Response() != nil {

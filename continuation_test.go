@@ -21,11 +21,14 @@ import (
 // message, with vLLM's continue_final_message), it streams the rest. With
 // refuse it answers a continuation with 400, as servers that cannot
 // continue do. With cuts > 0 its first cuts continuations end after
-// cutAfter tokens, without a finish: cut as a dropped connection is.
+// cutAfter tokens, without a finish: cut as a dropped connection is. With
+// restart it ignores the prefill and answers from the first token, as a
+// server that does not continue but accepts the request does.
 type continuer struct {
 	*httptest.Server
 	n        int
 	refuse   bool
+	restart  bool
 	cuts     int
 	cutAfter int
 
@@ -58,11 +61,13 @@ func (c *continuer) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		prefix, _ := last["content"].(string)
-		from = len(strings.Fields(prefix))
+		if !c.restart {
+			from = len(strings.Fields(prefix))
+		}
 	}
 	to := c.n
 	c.mu.Lock()
-	if from > 0 && c.cuts > 0 {
+	if last["role"] == "assistant" && c.cuts > 0 {
 		c.cuts--
 		to = min(c.n, from+c.cutAfter)
 	}
@@ -166,3 +171,29 @@ func TestWithoutAContinuingSourceACutCommittedStreamEndsAsBefore(t *testing.T) {
 
 // asErr is errors.As for the tests above.
 func asErr[T error](err error, target *T) bool { return errors.As(err, target) }
+
+// A source marked as continuing that answers anew from the first word
+// instead (the prefill ignored) never has the caller receive the relayed
+// words twice: the continuation ends, and the stream with the cut.
+func TestAContinuationThatAnswersAnewEndsWithTheCutNeverRepeatsTheWords(t *testing.T) {
+	t.Parallel()
+	fallback := newContinuer(t, 60, false)
+	fallback.restart = true
+	c := continuationClient(t, fallback)
+	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
+	defer s.Close()
+	var got strings.Builder
+	for s.Next() {
+		got.WriteString(s.Delta().Content)
+	}
+	var te *polygateway.TransientError
+	if !asErr(s.Err(), &te) || te.Source != "openai_1" {
+		t.Fatalf("err = %v, want the cut of openai_1", s.Err())
+	}
+	if s.Response() != nil || got.String() != tokens(40) {
+		t.Errorf("delivered %q (response %v): want the 40 tokens once and no answer", got.String(), s.Response())
+	}
+	if n := len(fallback.requests()); n != 1 {
+		t.Errorf("the continuing source got %d requests, want 1", n)
+	}
+}

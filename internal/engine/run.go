@@ -222,6 +222,17 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 	switch {
 	case call.Attempt != nil:
 		resp, err = call.Attempt(ctx, &s.cfg)
+	case r.cont.on && r.cont.call.Deltas != nil:
+		// The caller has the prefix: a source that repeats it instead of
+		// going on ends the continuation (see echoGuard).
+		g := newEchoGuard(r.cont.call.Deltas, r.cont.content)
+		cc := *r.cont.call
+		cc.Deltas = g
+		if resp, err = e.up.Do(ctx, &s.cfg, &cc); err == nil {
+			if err = g.flush(); err != nil {
+				resp = nil
+			}
+		}
 	case r.cont.on:
 		resp, err = e.up.Do(ctx, &s.cfg, r.cont.call)
 	default:
