@@ -86,10 +86,22 @@ func prefill(body []byte) (string, bool) {
 // the rest of it. With refuse it answers a continuation with a 400, as a
 // server that cannot continue does.
 func continuer(refuse bool) []fakeupstream.Option {
+	return continuerThat(refuse, false)
+}
+
+// anewContinuer accepts a continuation but ignores its prefill and
+// answers from the first word, as a server that does not continue but
+// takes the request does.
+func anewContinuer() []fakeupstream.Option { return continuerThat(false, true) }
+
+// continuerThat is continuer, or with anew anewContinuer.
+func continuerThat(refuse, anew bool) []fakeupstream.Option {
 	return []fakeupstream.Option{fakeupstream.WithFunc(func(ri fakeupstream.RequestInfo) fakeupstream.Behavior {
 		text, ok := prefill(ri.Body)
 		switch {
 		case !ok:
+			return fakeupstream.OK().WithTokens(answerTokens)
+		case anew:
 			return fakeupstream.OK().WithTokens(answerTokens)
 		case refuse:
 			return fakeupstream.Status(http.StatusBadRequest,
@@ -240,6 +252,12 @@ var scenarios = []*scenario{
 			}
 			return rescued, ""
 		},
+	},
+	{
+		pattern:  "cut, the fallback answers anew instead of continuing",
+		note:     "Expected: clean error (under first_token). The fallback takes the prefill but starts the answer again: the relayed words are never sent twice; an error event naming the cut.",
+		primary:  behave(fakeupstream.CutAfter(faultAt).WithTokens(answerTokens)),
+		fallback: func(*scenarioRun) []fakeupstream.Option { return anewContinuer() },
 	},
 	{
 		pattern: "flapping primary (503 for 4 s, then healthy)",
