@@ -158,11 +158,8 @@ func TestPropertyANonStreamBodyIsWholeOrAnError(t *testing.T) {
 	}
 }
 
-// finishEvent and usageEvent end every stream of these tests.
-const (
-	finishEvent = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`
-	usageEvent  = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`
-)
+// usageEvent follows the finish of every stream of these tests.
+const usageEvent = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`
 
 // Through FromEnv, Chat and ChatStream, a stream of fullAnswer cut at any
 // byte — inside an event, between events, inside the finish, the usage
@@ -175,7 +172,7 @@ func TestPropertyAStreamCutAnywhereIsWholeOrAnError(t *testing.T) {
 	for _, w := range strings.SplitAfter(fullAnswer, " ") {
 		fmt.Fprintf(&whole, "data: %s\n\n", chunkEvent(w))
 	}
-	fmt.Fprintf(&whole, "data: %s\n\n", finishEvent)
+	fmt.Fprintf(&whole, "data: %s\n\n", fu.FinishChunk)
 	finished := whole.Len() - 2 // the finish event's JSON has all arrived
 	fmt.Fprintf(&whole, "data: %s\n\ndata: [DONE]\n\n", usageEvent)
 	raw := whole.String()

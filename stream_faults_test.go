@@ -3,9 +3,7 @@ package polygateway_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -18,29 +16,14 @@ import (
 const fullAnswer = "alpha beta gamma"
 
 // chunkEvent is the payload of one content chunk as providers send it.
-func chunkEvent(content string) string {
-	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":%q},"finish_reason":null}]}`, content)
-}
+func chunkEvent(content string) string { return fu.ContentChunk(content) }
 
 // rawStream serves one SSE stream of fullAnswer in which the event of the
 // second word is replaced by broken (the stream goes on after it).
 func rawStream(t *testing.T, broken string) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		words := strings.SplitAfter(fullAnswer, " ")
-		for i, word := range words {
-			ev := chunkEvent(word)
-			if i == 1 {
-				ev = broken
-			}
-			fmt.Fprintf(w, "data: %s\n\n", ev)
-		}
-		fmt.Fprint(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	words := strings.SplitAfter(fullAnswer, " ")
+	return fu.NewRawStream(t, chunkEvent(words[0]), broken, chunkEvent(words[2]), fu.FinishChunk, "[DONE]")
 }
 
 // streamClient is a client whose primary is the raw stream at url and,

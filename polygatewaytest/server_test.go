@@ -3,6 +3,7 @@ package polygatewaytest
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -256,5 +257,26 @@ func TestMostWithinCountsTheBusiestWindow(t *testing.T) {
 		if got := MostWithin(tt.times, tt.w); got != tt.want {
 			t.Errorf("%s: MostWithin = %d, want %d", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestNewRawStreamSendsThePayloadsAsGiven(t *testing.T) {
+	t.Parallel()
+	srv := NewRawStream(t, ContentChunk(`say "hi"`), `{"choices":[{"delta":{"cont`, FinishChunk, "[DONE]")
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	want := "data: " + ContentChunk(`say "hi"`) + "\n\ndata: {\"choices\":[{\"delta\":{\"cont\n\ndata: " + FinishChunk + "\n\ndata: [DONE]\n\n"
+	if resp.Header.Get("Content-Type") != "text/event-stream" || string(body) != want {
+		t.Fatalf("%s %q, want %q", resp.Header.Get("Content-Type"), body, want)
+	}
+	var c struct {
+		Choices []struct{ Delta struct{ Content string } }
+	}
+	if err := json.Unmarshal([]byte(ContentChunk(`say "hi"`)), &c); err != nil || c.Choices[0].Delta.Content != `say "hi"` {
+		t.Fatalf("ContentChunk decodes to %+v, %v", c, err)
 	}
 }

@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,28 +15,12 @@ import (
 // cutAnswer is what every upstream of the cut-chunk test answers in whole.
 const cutAnswer = "alpha beta gamma"
 
-func cutChunk(content string) string {
-	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":%q},"finish_reason":null}]}`, content)
-}
-
 // cutStream serves cutAnswer as a stream whose second chunk is broken,
 // the stream going on after it.
 func cutStream(t *testing.T, broken string) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i, word := range strings.SplitAfter(cutAnswer, " ") {
-			ev := cutChunk(word)
-			if i == 1 {
-				ev = broken
-			}
-			fmt.Fprintf(w, "data: %s\n\n", ev)
-		}
-		fmt.Fprint(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	words := strings.SplitAfter(cutAnswer, " ")
+	return fakeupstream.NewRawStream(t, fakeupstream.ContentChunk(words[0]), broken, fakeupstream.ContentChunk(words[2]), fakeupstream.FinishChunk, "[DONE]")
 }
 
 // Through the gateway, for streaming and non-streaming clients, a token
@@ -46,7 +29,7 @@ func cutStream(t *testing.T, broken string) *httptest.Server {
 // the fallback's whole answer.
 func TestThroughTheGatewayACutTokenChunkIsNeverASuccessWithOtherText(t *testing.T) {
 	t.Parallel()
-	ev := cutChunk("beta ")
+	ev := fakeupstream.ContentChunk("beta ")
 	for cut := 1; cut < len(ev); cut++ {
 		srv := cutStream(t, ev[:cut])
 		for _, fallback := range []bool{false, true} {
