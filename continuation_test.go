@@ -135,23 +135,36 @@ func TestACutStreamContinuesSeamlesslyOnASourceThatContinuesAPrefill(t *testing.
 	}
 }
 
-func TestAContinuationRefusedWithA400EndsWithTheCutNotTheRefusal(t *testing.T) {
+// A continuation that cannot go on — refused with a 400, or a source that
+// takes the prefill and answers anew from the first word — ends the stream
+// with the cut, never with the refusal, and the caller has the relayed
+// words once and no answer.
+func TestAContinuationRefusedOrAnsweredAnewEndsWithTheCut(t *testing.T) {
 	t.Parallel()
-	fallback := newContinuer(t, 60, true)
-	c := continuationClient(t, fallback)
-	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
-	defer s.Close()
-	var got strings.Builder
-	for s.Next() {
-		got.WriteString(s.Delta().Content)
-	}
-	var te *polygateway.TransientError
-	var re *polygateway.RequestRejectedError
-	if !asErr(s.Err(), &te) || asErr(s.Err(), &re) || te.Source != "openai_1" {
-		t.Fatalf("err = %v, want the cut of openai_1, never the refusal", s.Err())
-	}
-	if s.Response() != nil || got.String() != tokens(40) {
-		t.Errorf("delivered %q (response %v): want the 40 tokens and no answer", got.String(), s.Response())
+	for _, tt := range []struct {
+		name            string
+		refuse, restart bool
+	}{{"refused with a 400", true, false}, {"answered anew", false, true}} {
+		fallback := newContinuer(t, 60, tt.refuse)
+		fallback.restart = tt.restart
+		c := continuationClient(t, fallback)
+		s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
+		var got strings.Builder
+		for s.Next() {
+			got.WriteString(s.Delta().Content)
+		}
+		s.Close()
+		var te *polygateway.TransientError
+		var re *polygateway.RequestRejectedError
+		if !asErr(s.Err(), &te) || asErr(s.Err(), &re) || te.Source != "openai_1" {
+			t.Fatalf("%s: err = %v, want the cut of openai_1, never the refusal", tt.name, s.Err())
+		}
+		if s.Response() != nil || got.String() != tokens(40) {
+			t.Errorf("%s: delivered %q (response %v): want the 40 tokens once and no answer", tt.name, got.String(), s.Response())
+		}
+		if n := len(fallback.requests()); n != 1 {
+			t.Errorf("%s: the continuing source got %d requests, want 1", tt.name, n)
+		}
 	}
 }
 
@@ -171,29 +184,3 @@ func TestWithoutAContinuingSourceACutCommittedStreamEndsAsBefore(t *testing.T) {
 
 // asErr is errors.As for the tests above.
 func asErr[T error](err error, target *T) bool { return errors.As(err, target) }
-
-// A source marked as continuing that answers anew from the first word
-// instead (the prefill ignored) never has the caller receive the relayed
-// words twice: the continuation ends, and the stream with the cut.
-func TestAContinuationThatAnswersAnewEndsWithTheCutNeverRepeatsTheWords(t *testing.T) {
-	t.Parallel()
-	fallback := newContinuer(t, 60, false)
-	fallback.restart = true
-	c := continuationClient(t, fallback)
-	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
-	defer s.Close()
-	var got strings.Builder
-	for s.Next() {
-		got.WriteString(s.Delta().Content)
-	}
-	var te *polygateway.TransientError
-	if !asErr(s.Err(), &te) || te.Source != "openai_1" {
-		t.Fatalf("err = %v, want the cut of openai_1", s.Err())
-	}
-	if s.Response() != nil || got.String() != tokens(40) {
-		t.Errorf("delivered %q (response %v): want the 40 tokens once and no answer", got.String(), s.Response())
-	}
-	if n := len(fallback.requests()); n != 1 {
-		t.Errorf("the continuing source got %d requests, want 1", n)
-	}
-}
