@@ -93,6 +93,7 @@ func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
 		Fallback:       kernelFallback(co.fallback),
 		Events:         co.events,
 		Budgets:        co.budgets,
+		NoPushbackWait: co.noPushbackWait,
 	}
 }
 

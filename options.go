@@ -157,6 +157,7 @@ type callOptions struct {
 	fallback                  FallbackFunc
 	events                    core.AttemptListener
 	budgets                   []core.Budget
+	noPushbackWait            bool
 }
 
 // resolveCall applies opts over the defaults.
@@ -175,7 +176,7 @@ func (co callOptions) kernel() kernel.CallOptions {
 	return kernel.CallOptions{
 		SessionID: co.sessionID, ParentCallID: co.parentCallID, CacheSalt: co.cacheSalt, CacheNamespace: co.cacheNamespace,
 		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: kernelFallback(co.fallback), Events: co.events,
-		Budgets: co.budgets,
+		Budgets: co.budgets, NoPushbackWait: co.noPushbackWait,
 	}
 }
 
@@ -198,6 +199,16 @@ func WithBudget(b Budget) CallOption {
 		o.budgets = append(o.budgets[:len(o.budgets):len(o.budgets)], b)
 	}
 }
+
+// WithoutPushbackWait makes the call end at once when every source that
+// could take it is held back by its upstream's 429 (a Retry-After, or the
+// library's own pushback after a 429), with a GatewayUnavailableError of
+// reason rate_limited whose RetryAfter says when the first of them may be
+// asked again — instead of waiting the pushback out within the stall
+// window and the call's deadline (the default). For callers that retry on
+// their own: the gateway sets it, so that its clients' SDKs get a 429 with
+// Retry-After rather than a held connection.
+func WithoutPushbackWait() CallOption { return func(o *callOptions) { o.noPushbackWait = true } }
 
 // WithSessionID links the call's telemetry row to a session.
 func WithSessionID(id string) CallOption { return func(o *callOptions) { o.sessionID = id } }

@@ -114,13 +114,14 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 		id := polygateway.NewCallID()
 		out.BatchCallIDs[b] = id
 		batches[b] = batch{texts: texts[lo:hi:hi], call: &core.Call{
-			ID:           id,
-			Operation:    "embeddings",
-			Params:       co.Params,
-			SessionID:    co.SessionID,
-			ParentCallID: parent,
-			Budgets:      co.Budgets,
-			Tokens:       estimateTokens(texts[lo:hi]),
+			ID:             id,
+			Operation:      "embeddings",
+			Params:         co.Params,
+			SessionID:      co.SessionID,
+			ParentCallID:   parent,
+			Budgets:        co.Budgets,
+			NoPushbackWait: co.NoPushbackWait,
+			Tokens:         estimateTokens(texts[lo:hi]),
 		}}
 	}
 	if err := c.run(ctx, batches); err != nil {

@@ -120,9 +120,12 @@ func mapError(err error, gone bool) *apiError {
 		return &apiError{status: http.StatusGatewayTimeout, typ: "server_error", code: "timeout", msg: "the governed call was cancelled: " + publicText(err)}
 	case errors.As(err, &backend):
 		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "governance_backend_unavailable", msg: publicText(backend), retryAfter: time.Second}
-	case errors.As(err, &unavailable) && unavailable.Reason == polygateway.ReasonBudgetExhausted:
-		// A spend budget is full until its window ends: the client is over
-		// a quota, as with a 429, and Retry-After says when it frees.
+	case errors.As(err, &unavailable) && (unavailable.Reason == polygateway.ReasonBudgetExhausted || unavailable.Reason == polygateway.ReasonRateLimited):
+		// A spend budget is full until its window ends, or the scope is
+		// throttled (its upstreams answered 429, or its gates are full
+		// past what the call may wait): the client is over a quota, as
+		// with a 429, and Retry-After says when to come back (the
+		// official SDKs retry it on their own).
 		return &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: string(unavailable.Reason), msg: publicText(unavailable), retryAfter: max(unavailable.RetryAfter, time.Second)}
 	case errors.As(err, &unavailable):
 		return &apiError{status: http.StatusServiceUnavailable, typ: "service_unavailable_error", code: string(unavailable.Reason), msg: publicText(unavailable), retryAfter: unavailable.RetryAfter}

@@ -62,6 +62,12 @@ type Call struct {
 	// gateway's per-client budget): every attempt reserves its estimated
 	// cost on each, in the admission step. Nil = only the scope's.
 	Budgets []Budget
+	// NoPushbackWait ends the call at once, with a GatewayUnavailableError
+	// of reason rate_limited whose RetryAfter is the earliest end of a
+	// pushback, when every source that could take it is held back by its
+	// upstream's 429, instead of waiting the pushback out (a server whose
+	// clients retry a 429 on their own sets it).
+	NoPushbackWait bool
 	// Deltas, when set, receives a streamed answer as it arrives (a server
 	// relaying the stream to its own client). See DeltaSink.
 	Deltas DeltaSink

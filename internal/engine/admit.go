@@ -135,7 +135,7 @@ func (r *run) refusal(i int, t core.Ticket) error {
 		e.refused(name, core.ReasonRateLimited)
 		r.excluded.add(i, n)
 		r.fail(name, core.ReasonRateLimited)
-		s.setMemo(now, now.Add(max(t.Admission.RetryAfter, time.Millisecond)), memoRateLimited)
+		s.setMemo(now, now.Add(max(t.Admission.RetryAfter, time.Millisecond)), memoPushedBack)
 		return nil
 	}
 	if !t.Admission.Allowed {

@@ -39,13 +39,35 @@ func (e *Engine) finished(ctx context.Context, call *core.Call, ev core.AttemptE
 	}
 }
 
-// failover reports that a failed attempt leaves the call to try again.
-func (e *Engine) failover(ctx context.Context, call *core.Call, ev core.AttemptEvent, err error) {
+// failover reports that the call, after a failed attempt, makes another:
+// logged when that attempt is about to be sent, so that an attempt after
+// which the call gave up is never logged as one that is tried again.
+func (e *Engine) failover(ctx context.Context, f *failedAttempt) {
 	if !e.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := append(attemptAttrs(ev), slog.String("class", core.ErrorClass(err)), slog.String("err", err.Error()))
+	attrs := append(attemptAttrs(f.ev), slog.String("class", core.ErrorClass(f.err)), slog.String("err", f.err.Error()))
 	e.log.LogAttrs(ctx, slog.LevelInfo, "polygateway: attempt failed, trying again", attrs...)
+}
+
+// gaveUp reports that the call ended after a failed attempt without
+// another one: end is the error the call ends with.
+func (e *Engine) gaveUp(ctx context.Context, f *failedAttempt, end error) {
+	if !e.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	attrs := append(attemptAttrs(f.ev), slog.String("class", core.ErrorClass(f.err)), slog.String("err", f.err.Error()),
+		slog.Bool("last", true), slog.String("ended_with", core.ErrorClass(end)))
+	if c := core.Classify(end); c.Reason != "" {
+		attrs = append(attrs, slog.String("ended_reason", string(c.Reason)))
+	}
+	e.log.LogAttrs(ctx, slog.LevelInfo, "polygateway: attempt failed, the call ends", attrs...)
+}
+
+// failedAttempt is an attempt that failed while the call went on.
+type failedAttempt struct {
+	ev  core.AttemptEvent
+	err error
 }
 
 func attemptAttrs(ev core.AttemptEvent) []slog.Attr {

@@ -78,7 +78,7 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 		{name: "success", breaker: core.OutcomeSuccess, settle: core.SettleActual, tokens: 10, health: healthGood,
 			memo: memoNone, aimd: aimdGrow, ends: true, observe: core.AttemptSuccess},
 		{name: "429", err: rateLimitedErr("a", 5*time.Second), breaker: core.OutcomeRateLimited, settle: core.SettleRefund,
-			health: healthBad, memo: memoRateLimited, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited},
+			health: healthBad, memo: memoPushedBack, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited},
 		{name: "timeout", err: timeoutErr("a"), breaker: core.OutcomeTimeout, settle: core.SettleEstimate,
 			health: healthBad, memo: memoTimeout, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
 		{name: "stall", err: stalledErr("a"), breaker: core.OutcomeTimeout, settle: core.SettleEstimate,

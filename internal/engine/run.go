@@ -50,6 +50,10 @@ type run struct {
 	// cont is the continuation of an answer cut after part of it reached
 	// the caller (see continueCut).
 	cont continuation
+	// failed is the last failed attempt after which the call went on, not
+	// yet logged: the next attempt logs it as tried again, the end of the
+	// call as the last.
+	failed *failedAttempt
 }
 
 // continuation is a call going on from what its caller already received.
@@ -101,6 +105,15 @@ func (r *run) newRound() {
 
 // loop runs attempts until one ends the call.
 func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
+	resp, err := r.retry(ctx)
+	if r.failed != nil {
+		r.e.gaveUp(ctx, r.failed, err)
+	}
+	return resp, err
+}
+
+// retry is the retry loop.
+func (r *run) retry(ctx context.Context) (*core.LLMResponse, error) {
 	e := r.e
 	n := len(e.sources)
 	if err := r.fitWindows(); err != nil {
@@ -121,12 +134,9 @@ func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 			ready := r.sticky.readyAt(e.sources[r.sticky.source], now)
 			left, dl := untilDeadline(ctx)
 			if d := ready.Sub(now); d > 0 && ready.Before(r.sticky.until) && (!dl || d < left) {
-				if err := core.Sleep(ctx, e.clock, d); err != nil {
+				if err := r.pause(ctx, now, d, false); err != nil {
 					return nil, err
 				}
-				r.waited += d
-				r.sinceAttempt += d
-				r.newRound()
 				continue
 			}
 			r.sticky.on = false
@@ -139,16 +149,19 @@ func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 			continue
 		}
 		if r.tried.has(i, n) && !(r.sticky.on && i == r.sticky.source) {
-			// Retrying a source this call already used: back off first.
+			// Retrying a source this call already used: back off first
+			// (what the call waited since its last attempt counts).
 			d := backoff(e.settings.Retry.BackoffBase, e.settings.Retry.BackoffMax, r.spent) - r.sinceAttempt
 			if left, ok := untilDeadline(ctx); ok && d > 0 && d > left {
 				return nil, r.unavailable(ctx, core.ReasonTimeout)
 			}
-			if err := core.Sleep(ctx, e.clock, d); err != nil {
-				return nil, err
-			}
 			if d > 0 {
-				now = e.clock.Now()
+				// The backoff may be cut at a stall-rule check point:
+				// choose again afterwards.
+				if err := r.pause(ctx, now, d, false); err != nil {
+					return nil, err
+				}
+				continue
 			}
 		}
 		ticket, ok, err := r.admit(ctx, i)
@@ -160,6 +173,10 @@ func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 		}
 		r.sinceAttempt = 0
 		r.newRound()
+		if r.failed != nil {
+			e.failover(ctx, r.failed)
+			r.failed = nil
+		}
 		resp, err, done := r.attempt(ctx, i, &ticket, now)
 		if done {
 			return resp, err
@@ -349,7 +366,7 @@ func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class c
 	if !r.cont.on {
 		r.stick(ctx, i, healthy, eff, class, err)
 	}
-	r.e.failover(ctx, r.call, ev, err)
+	r.failed = &failedAttempt{ev: ev, err: err}
 	return nil, nil, false
 }
 
@@ -469,7 +486,7 @@ func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n
 		s.setMemo(now, now.Add(s.breaker.Cooldown), memoTimeout)
 	case memoPushback:
 		wait := pushbackWait(retryAfterOf(err), set.Retry.BackoffBase, set.Retry.BackoffMax, n)
-		s.setMemo(now, now.Add(wait), memoRateLimited)
+		s.setMemo(now, now.Add(wait), memoPushedBack)
 		return wait
 	case memoDead:
 		s.setMemo(now, now.Add(s.breaker.Cooldown), memoCircuitOpen)

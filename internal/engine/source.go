@@ -45,8 +45,11 @@ const (
 	memoFailed
 	// memoTimeout: the source just timed out or stalled; soft.
 	memoTimeout
-	// memoRateLimited: 429 pushback, limiter or AIMD refusal; hard until expiry.
+	// memoRateLimited: a gate of the limiter is full; hard until expiry.
 	memoRateLimited
+	// memoPushedBack: the source's upstream answered 429 (here, or in
+	// another process sharing the breaker); hard until the pushback ends.
+	memoPushedBack
 	// memoCircuitOpen: the breaker refused; hard until expiry.
 	memoCircuitOpen
 	// memoDisabled: an operator switched the source off; hard until
@@ -60,7 +63,7 @@ const (
 const disabledRecheck = time.Second
 
 func (k memoKind) hard() bool {
-	return k == memoRateLimited || k == memoCircuitOpen || k == memoDisabled
+	return k == memoRateLimited || k == memoPushedBack || k == memoCircuitOpen || k == memoDisabled
 }
 
 // sourceState is the governor's process-local view of one source. Its fields
@@ -339,7 +342,7 @@ func (k memoKind) reason() core.Reason {
 		return core.ReasonNetworkError
 	case memoTimeout:
 		return core.ReasonTimeout
-	case memoRateLimited:
+	case memoRateLimited, memoPushedBack:
 		return core.ReasonRateLimited
 	case memoCircuitOpen:
 		return core.ReasonCircuitOpen

@@ -7,21 +7,48 @@ import (
 	"github.com/polygateway/polygateway/internal/core"
 )
 
+// Every wait of a call — a hold on its sources, a backoff before asking a
+// source again, a tier's patience, an adaptive-concurrency slot — goes
+// through pause, which keeps the call's two bounds: it never sleeps past
+// the call's deadline (a wait that cannot end before it is refused by the
+// caller of pause, with a reason), and never past the next point where the
+// stall rule must be checked. The stall rule: a call that has waited
+// STALL_WINDOW_S in all, while no call of the scope made progress for as
+// long, gives up (stalled). A long hold (a Retry-After of minutes) is
+// therefore waited in steps, each ending where the rule is checked again.
+
 // waitForEligible runs when no source can be tried right now: it gives up
-// (every circuit open, fail_fast, stalled, deadline) or waits until the
-// earliest memo expires or, when a source is only waiting for an
-// adaptive-concurrency slot, until an attempt finishes in the scope.
+// (every circuit open, fail_fast, throttled upstream without waiting,
+// stalled, deadline) or waits until the earliest memo expires or, when a
+// source is only waiting for an adaptive-concurrency slot, until an
+// attempt finishes in the scope — each within pause's bounds.
 func (r *run) waitForEligible(ctx context.Context, now time.Time) error {
-	e := r.e
 	wait, slot, err := r.nothingEligible(ctx, now)
 	if err != nil {
 		return err
 	}
+	return r.pause(ctx, now, wait, slot)
+}
+
+// pause waits at most d (on a freed slot too, when slot), cut at the next
+// stall-rule check point, and accounts the wait. It returns a stalled
+// GatewayUnavailableError when the rule says so, or the caller's
+// cancellation.
+func (r *run) pause(ctx context.Context, now time.Time, d time.Duration, slot bool) error {
+	e := r.e
+	d, err := r.stallCap(ctx, now, d)
+	if err != nil {
+		return err
+	}
+	if left, ok := untilDeadline(ctx); ok && d > left {
+		// The context ends the wait; never sleep past it.
+		d = max(left, 0)
+	}
 	start := e.clock.Now()
 	if slot {
-		err = e.waitSlot(ctx, wait, &r.busy)
+		err = e.waitSlot(ctx, d, &r.busy)
 	} else {
-		err = core.Sleep(ctx, e.clock, wait)
+		err = core.Sleep(ctx, e.clock, d)
 	}
 	if err != nil {
 		return err
@@ -36,62 +63,61 @@ func (r *run) waitForEligible(ctx context.Context, now time.Time) error {
 	return nil
 }
 
+// stallCap cuts a wait of d at the stall rule's next check point: the end
+// of the call's STALL_WINDOW_S of waiting, or, once the call has waited
+// that long, the moment the scope will have made no progress for as long.
+// It returns the stalled error when that moment has come.
+func (r *run) stallCap(ctx context.Context, now time.Time, d time.Duration) (time.Duration, error) {
+	sw := r.e.settings.Backpressure.StallWindow
+	if sw <= 0 {
+		return d, nil
+	}
+	if left := sw - r.waited; left > 0 {
+		return min(d, left), nil
+	}
+	last := time.Unix(0, r.e.lastProgress.Load())
+	if quiet := now.Sub(last); quiet < sw {
+		return min(d, max(sw-quiet, time.Millisecond)), nil
+	}
+	u := r.unavailable(ctx, core.ReasonStalled)
+	u.RetryAfter = max(u.RetryAfter, d)
+	return 0, u
+}
+
 // nothingEligible decides what to do when no source can be tried: give up
 // (an error) or wait at most wait. slot=true means some source is only
 // waiting for an adaptive-concurrency slot.
 func (r *run) nothingEligible(ctx context.Context, now time.Time) (wait time.Duration, slot bool, err error) {
 	e := r.e
-	n := len(e.sources)
-	var earliest time.Time
-	allCircuit, anyOn := true, false
-	for i, s := range e.sources {
-		if r.wrongModel.has(i, n) {
-			continue
-		}
-		kind, until := s.memo(now)
-		if kind == memoDisabled {
-			// Switched off: never waited for.
-			continue
-		}
-		anyOn = true
-		if kind == memoNone {
-			// Excluded for this round only: the AIMD limit was full. Slots
-			// free as attempts finish: waitSlot wakes on that, and this is
-			// only the longest it waits.
-			allCircuit = false
-			slot = true
-			until = now.Add(e.settings.Backpressure.PollInterval)
-		} else if kind != memoCircuitOpen {
-			allCircuit = false
-		}
-		if earliest.IsZero() || until.Before(earliest) {
-			earliest = until
-		}
-	}
-	if allCircuit {
-		if !anyOn {
-			// Every source is switched off.
-			return 0, false, r.unavailable(ctx, core.ReasonDisabled)
-		}
+	h := r.holds(now)
+	switch {
+	case h.allCircuit && !h.anyOn:
+		// Every source is switched off.
+		return 0, false, r.unavailable(ctx, core.ReasonDisabled)
+	case h.allCircuit:
 		return 0, false, r.unavailable(ctx, core.ReasonCircuitOpen)
-	}
-	if r.quotaRefused && e.settings.QuotaFull == core.QuotaFullFailFast {
+	case r.quotaRefused && e.settings.QuotaFull == core.QuotaFullFailFast:
 		// The limiter knows when its window frees; the memo only says when
 		// to look again.
 		u := r.unavailable(ctx, core.ReasonRateLimited)
-		u.RetryAfter = max(u.RetryAfter, earliest.Sub(now), r.quotaRetryAfter)
+		u.RetryAfter = max(u.RetryAfter, h.earliest.Sub(now), r.quotaRetryAfter)
+		return 0, false, u
+	case h.throttled() && r.call.NoPushbackWait:
+		// Every source that could take the call is held back by its
+		// upstream's 429: the caller is told when to come back.
+		u := r.unavailable(ctx, core.ReasonRateLimited)
+		u.RetryAfter = max(u.RetryAfter, h.earliestPushback.Sub(now))
 		return 0, false, u
 	}
-	wait = earliest.Sub(now)
-	if wait <= 0 {
-		wait = time.Millisecond
-	}
+	wait = max(h.earliest.Sub(now), time.Millisecond)
 	if wait > e.settings.Backpressure.PollInterval && r.quotaRefused {
 		wait = e.settings.Backpressure.PollInterval
 	}
 	if sw := e.settings.Backpressure.StallWindow; sw > 0 && r.waited+wait > sw {
-		last := time.Unix(0, e.lastProgress.Load())
-		if now.Sub(last) >= sw {
+		// The wait would outlast the call's window: give up at once when
+		// the scope has made no progress for as long (pause cuts the wait
+		// at the window otherwise).
+		if last := time.Unix(0, e.lastProgress.Load()); now.Sub(last) >= sw {
 			u := r.unavailable(ctx, core.ReasonStalled)
 			u.RetryAfter = max(u.RetryAfter, wait)
 			return 0, false, u
@@ -102,7 +128,68 @@ func (r *run) nothingEligible(ctx context.Context, now time.Time) (wait time.Dur
 		u.RetryAfter = max(u.RetryAfter, wait)
 		return 0, false, u
 	}
-	return wait, slot, nil
+	return wait, h.slot, nil
+}
+
+// holdView is what holds the sources of a call back at one moment.
+type holdView struct {
+	// earliest is when the first source may be tried again.
+	earliest time.Time
+	// allCircuit: no source is held by anything but an open circuit or
+	// an operator's switch; anyOn: some source is not switched off.
+	allCircuit, anyOn bool
+	// slot: some source waits only for an adaptive-concurrency slot.
+	slot bool
+	// pushed counts the sources held back by their upstream's 429 (until
+	// earliestPushback at the soonest), others the sources held by
+	// anything else but an open circuit or a switch.
+	pushed, others   int
+	earliestPushback time.Time
+}
+
+// throttled reports whether every source that could take the call is held
+// back by its upstream's 429.
+func (h holdView) throttled() bool { return h.pushed > 0 && h.others == 0 }
+
+// holds reads the memos of the sources the call may still use.
+func (r *run) holds(now time.Time) holdView {
+	e := r.e
+	n := len(e.sources)
+	h := holdView{allCircuit: true}
+	for i, s := range e.sources {
+		if r.wrongModel.has(i, n) {
+			continue
+		}
+		kind, until := s.memo(now)
+		if kind == memoDisabled {
+			// Switched off: never waited for.
+			continue
+		}
+		h.anyOn = true
+		switch kind {
+		case memoNone:
+			// Excluded for this round only: the AIMD limit was full. Slots
+			// free as attempts finish: waitSlot wakes on that, and this is
+			// only the longest it waits.
+			h.allCircuit, h.slot = false, true
+			h.others++
+			until = now.Add(e.settings.Backpressure.PollInterval)
+		case memoCircuitOpen:
+		case memoPushedBack:
+			h.allCircuit = false
+			h.pushed++
+			if h.earliestPushback.IsZero() || until.Before(h.earliestPushback) {
+				h.earliestPushback = until
+			}
+		default:
+			h.allCircuit = false
+			h.others++
+		}
+		if h.earliest.IsZero() || until.Before(h.earliest) {
+			h.earliest = until
+		}
+	}
+	return h
 }
 
 // snapshotTimeout bounds the breaker reads of an unavailability report.
@@ -136,7 +223,7 @@ func (r *run) unavailable(ctx context.Context, reason core.Reason) *core.Gateway
 		if kind != memoNone {
 			usable = until.Sub(now)
 		}
-		if kind != memoCircuitOpen && kind != memoRateLimited {
+		if kind != memoCircuitOpen && kind != memoRateLimited && kind != memoPushedBack {
 			// The circuit may have opened under this call's failures:
 			// ask the breaker when it admits a probe again.
 			if sctx == nil {

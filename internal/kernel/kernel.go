@@ -438,6 +438,8 @@ type CallOptions struct {
 	Events core.AttemptListener
 	// Budgets are the call's own spend budgets (WithBudget).
 	Budgets []core.Budget
+	// NoPushbackWait is WithoutPushbackWait.
+	NoPushbackWait bool
 }
 
 // ResolveCall turns the root package's call options (a
