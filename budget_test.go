@@ -3,6 +3,7 @@ package polygateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -168,5 +169,41 @@ func TestADisabledSourceGetsNoRequestUntilEnabled(t *testing.T) {
 	var unknown *polygateway.UnknownSourceError
 	if err := c.DisableSource(ctx, "nope_1"); !errors.As(err, &unknown) || unknown.Source != "nope_1" {
 		t.Fatalf("DisableSource(nope_1) = %v, want an UnknownSourceError", err)
+	}
+}
+
+// TestAnAbsurdUsageNeverExhaustsTheBudget: an upstream answer claiming
+// 2^63-1 or 1e300 completion tokens on a max_tokens=1000 call, streamed or
+// not, is settled at what the request could have cost: the answer reports
+// the bound, the budget is charged at most the bound's price, and later
+// calls are served.
+func TestAnAbsurdUsageNeverExhaustsTheBudget(t *testing.T) {
+	t.Parallel()
+	for _, claimed := range []string{"9223372036854775807", "1e300"} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream=%v", claimed, stream), func(t *testing.T) {
+				t.Parallel()
+				absurd := fu.OK().WithTokens(3).WithUsage(`{"prompt_tokens":5,"completion_tokens":` + claimed + `,"total_tokens":` + claimed + `}`)
+				srv := fu.NewServer(t, fu.WithScript(absurd, fu.OK().WithTokens(3)))
+				c := budgetEnv(t, srv, "0.01").client(t) // 5 calls of 1000 tokens at 2 micro-USD
+				resp, err := c.Chat(context.Background(), []polygateway.Message{polygateway.User("hi")},
+					polygateway.WithMaxTokens(1000), polygateway.WithStream(stream))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.CompletionTokens > 1000 || resp.UsageSource != "bounded" {
+					t.Errorf("completion tokens %d (%s), want at most the 1000 of max_tokens, bounded", resp.CompletionTokens, resp.UsageSource)
+				}
+				bs, err := c.Budgets(context.Background())
+				if err != nil || len(bs) != 1 || bs[0].Spent > 2000 {
+					t.Fatalf("Budgets = %+v, %v; want at most 2000 micro-USD spent", bs, err)
+				}
+				for i := range 3 {
+					if _, err := askMax(c); err != nil {
+						t.Fatalf("call %d after the absurd answer: %v", i+1, err)
+					}
+				}
+			})
+		}
 	}
 }

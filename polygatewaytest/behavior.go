@@ -147,6 +147,12 @@ type Behavior struct {
 	// usage chunk in a stream even when stream_options.include_usage is set.
 	NoUsage bool
 
+	// Usage, when set, is the JSON of the usage object reported in place
+	// of the one computed from the answer (in a non-streaming body and in
+	// a stream's usage chunk), verbatim: a test of an upstream that claims
+	// more tokens than it could have used, or reports them oddly.
+	Usage string
+
 	// KeepAlive, when positive, is the interval of ": keep-alive" SSE
 	// comments sent during every wait of a stream after its headers
 	// (FirstTokenDelay, InterTokenDelay, stalls). Comments are not tokens.
@@ -323,6 +329,10 @@ func (b Behavior) WithThinkingField(f string) Behavior { b.ThinkingField = f; re
 
 // WithoutDone returns a copy of b whose streams end without "data: [DONE]".
 func (b Behavior) WithoutDone() Behavior { b.NoDone = true; return b }
+
+// WithUsage returns a copy of b reporting usage (the JSON of a usage
+// object, e.g. `{"prompt_tokens":5,"completion_tokens":1e300}`) verbatim.
+func (b Behavior) WithUsage(usage string) Behavior { b.Usage = usage; return b }
 
 // WithoutUsage returns a copy of b that never reports usage.
 func (b Behavior) WithoutUsage() Behavior { b.NoUsage = true; return b }

@@ -261,7 +261,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, info *RequestInf
 			return
 		}
 		key := renderKey{model: model, tokens: b.tokens(), content: b.Content, prompt: b.promptTokens(),
-			thinking: b.Thinking, thinkingField: b.ThinkingField}
+			thinking: b.Thinking, thinkingField: b.ThinkingField, usage: b.Usage}
 		if key.content != "" {
 			key.tokens = 0 // the content decides the tokens
 		}

@@ -18,6 +18,7 @@ type renderKey struct {
 	prompt        int    // prompt_tokens reported
 	thinking      string
 	thinkingField string
+	usage         string // Behavior.Usage
 }
 
 // rendered holds every byte sequence needed to answer one renderKey, built
@@ -158,13 +159,18 @@ func render(k renderKey, created int64) *rendered {
 	chunkHead = append(chunkHead, `,"choices":[`...)
 
 	usage := make([]byte, 0, 96)
-	usage = append(usage, `"usage":{"prompt_tokens":`...)
-	usage = strconv.AppendInt(usage, int64(k.prompt), 10)
-	usage = append(usage, `,"completion_tokens":`...)
-	usage = strconv.AppendInt(usage, int64(n), 10)
-	usage = append(usage, `,"total_tokens":`...)
-	usage = strconv.AppendInt(usage, int64(n+k.prompt), 10)
-	usage = append(usage, '}')
+	usage = append(usage, `"usage":`...)
+	if k.usage != "" {
+		usage = append(usage, k.usage...)
+	} else {
+		usage = append(usage, `{"prompt_tokens":`...)
+		usage = strconv.AppendInt(usage, int64(k.prompt), 10)
+		usage = append(usage, `,"completion_tokens":`...)
+		usage = strconv.AppendInt(usage, int64(n), 10)
+		usage = append(usage, `,"total_tokens":`...)
+		usage = strconv.AppendInt(usage, int64(n+k.prompt), 10)
+		usage = append(usage, '}')
+	}
 
 	r := &rendered{chunks: make([][]byte, n)}
 

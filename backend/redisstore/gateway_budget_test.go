@@ -101,3 +101,40 @@ func TestDisabledAcrossTwoClients(t *testing.T) {
 		}
 	})
 }
+
+// TestAnAbsurdUsageLeavesTheSharedBudget: an answer claiming 2^63-1 or
+// 1e300 completion tokens on a max_tokens=1000 call, streamed or not, is
+// settled on the Redis budget at what the request could have cost; both
+// clients sharing the budget keep being served.
+func TestAnAbsurdUsageLeavesTheSharedBudget(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		for _, claimed := range []string{"9223372036854775807", "1e300"} {
+			for _, stream := range []bool{false, true} {
+				scope := testScope(t, tg)
+				absurd := fakeupstream.OK().WithTokens(3).WithUsage(`{"prompt_tokens":5,"completion_tokens":` + claimed + `}`)
+				srv := fakeupstream.NewServer(t, fakeupstream.WithScript(absurd, fakeupstream.OK().WithTokens(3)))
+				prices := filepath.Join(t.TempDir(), "prices.json")
+				if err := os.WriteFile(prices, []byte(`{"fake-model": {"input_per_1m": 0, "output_per_1m": 2}}`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				env := newGWEnv(scope, tg.url, srv).set("BUDGET__USD", "0.0105", "BUDGET__WINDOW_S", "3600", "RETRY__MAX_ATTEMPTS", "1").
+					setRaw("PGW_PRICING_PATH", prices)
+				clients := []*polygateway.GatewayClient{env.client(t), env.client(t)}
+				for i := range 5 {
+					resp, err := clients[i%2].Chat(context.Background(), []polygateway.Message{polygateway.User("hi")},
+						polygateway.WithMaxTokens(1000), polygateway.WithStream(stream))
+					if err != nil {
+						t.Fatalf("%s stream=%v: call %d: %v", claimed, stream, i+1, err)
+					}
+					if resp.CompletionTokens > 1000 {
+						t.Fatalf("%s stream=%v: completion tokens %d, want at most max_tokens", claimed, stream, resp.CompletionTokens)
+					}
+				}
+				bs, err := clients[1].Budgets(t.Context())
+				if err != nil || len(bs) != 1 || bs[0].Spent > 2000+4*6 {
+					t.Fatalf("%s stream=%v: Budgets = %+v, %v; want the bound's 2000 micro-USD and four small answers", claimed, stream, bs, err)
+				}
+			}
+		}
+	})
+}

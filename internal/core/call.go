@@ -9,6 +9,10 @@ import (
 const (
 	UsageMeasured  = "measured"
 	UsageEstimated = "estimated"
+	// UsageBounded is the usage of an answer that claimed more than its
+	// request could have used: it is settled, billed and reported at that
+	// bound (see the governance explanation).
+	UsageBounded = "bounded"
 )
 
 // Call is one governed call as it travels through the onion. The client
@@ -50,6 +54,11 @@ type Call struct {
 	// part of it reached the caller: Messages ends with that part as an
 	// assistant prefill, which the source continues (CONTINUE=prefill).
 	Continuation bool
+	// InputBytes is, for a typed attempt (Attempt set), the bytes of text
+	// it sends (an embeddings batch's texts): the prompt tokens an answer
+	// may claim are bounded by them. 0 = unbounded. A chat call's bound is
+	// read from its Messages and Params.
+	InputBytes int
 	// Tokens is the call's estimated size — prompt plus the most tokens it
 	// may generate — for the sources' CONTEXT_WINDOW: a source whose window
 	// is smaller is skipped. 0 = unknown (no source is skipped).
@@ -127,7 +136,8 @@ type LLMResponse struct {
 	CallID string
 	// Cost is nil without a price for the model; 0 on a cache hit.
 	Cost *float64
-	// UsageSource is "measured" or "estimated".
+	// UsageSource is "measured", "estimated" or "bounded" (the upstream
+	// claimed more than the request could use; the usage is the bound).
 	UsageSource string
 	// StructuredData is set with structured output.
 	StructuredData any

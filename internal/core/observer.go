@@ -36,6 +36,9 @@ type AttemptEvent struct {
 	Latency time.Duration
 	// TTFT and MaxInterToken are zero when not streamed.
 	TTFT, MaxInterToken time.Duration
+	// UsageBounded is true when the answer claimed more usage than its
+	// request could use and was settled at the bound (an upstream anomaly).
+	UsageBounded bool
 }
 
 // Observer receives the engine's events, for metrics.

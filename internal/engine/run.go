@@ -195,6 +195,9 @@ func (r *run) attempt(ctx context.Context, i int, t *core.Ticket, now time.Time)
 	// failing across calls before this attempt.
 	healthy := s.blipReady(now)
 	resp, err, ev, end := r.perform(ctx, s, t)
+	if resp != nil {
+		ev.UsageBounded = r.boundUsage(ctx, s, resp)
+	}
 	if r.cont.on && err == nil && resp != nil {
 		// The source went on from the prefill: the answer is the whole.
 		resp.Content, resp.Thinking = r.cont.content+resp.Content, r.cont.thinking+resp.Thinking

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"encoding/json"
 
 	"fmt"
 	"strings"
@@ -116,25 +115,7 @@ func (u chatUpstream) Do(ctx context.Context, src *core.SourceConfig, call *core
 // (max_completion_tokens or max_tokens, when given), and that most.
 func chatTokens(call *core.Call) (total, output int) {
 	n := transport.EstimatePromptTokens(call.Messages)
-	for _, k := range [...]string{"max_completion_tokens", "max_tokens"} {
-		var out int
-		switch v := call.Params[k].(type) {
-		case int:
-			out = v
-		case int64:
-			out = int(v)
-		case float64:
-			out = int(v)
-		case json.Number:
-			i, err := v.Int64()
-			if err != nil {
-				continue
-			}
-			out = int(i)
-		default:
-			continue
-		}
-		out = max(out, 0)
+	if out, ok := core.OutputLimit(call.Params); ok {
 		return n + out, out
 	}
 	return n, 0
