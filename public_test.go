@@ -1,6 +1,7 @@
 package polygateway_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -61,5 +62,32 @@ func TestErrorsReachTheCallerAsThePublicTypes(t *testing.T) {
 	}
 	if polygateway.Classify(err).Class != polygateway.ClassUnavailable || polygateway.Classify(err).Source != "openai_1" {
 		t.Errorf("Classify(err) = %+v", polygateway.Classify(err))
+	}
+}
+
+// TestAnUnknownRoleIsRejectedBeforeAnyRequest: a message whose role is not
+// a chat role ("usr") is a RequestRejectedError naming it, and the upstream
+// is never asked, through Chat and ChatStream alike.
+func TestAnUnknownRoleIsRejectedBeforeAnyRequest(t *testing.T) {
+	t.Parallel()
+	srv := fu.NewServer(t)
+	c := baseEnv().source("openai", 1, srv).client(t)
+	msgs := []polygateway.Message{polygateway.System("be brief"), {Role: "usr", Content: "hi"}}
+	_, err := c.Chat(context.Background(), msgs)
+	var rej *polygateway.RequestRejectedError
+	if !errors.As(err, &rej) || rej.Param != "messages[1].role" || !strings.Contains(err.Error(), `"usr"`) {
+		t.Fatalf("Chat: err = %v, want a RequestRejectedError naming messages[1].role", err)
+	}
+	s := c.ChatStream(context.Background(), msgs)
+	for s.Next() {
+	}
+	if !errors.As(s.Err(), &rej) {
+		t.Fatalf("ChatStream: err = %v, want a RequestRejectedError", s.Err())
+	}
+	if n := srv.Requests(); n != 0 {
+		t.Errorf("the upstream was asked %d times", n)
+	}
+	if _, err := c.Chat(context.Background(), []polygateway.Message{{Role: "developer", Content: "x"}, polygateway.User("hi")}); err != nil {
+		t.Errorf("developer role: %v", err)
 	}
 }

@@ -1,6 +1,9 @@
 package core
 
-import "encoding/base64"
+import (
+	"encoding/base64"
+	"fmt"
+)
 
 // Message roles used by the OpenAI chat format.
 const (
@@ -8,7 +11,31 @@ const (
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
 	RoleTool      = "tool"
+	// RoleDeveloper is OpenAI's name for a system message to reasoning
+	// models; passed upstream as it is.
+	RoleDeveloper = "developer"
 )
+
+// ValidRole reports whether role is a chat role a provider accepts.
+func ValidRole(role string) bool {
+	switch role {
+	case RoleSystem, RoleUser, RoleAssistant, RoleTool, RoleDeveloper:
+		return true
+	}
+	return false
+}
+
+// CheckRoles returns a RequestRejectedError naming the first message whose
+// role is not a chat role ("usr"), before anything is sent.
+func CheckRoles(msgs []Message) error {
+	for i := range msgs {
+		if r := msgs[i].Role; !ValidRole(r) {
+			return &RequestRejectedError{Code: "invalid_value", Param: fmt.Sprintf("messages[%d].role", i),
+				Message: fmt.Sprintf("messages[%d].role %q is not a chat role (system, user, assistant, tool, developer)", i, r)}
+		}
+	}
+	return nil
+}
 
 // Content part types.
 const (

@@ -299,6 +299,11 @@ func (c *Client) Handle(ctx context.Context, call *core.Call) (*core.LLMResponse
 		return nil, ErrClosed
 	default:
 	}
+	if call.Attempt == nil {
+		if err := core.CheckRoles(call.Messages); err != nil {
+			return nil, err
+		}
+	}
 	if call.ID == "" {
 		call.ID = NewCallID()
 	}
