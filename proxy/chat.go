@@ -196,16 +196,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, api chatAPI) 
 		return
 	}
 	defer release()
-	var (
-		req *chatRequest
-		ans chatAnswer
-		err error
-	)
-	if api == nil {
-		req, err = parseChat(body)
-	} else {
-		req, ans, err = api(body)
-	}
+	req, ans, err := parseFor(api, body)
 	if err != nil {
 		s.fail(w, ri, mapError(err, false))
 		return
@@ -251,12 +242,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, api chatAPI) 
 	}
 	s.note(ri, resp)
 	setGatewayHeaders(w.Header(), resp)
-	var b []byte
-	if ans == nil {
-		b, err = appendCompletion(make([]byte, 0, 1024+len(resp.Content)+len(resp.Thinking)), ri, resp, time.Now().Unix())
-	} else {
-		b, err = ans.body(ri, resp, time.Now().Unix())
-	}
+	b, err := answerBody(ans, ri, resp)
 	if err != nil {
 		s.fail(w, ri, mapError(err, false))
 		return
@@ -265,6 +251,24 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, api chatAPI) 
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	_, _ = w.Write(b)
+}
+
+// parseFor reads body as a request of api (nil: chat completions).
+func parseFor(api chatAPI, body []byte) (*chatRequest, chatAnswer, error) {
+	if api == nil {
+		req, err := parseChat(body)
+		return req, nil, err
+	}
+	return api(body)
+}
+
+// answerBody is the body of the non-streamed answer resp, rendered by ans
+// (nil: a chat completion).
+func answerBody(ans chatAnswer, ri *reqInfo, resp *polygateway.LLMResponse) ([]byte, error) {
+	if ans == nil {
+		return appendCompletion(make([]byte, 0, 1024+len(resp.Content)+len(resp.Thinking)), ri, resp, time.Now().Unix())
+	}
+	return ans.body(ri, resp, time.Now().Unix())
 }
 
 // completion is the chat.completion object of resp as encoding/json
