@@ -88,7 +88,7 @@ func TestNodeResponsesClients(t *testing.T) {
 	}
 	for _, check := range []string{
 		"sdkCreate", "sdkStream", "sdkStreamHelper", "sdkTools", "sdkToolsStream", "sdkJSONSchema", "sdkErrors", "sdkStreamCut",
-		"aiGenerateText", "aiGenerateTextTools", "aiStreamText", "aiStreamTextTools", "aiStreamTextCut", "aiGenerateObject",
+		"aiGenerateText", "aiGenerateTextTools", "aiMultiTurn", "aiStreamText", "aiStreamTextTools", "aiStreamTextCut", "aiGenerateObject",
 		"langchainInvoke", "langchainStream", "langchainTools", "langchainStructured", "langchainStreamCut",
 	} {
 		if !strings.Contains(string(out), "ok "+check+"\n") {

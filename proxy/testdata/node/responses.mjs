@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateObject, generateText, jsonSchema, streamText, tool } from 'ai';
+import { APICallError, generateObject, generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
 import { ChatOpenAI } from '@langchain/openai';
 import { z } from 'zod';
 
@@ -144,6 +144,24 @@ const checks = {
     assert.deepEqual(r.toolCalls[0].input, weather);
     assert.equal(r.finishReason, 'tool-calls');
     assert.ok(r.usage.inputTokens > 0 && r.usage.outputTokens > 0);
+  },
+  async aiMultiTurn() {
+    // With store: false the AI SDK sends earlier answers and tool results
+    // themselves; with its default it refers to stored items, which the
+    // gateway refuses by name.
+    const noStore = { openai: { store: false } };
+    const first = await generateText({ model: provider('gpt-4o'), prompt: 'hello', providerOptions: noStore });
+    const messages = [{ role: 'user', content: 'hello' }, ...first.response.messages, { role: 'user', content: 'again' }];
+    const second = await generateText({ model: provider('gpt-4o'), messages, providerOptions: noStore });
+    assert.equal(second.text, expect.content);
+    await assert.rejects(generateText({ model: provider('gpt-4o'), messages, maxRetries: 0 }),
+      (e) => APICallError.isInstance(e) && e.statusCode === 400 && JSON.parse(e.responseBody).error.param === 'input[1].type');
+    const loop = await generateText({
+      model: provider('tools'), prompt: 'weather in Paris?', stopWhen: stepCountIs(2), providerOptions: noStore,
+      tools: { get_weather: tool({ description: 'the weather in a city', inputSchema: jsonSchema(weatherParams), execute: async () => ({ temp: 21 }) }) },
+    });
+    assert.equal(loop.steps.length, 2);
+    assert.deepEqual(loop.steps[0].toolResults[0].output, { temp: 21 });
   },
   async aiStreamText() {
     const r = streamText({ model: provider('gpt-4o'), prompt: 'hello' });
