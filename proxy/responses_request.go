@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"unicode/utf8"
+	"strings"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -156,17 +156,16 @@ func firstUnknown(obj map[string]json.RawMessage, known func(string) bool) strin
 	return slices.Min(unknown)
 }
 
-// unknownParameter refuses a member the gateway does not read.
-func unknownParameter(param string) error {
-	return badRequest(param, "unknown_parameter", "unknown parameter %s: this gateway does not support it on /v1/responses", quoteParam(param))
-}
+// maxParamLen bounds the field name an error repeats.
+const maxParamLen = 256
 
-// quoteParam quotes a field name for a message, keeping it printable.
-func quoteParam(p string) string {
-	if !utf8.ValidString(p) || len(p) > 200 {
-		return fmt.Sprintf("%.200q", p)
+// unknownParameter refuses a member the gateway does not read. A name
+// longer than maxParamLen is cut there.
+func unknownParameter(param string) error {
+	if len(param) > maxParamLen {
+		param = strings.ToValidUTF8(param[:maxParamLen], "") + "…"
 	}
-	return "'" + p + "'"
+	return badRequest(param, "unknown_parameter", "unknown parameter %q: this gateway does not support it on /v1/responses", param)
 }
 
 // refuseField refuses a member that is never honoured when it is set.

@@ -285,3 +285,15 @@ func TestResponsesRequestReadAtEveryBoundary(t *testing.T) {
 		t.Fatalf("a timeout after the first read: %v, want invalid_body", err)
 	}
 }
+
+// An unknown field's name is repeated in the error at most maxParamLen
+// bytes long.
+func TestResponsesUnknownFieldNameIsBounded(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 1000)
+	_, _, err := decodeBody(`{"model":"m","input":"hi","` + long + `":1}`)
+	var re *requestError
+	if !errors.As(err, &re) || re.code != "unknown_parameter" || len(re.param) > maxParamLen+len("…") || !strings.HasPrefix(long, strings.TrimSuffix(re.param, "…")) {
+		t.Fatalf("refusal %+v", re)
+	}
+}
