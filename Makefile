@@ -39,6 +39,7 @@ FUZZ_TARGETS = \
 	./proxy:FuzzParseChat \
 	./proxy:FuzzParseChatProperties \
 	./proxy:FuzzParseEmbed \
+	./proxy:FuzzResponsesRequest \
 	./proxy:FuzzScrubAddresses \
 	./tracing:FuzzClip \
 	./tracing:FuzzHandlerTraceparent \

@@ -163,7 +163,27 @@ type messageBody struct {
 const commitHeader = "X-PolyGateway-Stream-Commit"
 
 // handleChat serves POST /v1/chat/completions.
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) { s.serveChat(w, r, nil) }
+
+// chatAPI translates another API onto the chat call: it reads a request
+// body into the chat request the call is made of, and returns the
+// chatAnswer that renders that request's answer. The nil chatAPI is the
+// chat completions API itself.
+type chatAPI func(body []byte) (*chatRequest, chatAnswer, error)
+
+// chatAnswer renders the answer of one request in its API's shape.
+type chatAnswer interface {
+	// body returns the JSON body of a non-streamed answer.
+	body(ri *reqInfo, resp *polygateway.LLMResponse, created int64) ([]byte, error)
+	// events returns the writer of a streamed answer's events, for the
+	// call callID of one route.
+	events(callID string, created int64) streamEvents
+}
+
+// serveChat serves a chat call asked in the shape of api (nil: chat
+// completions): the same admission, routes, fallbacks, commit policy,
+// governance and log line whatever the shape.
+func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, api chatAPI) {
 	ri := info(r)
 	g, leave := s.enter(w, r, ri)
 	if g == nil {
@@ -176,7 +196,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	req, err := parseChat(body)
+	req, ans, err := parseFor(api, body)
 	if err != nil {
 		s.fail(w, ri, mapError(err, false))
 		return
@@ -210,7 +230,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.stream {
-		s.streamChat(w, r, ri, chain, req)
+		s.streamChat(w, r, ri, chain, req, ans)
 		return
 	}
 	ctx, done := s.callContext(r)
@@ -222,7 +242,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	s.note(ri, resp)
 	setGatewayHeaders(w.Header(), resp)
-	b, err := appendCompletion(make([]byte, 0, 1024+len(resp.Content)+len(resp.Thinking)), ri, resp, time.Now().Unix())
+	b, err := answerBody(ans, ri, resp)
 	if err != nil {
 		s.fail(w, ri, mapError(err, false))
 		return
@@ -231,6 +251,24 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	_, _ = w.Write(b)
+}
+
+// parseFor reads body as a request of api (nil: chat completions).
+func parseFor(api chatAPI, body []byte) (*chatRequest, chatAnswer, error) {
+	if api == nil {
+		req, err := parseChat(body)
+		return req, nil, err
+	}
+	return api(body)
+}
+
+// answerBody is the body of the non-streamed answer resp, rendered by ans
+// (nil: a chat completion).
+func answerBody(ans chatAnswer, ri *reqInfo, resp *polygateway.LLMResponse) ([]byte, error) {
+	if ans == nil {
+		return appendCompletion(make([]byte, 0, 1024+len(resp.Content)+len(resp.Thinking)), ri, resp, time.Now().Unix())
+	}
+	return ans.body(ri, resp, time.Now().Unix())
 }
 
 // completion is the chat.completion object of resp as encoding/json

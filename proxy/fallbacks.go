@@ -266,13 +266,13 @@ func (s *Server) governChat(ctx context.Context, w http.ResponseWriter, ri *reqI
 // client: once a delta went out (commit policy first_token), the route
 // that sent it ends the stream, however it ends. It returns the sink of
 // the last route tried, whose tracked attempts are those of every route.
-func (s *Server) streamRoutes(ctx context.Context, w http.ResponseWriter, ri *reqInfo, chain []chatHop, req *chatRequest) (*polygateway.LLMResponse, *streamSink, error) {
+func (s *Server) streamRoutes(ctx context.Context, w http.ResponseWriter, ri *reqInfo, chain []chatHop, req *chatRequest, ans chatAnswer) (*polygateway.LLMResponse, *streamSink, error) {
 	var earlier []string
 	for i := 0; ; i++ {
 		h := &chain[i]
 		enterRoute(w.Header(), ri, chain, i)
 		callID := polygateway.NewCallID()
-		sink := s.newStreamSink(w, ri, callID, req.model, req.commit)
+		sink := s.newStreamSink(w, ri, callID, req.model, req.commit, ans)
 		sink.attempts = slices.Clip(earlier)
 		resp, err := govern(ctx, h.cs.k, &core.Call{
 			ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,

@@ -101,6 +101,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) routes() {
 	m := http.NewServeMux()
 	m.Handle("POST /v1/chat/completions", s.api(s.handleChat))
+	m.Handle("POST /v1/responses", s.api(s.handleResponses))
 	m.Handle("POST /v1/embeddings", s.api(s.handleEmbeddings))
 	m.Handle("GET /v1/models", s.api(s.handleModels))
 	m.Handle("GET /v1/models/{id...}", s.api(s.handleModel))

@@ -124,6 +124,23 @@ type deltaBody struct {
 
 type piece struct{ content, thinking string }
 
+// streamEvents writes a streamed chat answer in the event shape of an API
+// other than chat completions (whose chunks streamSink writes itself). The
+// sink calls it with its lock held, in order: delta for every piece of the
+// answer as the commit policy releases it, then end once for a successful
+// answer, or fail once for one that cannot complete.
+type streamEvents interface {
+	// delta writes a piece of the answer (content, thinking or both; both
+	// empty for an empty answer) of the source model model.
+	delta(out *sseWriter, model, content, thinking string)
+	// end writes the rest of a successful answer resp (its text went out
+	// through delta) and its end.
+	end(out *sseWriter, model string, resp *polygateway.LLMResponse, gw *gatewayInfo)
+	// fail ends the stream with e: the client must never take it for a
+	// complete answer.
+	fail(out *sseWriter, e *apiError)
+}
+
 // streamSink is the DeltaSink of a streamed chat call: it implements the
 // commit policy. Under first_token every delta goes to the client at once
 // and the sink is committed from the first byte on; under buffer the deltas
@@ -151,17 +168,23 @@ type streamSink struct {
 	sent        strings.Builder // content relayed (first_token)
 	sentThink   strings.Builder // thinking relayed (first_token)
 	pieces      []piece         // held deltas (buffer)
+	// events writes the stream in another API's shape (nil: chat chunks).
+	events streamEvents
 }
 
-func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias, commit string) *streamSink {
+func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias, commit string, ans chatAnswer) *streamSink {
 	if commit == "" {
 		commit = s.cfg.StreamCommit
 	}
-	return &streamSink{
+	k := &streamSink{
 		buffer: commit == CommitBuffer,
 		out:    sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout},
 		ri:     ri, id: "chatcmpl-" + callID, created: time.Now().Unix(), alias: alias,
 	}
+	if ans != nil {
+		k.events = ans.events(callID, k.created)
+	}
+	return k
 }
 
 // AttemptStarted notes the source an attempt goes to (core.AttemptListener):
@@ -240,6 +263,10 @@ func (k *streamSink) streamModel() string {
 // role) without encoding/json: the chunk's fixed part is encoded once per
 // model. Called with k.mu held.
 func (k *streamSink) writeDelta(model, content, thinking string) {
+	if k.events != nil {
+		k.events.delta(&k.out, model, content, thinking)
+		return
+	}
 	if k.prefix == nil || k.prefixModel != model {
 		p := append(k.prefix[:0], `data: {"id":`...)
 		p = transport.AppendJSONString(p, k.id)
@@ -324,8 +351,8 @@ func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) er
 	defer k.mu.Unlock()
 	if !k.buffer && (k.sent.Len() > 0 || k.sentThink.Len() > 0) && (resp.Degraded ||
 		!strings.HasPrefix(resp.Content, k.sent.String()) || !strings.HasPrefix(resp.Thinking, k.sentThink.String())) {
-		k.out.event((&apiError{typ: "upstream_error", code: "stream_interrupted",
-			msg: "the stream broke after it had started; the fallback answer cannot continue it"}).envelope())
+		k.failEvent(&apiError{typ: "upstream_error", code: "stream_interrupted",
+			msg: "the stream broke after it had started; the fallback answer cannot continue it"})
 		_ = k.out.flush()
 		return errStreamBroken
 	}
@@ -362,6 +389,10 @@ func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) er
 		if rest != "" || restThink != "" {
 			k.writeDelta(model, rest, restThink)
 		}
+	}
+	if k.events != nil {
+		k.events.end(&k.out, model, resp, newGatewayInfo(k.ri, resp))
+		return k.out.flush()
 	}
 	if tcs := toolCalls(resp, true); len(tcs) > 0 {
 		c := k.delta(model, "", "")
@@ -403,8 +434,18 @@ func matches(pieces []piece, resp *polygateway.LLMResponse) bool {
 func (k *streamSink) fail(e *apiError) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.out.event(e.envelope())
+	k.failEvent(e)
 	_ = k.out.flush()
+}
+
+// failEvent writes the event that ends a stream with e. Called with k.mu
+// held.
+func (k *streamSink) failEvent(e *apiError) {
+	if k.events != nil {
+		k.events.fail(&k.out, e)
+		return
+	}
+	k.out.event(e.envelope())
 }
 
 // writeFailed reports whether a write to the client failed.
@@ -429,10 +470,10 @@ func (k *streamSink) tracked() (string, []string) {
 }
 
 // streamChat serves a chat completion with "stream": true.
-func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo, chain []chatHop, req *chatRequest) {
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo, chain []chatHop, req *chatRequest, ans chatAnswer) {
 	ctx, done := s.callContext(r)
 	defer done()
-	resp, sink, err := s.streamRoutes(ctx, w, ri, chain, req)
+	resp, sink, err := s.streamRoutes(ctx, w, ri, chain, req, ans)
 	if err == nil {
 		s.note(ri, resp)
 		if werr := sink.finish(resp, req.includeUsage); errors.Is(werr, errStreamBroken) {
