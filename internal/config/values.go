@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -158,10 +159,9 @@ func parseBool(e entry) (bool, *Error) {
 	return false, invalidErr(e, formBool)
 }
 
-// parseEnum accepts one of the key's table Values, case-insensitively, and
-// returns it in its canonical (lower-case) spelling.
-func parseEnum(e entry, pattern string) (string, *Error) {
-	values := doc(pattern).Values
+// parseEnum accepts one of values (a row's Values), case-insensitively,
+// and returns it in its canonical (lower-case) spelling.
+func parseEnum(e entry, values []string) (string, *Error) {
 	form := "one of " + strings.Join(values, ", ")
 	if e.val == "" {
 		return "", emptyErr(e, form)
@@ -192,4 +192,71 @@ func validName(v string) bool {
 		}
 	}
 	return true
+}
+
+// parseValue parses a present value by its row's kind, as Load reads it.
+func parseValue(e entry, d KeyDoc) (any, *Error) {
+	switch d.Kind {
+	case KindInt:
+		return wrap(parseInt(e, minInt))
+	case KindIntNonNeg:
+		return wrap(parseInt(e, 0))
+	case KindIntPos:
+		return wrap(parseInt(e, 1))
+	case KindSecondsPos, KindSecondsNonNeg:
+		return wrap(parseSeconds(e, d.Kind == KindSecondsPos))
+	case KindDecimalPos, KindDecimalNonNeg:
+		return wrap(parseRange(e, 0, d.Kind == KindDecimalPos, posInf, false))
+	case KindFraction, KindUnit:
+		return wrap(parseRange(e, 0, d.Kind == KindFraction, 1, false))
+	case KindBool:
+		return wrap(parseBool(e))
+	case KindEnum:
+		return wrap(parseEnum(e, d.Values))
+	case KindJSON:
+		return wrap(parseJSONObject(e))
+	case KindName:
+		if !validName(e.val) {
+			return nil, notAName(e.key, d, e.val)
+		}
+	}
+	return e.val, nil
+}
+
+// notAName is the error of a bad value of a KindName key.
+func notAName(key string, d KeyDoc, v string) *Error {
+	what := strings.ToLower(d.Pattern[strings.LastIndex(d.Pattern, "_")+1:])
+	return errf(key, fmt.Sprintf("%q is not a %s name: use letters, digits, _ and -", v, what))
+}
+
+func wrap[T any](v T, err *Error) (any, *Error) {
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// plainDefault parses the Default of a row of a number, boolean or
+// enumeration kind when it is a plain value of that kind ("0 (off)" is 0);
+// a Default made from other keys ("LLM_TIMEOUT, else …") is not.
+func plainDefault(d KeyDoc) (any, bool) {
+	switch d.Kind {
+	case KindString, KindName, KindURL, KindSecret, KindPath, KindJSON, KindList, KindRoutes, KindBackend:
+		return nil, false
+	}
+	word, _, _ := strings.Cut(d.Default, " (")
+	v, err := parseValue(entry{key: d.Pattern, val: word}, d)
+	return v, err == nil
+}
+
+// put stores v, a value parseValue gave, in the field dst points to (a
+// pointer field is pointed at a copy).
+func put(dst, v any) {
+	field, val := reflect.ValueOf(dst).Elem(), reflect.ValueOf(v)
+	if field.Kind() == reflect.Pointer {
+		p := reflect.New(field.Type().Elem())
+		p.Elem().Set(val.Convert(p.Elem().Type()))
+		val = p
+	}
+	field.Set(val.Convert(field.Type()))
 }
