@@ -124,7 +124,7 @@ type loader struct {
 	sources    []sourceID
 
 	// Flat shortcut values.
-	flatMaxRetries, flatThreshold                                         optInt
+	flatMaxRetries, flatThreshold                                               optInt
 	flatBaseDelay, flatMaxDelay, flatCooldown, flatTimeout, flatTTFT, flatInter optDur
 
 	// Scope values whose defaults need the sources.

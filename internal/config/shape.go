@@ -146,4 +146,3 @@ func (l *loader) unknownSingle(name string) string {
 	return msg + fmt.Sprintf("; known: %s, the embedding keys %s and the groups %s; name a key for your own code %sX_…",
 		strings.Join(known.singles, ", "), strings.Join(known.extension, ", "), strings.Join(known.groupOrder, ", "), l.prefix)
 }
-
