@@ -365,6 +365,7 @@ func (w *walker) value(n *yaml.Node, path, key string, kind config.Kind) error {
 				return err
 			}
 			items = append(items, e.name+"="+scope)
+			w.f.paths[key+"="+e.name], w.f.lines[key+"="+e.name] = ip, e.key.Line
 		}
 		w.set(key, strings.Join(items, ","), path, n)
 		return nil

@@ -73,8 +73,9 @@
 //
 // Flags: -env-file names the .env file (default ".env", optional unless
 // given); -config names a YAML config file; -config-poll an interval (>= 1s)
-// to watch it; -check validates the configuration, builds every client and
-// exits; -version prints the build information (module version, Go
+// to watch it; -check validates the configuration, builds every client,
+// checks them as start and reload do (one validation for the three, every
+// problem reported at once) and exits; -version prints the build information (module version, Go
 // version, VCS revision) and exits; -admin-addr overrides PGW_ADMIN_ADDR.
 package main
 
@@ -133,8 +134,12 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	}
 
 	a := newApp(boot, source, nil)
-	snap, sc, err := a.load()
+	_, sc, err := a.load()
 	if err != nil {
+		// The server keys are bad: report every problem, the clients' too.
+		if _, perr := a.prepare(); perr != nil {
+			err = perr
+		}
 		boot.Error("configuration invalid", slog.String("config", origin), slog.String("error", err.Error()))
 		return 1
 	}
@@ -171,12 +176,13 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		log.Info("tracing on: spans are exported over OTLP/HTTP")
 	}
 	if *check {
-		b, err := a.build(snap, sc.routing)
+		// What start and reload run, without serving.
+		p, err := a.prepare()
 		if err != nil {
 			log.Error("configuration invalid", slog.String("config", origin), slog.String("error", err.Error()))
 			return 1
 		}
-		closeBackends(b)
+		closeBackends(p.cfg.Backends)
 		log.Info("configuration valid", slog.String("config", origin),
 			slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()))
 		return 0

@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -259,4 +261,26 @@ func put(dst, v any) {
 		val = p
 	}
 	field.Set(val.Convert(field.Type()))
+}
+
+// ReadKey parses the value of key, a key of the table without a scope (a
+// gateway key, say), from env into the field dst points to, as Load reads
+// its own keys: trimmed, by the row's kind, the row's plain default when
+// the key is absent. It reports whether env sets the key.
+func ReadKey(env map[string]string, key string, dst any) (bool, *Error) {
+	l := &loader{env: env, used: map[string]bool{}, origins: origins{}}
+	set := l.read(key, doc(key), dst)
+	return set, Join(l.errs...)
+}
+
+// Scopes lists the scopes env has keys of (the SCOPE of every
+// SCOPE__… key), sorted.
+func Scopes(env map[string]string) []string {
+	set := map[string]bool{}
+	for k := range env {
+		if s, _, ok := strings.Cut(k, "__"); ok && scopeRE.MatchString(s) {
+			set[s] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }
