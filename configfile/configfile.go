@@ -73,21 +73,27 @@ func WithLookup(lookup func(name string) (string, bool)) Option {
 	return func(o *options) { o.lookup = lookup }
 }
 
-// Load reads and parses the configuration file at path (see Parse). A file
-// larger than MaxFileBytes is refused before it is parsed. Errors are
-// *polygateway.ConfigError: Key is the path of the file, or the path of the
-// bad value inside it.
+// Load reads and parses the configuration file at path (see Read). Errors
+// are *polygateway.ConfigError: Key is the path of the file, or the path of
+// the bad value inside it.
 func Load(path string, opts ...Option) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, &config.Error{Key: path, Problem: "cannot read the configuration file: " + pathProblem(err), Err: err}
 	}
 	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, MaxFileBytes+1))
+	return Read(path, fh, opts...)
+}
+
+// Read reads a configuration file's content from r to its end and parses
+// it (see Parse); name labels it in errors. A file larger than
+// MaxFileBytes is refused once that much is read, before it is parsed.
+func Read(name string, r io.Reader, opts ...Option) (*File, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
 	if err != nil {
-		return nil, &config.Error{Key: path, Problem: "cannot read the configuration file: " + pathProblem(err), Err: err}
+		return nil, &config.Error{Key: label(name), Problem: "cannot read the configuration file: " + pathProblem(err), Err: err}
 	}
-	return Parse(path, data, opts...)
+	return Parse(name, data, opts...)
 }
 
 // pathProblem is the reason of a file error without repeating the path.
