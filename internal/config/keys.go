@@ -41,10 +41,13 @@ type KeyDoc struct {
 	// at is where Load puts the value and Validate finds it; zero for the
 	// keys outside the settings.
 	at fieldAt
-	// hand is true when Load reads the key by hand (a flat shortcut or a
-	// default made from other keys stands behind it); Validate still checks
-	// the domain of its field.
+	// hand is true when Load reads the key by hand (the stream watchdog
+	// pair, set together); Validate still checks the domain of its field.
 	hand bool
+	// flat is the flat shortcut that stands behind the key (LLM_TIMEOUT for
+	// TIMEOUT_S): its value when the key is absent, then the default after
+	// its ", else " in Default.
+	flat string
 }
 
 // fieldAt is a key's field: in the scope's settings or in a source's.
@@ -144,7 +147,7 @@ var keyTable = []KeyDoc{
 	{Pattern: sourceP + "MODEL", Required: "yes", Form: "non-empty string",
 		Meaning: "Upstream model name sent in every request.", Example: "qwen-plus", Kind: KindString},
 	{Pattern: sourceP + "TIMEOUT_S", Required: "yes, unless LLM_TIMEOUT is set", Default: "LLM_TIMEOUT",
-		Form: formSecPos + ", <= PGW_LEASE_TTL_S", Meaning: "Wall-clock cap of one attempt.", Example: "120", Kind: KindSecondsPos},
+		Form: formSecPos + ", <= PGW_LEASE_TTL_S", Meaning: "Wall-clock cap of one attempt.", Example: "120", Kind: KindSecondsPos, flat: "LLM_TIMEOUT"},
 	{Pattern: sourceP + "MAX_CONCURRENCY", Default: "0 (off)", Form: formIntNonNeg,
 		Meaning: "Per-source in-flight cap.", Example: "8", Kind: KindIntNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.Limits.MaxConcurrency })},
 	{Pattern: sourceP + "RPM", Default: "0 (off)", Form: formIntNonNeg,
@@ -156,10 +159,10 @@ var keyTable = []KeyDoc{
 		Meaning: "Tokens pre-deducted from TPM per call, settled to the actual usage.", Example: "2000", Kind: KindIntPos, at: inSource(func(c *core.SourceConfig) any { return &c.EstTokens })},
 	{Pattern: sourceP + "TTFT_TIMEOUT_S", Required: "together with INTER_TOKEN_TIMEOUT_S", Default: "LLM_TTFT_TIMEOUT, else min(TIMEOUT_S / 2, 30)",
 		Form:    formSecNonNeg + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S < TIMEOUT_S; both 0 = no watchdog",
-		Meaning: "Stream watchdog: longest wait for the first token (a thinking delta counts; a keep-alive comment does not).", Example: "30", Kind: KindSecondsNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.TTFTTimeout }), hand: true},
+		Meaning: "Stream watchdog: longest wait for the first token (a thinking delta counts; a keep-alive comment does not).", Example: "30", Kind: KindSecondsNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.TTFTTimeout }), hand: true, flat: "LLM_TTFT_TIMEOUT"},
 	{Pattern: sourceP + "INTER_TOKEN_TIMEOUT_S", Required: "together with TTFT_TIMEOUT_S", Default: "LLM_INTER_TOKEN_TIMEOUT, else TTFT_TIMEOUT_S / 2",
 		Form:    formSecNonNeg + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S; both 0 = no watchdog",
-		Meaning: "Stream watchdog: longest gap between two tokens.", Example: "10", Kind: KindSecondsNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.InterTokenTimeout }), hand: true},
+		Meaning: "Stream watchdog: longest gap between two tokens.", Example: "10", Kind: KindSecondsNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.InterTokenTimeout }), hand: true, flat: "LLM_INTER_TOKEN_TIMEOUT"},
 	{Pattern: sourceP + "CONTEXT_WINDOW", Default: "0 (unknown)", Form: formIntNonNeg,
 		Meaning: "The model's context window in tokens: a call whose estimated prompt plus max_tokens does not fit skips this source before any request.", Example: "128000", Kind: KindIntNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.ContextWindow })},
 	{Pattern: sourceP + "CONTINUE", Values: []string{"none", "prefill"},
@@ -212,19 +215,19 @@ var keyTable = []KeyDoc{
 	{Pattern: scopeP + "QUOTA_FULL", Default: "wait", Values: []string{"wait", "fail_fast"},
 		Form: "wait | fail_fast", Meaning: "When every gate is full: wait (bounded by the stall rule) or fail at once.", Example: "wait", Kind: KindEnum, at: inScope(func(s *core.GatewaySettings) any { return &s.QuotaFull })},
 	{Pattern: scopeP + "RETRY__MAX_ATTEMPTS", Default: "LLM_MAX_RETRIES, else 3", Form: formIntPos,
-		Meaning: "Attempts per call across sources, including the first.", Example: "3", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.MaxAttempts }), hand: true},
+		Meaning: "Attempts per call across sources, including the first.", Example: "3", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.MaxAttempts }), flat: "LLM_MAX_RETRIES"},
 	{Pattern: scopeP + "RETRY__BACKOFF_BASE_S", Default: "LLM_RETRY_BASE_DELAY, else 1", Form: formSecNonNeg,
-		Meaning: "First backoff; doubles per retry, with jitter.", Example: "1", Kind: KindSecondsNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.BackoffBase }), hand: true},
+		Meaning: "First backoff; doubles per retry, with jitter.", Example: "1", Kind: KindSecondsNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.BackoffBase }), flat: "LLM_RETRY_BASE_DELAY"},
 	{Pattern: scopeP + "RETRY__BACKOFF_MAX_S", Default: "LLM_RETRY_MAX_DELAY, else 30", Form: formSecNonNeg + ", >= BACKOFF_BASE_S",
-		Meaning: "Cap of every backoff.", Example: "30", Kind: KindSecondsNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.BackoffMax }), hand: true},
+		Meaning: "Cap of every backoff.", Example: "30", Kind: KindSecondsNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.BackoffMax }), flat: "LLM_RETRY_MAX_DELAY"},
 	{Pattern: scopeP + "RETRY__TIER_PATIENCE_S", Default: "3", Form: formSecNonNeg,
 		Meaning: "How long a call stays in the best PRIORITY tier after a healthy source there blips (5xx, reset, 429 with a Retry-After within it): retried in the tier before a lower tier is used. 0 = fail over at once.", Example: "3", Kind: KindSecondsNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.TierPatience })},
 	{Pattern: scopeP + "BREAKER__FAIL_THRESHOLD", Default: "LLM_CIRCUIT_BREAKER_THRESHOLD, else 5", Form: formIntPos,
-		Meaning: "Consecutive failures that open the breaker (effective: max(this, 2 x MAX_CONCURRENCY)).", Example: "5", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.FailThreshold }), hand: true},
+		Meaning: "Consecutive failures that open the breaker (effective: max(this, 2 x MAX_CONCURRENCY)).", Example: "5", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.FailThreshold }), flat: "LLM_CIRCUIT_BREAKER_THRESHOLD"},
 	{Pattern: scopeP + "BREAKER__COOLDOWN_S", Default: "LLM_CIRCUIT_BREAKER_COOLDOWN, else 5", Form: formSecPos,
-		Meaning: "First open period; doubles on each failed probe, up to MAX_COOLDOWN_S.", Example: "5", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.Cooldown }), hand: true},
+		Meaning: "First open period; doubles on each failed probe, up to MAX_COOLDOWN_S.", Example: "5", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.Cooldown }), flat: "LLM_CIRCUIT_BREAKER_COOLDOWN"},
 	{Pattern: scopeP + "BREAKER__PROBE_TTL_S", Default: "the largest source TIMEOUT_S", Form: formSecPos + ", >= every source TIMEOUT_S",
-		Meaning: "Lease of the half-open probe.", Example: "120", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.ProbeTTL }), hand: true},
+		Meaning: "Lease of the half-open probe.", Example: "120", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.ProbeTTL })},
 	{Pattern: scopeP + "BREAKER__MIN_CALLS", Default: "20", Form: formIntPos,
 		Meaning: "Window samples needed before the failure-rate channel acts.", Example: "20", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.MinCalls })},
 	{Pattern: scopeP + "BREAKER__FAIL_RATE", Default: "0.5", Form: "decimal, 0 < x <= 1",
@@ -232,14 +235,14 @@ var keyTable = []KeyDoc{
 	{Pattern: scopeP + "BREAKER__WINDOW_S", Default: "60", Form: formSecPos,
 		Meaning: "Length of the failure-rate window.", Example: "60", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.Window })},
 	{Pattern: scopeP + "BREAKER__MAX_COOLDOWN_S", Default: "8, or COOLDOWN_S when larger", Form: formSecPos + ", >= COOLDOWN_S",
-		Meaning: "Cap of the doubling cooldown: with the defaults a recovered source gets its traffic back within 10 s.", Example: "8", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.MaxCooldown }), hand: true},
+		Meaning: "Cap of the doubling cooldown: with the defaults a recovered source gets its traffic back within 10 s.", Example: "8", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.MaxCooldown })},
 	{Pattern: scopeP + "BREAKER__HALF_OPEN_SUCCESSES", Default: "1", Form: formIntPos,
 		Meaning: "Probe successes needed to close.", Example: "1", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.HalfOpenSuccesses })},
 	{Pattern: scopeP + "BREAKER__TIMEOUT_WEIGHT", Default: "1", Form: "decimal, 0 <= x <= 1",
 		Meaning: "Fraction of a failure a timeout counts as.", Example: "1", Kind: KindUnit, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.TimeoutWeight })},
 	{Pattern: scopeP + "BACKPRESSURE__STALL_WINDOW_S", Default: "max(60, the largest TTFT_TIMEOUT_S)",
 		Form:    formSecPos + ", >= every source TTFT_TIMEOUT_S, > POLL_INTERVAL_S",
-		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.StallWindow }), hand: true},
+		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.StallWindow })},
 	{Pattern: scopeP + "BACKPRESSURE__POLL_INTERVAL_S", Default: "0.25", Form: formSecPos + ", < STALL_WINDOW_S",
 		Meaning: "How often a waiting call re-tries the limiter.", Example: "0.25", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.PollInterval })},
 	{Pattern: scopeP + "FALLBACK__STALE_S", Default: "0 (off)", Form: formSecNonNeg,

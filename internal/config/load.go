@@ -19,17 +19,9 @@ import (
 // (a number, boolean or enumeration in KeyDoc.Default) are read from the
 // key table itself.
 const (
-	defaultMaxAttempts      = 3
-	defaultBackoffBase      = 1 * time.Second
-	defaultBackoffMax       = 30 * time.Second
-	defaultFailThreshold    = 5
-	defaultCooldown         = 5 * time.Second
-	defaultMaxCooldown      = 8 * time.Second
 	defaultMaxTTFT          = 30 * time.Second
 	defaultStallWindowFloor = 60 * time.Second
 	defaultPollInterval     = 250 * time.Millisecond
-	// defaultBudgetWindow is a budget's window when BUDGET__WINDOW_S is unset.
-	defaultBudgetWindow = 24 * time.Hour
 	// maxBudgetUSD bounds a budget so that its micro-USD fit in an int64
 	// with room for the reservations of calls in flight.
 	maxBudgetUSD = 1e12
@@ -57,7 +49,7 @@ var (
 // On failure it returns one *Error listing every problem found, in the
 // order of the package documentation.
 func Load(scope string, env map[string]string) (core.GatewaySettings, error) {
-	l := &loader{env: env, used: map[string]bool{}, origins: origins{}}
+	l := &loader{env: env, used: map[string]bool{}, origins: origins{}, flats: map[string]any{}}
 	if err := l.load(scope); err != nil {
 		return core.GatewaySettings{}, err
 	}
@@ -81,31 +73,6 @@ func (o optDur) or(fallback optDur) optDur {
 	return fallback
 }
 
-// orDefault returns o's duration or def.
-func (o optDur) orDefault(def time.Duration) time.Duration {
-	if o.set() {
-		return o.d
-	}
-	return def
-}
-
-// optInt is an optional integer together with the key it came from.
-type optInt struct {
-	n   int
-	key string
-}
-
-// or returns o's value when set, else fallback's, else def.
-func (o optInt) or(fallback optInt, def int) int {
-	switch {
-	case o.key != "":
-		return o.n
-	case fallback.key != "":
-		return fallback.n
-	}
-	return def
-}
-
 type sourceID struct {
 	provider string // as written (upper case)
 	n        int
@@ -123,12 +90,8 @@ type loader struct {
 	recognised []string // scope keys the table knows, sorted
 	sources    []sourceID
 
-	// Flat shortcut values.
-	flatMaxRetries, flatThreshold                                               optInt
-	flatBaseDelay, flatMaxDelay, flatCooldown, flatTimeout, flatTTFT, flatInter optDur
-
-	// Scope values whose defaults need the sources.
-	probeTTL, stallWindow optDur
+	// flats holds the values of the flat shortcuts set.
+	flats map[string]any
 
 	// origins records where the values that take part in a relation came
 	// from (see Validate).
@@ -144,6 +107,12 @@ func (l *loader) fail(err *Error) {
 
 // from records that the value of key came from o's key ("" = the default).
 func (l *loader) from(key, o string) { l.origins[key] = o }
+
+// defaulted reports whether the value of key is its default.
+func (l *loader) defaulted(key string) bool {
+	o, ok := l.origins[key]
+	return ok && o == ""
+}
 
 // get returns the trimmed entry of key, or the zero entry when absent.
 func (l *loader) get(key string) entry {
@@ -199,15 +168,21 @@ func scopeError(scope string) *Error {
 	return errf("scope", fmt.Sprintf("invalid scope name %s; expected [A-Z][A-Z0-9_]* without \"__\" and not ending in \"_\" (e.g. LLM, EMBED, OCR_FAST)", show(scope)))
 }
 
-// read parses the value of key by its row d into field, or sets the row's
-// plain default when the key is absent; it returns whether the key was set.
+// read parses the value of key by its row d into field; when the key is
+// absent it sets the value of the row's flat shortcut, else the row's
+// plain default. It returns whether the key was set.
 func (l *loader) read(key string, d KeyDoc, field any) bool {
 	e := l.get(key)
 	if !e.present() {
-		if v, ok := known.defaults[d.Pattern]; ok {
+		v, ok := l.flats[d.flat]
+		l.from(key, d.flat)
+		if !ok {
+			v, ok = known.defaults[d.Pattern]
+			l.from(key, "")
+		}
+		if ok {
 			put(field, v)
 		}
-		l.from(key, "")
 		return false
 	}
 	v, err := parseValue(e, d)
@@ -270,20 +245,6 @@ func (l *loader) optSeconds(key string, positive bool) optDur {
 	return optDur{d: d, key: key}
 }
 
-// optInt parses key when present.
-func (l *loader) optInt(key string, min int) optInt {
-	e := l.get(key)
-	if !e.present() {
-		return optInt{}
-	}
-	n, err := parseInt(e, min)
-	if err != nil {
-		l.fail(err)
-		return optInt{}
-	}
-	return optInt{n: n, key: key}
-}
-
 func (l *loader) assembly() {
 	s := &l.s
 	s.LimiterBackend = l.requiredEnum("PGW_LIMITER_BACKEND")
@@ -325,64 +286,48 @@ var backendKinds = map[string]registry.Kind{
 	"PGW_TELEMETRY_BACKEND": registry.KindTelemetry,
 }
 
+// flat parses the flat shortcuts set.
 func (l *loader) flat() {
-	l.flatMaxRetries = l.optInt("LLM_MAX_RETRIES", 1)
-	l.flatBaseDelay = l.optSeconds("LLM_RETRY_BASE_DELAY", false)
-	l.flatMaxDelay = l.optSeconds("LLM_RETRY_MAX_DELAY", false)
-	l.flatThreshold = l.optInt("LLM_CIRCUIT_BREAKER_THRESHOLD", 1)
-	l.flatCooldown = l.optSeconds("LLM_CIRCUIT_BREAKER_COOLDOWN", true)
-	l.flatTimeout = l.optSeconds("LLM_TIMEOUT", true)
-	l.flatTTFT = l.optSeconds("LLM_TTFT_TIMEOUT", true)
-	l.flatInter = l.optSeconds("LLM_INTER_TOKEN_TIMEOUT", true)
+	for _, k := range known.flat {
+		if e := l.get(k); e.present() && strings.HasPrefix(k, "LLM_") {
+			v, err := parseValue(e, doc(k))
+			l.fail(err)
+			if err == nil {
+				l.flats[k] = v
+			}
+		}
+	}
 }
 
-// scopeValues reads the scope's keys: those of the table, then those a
-// flat shortcut or the sources stand behind.
+// scopeValues reads the scope's keys.
 func (l *loader) scopeValues() {
-	s, p := &l.s, l.prefix
 	l.fields(false)
-	l.budget(p)
-
-	s.Retry.MaxAttempts = l.optInt(p+"RETRY__MAX_ATTEMPTS", 1).or(l.flatMaxRetries, defaultMaxAttempts)
-	base := l.optSeconds(p+"RETRY__BACKOFF_BASE_S", false).or(l.flatBaseDelay)
-	maxB := l.optSeconds(p+"RETRY__BACKOFF_MAX_S", false).or(l.flatMaxDelay)
-	l.from(p+"RETRY__BACKOFF_BASE_S", base.key)
-	l.from(p+"RETRY__BACKOFF_MAX_S", maxB.key)
-	s.Retry.BackoffBase, s.Retry.BackoffMax = base.orDefault(defaultBackoffBase), maxB.orDefault(defaultBackoffMax)
-
-	b := &s.Breaker
-	b.FailThreshold = l.optInt(p+"BREAKER__FAIL_THRESHOLD", 1).or(l.flatThreshold, defaultFailThreshold)
-	cooldown := l.optSeconds(p+"BREAKER__COOLDOWN_S", true).or(l.flatCooldown)
-	b.Cooldown = cooldown.orDefault(defaultCooldown)
-	l.from(p+"BREAKER__COOLDOWN_S", cooldown.key)
-	l.probeTTL = l.optSeconds(p+"BREAKER__PROBE_TTL_S", true)
-	maxCool := l.optSeconds(p+"BREAKER__MAX_COOLDOWN_S", true)
-	l.from(p+"BREAKER__MAX_COOLDOWN_S", maxCool.key)
+	l.budget(l.prefix)
 	// Unset, the cap is 8 s, or the cooldown when that is longer: a cap that
 	// keeps a recovered source's traffic coming back within seconds.
-	b.MaxCooldown = maxCool.orDefault(max(defaultMaxCooldown, b.Cooldown))
-	l.stallWindow = l.optSeconds(p+"BACKPRESSURE__STALL_WINDOW_S", true)
+	if b := &l.s.Breaker; l.defaulted(l.prefix + "BREAKER__MAX_COOLDOWN_S") {
+		b.MaxCooldown = max(b.MaxCooldown, b.Cooldown)
+	}
 }
 
 // budget reads {SCOPE}__BUDGET__USD and __WINDOW_S.
 func (l *loader) budget(p string) {
+	var window int // its default, a day, when unset
+	set := l.read(p+"BUDGET__WINDOW_S", doc(scopeP+"BUDGET__WINDOW_S"), &window)
+	b := core.Budget{Key: "scope:" + l.s.Scope, Window: time.Duration(window) * time.Second}
 	e := l.get(p + "BUDGET__USD")
-	window := l.optInt(p+"BUDGET__WINDOW_S", 1)
-	if window.key != "" {
-		// Validate refuses a window without a budget.
-		l.s.Budget.Window = time.Duration(window.n) * time.Second
-	}
 	if !e.present() {
+		if set {
+			l.s.Budget.Window = b.Window // Validate refuses a window without a budget
+		}
 		return
 	}
 	usd, err := parseRange(e, 0, true, maxBudgetUSD, false)
+	if b.Limit = int64(math.Round(usd * 1e6)); err == nil && b.Limit <= 0 {
+		err = errf(e.key, fmt.Sprintf("invalid value %s: below one micro-USD", show(e.val)))
+	}
 	if err != nil {
 		l.fail(err)
-		return
-	}
-	b := core.Budget{Key: "scope:" + l.s.Scope, Limit: int64(math.Round(usd * 1e6)), Window: cmp.Or(l.s.Budget.Window, defaultBudgetWindow)}
-	if b.Limit <= 0 {
-		l.fail(errf(e.key, fmt.Sprintf("invalid value %s: below one micro-USD", show(e.val))))
 		return
 	}
 	l.s.Budget = b
@@ -396,10 +341,12 @@ func (l *loader) derived() {
 		maxTimeout = max(maxTimeout, sc.Timeout)
 		maxTTFT = max(maxTTFT, sc.TTFTTimeout)
 	}
-	s.Breaker.ProbeTTL = l.probeTTL.orDefault(maxTimeout)
-	s.Backpressure.StallWindow = l.stallWindow.orDefault(max(defaultStallWindowFloor, maxTTFT))
-	l.from(p+"BREAKER__PROBE_TTL_S", l.probeTTL.key)
-	l.from(p+"BACKPRESSURE__STALL_WINDOW_S", l.stallWindow.key)
+	if l.defaulted(p + "BREAKER__PROBE_TTL_S") {
+		s.Breaker.ProbeTTL = maxTimeout
+	}
+	if l.defaulted(p + "BACKPRESSURE__STALL_WINDOW_S") {
+		s.Backpressure.StallWindow = max(defaultStallWindowFloor, maxTTFT)
+	}
 }
 
 // allHandled guards the table/parser link: every key the table lets through

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -34,12 +35,9 @@ func (l *loader) source(id sourceID) core.SourceConfig {
 	if e, ok := l.required(pre+"MODEL", "the upstream model name", ""); ok {
 		sc.Model = e.val
 	}
-	timeout := l.optSeconds(pre+"TIMEOUT_S", true).or(l.flatTimeout)
-	if !timeout.set() && !l.used[pre+"TIMEOUT_S"] {
-		l.fail(errf(pre+"TIMEOUT_S", "missing: required unless the flat LLM_TIMEOUT is set; expected "+formSecPos))
+	if l.read(pre+"TIMEOUT_S", doc(sourceP+"TIMEOUT_S"), &sc.Timeout); l.defaulted(pre + "TIMEOUT_S") {
+		l.fail(missing(pre+"TIMEOUT_S", " unless the flat LLM_TIMEOUT is set", formSecPos))
 	}
-	sc.Timeout = timeout.d
-	l.from(pre+"TIMEOUT_S", timeout.key)
 	for _, d := range known.sourceFields {
 		if !d.hand {
 			l.read(strings.Replace(d.Pattern, sourceP, pre, 1), d, d.at.source(&sc))
@@ -49,6 +47,15 @@ func (l *loader) source(id sourceID) core.SourceConfig {
 	return sc
 }
 
+// flatSeconds is the value of a flat shortcut of seconds, if set.
+func (l *loader) flatSeconds(key string) optDur {
+	d, ok := l.flats[key].(time.Duration)
+	if !ok {
+		return optDur{}
+	}
+	return optDur{d: d, key: key}
+}
+
 // apiKeyForm is the expected form of API_KEY.
 const apiKeyForm = `the key, or "none" for servers without authentication`
 
@@ -56,8 +63,8 @@ const apiKeyForm = `the key, or "none" for servers without authentication`
 // LLM_TTFT_TIMEOUT, LLM_INTER_TOKEN_TIMEOUT): set together, or neither for
 // the default pair; Validate checks their values.
 func (l *loader) watchdog(pre string, sc *core.SourceConfig) {
-	ttft := l.optSeconds(pre+"TTFT_TIMEOUT_S", false).or(l.flatTTFT)
-	inter := l.optSeconds(pre+"INTER_TOKEN_TIMEOUT_S", false).or(l.flatInter)
+	ttft := l.optSeconds(pre+"TTFT_TIMEOUT_S", false).or(l.flatSeconds("LLM_TTFT_TIMEOUT"))
+	inter := l.optSeconds(pre+"INTER_TOKEN_TIMEOUT_S", false).or(l.flatSeconds("LLM_INTER_TOKEN_TIMEOUT"))
 	l.from(pre+"TTFT_TIMEOUT_S", ttft.key)
 	l.from(pre+"INTER_TOKEN_TIMEOUT_S", inter.key)
 	const halves = "missing: the stream watchdog is set as a pair and %s is %s (from %s); set this key or %s"

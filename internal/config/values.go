@@ -239,16 +239,23 @@ func wrap[T any](v T, err *Error) (any, *Error) {
 }
 
 // plainDefault parses the Default of a row of a number, boolean or
-// enumeration kind when it is a plain value of that kind ("0 (off)" is 0);
-// a Default made from other keys ("LLM_TIMEOUT, else …") is not.
+// enumeration kind when it is a plain value of that kind ("0 (off)" is 0,
+// "8, or COOLDOWN_S when larger" 8), after its flat shortcut's ", else "
+// ("LLM_MAX_RETRIES, else 3" is 3); a Default made from other keys alone
+// ("LLM_TIMEOUT") is none.
 func plainDefault(d KeyDoc) (any, bool) {
 	switch d.Kind {
 	case KindString, KindName, KindURL, KindSecret, KindPath, KindJSON, KindList, KindRoutes, KindBackend:
 		return nil, false
 	}
-	word, _, _ := strings.Cut(d.Default, " (")
+	word, ok := d.Default, true
+	if d.flat != "" {
+		_, word, ok = strings.Cut(word, ", else ")
+	}
+	word, _, _ = strings.Cut(word, " (")
+	word, _, _ = strings.Cut(word, ", ")
 	v, err := parseValue(entry{key: d.Pattern, val: word}, d)
-	return v, err == nil
+	return v, ok && err == nil
 }
 
 // put stores v, a value parseValue gave, in the field dst points to (a
