@@ -153,87 +153,117 @@ func TestDocsAgreeWithTheKeyTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defaultCol := -1
-		for i, line := range strings.Split(string(raw), "\n") {
-			where := fmt.Sprintf("%s:%d", filepath.Base(f), i+1)
-			fail := func(format string, args ...any) { t.Errorf(where+": "+format, args...) }
-			// Examples: KEY=VALUE lines, `KEY=VALUE` tokens.
-			var examples [][2]string
-			var lineKey []KeyDoc
-			if m := envLine.FindStringSubmatch(line); m != nil {
-				examples = append(examples, [2]string{m[1], strings.Trim(m[2], `"'`)})
-				lineKey = resolve(m[1])
-			}
-			for _, m := range ticked.FindAllStringSubmatch(line, -1) {
-				if k, v, ok := strings.Cut(m[1], "="); ok && envLine.MatchString(m[1]) {
-					examples = append(examples, [2]string{k, v})
-				}
-			}
-			for _, ex := range examples {
-				if strings.ContainsAny(ex[1], "$<.…") && !regexp.MustCompile(`^[0-9.]+$`).MatchString(ex[1]) {
-					continue // a placeholder, a URL or a path
-				}
-				for _, d := range resolve(ex[0]) {
-					if d.Reader == ReaderTooling || d.Kind == KindRoutes {
-						continue
-					}
-					checked++
-					if _, err := parseValue(entry{key: ex[0], val: ex[1]}, d); err != nil && ex[1] != "" {
-						fail("example %s=%s is refused: %s", ex[0], ex[1], err.Problem)
-					}
-				}
-			}
-			// Defaults in a "default" column of a table.
-			cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
-			switch {
-			case !strings.HasPrefix(strings.TrimSpace(line), "|"):
-				defaultCol = -1
-			case defaultCol < 0:
-				defaultCol = slices.IndexFunc(cells, func(c string) bool { return strings.TrimSpace(c) == "default" })
-			case defaultCol < len(cells) && !strings.HasPrefix(strings.TrimSpace(cells[0]), "---"):
-				var keys []string
-				for _, m := range ticked.FindAllStringSubmatch(cells[0], -1) {
-					keys = append(keys, m[1])
-				}
-				vals := strings.Split(cells[defaultCol], ",")
-				if len(keys) == 1 {
-					vals = []string{strings.Split(cells[defaultCol], " (")[0]}
-				}
-				for j, k := range keys {
-					if j >= len(vals) || len(keys) != len(vals) && len(keys) != 1 {
-						break
-					}
-					rows := resolve(k)
-					checked++
-					if len(rows) > 0 && !slices.ContainsFunc(rows, func(d KeyDoc) bool { return agrees(d, vals[j]) }) {
-						fail("the default of %s is given as %q; the key table says %q", k, strings.TrimSpace(vals[j]), rows[0].Default)
-					}
-				}
-				continue
-			}
-			// Defaults in words.
-			for _, m := range defaultValue.FindAllStringSubmatchIndex(line, -1) {
-				v, at := "", m[0]
-				if m[2] >= 0 {
-					v = line[m[2]:m[3]]
-				} else {
-					v = line[m[4]:m[5]]
-				}
-				rows := lineKey
-				if rows == nil {
-					rows = nearestKey(line, at)
-				}
-				if len(rows) == 0 {
-					continue
-				}
-				checked++
-				if !slices.ContainsFunc(rows, func(d KeyDoc) bool { return agrees(d, v) }) {
-					fail("the default of %s is given as %q; the key table says %q", rows[0].Pattern, v, rows[0].Default)
-				}
-			}
+		problems, n := docProblems(filepath.Base(f), string(raw))
+		checked += n
+		for _, p := range problems {
+			t.Error(p)
 		}
 	}
 	if checked < 100 {
 		t.Errorf("only %d documented values checked", checked)
 	}
+}
+
+// TestDocsCheckHasTeeth: the check finds a wrong default in words, in a
+// table and in a comment, and a bad example value.
+func TestDocsCheckHasTeeth(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{
+		"breaker stays open for the cooldown, 30 seconds by default (`LLM__BREAKER__COOLDOWN_S`).",
+		"| key | default | meaning |\n|---|---|---|\n| `PGW_WRITE_TIMEOUT_S` | 60 | bound |",
+		"LLM__RETRY__MAX_ATTEMPTS=4   # default 5",
+		"LLM__QWEN__1__TIMEOUT_S=soon",
+		"set `LLM__SELECTOR=random` to spread the load",
+		"`{SCOPE}__MAX_INPUT_BYTES` in all (default 4 MiB)",
+	} {
+		if problems, _ := docProblems("fixture.md", text); len(problems) != 1 {
+			t.Errorf("%q: problems %q, want one", text, problems)
+		}
+	}
+}
+
+// docProblems checks one document and returns its problems and the count
+// of values checked.
+func docProblems(name, text string) (problems []string, checked int) {
+	defaultCol := -1
+	for i, line := range strings.Split(text, "\n") {
+		fail := func(format string, args ...any) {
+			problems = append(problems, fmt.Sprintf("%s:%d: ", name, i+1)+fmt.Sprintf(format, args...))
+		}
+		// Examples: KEY=VALUE lines, `KEY=VALUE` tokens.
+		var examples [][2]string
+		var lineKey []KeyDoc
+		if m := envLine.FindStringSubmatch(line); m != nil {
+			examples = append(examples, [2]string{m[1], strings.Trim(m[2], `"'`)})
+			lineKey = resolve(m[1])
+		}
+		for _, m := range ticked.FindAllStringSubmatch(line, -1) {
+			if k, v, ok := strings.Cut(m[1], "="); ok && envLine.MatchString(m[1]) {
+				examples = append(examples, [2]string{k, v})
+			}
+		}
+		for _, ex := range examples {
+			if strings.ContainsAny(ex[1], "$<.…") && !regexp.MustCompile(`^[0-9.]+$`).MatchString(ex[1]) {
+				continue // a placeholder, a URL or a path
+			}
+			for _, d := range resolve(ex[0]) {
+				if d.Reader == ReaderTooling || d.Kind == KindRoutes {
+					continue
+				}
+				checked++
+				if _, err := parseValue(entry{key: ex[0], val: ex[1]}, d); err != nil && ex[1] != "" {
+					fail("example %s=%s is refused: %s", ex[0], ex[1], err.Problem)
+				}
+			}
+		}
+		// Defaults in a "default" column of a table.
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		switch {
+		case !strings.HasPrefix(strings.TrimSpace(line), "|"):
+			defaultCol = -1
+		case defaultCol < 0:
+			defaultCol = slices.IndexFunc(cells, func(c string) bool { return strings.TrimSpace(c) == "default" })
+		case defaultCol < len(cells) && !strings.HasPrefix(strings.TrimSpace(cells[0]), "---"):
+			var keys []string
+			for _, m := range ticked.FindAllStringSubmatch(cells[0], -1) {
+				keys = append(keys, m[1])
+			}
+			vals := strings.Split(cells[defaultCol], ",")
+			if len(keys) == 1 {
+				vals = []string{strings.Split(cells[defaultCol], " (")[0]}
+			}
+			for j, k := range keys {
+				if j >= len(vals) || len(keys) != len(vals) && len(keys) != 1 {
+					break
+				}
+				rows := resolve(k)
+				checked++
+				if len(rows) > 0 && !slices.ContainsFunc(rows, func(d KeyDoc) bool { return agrees(d, vals[j]) }) {
+					fail("the default of %s is given as %q; the key table says %q", k, strings.TrimSpace(vals[j]), rows[0].Default)
+				}
+			}
+			continue
+		}
+		// Defaults in words.
+		for _, m := range defaultValue.FindAllStringSubmatchIndex(line, -1) {
+			v := ""
+			if m[2] >= 0 {
+				v = line[m[2]:m[3]]
+			} else {
+				v = line[m[4]:m[5]]
+			}
+			rows := lineKey
+			if rows == nil {
+				rows = nearestKey(line, m[0])
+			}
+			if len(rows) == 0 {
+				continue
+			}
+			checked++
+			if !slices.ContainsFunc(rows, func(d KeyDoc) bool { return agrees(d, v) }) {
+				fail("the default of %s is given as %q; the key table says %q", rows[0].Pattern, v, rows[0].Default)
+			}
+		}
+	}
+	return problems, checked
 }
