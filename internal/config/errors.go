@@ -25,7 +25,7 @@ type Error struct {
 	// Problem is what is wrong, in words.
 	Problem string
 	// Err is the underlying cause when there is one (e.g. a *fs.PathError
-	// from ReadEnv); nil otherwise.
+	// from ReadEnv), the first problem's with several; nil otherwise.
 	Err error
 	// All lists every problem, each a single *Error, the first being this
 	// one's own Key; nil when there is only one.

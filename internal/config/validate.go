@@ -30,7 +30,9 @@ import (
 // zero values accepted, and what they mean:
 //
 //   - Selector, QuotaFull, MissingDone, Continue: "" is the default
-//     (health_aware, wait, retry, the provider profile's choice).
+//     (health_aware, wait, retry, the provider profile's choice); a
+//     source's Profile "" is its Provider, which must then not be one or
+//     two letters from a built-in profile.
 //   - CacheBackend and TelemetryBackend: "" is none. LimiterBackend and
 //     BreakerBackend: "" only with the option that gives the backend
 //     (polygateway.WithLimiter, WithBreaker); assembly refuses it otherwise.
