@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/polygateway/polygateway"
@@ -59,6 +61,34 @@ func envSource(read func() (map[string]string, error)) configSource {
 		}
 		route := func(p routeProblem) error { return configError(p.key, p.problem) }
 		return snapshot{env: env, explain: func(err error) error { return err }, name: func(k string) string { return k }, route: route}, nil
+	}
+}
+
+// dotEnvLines is src, an environment source, whose route problems name the
+// .env file at path and the line of the route's key when the file sets it
+// and the process environment does not.
+func dotEnvLines(src configSource, path string) configSource {
+	return func() (snapshot, error) {
+		snap, err := src()
+		raw, rerr := os.ReadFile(path)
+		if err != nil || rerr != nil {
+			return snap, err
+		}
+		route := snap.route
+		snap.route = func(p routeProblem) error {
+			line := 0
+			for i, l := range strings.Split(string(raw), "\n") {
+				k, _, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(l), "export "), "=")
+				if ok && strings.TrimSpace(k) == p.key {
+					line = i + 1 // the last one counts, as for the parser
+				}
+			}
+			if _, set := os.LookupEnv(p.key); line == 0 || set {
+				return route(p)
+			}
+			return configError(p.key, fmt.Sprintf("%s (%s, line %d)", p.problem, path, line))
+		}
+		return snap, nil
 	}
 }
 

@@ -98,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		boot.Error("-config-poll needs -config and an interval of at least 1s", slog.Duration("config_poll", *poll))
 		return 2
 	}
-	source, origin := envSource(readEnv), "environment"
+	source, origin := dotEnvLines(envSource(readEnv), *envFile), "environment"
 	if *configPath != "" {
 		source, origin = fileSource(*configPath, readEnv), *configPath
 	}

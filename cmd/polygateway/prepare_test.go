@@ -110,3 +110,23 @@ func TestCheckStartAndReloadRefuseTheSameConfigurations(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckNamesTheEnvFileLineOfARouteToAnUnknownScope: from an env file,
+// a route to a scope without keys names the file, the line and the scope
+// meant, as from a config file.
+func TestCheckNamesTheEnvFileLineOfARouteToAnUnknownScope(t *testing.T) {
+	up := fakeupstream.NewServer(t)
+	path := filepath.Join(t.TempDir(), "gw.env")
+	env := "PGW_LIMITER_BACKEND=memory\nPGW_BREAKER_BACKEND=memory\nPGW_CACHE_BACKEND=none\nPGW_TELEMETRY_BACKEND=none\n" +
+		"FAST__UP__1__BASE_URL=" + up.URL() + "\nFAST__UP__1__API_KEY=k\nFAST__UP__1__MODEL=m\nFAST__UP__1__TIMEOUT_S=5\n" +
+		"PGW_ROUTES=gpt-4o=FAST,mini=FSAT\n"
+	if err := os.WriteFile(path, []byte(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuf{}
+	code := run([]string{"-check", "-env-file", path}, io.Discard, logs, nil)
+	want := "PGW_ROUTES: route mini=FSAT: scope FSAT has no keys (no FSAT__…) (did you mean FAST?) (" + path + ", line 9)"
+	if code != 1 || !strings.Contains(logs.String(), want) {
+		t.Errorf("-check: exit %d, want 1 and %q:\n%s", code, want, logs.String())
+	}
+}
