@@ -49,8 +49,14 @@ type sourceRef struct {
 type Option func(*options)
 
 type options struct {
-	lookup func(string) (string, bool)
+	lookup    func(string) (string, bool)
+	unchecked bool
 }
+
+// WithoutScopeCheck leaves the settings of the file's scopes to be checked
+// when a client is assembled from them (the gateway does, reporting their
+// problems with every other): Parse then checks the file's shape only.
+func WithoutScopeCheck() Option { return func(o *options) { o.unchecked = true } }
 
 // WithVariables takes the ${NAME} variables from vars (copied) instead of
 // the process environment.
@@ -67,21 +73,27 @@ func WithLookup(lookup func(name string) (string, bool)) Option {
 	return func(o *options) { o.lookup = lookup }
 }
 
-// Load reads and parses the configuration file at path (see Parse). A file
-// larger than MaxFileBytes is refused before it is parsed. Errors are
-// *polygateway.ConfigError: Key is the path of the file, or the path of the
-// bad value inside it.
+// Load reads and parses the configuration file at path (see Read). Errors
+// are *polygateway.ConfigError: Key is the path of the file, or the path of
+// the bad value inside it.
 func Load(path string, opts ...Option) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, &config.Error{Key: path, Problem: "cannot read the configuration file: " + pathProblem(err), Err: err}
 	}
 	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, MaxFileBytes+1))
+	return Read(path, fh, opts...)
+}
+
+// Read reads a configuration file's content from r to its end and parses
+// it (see Parse); name labels it in errors. A file larger than
+// MaxFileBytes is refused once that much is read, before it is parsed.
+func Read(name string, r io.Reader, opts ...Option) (*File, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
 	if err != nil {
-		return nil, &config.Error{Key: path, Problem: "cannot read the configuration file: " + pathProblem(err), Err: err}
+		return nil, &config.Error{Key: label(name), Problem: "cannot read the configuration file: " + pathProblem(err), Err: err}
 	}
-	return Parse(path, data, opts...)
+	return Parse(name, data, opts...)
 }
 
 // pathProblem is the reason of a file error without repeating the path.
@@ -125,10 +137,14 @@ func Parse(name string, data []byte, opts ...Option) (*File, error) {
 	if err := w.top(&doc); err != nil {
 		return nil, err
 	}
+	var errs []*config.Error
 	for _, scope := range f.scopes {
-		if _, err := f.Settings(scope); err != nil {
-			return nil, err
+		if _, err := f.Settings(scope); err != nil && !o.unchecked {
+			errs = append(errs, err.(*config.Error))
 		}
+	}
+	if err := config.Join(errs...); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -167,17 +183,32 @@ func (f *File) Settings(scope string) (core.GatewaySettings, error) {
 }
 
 // Explain rewrites a configuration error about the file's keys in the
-// file's terms: the *polygateway.ConfigError in err gets the path of its key
-// (and of every key its problem names) and the line of the value. Other
-// errors, and keys with no place in a file, are returned unchanged.
+// file's terms: each problem of the *polygateway.ConfigError in err gets
+// the path of its key (and of every key its problem names) and the line of
+// the value. Other errors, and keys with no place in a file, are returned
+// unchanged.
 func (f *File) Explain(err error) error {
 	var ce *config.Error
 	if !errors.As(err, &ce) {
 		return err
 	}
+	if len(ce.All) == 0 {
+		if _, ok := f.Path(ce.Key); !ok {
+			return err
+		}
+	}
+	var out []*config.Error
+	for _, p := range ce.Problems() {
+		out = append(out, f.explain(p))
+	}
+	return config.Join(out...)
+}
+
+// explain rewrites one problem.
+func (f *File) explain(ce *config.Error) *config.Error {
 	path, ok := f.Path(ce.Key)
 	if !ok {
-		return err
+		return ce
 	}
 	problem := keyToken.ReplaceAllStringFunc(ce.Problem, func(tok string) string {
 		if p, ok := f.Path(tok); ok {
@@ -189,6 +220,21 @@ func (f *File) Explain(err error) error {
 		problem += fmt.Sprintf(" (line %d)", line)
 	}
 	return &config.Error{Key: path, Problem: problem, Err: ce.Err}
+}
+
+// Name returns the file's name, as given to Load or Parse.
+func (f *File) Name() string { return f.name }
+
+// Route returns the path and line of the value of an environment key the
+// file sets or, with model, of model's entry in the routes mapping of the
+// key (server.routes, server.embed_routes); ok is false when the file has
+// no such value.
+func (f *File) Route(key, model string) (path string, line int, ok bool) {
+	if model != "" {
+		key += "=" + model
+	}
+	path, ok = f.paths[key]
+	return path, f.lines[key], ok
 }
 
 // keyToken matches environment keys inside a problem text.

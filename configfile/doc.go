@@ -3,7 +3,8 @@
 // an environment that say the same thing yield the same settings: the file is
 // translated key by key, then parsed and validated by the same parser
 // (polygateway.LoadSettings). Errors name the file's path of the bad value,
-// e.g. scopes.LLM.sources[0].timeout_s, never the key it became.
+// e.g. scopes.LLM.sources[0].timeout_s, never the key it became; one error
+// lists every problem of the file.
 //
 //	cf, err := configfile.Load("gateway.yaml")
 //	...

@@ -33,7 +33,8 @@ func Example() {
 	defer embedder.Close()
 }
 
-// Errors name the place in the file, and suggest the field meant.
+// Errors name the place in the file, and suggest the field meant; one
+// error lists every problem of the file.
 func ExampleParse() {
 	file := []byte(`
 assembly: {limiter_backend: memory, breaker_backend: memory, cache_backend: none, telemetry_backend: none}
@@ -53,6 +54,7 @@ scopes:
 	_, err = configfile.Parse("gateway.yaml", file, configfile.WithVariables(nil)) // no variables set
 	fmt.Println(err)
 	// Output:
-	// polygateway: config: scopes.LLM.sources[0].timeout: unknown field (did you mean timeout_s?); known fields: provider, base_url, api_key, model, timeout_s, max_concurrency, rpm, tpm, est_tokens, ttft_timeout_s, inter_token_timeout_s, context_window, continue, enable_thinking, missing_done, trust_env, priority, weight, region, extra_body, breaker (line 10)
+	// polygateway: config: scopes.LLM.sources[0].timeout: unknown field (did you mean timeout_s?); known fields: provider, base_url, api_key, model, timeout_s, max_concurrency, rpm, tpm, est_tokens, ttft_timeout_s, inter_token_timeout_s, context_window, continue, enable_thinking, missing_done, trust_env, priority, weight, region, extra_body, profile, breaker (line 10)
 	// polygateway: config: scopes.LLM.sources[0].api_key: environment variable OPENAI_API_KEY is not set (line 8)
+	//   scopes.LLM.sources[0].timeout: unknown field (did you mean timeout_s?); known fields: provider, base_url, api_key, model, timeout_s, max_concurrency, rpm, tpm, est_tokens, ttft_timeout_s, inter_token_timeout_s, context_window, continue, enable_thinking, missing_done, trust_env, priority, weight, region, extra_body, profile, breaker (line 10)
 }

@@ -2,6 +2,7 @@ package configfile
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -18,6 +19,19 @@ type walker struct {
 	f      *File
 	lookup func(string) (string, bool)
 	nodes  int
+	errs   []*config.Error // the problems kept, in file order
+}
+
+// keep records err, a problem of one field, and returns nil, so that the
+// walk goes on to report the others; past the file's limits, or for an
+// error of another kind, it returns err.
+func (w *walker) keep(err error) error {
+	var ce *config.Error
+	if err == nil || w.nodes > MaxNodes || !errors.As(err, &ce) {
+		return err
+	}
+	w.errs = append(w.errs, ce)
+	return nil
 }
 
 // errAt is an error about the value at path (line when known).
@@ -149,9 +163,12 @@ func (w *walker) top(doc *yaml.Node) error {
 				ce.Key = ce.Key[1:]
 			}
 		}
-		if err != nil {
+		if err := w.keep(err); err != nil {
 			return err
 		}
+	}
+	if err := config.Join(w.errs...); err != nil {
+		return err
 	}
 	return nil
 }
@@ -173,10 +190,11 @@ func (w *walker) section(n *yaml.Node, path string, sec *section, keyPrefix stri
 	}
 	for _, e := range entries {
 		fl, ok := sec.byName[e.name]
-		if !ok {
-			return unknown(path, e, sec.names())
+		err := unknown(path, e, sec.names())
+		if ok {
+			err = w.value(e.val, path+segment(e.name), keyPrefix+fl.key, fl.kind)
 		}
-		if err := w.value(e.val, path+segment(e.name), keyPrefix+fl.key, fl.kind); err != nil {
+		if err := w.keep(err); err != nil {
 			return err
 		}
 	}
@@ -192,15 +210,19 @@ func (w *walker) scopes(n *yaml.Node) error {
 	for _, e := range entries {
 		scope := strings.ToUpper(e.name)
 		path := "scopes" + segment(e.name)
-		if !scopeRE.MatchString(scope) {
-			return errAt(path, e.key, fmt.Sprintf("invalid scope name %q: expected letters, digits and single underscores, starting with a letter (e.g. LLM, EMBED, OCR_FAST)", e.name))
+		prev, dup := seen[scope]
+		var err error
+		switch {
+		case !scopeRE.MatchString(scope):
+			err = errAt(path, e.key, fmt.Sprintf("invalid scope name %q: expected letters, digits and single underscores, starting with a letter (e.g. LLM, EMBED, OCR_FAST)", e.name))
+		case dup:
+			err = errAt(path, e.key, fmt.Sprintf("scope %s is also configured as %q", scope, prev))
+		default:
+			seen[scope] = e.name
+			w.f.scopes = append(w.f.scopes, scope)
+			err = w.scope(e.val, scope, "scopes"+segment(scope))
 		}
-		if prev, dup := seen[scope]; dup {
-			return errAt(path, e.key, fmt.Sprintf("scope %s is also configured as %q", scope, prev))
-		}
-		seen[scope] = e.name
-		w.f.scopes = append(w.f.scopes, scope)
-		if err := w.scope(e.val, scope, "scopes"+segment(scope)); err != nil {
+		if err := w.keep(err); err != nil {
 			return err
 		}
 	}
@@ -215,26 +237,19 @@ func (w *walker) scope(n *yaml.Node, scope, path string) error {
 	prefix := scope + "__"
 	for _, e := range entries {
 		fp := path + segment(e.name)
-		switch {
+		err := unknown(path, e, shape.scopeFieldNames())
+		switch fl := shape.scope.byName[e.name]; {
 		case e.name == fieldSources:
-			if err := w.sources(e.val, scope, fp); err != nil {
-				return err
-			}
+			err = w.sources(e.val, scope, fp)
 		case shape.groups[e.name] != nil:
-			if err := w.section(e.val, fp, shape.groups[e.name], prefix); err != nil {
-				return err
-			}
-		case shape.scope.byName[e.name].key != "":
-			fl := shape.scope.byName[e.name]
-			if err := w.value(e.val, fp, prefix+fl.key, fl.kind); err != nil {
-				return err
-			}
+			err = w.section(e.val, fp, shape.groups[e.name], prefix)
+		case fl.key != "":
+			err = w.value(e.val, fp, prefix+fl.key, fl.kind)
 		case ownKey.MatchString(e.name):
-			if err := w.value(e.val, fp, prefix+strings.ToUpper(e.name), config.KindString); err != nil {
-				return err
-			}
-		default:
-			return unknown(path, e, shape.scopeFieldNames())
+			err = w.value(e.val, fp, prefix+strings.ToUpper(e.name), config.KindString)
+		}
+		if err := w.keep(err); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -256,51 +271,56 @@ func (w *walker) sources(n *yaml.Node, scope, path string) error {
 	}
 	count := map[string]int{}
 	for i, item := range n.Content {
-		ip := fmt.Sprintf("%s[%d]", path, i)
-		entries, err := w.mapping(item, ip)
-		if err != nil {
+		if err := w.keep(w.source(item, scope, fmt.Sprintf("%s[%d]", path, i), count)); err != nil {
 			return err
 		}
-		provider := ""
-		for _, e := range entries {
-			if e.name == fieldProvider {
-				v, err := w.resolve(e.val, ip+".provider")
-				if err != nil {
-					return err
-				}
-				if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
-					return errAt(ip+".provider", v, "expected the provider's name")
-				}
-				provider = strings.ToUpper(strings.TrimSpace(v.Value))
-				if !providerRE.MatchString(provider) {
-					return errAt(ip+".provider", v, fmt.Sprintf("invalid provider %q: expected letters, digits and single underscores", v.Value))
-				}
-			}
-		}
-		if provider == "" {
-			return errAt(ip, item, "missing field provider (e.g. provider: openai)")
-		}
-		count[provider]++
-		ref := sourceRef{provider: provider, n: count[provider]}
-		w.f.sources[scope] = append(w.f.sources[scope], ref)
-		prefix := fmt.Sprintf("%s__%s__%d__", scope, provider, ref.n)
-		for _, e := range entries {
-			if e.name == fieldProvider {
-				continue
-			}
-			if g := shape.sourceGroups[e.name]; g != nil {
-				if err := w.section(e.val, ip+segment(e.name), g, prefix); err != nil {
-					return err
-				}
-				continue
-			}
-			fl, ok := shape.source.byName[e.name]
-			if !ok {
-				return unknown(ip, e, shape.sourceFieldNames())
-			}
-			if err := w.value(e.val, ip+segment(e.name), prefix+fl.key, fl.kind); err != nil {
+	}
+	return nil
+}
+
+// source translates one entry of a scope's sources list, at path ip;
+// count numbers the sources of each provider.
+func (w *walker) source(item *yaml.Node, scope, ip string, count map[string]int) error {
+	entries, err := w.mapping(item, ip)
+	if err != nil {
+		return err
+	}
+	provider := ""
+	for _, e := range entries {
+		if e.name == fieldProvider {
+			v, err := w.resolve(e.val, ip+".provider")
+			if err != nil {
 				return err
 			}
+			if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+				return errAt(ip+".provider", v, "expected the provider's name")
+			}
+			provider = strings.ToUpper(strings.TrimSpace(v.Value))
+			if !providerRE.MatchString(provider) {
+				return errAt(ip+".provider", v, fmt.Sprintf("invalid provider %q: expected letters, digits and single underscores", v.Value))
+			}
+		}
+	}
+	if provider == "" {
+		return errAt(ip, item, "missing field provider (e.g. provider: openai)")
+	}
+	count[provider]++
+	ref := sourceRef{provider: provider, n: count[provider]}
+	w.f.sources[scope] = append(w.f.sources[scope], ref)
+	prefix := fmt.Sprintf("%s__%s__%d__", scope, provider, ref.n)
+	for _, e := range entries {
+		fl, ok := shape.source.byName[e.name]
+		err := unknown(ip, e, shape.sourceFieldNames())
+		switch g := shape.sourceGroups[e.name]; {
+		case e.name == fieldProvider:
+			err = nil
+		case g != nil:
+			err = w.section(e.val, ip+segment(e.name), g, prefix)
+		case ok:
+			err = w.value(e.val, ip+segment(e.name), prefix+fl.key, fl.kind)
+		}
+		if err := w.keep(err); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -365,6 +385,7 @@ func (w *walker) value(n *yaml.Node, path, key string, kind config.Kind) error {
 				return err
 			}
 			items = append(items, e.name+"="+scope)
+			w.f.paths[key+"="+e.name], w.f.lines[key+"="+e.name] = ip, e.key.Line
 		}
 		w.set(key, strings.Join(items, ","), path, n)
 		return nil

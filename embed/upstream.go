@@ -93,7 +93,7 @@ func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []
 	if err != nil {
 		return nil, &core.SourceDeadError{Source: src.Name, Message: "invalid base url"}
 	}
-	prof := u.t.Profile(src.Provider)
+	prof := u.t.Profile(src.ProfileName())
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", transport.DefaultUserAgent)

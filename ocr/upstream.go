@@ -170,7 +170,7 @@ func (a *attempt) httpError(resp *http.Response) error {
 		return &core.RequestRejectedError{Source: a.src.Name, StatusCode: resp.StatusCode,
 			Code: CodeUnsupportedFileType, Message: a.rd.Cut(msg, 512)}
 	}
-	return transport.ClassifyResponse(a.src, a.u.tc.Profile(a.src.Provider), resp.StatusCode, resp.Header, body)
+	return transport.ClassifyResponse(a.src, a.u.tc.Profile(a.src.ProfileName()), resp.StatusCode, resp.Header, body)
 }
 
 // detail returns the "detail" (or "message") text of a FastAPI error body.

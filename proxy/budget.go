@@ -93,10 +93,15 @@ func (s *Server) budgetOptions(ri *reqInfo) []polygateway.CallOption {
 
 // checkBudgets refuses a generation whose chat scopes cannot keep the
 // client budgets (a limiter without budgets, an unpriced source).
-func (s *Server) checkBudgets(b *Backends) error {
-	if len(s.keyBudgets) == 0 {
+func (s *Server) checkBudgets(b *Backends) error { return checkBudgets(s.keyBudgets, b) }
+
+// checkBudgets refuses chat scopes that cannot keep budgets, naming every
+// one of them.
+func checkBudgets(budgets []core.Budget, b *Backends) error {
+	if len(budgets) == 0 {
 		return nil
 	}
+	var errs []error
 	for _, scope := range slices.Sorted(maps.Keys(b.Clients)) {
 		k, err := kernel.Unwrap(b.Clients[scope])
 		if err != nil {
@@ -107,10 +112,10 @@ func (s *Server) checkBudgets(b *Backends) error {
 			if errors.As(err, &ce) {
 				err = errors.New(ce.Problem)
 			}
-			return fmt.Errorf("proxy: client budgets: scope %s: %w", scope, err)
+			errs = append(errs, fmt.Errorf("proxy: client budgets: scope %s: %w", scope, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // ClientBudgets reads the current window of every client key's budget

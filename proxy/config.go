@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -225,6 +226,25 @@ type Config struct {
 	// Now is the clock of the per-client limiter (default time.Now); for
 	// tests.
 	Now func() time.Time
+}
+
+// Validate checks cfg as New does, without serving anything: its values,
+// its Backends (every route and default names a client) and, with client
+// budgets, what they need of every chat scope (a price for every source's
+// model, a limiter that keeps budgets). The error names every problem
+// found. The gateway command runs it on every configuration it reads, for
+// -check, at start and at every reload.
+func Validate(cfg Config) error {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	var hashes [][sha256.Size]byte
+	for _, k := range c.ClientKeys {
+		hashes = append(hashes, sha256.Sum256([]byte(k)))
+	}
+	budgets, berr := c.keyBudgets(hashes)
+	return errors.Join(c.Backends.validate(), berr, checkBudgets(budgets, &c.Backends))
 }
 
 // withDefaults returns c with every zero field set to its default.

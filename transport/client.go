@@ -310,7 +310,7 @@ func (c *Client) Do(ctx context.Context, src *core.SourceConfig, call *core.Call
 	if err := ctx.Err(); err != nil {
 		return nil, &core.CanceledError{Err: err}
 	}
-	prof := ProfileFor(c.profiles, src.Provider)
+	prof := ProfileFor(c.profiles, src.ProfileName())
 	start := time.Now()
 
 	st := c.states.Get().(*attemptState)

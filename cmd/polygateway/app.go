@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/polygateway/polygateway"
@@ -41,6 +43,9 @@ type snapshot struct {
 	explain func(error) error
 	// name says where a key is set, for logs (a path, or the key itself).
 	name func(key string) string
+	// route words a route to a scope without keys in the source's terms:
+	// the key, or the file, line and path of the route.
+	route func(routeProblem) error
 }
 
 // configSource reads the configuration, afresh at every call.
@@ -54,7 +59,36 @@ func envSource(read func() (map[string]string, error)) configSource {
 		if err != nil {
 			return snapshot{}, err
 		}
-		return snapshot{env: env, explain: func(err error) error { return err }, name: func(k string) string { return k }}, nil
+		route := func(p routeProblem) error { return configError(p.key, p.problem) }
+		return snapshot{env: env, explain: func(err error) error { return err }, name: func(k string) string { return k }, route: route}, nil
+	}
+}
+
+// dotEnvLines is src, an environment source, whose route problems name the
+// .env file at path and the line of the route's key when the file sets it
+// and the process environment does not.
+func dotEnvLines(src configSource, path string) configSource {
+	return func() (snapshot, error) {
+		snap, err := src()
+		raw, rerr := os.ReadFile(path)
+		if err != nil || rerr != nil {
+			return snap, err
+		}
+		route := snap.route
+		snap.route = func(p routeProblem) error {
+			line := 0
+			for i, l := range strings.Split(string(raw), "\n") {
+				k, _, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(l), "export "), "=")
+				if ok && strings.TrimSpace(k) == p.key {
+					line = i + 1 // the last one counts, as for the parser
+				}
+			}
+			if _, set := os.LookupEnv(p.key); line == 0 || set {
+				return route(p)
+			}
+			return configError(p.key, fmt.Sprintf("%s (%s, line %d)", p.problem, path, line))
+		}
+		return snap, nil
 	}
 }
 
@@ -67,7 +101,7 @@ func fileSource(path string, vars func() (map[string]string, error)) configSourc
 		if err != nil {
 			return snapshot{}, err
 		}
-		cf, err := configfile.Load(path, configfile.WithVariables(v))
+		cf, err := configfile.Load(path, configfile.WithVariables(v), configfile.WithoutScopeCheck())
 		if err != nil {
 			return snapshot{}, err
 		}
@@ -77,7 +111,13 @@ func fileSource(path string, vars func() (map[string]string, error)) configSourc
 			}
 			return k
 		}
-		return snapshot{env: cf.Env(), explain: cf.Explain, name: name}, nil
+		route := func(p routeProblem) error {
+			if at, line, ok := cf.Route(p.key, p.model); ok {
+				return configError(at, fmt.Sprintf("%s (%s, line %d)", p.problem, cf.Name(), line))
+			}
+			return configError(p.key, p.problem)
+		}
+		return snapshot{env: cf.Env(), explain: cf.Explain, name: name, route: route}, nil
 	}
 }
 
@@ -129,6 +169,50 @@ func (a *app) load() (snapshot, serverConfig, error) {
 	return snap, sc, nil
 }
 
+// prepared is a configuration read, built and checked as the server takes
+// it.
+type prepared struct {
+	snap snapshot
+	sc   serverConfig
+	cfg  proxy.Config // sc.proxy with the clients built
+}
+
+// prepare reads the configuration, builds the client of every routed scope
+// and checks the whole as the server takes it (proxy.Validate): the one
+// validation of -check, start and reload, which therefore refuse the same
+// configurations with the same messages. The error lists every problem
+// found (server keys, routes to scopes without keys, every scope's keys,
+// what the server needs of the clients), in the source's terms. On error
+// the clients built are closed.
+func (a *app) prepare() (prepared, error) {
+	snap, err := a.source()
+	if err != nil {
+		return prepared{}, err
+	}
+	var errs []error
+	sc, err := parseServerConfig(snap.env)
+	if err != nil {
+		errs = append(errs, snap.explain(err))
+	}
+	for _, p := range sc.routing.unroutable(snap.env) {
+		errs = append(errs, snap.route(p))
+	}
+	b, err := a.build(snap, sc.routing)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cfg := sc.proxy
+	cfg.Backends = b
+	if len(errs) == 0 {
+		errs = append(errs, proxy.Validate(cfg))
+	}
+	if err := errors.Join(errs...); err != nil {
+		closeBackends(b)
+		return prepared{}, err
+	}
+	return prepared{snap: snap, sc: sc, cfg: cfg}, nil
+}
+
 // restartKeys are the server keys a reload does not apply (all but the
 // routes).
 var restartKeys = func() []string {
@@ -176,35 +260,41 @@ func (a *app) clientOptions(env map[string]string) []polygateway.Option {
 	return opts
 }
 
-// build assembles the clients of every routed scope from the snapshot. On
-// error the clients already built are closed.
+// build assembles the clients of every routed scope the snapshot has keys
+// of (routes to others are reported by prepare), every problem of every
+// scope in the error. On error the clients already built are closed.
 func (a *app) build(snap snapshot, r routing) (b proxy.Backends, err error) {
 	env := snap.env
 	b = proxy.Backends{
 		Clients: map[string]*polygateway.GatewayClient{}, Embedders: map[string]proxy.Embedder{},
 		Routes: r.routes, EmbedRoutes: r.embedRoutes, DefaultScope: r.defaultScope, DefaultEmbedScope: r.defaultEmbedScope,
 	}
-	defer func() {
-		if err != nil {
-			closeBackends(b)
-		}
-	}()
-	opts := a.clientOptions(env)
+	opts, have := a.clientOptions(env), config.Scopes(env)
+	var errs []error
 	for _, scope := range r.chatScopes() {
-		c, cerr := polygateway.FromEnv(scope, opts...)
-		if cerr != nil {
-			return b, fmt.Errorf("scope %s: %w", scope, snap.explain(cerr))
+		if slices.Contains(have, scope) {
+			c, cerr := polygateway.FromEnv(scope, opts...)
+			if cerr != nil {
+				errs = append(errs, fmt.Errorf("scope %s: %w", scope, snap.explain(cerr)))
+				continue
+			}
+			b.Clients[scope] = c
 		}
-		b.Clients[scope] = c
 	}
 	for _, scope := range r.embedScopes() {
-		c, cerr := embed.FromEnv(scope, opts...)
-		if cerr != nil {
-			return b, fmt.Errorf("embeddings scope %s: %w", scope, snap.explain(cerr))
+		if slices.Contains(have, scope) {
+			c, cerr := embed.FromEnv(scope, opts...)
+			if cerr != nil {
+				errs = append(errs, fmt.Errorf("embeddings scope %s: %w", scope, snap.explain(cerr)))
+				continue
+			}
+			b.Embedders[scope] = c
 		}
-		b.Embedders[scope] = c
 	}
-	return b, nil
+	if err = errors.Join(errs...); err != nil {
+		closeBackends(b)
+	}
+	return b, err
 }
 
 func closeBackends(b proxy.Backends) {
@@ -219,17 +309,13 @@ func closeBackends(b proxy.Backends) {
 // start reads the configuration, builds the clients and the server and
 // starts listening. It returns once the listener is open.
 func (a *app) start() (net.Addr, error) {
-	snap, sc, err := a.load()
+	p, err := a.prepare()
 	if err != nil {
 		return nil, err
 	}
-	a.sc, a.serverEnv = sc, serverKeys(snap.env)
-	b, err := a.build(snap, sc.routing)
-	if err != nil {
-		return nil, err
-	}
-	cfg := sc.proxy
-	cfg.Backends, cfg.Logger = b, a.log
+	sc, b, cfg := p.sc, p.cfg.Backends, p.cfg
+	a.sc, a.serverEnv = sc, serverKeys(p.snap.env)
+	cfg.Logger = a.log
 	if a.metrics != nil && sc.metrics {
 		cfg.Metrics = a.metrics.Handler()
 	}
@@ -287,19 +373,16 @@ func (a *app) watch(b proxy.Backends) {
 // in flight finish on the old clients, which are closed once drained.
 // Server keys other than the routes (address, timeouts, tokens, rates) need
 // a restart: a change to them is logged as such. On any error (the server
-// keys included) the server keeps serving its current configuration.
+// keys included; see prepare) the server keeps serving its current
+// configuration.
 func (a *app) reload() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	snap, sc, err := a.load()
+	p, err := a.prepare()
 	if err != nil {
 		return err
 	}
-	r := sc.routing
-	b, err := a.build(snap, r)
-	if err != nil {
-		return err
-	}
+	snap, r, b := p.snap, p.sc.routing, p.cfg.Backends
 	if err := a.srv.Swap(b); err != nil {
 		closeBackends(b)
 		return err

@@ -4,9 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
-	"math"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -50,197 +49,131 @@ func scopes(routes map[string]string, def string) []string {
 
 // configError is a bad server key: a *config.Error (polygateway.ConfigError),
 // as the library's keys are, so that a config file can name its path.
-func configError(key, problem string) error { return &config.Error{Key: key, Problem: problem} }
+func configError(key, problem string) *config.Error { return &config.Error{Key: key, Problem: problem} }
 
 // keyReader reads the server keys of an environment and records which,
-// so a test can hold them to the key table.
+// so a test can hold them to the key table, and the problems found.
 type keyReader struct {
 	env  map[string]string
 	read map[string]bool
+	errs []*config.Error
 }
 
-// raw returns the value of k as set.
-func (r *keyReader) raw(k string) (string, bool) {
+// get parses the value of k into the field dst points to, by k's row of
+// the key table (config.ReadKey), and reports whether k is set.
+func (r *keyReader) get(k string, dst any) bool {
 	r.read[k] = true
-	v, ok := r.env[k]
-	return v, ok
+	set, err := config.ReadKey(r.env, k, dst)
+	r.fail(err)
+	return set
 }
 
-// get returns the trimmed value of k and whether it is set and not empty.
-func (r *keyReader) get(k string) (string, bool) {
-	v, ok := r.raw(k)
-	v = strings.TrimSpace(v)
-	return v, ok && v != ""
+func (r *keyReader) fail(err *config.Error) {
+	if err != nil {
+		r.errs = append(r.errs, err)
+	}
 }
 
-// parseServerConfig reads the PGW_* server keys of env. Unset keys take
-// their defaults; a bad value is an error naming the key. Every PGW_* and
-// flat LLM_* key of env must be known to the library or the gateway (one
-// table holds both; see config.CheckKeys).
+// parseServerConfig reads the PGW_* server keys of env, each by its row of
+// the key table: unset keys take their defaults; the error names every bad
+// key. Every PGW_* and flat LLM_* key of env must be known to the library
+// or the gateway (one table holds both; see config.CheckKeys).
 func parseServerConfig(env map[string]string) (serverConfig, error) {
-	return readServerConfig(&keyReader{env: env, read: map[string]bool{}})
+	sc, err := readServerConfig(&keyReader{env: env, read: map[string]bool{}})
+	if err != nil {
+		return sc, err
+	}
+	return sc, nil
 }
 
-func readServerConfig(r *keyReader) (serverConfig, error) {
-	sc := serverConfig{addr: "127.0.0.1:8400", drainTimeout: 30 * time.Second, metrics: true, logFormat: "json"}
+func readServerConfig(r *keyReader) (serverConfig, *config.Error) {
+	var sc serverConfig
 	if err := config.CheckKeys(r.env); err != nil {
-		return sc, err
+		r.fail(err.(*config.Error))
 	}
 	// PGW_CLIENT_KEY is the example client's key; alone it is most likely a
 	// misspelt PGW_CLIENT_KEYS, which would leave the gateway open.
 	if _, one := r.env["PGW_CLIENT_KEY"]; one {
 		if _, keys := r.env["PGW_CLIENT_KEYS"]; !keys {
-			return sc, configError("PGW_CLIENT_KEY", "is read by the example client, not the gateway (did you mean PGW_CLIENT_KEYS?); set PGW_CLIENT_KEYS, or unset this key")
+			r.fail(configError("PGW_CLIENT_KEY", "is read by the example client, not the gateway (did you mean PGW_CLIENT_KEYS?); set PGW_CLIENT_KEYS, or unset this key"))
 		}
 	}
-	var err error
-	get := r.get
-	if v, ok := get("PGW_LISTEN_ADDR"); ok {
-		sc.addr = v
+	if !r.get("PGW_LISTEN_ADDR", &sc.addr) {
+		sc.addr = defaultAddr
 	}
-	if v, ok := get("PGW_ADMIN_ADDR"); ok {
-		sc.adminAddr = v
-	}
-	if sc.routing, err = readRouting(r); err != nil {
-		return sc, err
-	}
+	r.get("PGW_ADMIN_ADDR", &sc.adminAddr)
+	sc.routing = readRouting(r)
 	p := &sc.proxy
-	if v, ok := get("PGW_STREAM_COMMIT"); ok {
-		if v != proxy.CommitFirstToken && v != proxy.CommitBuffer {
-			return sc, configError("PGW_STREAM_COMMIT", fmt.Sprintf("%q: want %s or %s", v, proxy.CommitFirstToken, proxy.CommitBuffer))
-		}
-		p.StreamCommit = v
-	}
-	p.AdminToken, _ = get("PGW_ADMIN_TOKEN")
-	p.MetricsToken, _ = get("PGW_METRICS_TOKEN")
-	if v, ok := get("PGW_CLIENT_KEYS"); ok {
-		for k := range strings.SplitSeq(v, ",") {
-			if k = strings.TrimSpace(k); k != "" {
-				p.ClientKeys = append(p.ClientKeys, k)
-			}
+	var clientKeys, logLevel string
+	var budgetWindow int
+	r.get("PGW_STREAM_COMMIT", &p.StreamCommit)
+	r.get("PGW_ADMIN_TOKEN", &p.AdminToken)
+	r.get("PGW_METRICS_TOKEN", &p.MetricsToken)
+	r.get("PGW_CLIENT_KEYS", &clientKeys)
+	for k := range strings.SplitSeq(clientKeys, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			p.ClientKeys = append(p.ClientKeys, k)
 		}
 	}
-	floatKey := func(k string, dst *float64) error {
-		if v, ok := get(k); ok {
-			f, perr := strconv.ParseFloat(v, 64)
-			if perr != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-				return configError(k, "want a number >= 0")
-			}
-			*dst = f
-		}
-		return nil
-	}
-	intKey := func(k string, dst *int) error {
-		if v, ok := get(k); ok {
-			n, perr := strconv.Atoi(v)
-			if perr != nil || n < 0 {
-				return configError(k, "want an integer >= 0")
-			}
-			*dst = n
-		}
-		return nil
-	}
-	secsKey := func(k string, dst *time.Duration) error {
-		var f float64 = -1
-		if err := floatKey(k, &f); err != nil {
-			return err
-		}
-		if f >= 0 {
-			if f == 0 {
-				return configError(k, "want seconds > 0")
-			}
-			*dst = time.Duration(f * float64(time.Second))
-		}
-		return nil
-	}
-	var maxBody, maxBuffered, budgetWindow int
-	for _, step := range []error{
-		floatKey("PGW_CLIENT_BUDGET_USD", &p.ClientBudget.USD),
-		intKey("PGW_CLIENT_BUDGET_WINDOW_S", &budgetWindow),
-		floatKey("PGW_CLIENT_RATE", &p.ClientRate),
-		intKey("PGW_CLIENT_BURST", &p.ClientBurst),
-		floatKey("PGW_CLIENT_ID_RATE", &p.ClientIDRate),
-		intKey("PGW_CLIENT_ID_BURST", &p.ClientIDBurst),
-		intKey("PGW_CLIENT_MAX", &p.MaxClients),
-		intKey("PGW_MAX_IN_FLIGHT", &p.MaxInFlight),
-		intKey("PGW_MAX_BODY_BYTES", &maxBody),
-		intKey("PGW_MAX_BUFFERED_BODY_BYTES", &maxBuffered),
-		secsKey("PGW_READ_HEADER_TIMEOUT_S", &p.ReadHeaderTimeout),
-		secsKey("PGW_READ_TIMEOUT_S", &p.ReadTimeout),
-		secsKey("PGW_WRITE_TIMEOUT_S", &p.WriteTimeout),
-		secsKey("PGW_IDLE_TIMEOUT_S", &p.IdleTimeout),
-		secsKey("PGW_DRAIN_TIMEOUT_S", &sc.drainTimeout),
+	r.get("PGW_CLIENT_BUDGET_USD", &p.ClientBudget.USD)
+	windowSet := r.get("PGW_CLIENT_BUDGET_WINDOW_S", &budgetWindow)
+	for _, f := range []struct {
+		key string
+		dst any
+	}{
+		{"PGW_CLIENT_RATE", &p.ClientRate}, {"PGW_CLIENT_BURST", &p.ClientBurst}, {"PGW_CLIENT_ID_RATE", &p.ClientIDRate},
+		{"PGW_CLIENT_ID_BURST", &p.ClientIDBurst}, {"PGW_CLIENT_MAX", &p.MaxClients}, {"PGW_MAX_IN_FLIGHT", &p.MaxInFlight},
+		{"PGW_MAX_BODY_BYTES", &p.MaxBodyBytes}, {"PGW_MAX_BUFFERED_BODY_BYTES", &p.MaxBufferedBodyBytes},
+		{"PGW_READ_HEADER_TIMEOUT_S", &p.ReadHeaderTimeout}, {"PGW_READ_TIMEOUT_S", &p.ReadTimeout}, {"PGW_WRITE_TIMEOUT_S", &p.WriteTimeout},
+		{"PGW_IDLE_TIMEOUT_S", &p.IdleTimeout}, {"PGW_DRAIN_TIMEOUT_S", &sc.drainTimeout}, {"PGW_METRICS", &sc.metrics},
+		{"PGW_LOG_LEVEL", &logLevel}, {"PGW_LOG_FORMAT", &sc.logFormat},
 	} {
-		if step != nil {
-			return sc, step
-		}
+		r.get(f.key, f.dst)
 	}
-	p.MaxBodyBytes, p.MaxBufferedBodyBytes = int64(maxBody), int64(maxBuffered)
-	if maxBuffered > 0 && int64(maxBuffered) < cmp.Or(p.MaxBodyBytes, proxy.DefaultMaxBodyBytes) {
-		return sc, configError("PGW_MAX_BUFFERED_BODY_BYTES", fmt.Sprintf("%d is smaller than the body limit PGW_MAX_BODY_BYTES (%d)",
-			maxBuffered, cmp.Or(p.MaxBodyBytes, proxy.DefaultMaxBodyBytes)))
+	_ = sc.logLevel.UnmarshalText([]byte(logLevel)) // one of the table's values
+	if mb := p.MaxBufferedBodyBytes; mb > 0 && mb < cmp.Or(p.MaxBodyBytes, proxy.DefaultMaxBodyBytes) {
+		r.fail(configError("PGW_MAX_BUFFERED_BODY_BYTES", fmt.Sprintf("%d is smaller than the body limit PGW_MAX_BODY_BYTES (%d)",
+			mb, cmp.Or(p.MaxBodyBytes, proxy.DefaultMaxBodyBytes))))
 	}
 	switch b := &p.ClientBudget; {
 	case b.USD > 0 && len(p.ClientKeys) == 0:
-		return sc, configError("PGW_CLIENT_BUDGET_USD", "is a budget per client key: needs PGW_CLIENT_KEYS (an X-Client-Id is the client's own claim)")
-	case b.USD == 0 && budgetWindow > 0:
-		return sc, configError("PGW_CLIENT_BUDGET_WINDOW_S", "is set without PGW_CLIENT_BUDGET_USD")
+		r.fail(configError("PGW_CLIENT_BUDGET_USD", "is a budget per client key: needs PGW_CLIENT_KEYS (an X-Client-Id is the client's own claim)"))
+	case b.USD == 0 && windowSet:
+		r.fail(configError("PGW_CLIENT_BUDGET_WINDOW_S", "is set without PGW_CLIENT_BUDGET_USD"))
 	case b.USD > 0 && b.USD*1e6 < 1:
-		return sc, configError("PGW_CLIENT_BUDGET_USD", "below one micro-USD")
-	case budgetWindow > 0:
+		r.fail(configError("PGW_CLIENT_BUDGET_USD", "below one micro-USD"))
+	case b.USD > 0:
 		b.Window = time.Duration(budgetWindow) * time.Second
 	}
-	if _, ok := get("PGW_CLIENT_BUDGET_WINDOW_S"); ok && budgetWindow == 0 {
-		return sc, configError("PGW_CLIENT_BUDGET_WINDOW_S", "want an integer >= 1")
-	}
 	if p.ClientIDRate > 0 && (len(p.ClientKeys) == 0 || p.ClientRate == 0) {
-		return sc, configError("PGW_CLIENT_ID_RATE", "sub-divides the rate of a client key: needs PGW_CLIENT_KEYS and PGW_CLIENT_RATE")
+		r.fail(configError("PGW_CLIENT_ID_RATE", "sub-divides the rate of a client key: needs PGW_CLIENT_KEYS and PGW_CLIENT_RATE"))
 	}
-	if v, ok := get("PGW_METRICS"); ok {
-		b, perr := strconv.ParseBool(v)
-		if perr != nil {
-			return sc, configError("PGW_METRICS", "want true or false")
-		}
-		sc.metrics = b
-	}
-	if v, ok := get("PGW_LOG_LEVEL"); ok {
-		if err := sc.logLevel.UnmarshalText([]byte(v)); err != nil {
-			return sc, configError("PGW_LOG_LEVEL", "want debug, info, warn or error")
-		}
-	}
-	if v, ok := get("PGW_LOG_FORMAT"); ok {
-		if v != "json" && v != "text" {
-			return sc, configError("PGW_LOG_FORMAT", "want json or text")
-		}
-		sc.logFormat = v
-	}
-	return sc, nil
+	return sc, config.Join(r.errs...)
 }
+
+// defaultAddr is PGW_LISTEN_ADDR's default.
+const defaultAddr = "127.0.0.1:8400"
 
 // readRouting reads PGW_ROUTES, PGW_DEFAULT_SCOPE, PGW_EMBED_ROUTES and
 // PGW_DEFAULT_EMBED_SCOPE. Scopes are upper-cased, as the library's keys are.
-func readRouting(rd *keyReader) (routing, error) {
+func readRouting(rd *keyReader) routing {
 	var r routing
-	var err error
-	routes, _ := rd.raw("PGW_ROUTES")
-	if r.routes, err = parseRoutes("PGW_ROUTES", routes); err != nil {
-		return r, err
-	}
-	embedRoutes, _ := rd.raw("PGW_EMBED_ROUTES")
-	if r.embedRoutes, err = parseRoutes("PGW_EMBED_ROUTES", embedRoutes); err != nil {
-		return r, err
-	}
-	def, _ := rd.get("PGW_DEFAULT_SCOPE")
-	embedDef, _ := rd.get("PGW_DEFAULT_EMBED_SCOPE")
-	r.defaultScope, r.defaultEmbedScope = strings.ToUpper(def), strings.ToUpper(embedDef)
+	var routes, embedRoutes string
+	rd.get("PGW_ROUTES", &routes)
+	rd.get("PGW_EMBED_ROUTES", &embedRoutes)
+	r.routes = parseRoutes(rd, "PGW_ROUTES", routes)
+	r.embedRoutes = parseRoutes(rd, "PGW_EMBED_ROUTES", embedRoutes)
+	rd.get("PGW_DEFAULT_SCOPE", &r.defaultScope)
+	rd.get("PGW_DEFAULT_EMBED_SCOPE", &r.defaultEmbedScope)
+	r.defaultScope, r.defaultEmbedScope = strings.ToUpper(r.defaultScope), strings.ToUpper(r.defaultEmbedScope)
 	if len(r.routes) == 0 && r.defaultScope == "" && len(r.embedRoutes) == 0 && r.defaultEmbedScope == "" {
-		return r, configError("PGW_ROUTES", "nothing to serve: set PGW_ROUTES (e.g. gpt-4o=LLM,fast=FAST) and/or PGW_DEFAULT_SCOPE")
+		rd.fail(configError("PGW_ROUTES", "nothing to serve: set PGW_ROUTES (e.g. gpt-4o=LLM,fast=FAST) and/or PGW_DEFAULT_SCOPE"))
 	}
-	return r, nil
+	return r
 }
 
 // parseRoutes parses "model=SCOPE,model2=SCOPE2".
-func parseRoutes(key, v string) (map[string]string, error) {
+func parseRoutes(rd *keyReader, key, v string) map[string]string {
 	out := map[string]string{}
 	for item := range strings.SplitSeq(v, ",") {
 		item = strings.TrimSpace(item)
@@ -249,13 +182,56 @@ func parseRoutes(key, v string) (map[string]string, error) {
 		}
 		model, scope, ok := strings.Cut(item, "=")
 		model, scope = strings.TrimSpace(model), strings.ToUpper(strings.TrimSpace(scope))
-		if !ok || model == "" || scope == "" {
-			return nil, configError(key, fmt.Sprintf("%q: want model=SCOPE", item))
+		switch prev, dup := out[model]; {
+		case !ok || model == "" || scope == "":
+			rd.fail(configError(key, fmt.Sprintf("%q: want model=SCOPE", item)))
+		case dup && prev != scope:
+			rd.fail(configError(key, fmt.Sprintf("model %q is routed twice", model)))
+		default:
+			out[model] = scope
 		}
-		if prev, dup := out[model]; dup && prev != scope {
-			return nil, configError(key, fmt.Sprintf("model %q is routed twice", model))
-		}
-		out[model] = scope
 	}
-	return out, nil
+	return out
+}
+
+// unroutable returns the problems of the routes and defaults of r that name
+// a scope env has no keys of, each with the nearest scope that has.
+func (r routing) unroutable(env map[string]string) []routeProblem {
+	have := config.Scopes(env)
+	var out []routeProblem
+	check := func(key, model, scope string) {
+		if slices.Contains(have, scope) {
+			return
+		}
+		p := routeProblem{key: key, model: model, problem: fmt.Sprintf("scope %s has no keys (no %s__…)", scope, scope)}
+		if model != "" {
+			p.problem = fmt.Sprintf("route %s=%s: %s", model, scope, p.problem)
+		}
+		if best := config.Suggest(scope, have); best != "" {
+			p.problem += " (did you mean " + best + "?)"
+		} else if len(have) > 0 {
+			p.problem += "; the scopes configured are " + strings.Join(have, ", ")
+		}
+		out = append(out, p)
+	}
+	for _, rs := range []struct {
+		key    string
+		routes map[string]string
+		def    string
+		defKey string
+	}{{"PGW_ROUTES", r.routes, r.defaultScope, "PGW_DEFAULT_SCOPE"}, {"PGW_EMBED_ROUTES", r.embedRoutes, r.defaultEmbedScope, "PGW_DEFAULT_EMBED_SCOPE"}} {
+		for _, model := range slices.Sorted(maps.Keys(rs.routes)) {
+			check(rs.key, model, rs.routes[model])
+		}
+		if rs.def != "" {
+			check(rs.defKey, "", rs.def)
+		}
+	}
+	return out
+}
+
+// routeProblem is a route (or a default scope: model "") to a scope
+// without keys.
+type routeProblem struct {
+	key, model, problem string
 }

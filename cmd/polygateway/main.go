@@ -6,38 +6,11 @@
 //
 //	PGW_ROUTES=gpt-4o=LLM,fast=FAST PGW_DEFAULT_SCOPE=LLM polygateway
 //
-// Server keys (all optional except that something must be routed):
-//
-//	PGW_LISTEN_ADDR            listen address (default 127.0.0.1:8400)
-//	PGW_ROUTES                 chat routes model=SCOPE,… (reloadable)
-//	PGW_DEFAULT_SCOPE          scope for chat models not in PGW_ROUTES (reloadable)
-//	PGW_EMBED_ROUTES           embeddings routes model=SCOPE,… (reloadable)
-//	PGW_DEFAULT_EMBED_SCOPE    scope for other embeddings models (reloadable)
-//	PGW_STREAM_COMMIT          first_token (default) | buffer
-//	PGW_ADMIN_TOKEN            bearer token of /admin/…; unset = admin endpoints off
-//	PGW_METRICS_TOKEN          bearer token /metrics requires and /readyz details need
-//	                           (the admin token works too); unset = /metrics open
-//	PGW_CLIENT_KEYS            comma-separated client API keys; unset = no client auth
-//	PGW_CLIENT_RATE            per-client requests per second (0/unset = off); with
-//	                           client keys, per key
-//	PGW_CLIENT_BURST           per-client burst (default ceil(rate))
-//	PGW_CLIENT_ID_RATE         with client keys: requests per second of each X-Client-Id
-//	                           within its key (0/unset = ids do not sub-divide keys)
-//	PGW_CLIENT_ID_BURST        burst of each X-Client-Id within its key (default ceil(rate))
-//	PGW_CLIENT_MAX             per-client buckets kept (default 10000; with keys, id
-//	                           buckets, shared out evenly between the keys)
-//	PGW_MAX_IN_FLIGHT          requests served at once, counted before their body is
-//	                           read; beyond it 503 at once, unread (default 0 = no cap)
-//	PGW_MAX_BODY_BYTES         request body limit (default 8 MiB)
-//	PGW_MAX_BUFFERED_BODY_BYTES request body bytes held in memory at once (default
-//	                           64 MiB or the body limit if larger); beyond it 503 at once
-//	PGW_READ_HEADER_TIMEOUT_S  (default 10) PGW_READ_TIMEOUT_S (default 60, the request only)
-//	PGW_WRITE_TIMEOUT_S        bound of every single write to a client (default 30)
-//	PGW_IDLE_TIMEOUT_S         keep-alive idle timeout (default 120)
-//	PGW_DRAIN_TIMEOUT_S        graceful-shutdown drain bound (default 30)
-//	PGW_METRICS                serve /metrics (default true)
-//	PGW_LOG_LEVEL              debug | info (default) | warn | error
-//	PGW_LOG_FORMAT             json (default) | text
+// Server keys (PGW_LISTEN_ADDR, the routes, the client keys, rates and
+// budgets, the body and time bounds, the tokens, logging and PGW_ADMIN_ADDR,
+// a pprof listener to keep on loopback) are rows of the one key table, with
+// their defaults: see docs/configuration.md, generated from it, and
+// docs/server.md. Something must be routed.
 //
 // Every PGW_* and flat LLM_* key must be known to the library or to the
 // gateway (one key table holds both): an unknown one is an error with a
@@ -68,13 +41,11 @@
 // reloaded when its modification time or size changes, looked at every 5s.
 // Logs go to stderr through slog and never contain keys.
 //
-//	PGW_ADMIN_ADDR             opt-in admin listener serving net/http/pprof under
-//	                           /debug/pprof/ (unset = none); keep it on loopback
-//
 // Flags: -env-file names the .env file (default ".env", optional unless
 // given); -config names a YAML config file; -config-poll an interval (>= 1s)
-// to watch it; -check validates the configuration, builds every client and
-// exits; -version prints the build information (module version, Go
+// to watch it; -check validates the configuration, builds every client,
+// checks them as start and reload do (one validation for the three, every
+// problem reported at once) and exits; -version prints the build information (module version, Go
 // version, VCS revision) and exits; -admin-addr overrides PGW_ADMIN_ADDR.
 package main
 
@@ -127,14 +98,18 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		boot.Error("-config-poll needs -config and an interval of at least 1s", slog.Duration("config_poll", *poll))
 		return 2
 	}
-	source, origin := envSource(readEnv), "environment"
+	source, origin := dotEnvLines(envSource(readEnv), *envFile), "environment"
 	if *configPath != "" {
 		source, origin = fileSource(*configPath, readEnv), *configPath
 	}
 
 	a := newApp(boot, source, nil)
-	snap, sc, err := a.load()
+	_, sc, err := a.load()
 	if err != nil {
+		// The server keys are bad: report every problem, the clients' too.
+		if _, perr := a.prepare(); perr != nil {
+			err = perr
+		}
 		boot.Error("configuration invalid", slog.String("config", origin), slog.String("error", err.Error()))
 		return 1
 	}
@@ -171,12 +146,13 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		log.Info("tracing on: spans are exported over OTLP/HTTP")
 	}
 	if *check {
-		b, err := a.build(snap, sc.routing)
+		// What start and reload run, without serving.
+		p, err := a.prepare()
 		if err != nil {
 			log.Error("configuration invalid", slog.String("config", origin), slog.String("error", err.Error()))
 			return 1
 		}
-		closeBackends(b)
+		closeBackends(p.cfg.Backends)
 		log.Info("configuration valid", slog.String("config", origin),
 			slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()))
 		return 0

@@ -60,28 +60,34 @@
 //
 // # Errors
 //
-// Load returns a single *Error (never an errors.Join): the first problem in
-// this order, each step in table order:
+// Load returns a single *Error (never an errors.Join) that lists every
+// problem found, each naming its key (Error.Problems), in this order, each
+// step in table order:
 //
-//  1. the scope argument, then PGW_ALLOW_KEYS;
+//  1. the scope argument, then PGW_ALLOW_KEYS (either stops the load);
 //  2. the shape of every {SCOPE}__ key, in sorted key order (malformed key,
 //     unknown name or FIELD, bad PROVIDER or N), then the names of the
 //     PGW_* and flat LLM_* keys, in sorted order;
 //  3. at least one source;
 //  4. the form of every value: assembly keys (PGW_*), flat shortcuts, scope
-//     keys (GLOBAL, BUDGET, SELECTOR, PREFERRED_REGION, QUOTA_FULL, RETRY,
-//     BREAKER, BACKPRESSURE, FALLBACK, QUALITY), then the sources in
-//     (provider, N) order, fields in table order (a required key missing,
-//     the watchdog pair set by halves);
-//  5. the invariants of the parsed settings (Validate): the assembly keys'
-//     companions (PGW_CACHE_NAMESPACE and PGW_CACHE_TTL_S with a cache, the
-//     telemetry path or DSN, REDIS_URL with a redis backend), the relations
-//     inside a scope group (BACKOFF_MAX_S vs BACKOFF_BASE_S, MAX_COOLDOWN_S
-//     vs COOLDOWN_S, a budget window without a budget), each source's
-//     relations (TIMEOUT_S vs PGW_LEASE_TTL_S, EST_TOKENS vs TPM and
-//     GLOBAL__TPM, INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S < TIMEOUT_S), then
-//     the relations between the scope and its sources (PROBE_TTL_S,
+//     keys, then the sources in (provider, N) order (a required key
+//     missing, the watchdog pair set by halves);
+//  5. the invariants of the parsed settings (Validate), for the keys not
+//     already named: the assembly keys' companions (PGW_CACHE_NAMESPACE and
+//     PGW_CACHE_TTL_S with a cache, the telemetry path or DSN, REDIS_URL
+//     with a redis backend), the relations inside a scope group
+//     (BACKOFF_MAX_S vs BACKOFF_BASE_S, MAX_COOLDOWN_S vs COOLDOWN_S, a
+//     budget window without a budget), each source's relations (a PROVIDER
+//     one or two letters from a built-in profile without PROFILE,
+//     TIMEOUT_S vs PGW_LEASE_TTL_S, EST_TOKENS vs TPM and GLOBAL__TPM,
+//     INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S < TIMEOUT_S), then the
+//     relations between the scope and its sources (PROBE_TTL_S,
 //     STALL_WINDOW_S, POLL_INTERVAL_S).
+//
+// Each row of the key table declares a key once: its name, its kind (which
+// is how Load parses it and Validate checks it), its default (a plain
+// Default is the value Load uses) and its documentation; the keys a flat
+// shortcut or other keys stand behind are read by hand.
 //
 // Validate is also what assembling a client from settings made by hand
 // runs (polygateway.FromSettings), so both refuse the same settings with

@@ -3,6 +3,8 @@ package config
 import (
 	"slices"
 	"strings"
+
+	"github.com/polygateway/polygateway/internal/core"
 )
 
 // KeyDoc documents one configuration key, or one family of keys when the
@@ -35,7 +37,27 @@ type KeyDoc struct {
 	// Kind is the type of the value; a config file writes it in that type
 	// (see the configfile package).
 	Kind Kind
+
+	// at is where Load puts the value and Validate finds it; zero for the
+	// keys outside the settings.
+	at fieldAt
+	// hand is true when Load reads the key by hand (the stream watchdog
+	// pair, set together); Validate still checks the domain of its field.
+	hand bool
+	// flat is the flat shortcut that stands behind the key (LLM_TIMEOUT for
+	// TIMEOUT_S): its value when the key is absent, then the default after
+	// its ", else " in Default.
+	flat string
 }
+
+// fieldAt is a key's field: in the scope's settings or in a source's.
+type fieldAt struct {
+	scope  func(*core.GatewaySettings) any
+	source func(*core.SourceConfig) any
+}
+
+func inScope(f func(*core.GatewaySettings) any) fieldAt { return fieldAt{scope: f} }
+func inSource(f func(*core.SourceConfig) any) fieldAt   { return fieldAt{source: f} }
 
 // Readers of a key (KeyDoc.Reader). A key is known when any reader knows it:
 // the settings parser accepts the keys of the other readers without
@@ -125,108 +147,110 @@ var keyTable = []KeyDoc{
 	{Pattern: sourceP + "MODEL", Required: "yes", Form: "non-empty string",
 		Meaning: "Upstream model name sent in every request.", Example: "qwen-plus", Kind: KindString},
 	{Pattern: sourceP + "TIMEOUT_S", Required: "yes, unless LLM_TIMEOUT is set", Default: "LLM_TIMEOUT",
-		Form: formSecPos + ", <= PGW_LEASE_TTL_S", Meaning: "Wall-clock cap of one attempt.", Example: "120", Kind: KindSecondsPos},
+		Form: formSecPos + ", <= PGW_LEASE_TTL_S", Meaning: "Wall-clock cap of one attempt.", Example: "120", Kind: KindSecondsPos, flat: "LLM_TIMEOUT"},
 	{Pattern: sourceP + "MAX_CONCURRENCY", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Per-source in-flight cap.", Example: "8", Kind: KindIntNonNeg},
+		Meaning: "Per-source in-flight cap.", Example: "8", Kind: KindIntNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.Limits.MaxConcurrency })},
 	{Pattern: sourceP + "RPM", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Per-source requests per minute.", Example: "60", Kind: KindIntNonNeg},
+		Meaning: "Per-source requests per minute.", Example: "60", Kind: KindIntNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.Limits.RPM })},
 	{Pattern: sourceP + "TPM", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Per-source tokens per minute; when > 0, EST_TOKENS is required.", Example: "100000", Kind: KindIntNonNeg},
+		Meaning: "Per-source tokens per minute; when > 0, EST_TOKENS is required.", Example: "100000", Kind: KindIntNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.Limits.TPM })},
 	{Pattern: sourceP + "EST_TOKENS", Required: "if TPM > 0 or {SCOPE}__GLOBAL__TPM > 0", Default: "0",
 		Form:    "integer >= 1, <= TPM and <= {SCOPE}__GLOBAL__TPM when those are on",
-		Meaning: "Tokens pre-deducted from TPM per call, settled to the actual usage.", Example: "2000", Kind: KindIntPos},
+		Meaning: "Tokens pre-deducted from TPM per call, settled to the actual usage.", Example: "2000", Kind: KindIntPos, at: inSource(func(c *core.SourceConfig) any { return &c.EstTokens })},
 	{Pattern: sourceP + "TTFT_TIMEOUT_S", Required: "together with INTER_TOKEN_TIMEOUT_S", Default: "LLM_TTFT_TIMEOUT, else min(TIMEOUT_S / 2, 30)",
 		Form:    formSecNonNeg + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S < TIMEOUT_S; both 0 = no watchdog",
-		Meaning: "Stream watchdog: longest wait for the first token (a thinking delta counts; a keep-alive comment does not).", Example: "30", Kind: KindSecondsNonNeg},
+		Meaning: "Stream watchdog: longest wait for the first token (a thinking delta counts; a keep-alive comment does not).", Example: "30", Kind: KindSecondsNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.TTFTTimeout }), hand: true, flat: "LLM_TTFT_TIMEOUT"},
 	{Pattern: sourceP + "INTER_TOKEN_TIMEOUT_S", Required: "together with TTFT_TIMEOUT_S", Default: "LLM_INTER_TOKEN_TIMEOUT, else TTFT_TIMEOUT_S / 2",
 		Form:    formSecNonNeg + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S; both 0 = no watchdog",
-		Meaning: "Stream watchdog: longest gap between two tokens.", Example: "10", Kind: KindSecondsNonNeg},
+		Meaning: "Stream watchdog: longest gap between two tokens.", Example: "10", Kind: KindSecondsNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.InterTokenTimeout }), hand: true, flat: "LLM_INTER_TOKEN_TIMEOUT"},
 	{Pattern: sourceP + "CONTEXT_WINDOW", Default: "0 (unknown)", Form: formIntNonNeg,
-		Meaning: "The model's context window in tokens: a call whose estimated prompt plus max_tokens does not fit skips this source before any request.", Example: "128000", Kind: KindIntNonNeg},
-	{Pattern: sourceP + "CONTINUE", Default: "none", Values: []string{"none", "prefill"},
+		Meaning: "The model's context window in tokens: a call whose estimated prompt plus max_tokens does not fit skips this source before any request.", Example: "128000", Kind: KindIntNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.ContextWindow })},
+	{Pattern: sourceP + "CONTINUE", Values: []string{"none", "prefill"},
 		Form:    "none | prefill",
-		Meaning: "prefill: the source can continue an answer given as an assistant prefill (DeepSeek prefix completion, vLLM continue_final_message, servers that continue a trailing assistant message), so a stream cut after it was committed to the caller continues here. Unset: the provider profile decides (the vllm profile continues).", Example: "prefill", Kind: KindEnum},
+		Meaning: "prefill: the source can continue an answer given as an assistant prefill (DeepSeek prefix completion, vLLM continue_final_message, servers that continue a trailing assistant message), so a stream cut after it was committed to the caller continues here. Unset: the provider profile decides (the vllm profile continues).", Example: "prefill", Kind: KindEnum, at: inSource(func(c *core.SourceConfig) any { return &c.Continue })},
 	{Pattern: sourceP + "ENABLE_THINKING", Default: "absent = not injected", Form: formBool,
-		Meaning: "Inject the provider's thinking switch on (true) or off (false).", Example: "false", Kind: KindBool},
+		Meaning: "Inject the provider's thinking switch on (true) or off (false).", Example: "false", Kind: KindBool, at: inSource(func(c *core.SourceConfig) any { return &c.EnableThinking })},
 	{Pattern: sourceP + "MISSING_DONE", Default: "retry", Values: []string{"retry", "salvage"},
 		Form:    "retry | salvage",
-		Meaning: "A stream ending without [DONE] and without finish_reason is retried, or its content salvaged.", Example: "retry", Kind: KindEnum},
+		Meaning: "A stream ending without [DONE] and without finish_reason is retried, or its content salvaged.", Example: "retry", Kind: KindEnum, at: inSource(func(c *core.SourceConfig) any { return &c.MissingDone })},
 	{Pattern: sourceP + "TRUST_ENV", Default: "true", Form: formBool,
-		Meaning: "false = ignore HTTP(S)_PROXY for this source.", Example: "true", Kind: KindBool},
+		Meaning: "false = ignore HTTP(S)_PROXY for this source.", Example: "true", Kind: KindBool, at: inSource(func(c *core.SourceConfig) any { return &c.TrustEnv })},
 	{Pattern: sourceP + "PRIORITY", Default: "0", Form: "integer",
-		Meaning: "Tier: lower tiers are tried first.", Example: "0", Kind: KindInt},
+		Meaning: "Tier: lower tiers are tried first.", Example: "0", Kind: KindInt, at: inSource(func(c *core.SourceConfig) any { return &c.Priority })},
 	{Pattern: sourceP + "WEIGHT", Default: "1", Form: "decimal > 0",
-		Meaning: "Share within a tier.", Example: "1", Kind: KindDecimalPos},
+		Meaning: "Share within a tier.", Example: "1", Kind: KindDecimalPos, at: inSource(func(c *core.SourceConfig) any { return &c.Weight })},
 	{Pattern: sourceP + "REGION", Form: "free string",
-		Meaning: "Region label, matched against {SCOPE}__PREFERRED_REGION.", Example: "cn-east", Kind: KindString},
+		Meaning: "Region label, matched against {SCOPE}__PREFERRED_REGION.", Example: "cn-east", Kind: KindString, at: inSource(func(c *core.SourceConfig) any { return &c.Region })},
 	{Pattern: sourceP + "EXTRA_BODY", Form: "JSON object",
-		Meaning: "Merged into every request body sent to this source (numbers kept exact).", Example: `{"top_k": 20}`, Kind: KindJSON},
+		Meaning: "Merged into every request body sent to this source (numbers kept exact).", Example: `{"top_k": 20}`, Kind: KindJSON, at: inSource(func(c *core.SourceConfig) any { return &c.ExtraBody })},
+	{Pattern: sourceP + "PROFILE", Default: "PROVIDER, lower-cased", Form: "profile name: letters, digits, _ and -",
+		Meaning: "The provider profile (dialect) of the source: a built-in one (openai, azure, deepseek, qwen, dashscope, minimax, vllm, ollama, moonshot, kimi, zhipu, glm) or one given with WithProfiles. Unset, PROVIDER names it (an unknown one speaks plain openai), and a PROVIDER one or two letters from a built-in profile is refused as a typo: set PROFILE to keep such a name.", Example: "openai", Kind: KindName, at: inSource(func(c *core.SourceConfig) any { return &c.Profile })},
 	// A source's own breaker values: {SCOPE}__{PROVIDER}__{N}__BREAKER__{FIELD}.
 	{Pattern: sourceP + "BREAKER__FAIL_THRESHOLD", Default: "{SCOPE}__BREAKER__FAIL_THRESHOLD", Form: formIntPos,
-		Meaning: "This source's consecutive-failure threshold, in place of the scope's (effective: max(this, 2 x this source's MAX_CONCURRENCY)).", Example: "3", Kind: KindIntPos},
+		Meaning: "This source's consecutive-failure threshold, in place of the scope's (effective: max(this, 2 x this source's MAX_CONCURRENCY)).", Example: "3", Kind: KindIntPos, at: inSource(func(c *core.SourceConfig) any { return &c.Breaker.FailThreshold })},
 	{Pattern: sourceP + "BREAKER__COOLDOWN_S", Default: "{SCOPE}__BREAKER__COOLDOWN_S", Form: formSecPos,
-		Meaning: "This source's first open period, in place of the scope's; doubles on each failed probe, up to this source's MAX_COOLDOWN_S.", Example: "30", Kind: KindSecondsPos},
+		Meaning: "This source's first open period, in place of the scope's; doubles on each failed probe, up to this source's MAX_COOLDOWN_S.", Example: "30", Kind: KindSecondsPos, at: inSource(func(c *core.SourceConfig) any { return &c.Breaker.Cooldown })},
 	{Pattern: sourceP + "BREAKER__MAX_COOLDOWN_S", Default: "{SCOPE}__BREAKER__MAX_COOLDOWN_S, or this source's COOLDOWN_S when larger",
 		Form:    formSecPos + ", >= this source's COOLDOWN_S (its own or the scope's)",
-		Meaning: "This source's cap of the doubling cooldown, in place of the scope's.", Example: "120", Kind: KindSecondsPos},
+		Meaning: "This source's cap of the doubling cooldown, in place of the scope's.", Example: "120", Kind: KindSecondsPos, at: inSource(func(c *core.SourceConfig) any { return &c.Breaker.MaxCooldown })},
 
 	// Scope keys.
 	{Pattern: scopeP + "GLOBAL__MAX_CONCURRENCY", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Scope-wide in-flight cap across sources.", Example: "16", Kind: KindIntNonNeg},
+		Meaning: "Scope-wide in-flight cap across sources.", Example: "16", Kind: KindIntNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Global.MaxConcurrency })},
 	{Pattern: scopeP + "GLOBAL__RPM", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Scope-wide requests per minute.", Example: "120", Kind: KindIntNonNeg},
+		Meaning: "Scope-wide requests per minute.", Example: "120", Kind: KindIntNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Global.RPM })},
 	{Pattern: scopeP + "GLOBAL__TPM", Default: "0 (off)", Form: formIntNonNeg,
-		Meaning: "Scope-wide tokens per minute; when > 0, every source needs EST_TOKENS.", Example: "200000", Kind: KindIntNonNeg},
+		Meaning: "Scope-wide tokens per minute; when > 0, every source needs EST_TOKENS.", Example: "200000", Kind: KindIntNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Global.TPM })},
 	{Pattern: scopeP + "GLOBAL__POOL", Form: "name: letters, digits, _ and -",
-		Meaning: "Scopes naming the same pool share their GLOBAL gates (one count for all of them, in memory within a process and in Redis across processes); each scope's GLOBAL limits apply to the pool's count.", Example: "shared", Kind: KindName},
+		Meaning: "Scopes naming the same pool share their GLOBAL gates (one count for all of them, in memory within a process and in Redis across processes); each scope's GLOBAL limits apply to the pool's count.", Example: "shared", Kind: KindName, at: inScope(func(s *core.GatewaySettings) any { return &s.GlobalPool })},
 	{Pattern: scopeP + "BUDGET__USD", Default: "none", Form: "decimal > 0 (USD)",
 		Meaning: "Spend budget of the scope per BUDGET__WINDOW_S: each attempt reserves its estimated cost (prompt at the input price, max_tokens, else EST_TOKENS, else 1024 tokens at the output price) in the admission step and settles it to the actual cost; a call that does not fit is refused before any request (budget_exhausted, with RetryAfter = the window's end). Needs a price for every source's model (PGW_PRICING_PATH).", Example: "50", Kind: KindDecimalPos},
 	{Pattern: scopeP + "BUDGET__WINDOW_S", Default: "86400", Form: "integer seconds >= 1",
 		Meaning: "The budget's window: fixed windows aligned to the Unix epoch (86400 resets at 00:00 UTC), shared by every process on the backend.", Example: "3600", Kind: KindIntPos},
 	{Pattern: scopeP + "SELECTOR", Default: "health_aware",
 		Values: []string{"health_aware", "round_robin", "least_inflight", "cost_aware"},
-		Form:   "health_aware | round_robin | least_inflight | cost_aware", Meaning: "Source selection strategy.", Example: "health_aware", Kind: KindEnum},
+		Form:   "health_aware | round_robin | least_inflight | cost_aware", Meaning: "Source selection strategy.", Example: "health_aware", Kind: KindEnum, at: inScope(func(s *core.GatewaySettings) any { return &s.Selector })},
 	{Pattern: scopeP + "PREFERRED_REGION", Form: "free string",
-		Meaning: "Sources whose REGION matches are preferred.", Example: "cn-east", Kind: KindString},
+		Meaning: "Sources whose REGION matches are preferred.", Example: "cn-east", Kind: KindString, at: inScope(func(s *core.GatewaySettings) any { return &s.PreferredRegion })},
 	{Pattern: scopeP + "QUOTA_FULL", Default: "wait", Values: []string{"wait", "fail_fast"},
-		Form: "wait | fail_fast", Meaning: "When every gate is full: wait (bounded by the stall rule) or fail at once.", Example: "wait", Kind: KindEnum},
+		Form: "wait | fail_fast", Meaning: "When every gate is full: wait (bounded by the stall rule) or fail at once.", Example: "wait", Kind: KindEnum, at: inScope(func(s *core.GatewaySettings) any { return &s.QuotaFull })},
 	{Pattern: scopeP + "RETRY__MAX_ATTEMPTS", Default: "LLM_MAX_RETRIES, else 3", Form: formIntPos,
-		Meaning: "Attempts per call across sources, including the first.", Example: "3", Kind: KindIntPos},
+		Meaning: "Attempts per call across sources, including the first.", Example: "3", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.MaxAttempts }), flat: "LLM_MAX_RETRIES"},
 	{Pattern: scopeP + "RETRY__BACKOFF_BASE_S", Default: "LLM_RETRY_BASE_DELAY, else 1", Form: formSecNonNeg,
-		Meaning: "First backoff; doubles per retry, with jitter.", Example: "1", Kind: KindSecondsNonNeg},
+		Meaning: "First backoff; doubles per retry, with jitter.", Example: "1", Kind: KindSecondsNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.BackoffBase }), flat: "LLM_RETRY_BASE_DELAY"},
 	{Pattern: scopeP + "RETRY__BACKOFF_MAX_S", Default: "LLM_RETRY_MAX_DELAY, else 30", Form: formSecNonNeg + ", >= BACKOFF_BASE_S",
-		Meaning: "Cap of every backoff.", Example: "30", Kind: KindSecondsNonNeg},
+		Meaning: "Cap of every backoff.", Example: "30", Kind: KindSecondsNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.BackoffMax }), flat: "LLM_RETRY_MAX_DELAY"},
 	{Pattern: scopeP + "RETRY__TIER_PATIENCE_S", Default: "3", Form: formSecNonNeg,
-		Meaning: "How long a call stays in the best PRIORITY tier after a healthy source there blips (5xx, reset, 429 with a Retry-After within it): retried in the tier before a lower tier is used. 0 = fail over at once.", Example: "3", Kind: KindSecondsNonNeg},
+		Meaning: "How long a call stays in the best PRIORITY tier after a healthy source there blips (5xx, reset, 429 with a Retry-After within it): retried in the tier before a lower tier is used. 0 = fail over at once.", Example: "3", Kind: KindSecondsNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Retry.TierPatience })},
 	{Pattern: scopeP + "BREAKER__FAIL_THRESHOLD", Default: "LLM_CIRCUIT_BREAKER_THRESHOLD, else 5", Form: formIntPos,
-		Meaning: "Consecutive failures that open the breaker (effective: max(this, 2 x MAX_CONCURRENCY)).", Example: "5", Kind: KindIntPos},
+		Meaning: "Consecutive failures that open the breaker (effective: max(this, 2 x MAX_CONCURRENCY)).", Example: "5", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.FailThreshold }), flat: "LLM_CIRCUIT_BREAKER_THRESHOLD"},
 	{Pattern: scopeP + "BREAKER__COOLDOWN_S", Default: "LLM_CIRCUIT_BREAKER_COOLDOWN, else 5", Form: formSecPos,
-		Meaning: "First open period; doubles on each failed probe, up to MAX_COOLDOWN_S.", Example: "5", Kind: KindSecondsPos},
+		Meaning: "First open period; doubles on each failed probe, up to MAX_COOLDOWN_S.", Example: "5", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.Cooldown }), flat: "LLM_CIRCUIT_BREAKER_COOLDOWN"},
 	{Pattern: scopeP + "BREAKER__PROBE_TTL_S", Default: "the largest source TIMEOUT_S", Form: formSecPos + ", >= every source TIMEOUT_S",
-		Meaning: "Lease of the half-open probe.", Example: "120", Kind: KindSecondsPos},
+		Meaning: "Lease of the half-open probe.", Example: "120", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.ProbeTTL })},
 	{Pattern: scopeP + "BREAKER__MIN_CALLS", Default: "20", Form: formIntPos,
-		Meaning: "Window samples needed before the failure-rate channel acts.", Example: "20", Kind: KindIntPos},
+		Meaning: "Window samples needed before the failure-rate channel acts.", Example: "20", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.MinCalls })},
 	{Pattern: scopeP + "BREAKER__FAIL_RATE", Default: "0.5", Form: "decimal, 0 < x <= 1",
-		Meaning: "Window failure rate that opens the breaker.", Example: "0.5", Kind: KindFraction},
+		Meaning: "Window failure rate that opens the breaker.", Example: "0.5", Kind: KindFraction, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.FailRate })},
 	{Pattern: scopeP + "BREAKER__WINDOW_S", Default: "60", Form: formSecPos,
-		Meaning: "Length of the failure-rate window.", Example: "60", Kind: KindSecondsPos},
+		Meaning: "Length of the failure-rate window.", Example: "60", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.Window })},
 	{Pattern: scopeP + "BREAKER__MAX_COOLDOWN_S", Default: "8, or COOLDOWN_S when larger", Form: formSecPos + ", >= COOLDOWN_S",
-		Meaning: "Cap of the doubling cooldown: with the defaults a recovered source gets its traffic back within 10 s.", Example: "8", Kind: KindSecondsPos},
+		Meaning: "Cap of the doubling cooldown: with the defaults a recovered source gets its traffic back within 10 s.", Example: "8", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.MaxCooldown })},
 	{Pattern: scopeP + "BREAKER__HALF_OPEN_SUCCESSES", Default: "1", Form: formIntPos,
-		Meaning: "Probe successes needed to close.", Example: "1", Kind: KindIntPos},
+		Meaning: "Probe successes needed to close.", Example: "1", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.HalfOpenSuccesses })},
 	{Pattern: scopeP + "BREAKER__TIMEOUT_WEIGHT", Default: "1", Form: "decimal, 0 <= x <= 1",
-		Meaning: "Fraction of a failure a timeout counts as.", Example: "1", Kind: KindUnit},
+		Meaning: "Fraction of a failure a timeout counts as.", Example: "1", Kind: KindUnit, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.TimeoutWeight })},
 	{Pattern: scopeP + "BACKPRESSURE__STALL_WINDOW_S", Default: "max(60, the largest TTFT_TIMEOUT_S)",
 		Form:    formSecPos + ", >= every source TTFT_TIMEOUT_S, > POLL_INTERVAL_S",
-		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60", Kind: KindSecondsPos},
+		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.StallWindow })},
 	{Pattern: scopeP + "BACKPRESSURE__POLL_INTERVAL_S", Default: "0.25", Form: formSecPos + ", < STALL_WINDOW_S",
-		Meaning: "How often a waiting call re-tries the limiter.", Example: "0.25", Kind: KindSecondsPos},
+		Meaning: "How often a waiting call re-tries the limiter.", Example: "0.25", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.PollInterval })},
 	{Pattern: scopeP + "FALLBACK__STALE_S", Default: "0 (off)", Form: formSecNonNeg,
-		Meaning: "How long past its TTL a cached answer may still be served, marked degraded, when the scope is unavailable. Needs a cache.", Example: "3600", Kind: KindSecondsNonNeg},
+		Meaning: "How long past its TTL a cached answer may still be served, marked degraded, when the scope is unavailable. Needs a cache.", Example: "3600", Kind: KindSecondsNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Fallback.Stale })},
 	{Pattern: scopeP + "QUALITY__GUARD", Default: "false", Form: "true | false | 1 | 0",
-		Meaning: "Quality guard: empty answers, repetition loops, refusals and finish_reason length are invalid results, retried on another source without charging the breaker.", Example: "false", Kind: KindBool},
+		Meaning: "Quality guard: empty answers, repetition loops, refusals and finish_reason length are invalid results, retried on another source without charging the breaker.", Example: "false", Kind: KindBool, at: inScope(func(s *core.GatewaySettings) any { return &s.Quality.Guard })},
 	{Pattern: scopeP + "QUALITY__MIN_CHARS", Default: "1", Form: formIntNonNeg,
-		Meaning: "With the guard on, answers shorter than this (in characters, tool calls excepted) are invalid.", Example: "1", Kind: KindIntNonNeg},
+		Meaning: "With the guard on, answers shorter than this (in characters, tool calls excepted) are invalid.", Example: "1", Kind: KindIntNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.Quality.MinChars })},
 	// Embedding keys: single-part scope keys read by package embed from
 	// GatewaySettings.Extra (the settings parser keeps them there verbatim).
 	{Pattern: scopeP + "BATCH_SIZE", Required: "in an embedding scope", Form: formIntPos, Reader: ReaderEmbed,
@@ -273,24 +297,24 @@ var keyTable = []KeyDoc{
 	{Pattern: "PGW_CACHE_BACKEND", Required: "yes", Values: []string{"none", "memory", "redis"}, Form: "none | memory | redis | a registered name",
 		Meaning: "Response cache.", Example: "none", Kind: KindBackend},
 	{Pattern: "PGW_CACHE_NAMESPACE", Required: "if PGW_CACHE_BACKEND is not none", Form: "non-empty string",
-		Meaning: "Cache namespace; keeps projects and tenants apart.", Example: "my-project", Kind: KindString},
+		Meaning: "Cache namespace; keeps projects and tenants apart.", Example: "my-project", Kind: KindString, at: inScope(func(s *core.GatewaySettings) any { return &s.CacheNamespace })},
 	{Pattern: "PGW_CACHE_TTL_S", Required: "if PGW_CACHE_BACKEND is not none", Form: formSecPos,
-		Meaning: "Lifetime of a cache entry.", Example: "604800", Kind: KindSecondsPos},
+		Meaning: "Lifetime of a cache entry.", Example: "604800", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.CacheTTL })},
 	{Pattern: "PGW_TELEMETRY_BACKEND", Required: "yes", Values: []string{"none", "sqlite", "postgres"}, Form: "none | sqlite | postgres | a registered name",
 		Meaning: "Telemetry sink (one row per call).", Example: "none", Kind: KindBackend},
 	{Pattern: "PGW_TELEMETRY_SQLITE_PATH", Required: "if PGW_TELEMETRY_BACKEND=sqlite", Form: "file path",
-		Meaning: "SQLite database file.", Example: "logs/telemetry.db", Kind: KindPath},
+		Meaning: "SQLite database file.", Example: "logs/telemetry.db", Kind: KindPath, at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetrySQLitePath })},
 	{Pattern: "PGW_TELEMETRY_PG_DSN", Required: "if PGW_TELEMETRY_BACKEND=postgres", Form: "Postgres DSN",
-		Meaning: "Postgres connection string. Never echoed.", Example: "postgres://user:pass@localhost:5432/polygateway", Kind: KindSecret},
+		Meaning: "Postgres connection string. Never echoed.", Example: "postgres://user:pass@localhost:5432/polygateway", Kind: KindSecret, at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetryPGDSN })},
 	{Pattern: "PGW_PRICING_PATH", Form: "file path",
-		Meaning: `Pricing JSON {"model": {"input_per_1m": 2.1, "output_per_1m": 8.4}}; stored only, read at assembly.`, Example: "config/prices.json", Kind: KindPath},
+		Meaning: `Pricing JSON {"model": {"input_per_1m": 2.1, "output_per_1m": 8.4}}; stored only, read at assembly.`, Example: "config/prices.json", Kind: KindPath, at: inScope(func(s *core.GatewaySettings) any { return &s.PricingPath })},
 	{Pattern: "PGW_STRUCTURED_MAX_RETRIES", Default: "2", Form: formIntNonNeg,
-		Meaning: "Structured-output re-asks after the first answer (0 = none).", Example: "2", Kind: KindIntNonNeg},
+		Meaning: "Structured-output re-asks after the first answer (0 = none).", Example: "2", Kind: KindIntNonNeg, at: inScope(func(s *core.GatewaySettings) any { return &s.StructuredMaxRetries })},
 	{Pattern: "PGW_LEASE_TTL_S", Default: "1500", Form: formSecPos + ", >= every source TIMEOUT_S",
-		Meaning: "Lease of a concurrency permit, so a dead process frees its slots.", Example: "1500", Kind: KindSecondsPos},
+		Meaning: "Lease of a concurrency permit, so a dead process frees its slots.", Example: "1500", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.LeaseTTL })},
 	{Pattern: "REDIS_URL", Required: "if any PGW_*_BACKEND is redis", Form: "redis://, rediss:// or unix:// URL",
 		Meaning: "Shared by the redis backends. Never echoed. Validated only when a redis backend is selected.",
-		Example: "redis://localhost:6379/0", Kind: KindSecret},
+		Example: "redis://localhost:6379/0", Kind: KindSecret, at: inScope(func(s *core.GatewaySettings) any { return &s.RedisURL })},
 	{Pattern: "PGW_ALLOW_KEYS", Form: "comma-separated key names; a trailing * matches a prefix",
 		Meaning: "Keys of other software that look like ours (e.g. LLM_MODEL) and are not to be checked: listed keys are ignored instead of being unknown-key errors.",
 		Example: "LLM_MODEL,LLM_API_KEY", Kind: KindList},
@@ -420,18 +444,33 @@ type knownKeys struct {
 	prefixes map[string]string
 	// byPattern indexes the table.
 	byPattern map[string]KeyDoc
+	// scopeFields and sourceFields are the rows whose field is in the
+	// settings or in a source, in table order.
+	scopeFields, sourceFields []KeyDoc
+	// defaults holds the parsed Default of the rows whose Default is a
+	// plain value of their kind.
+	defaults map[string]any
 }
 
 var known = deriveKnown(keyTable)
 
 func deriveKnown(table []KeyDoc) knownKeys {
 	k := knownKeys{groups: map[string][]string{}, sourceGroups: map[string][]string{}, byPattern: map[string]KeyDoc{},
-		names: map[string]string{}, prefixes: map[string]string{}}
+		names: map[string]string{}, prefixes: map[string]string{}, defaults: map[string]any{}}
 	for _, d := range table {
 		if _, dup := k.byPattern[d.Pattern]; dup {
 			panic("config: duplicate key pattern " + d.Pattern)
 		}
 		k.byPattern[d.Pattern] = d
+		if d.at.scope != nil {
+			k.scopeFields = append(k.scopeFields, d)
+		}
+		if d.at.source != nil {
+			k.sourceFields = append(k.sourceFields, d)
+		}
+		if v, ok := plainDefault(d); ok {
+			k.defaults[d.Pattern] = v
+		}
 		switch {
 		case d.Pattern == extraP:
 			// The escape: {SCOPE}__X_… goes to Extra unchecked.

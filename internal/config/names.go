@@ -77,29 +77,27 @@ func knownName(key string) (string, bool) {
 	return "", false
 }
 
-// checkNames returns an error for the first key, in sorted order, of a
-// checked family (PGW_*, LLM_* without "__") that no reader knows and that
-// is not allowed.
-func checkNames(env map[string]string, allow allowList) *Error {
+// checkNames returns an error for every key, in sorted order, of a checked
+// family (PGW_*, LLM_* without "__") that no reader knows and that is not
+// allowed.
+func checkNames(env map[string]string, allow allowList) []*Error {
 	var unknown []string
 	for k := range env {
 		if strings.Contains(k, "__") || allow.allows(k) {
 			continue
 		}
 		for _, fam := range checkedFamilies {
-			if strings.HasPrefix(k, fam) {
-				if _, ok := knownName(k); !ok {
-					unknown = append(unknown, k)
-				}
-				break
+			if _, ok := knownName(k); strings.HasPrefix(k, fam) && !ok {
+				unknown = append(unknown, k)
 			}
 		}
 	}
-	if len(unknown) == 0 {
-		return nil
-	}
 	slices.Sort(unknown)
-	return errf(unknown[0], unknownNameProblem(unknown[0]))
+	errs := make([]*Error, len(unknown))
+	for i, k := range unknown {
+		errs[i] = errf(k, unknownNameProblem(k))
+	}
+	return errs
 }
 
 // unknownNameProblem words the error of an unknown PGW_* or LLM_* key.
@@ -149,7 +147,7 @@ func splitScopeKey(key string) (scope, name string, ok bool) {
 // PGW_* and flat LLM_* key (one without "__") must be known to the settings
 // parser, an embedding client, the gateway or this repository's tooling, be
 // an escape (PGW_X_…) or be listed in PGW_ALLOW_KEYS. It returns a *Error
-// naming the first offending key in sorted order, with a suggestion when
+// naming every offending key in sorted order, each with a suggestion when
 // one is close, or nil. Load does the same check; the gateway calls
 // CheckKeys before its own keys.
 func CheckKeys(env map[string]string) error {
@@ -157,7 +155,7 @@ func CheckKeys(env map[string]string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkNames(env, allow); err != nil {
+	if err := Join(checkNames(env, allow)...); err != nil {
 		return err
 	}
 	return nil

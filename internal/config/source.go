@@ -9,194 +9,82 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode"
+	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
 
 // source parses the keys {SCOPE}__{PROVIDER}__{N}__{FIELD} of one source,
 // field by field in table order.
-func (l *loader) source(id sourceID) (core.SourceConfig, *Error) {
+func (l *loader) source(id sourceID) core.SourceConfig {
 	pre := l.prefix + id.provider + "__" + strconv.Itoa(id.n) + "__"
 	provider := strings.ToLower(id.provider)
-	sc := core.SourceConfig{
-		Name:        provider + "_" + strconv.Itoa(id.n),
-		Provider:    provider,
-		Index:       id.n,
-		MissingDone: core.MissingDoneRetry,
-		TrustEnv:    true,
-		Weight:      defaultWeight,
+	sc := core.SourceConfig{Name: provider + "_" + strconv.Itoa(id.n), Provider: provider, Index: id.n}
+	if e, ok := l.required(pre+"BASE_URL", baseURLForm, ""); ok {
+		var err *Error
+		sc.BaseURL, err = checkBaseURL(e)
+		l.fail(err)
 	}
-	var err *Error
-
-	// BASE_URL
-	e, err := l.required(pre+"BASE_URL", baseURLForm, "")
-	if err != nil {
-		return sc, err
-	}
-	if sc.BaseURL, err = checkBaseURL(e); err != nil {
-		return sc, err
-	}
-
 	// API_KEY: never echoed.
-	if e, err = l.required(pre+"API_KEY", `the key, or "none" for servers without authentication`, ""); err != nil {
-		return sc, err
+	if e, ok := l.required(pre+"API_KEY", apiKeyForm, ""); ok {
+		sc.APIKey = e.val
+		if strings.EqualFold(sc.APIKey, "none") {
+			sc.APIKey = "none"
+		}
 	}
-	if strings.IndexFunc(e.val, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		return sc, errf(e.key, "invalid value: contains whitespace or control characters (value not shown)")
+	if e, ok := l.required(pre+"MODEL", "the upstream model name", ""); ok {
+		sc.Model = e.val
 	}
-	sc.APIKey = e.val
-	if strings.EqualFold(sc.APIKey, "none") {
-		sc.APIKey = "none"
+	if l.read(pre+"TIMEOUT_S", doc(sourceP+"TIMEOUT_S"), &sc.Timeout); l.defaulted(pre + "TIMEOUT_S") {
+		l.fail(missing(pre+"TIMEOUT_S", " unless the flat LLM_TIMEOUT is set", formSecPos))
 	}
+	for _, d := range known.sourceFields {
+		if !d.hand {
+			l.read(strings.Replace(d.Pattern, sourceP, pre, 1), d, d.at.source(&sc))
+		}
+	}
+	l.watchdog(pre, &sc)
+	return sc
+}
 
-	// MODEL
-	if e, err = l.required(pre+"MODEL", "the upstream model name", ""); err != nil {
-		return sc, err
+// flatSeconds is the value of a flat shortcut of seconds, if set.
+func (l *loader) flatSeconds(key string) optDur {
+	d, ok := l.flats[key].(time.Duration)
+	if !ok {
+		return optDur{}
 	}
-	sc.Model = e.val
+	return optDur{d: d, key: key}
+}
 
-	// TIMEOUT_S (or LLM_TIMEOUT)
-	timeout, err := l.optSeconds(pre+"TIMEOUT_S", true)
-	if err != nil {
-		return sc, err
-	}
-	timeout = timeout.or(l.flatTimeout)
-	if !timeout.set() {
-		return sc, errf(pre+"TIMEOUT_S", "missing: required unless the flat LLM_TIMEOUT is set; expected "+formSecPos)
-	}
-	sc.Timeout = timeout.d
-	l.from(pre+"TIMEOUT_S", timeout.key)
+// apiKeyForm is the expected form of API_KEY.
+const apiKeyForm = `the key, or "none" for servers without authentication`
 
-	// MAX_CONCURRENCY, RPM, TPM
-	if sc.Limits.MaxConcurrency, err = l.intOr(pre+"MAX_CONCURRENCY", 0, 0); err != nil {
-		return sc, err
-	}
-	if sc.Limits.RPM, err = l.intOr(pre+"RPM", 0, 0); err != nil {
-		return sc, err
-	}
-	if sc.Limits.TPM, err = l.intOr(pre+"TPM", 0, 0); err != nil {
-		return sc, err
-	}
-
-	// EST_TOKENS (Validate requires it with a TPM gate, and within it)
-	if sc.EstTokens, err = l.intOr(pre+"EST_TOKENS", 1, 0); err != nil {
-		return sc, err
-	}
-
-	// TTFT_TIMEOUT_S, INTER_TOKEN_TIMEOUT_S (or LLM_TTFT_TIMEOUT, LLM_INTER_TOKEN_TIMEOUT)
-	ttft, err := l.optSeconds(pre+"TTFT_TIMEOUT_S", false)
-	if err != nil {
-		return sc, err
-	}
-	inter, err := l.optSeconds(pre+"INTER_TOKEN_TIMEOUT_S", false)
-	if err != nil {
-		return sc, err
-	}
-	ttft, inter = ttft.or(l.flatTTFT), inter.or(l.flatInter)
+// watchdog reads TTFT_TIMEOUT_S and INTER_TOKEN_TIMEOUT_S (or
+// LLM_TTFT_TIMEOUT, LLM_INTER_TOKEN_TIMEOUT): set together, or neither for
+// the default pair; Validate checks their values.
+func (l *loader) watchdog(pre string, sc *core.SourceConfig) {
+	ttft := l.optSeconds(pre+"TTFT_TIMEOUT_S", false).or(l.flatSeconds("LLM_TTFT_TIMEOUT"))
+	inter := l.optSeconds(pre+"INTER_TOKEN_TIMEOUT_S", false).or(l.flatSeconds("LLM_INTER_TOKEN_TIMEOUT"))
 	l.from(pre+"TTFT_TIMEOUT_S", ttft.key)
 	l.from(pre+"INTER_TOKEN_TIMEOUT_S", inter.key)
-	// The pair is set together; Validate checks its values.
+	const halves = "missing: the stream watchdog is set as a pair and %s is %s (from %s); set this key or %s"
 	switch {
 	case ttft.set() && !inter.set():
-		return sc, errf(pre+"INTER_TOKEN_TIMEOUT_S", fmt.Sprintf(
-			"missing: the stream watchdog is set as a pair and TTFT_TIMEOUT_S is %s (from %s); set this key or LLM_INTER_TOKEN_TIMEOUT",
-			secs(ttft.d), ttft.key))
+		l.fail(errf(pre+"INTER_TOKEN_TIMEOUT_S", fmt.Sprintf(halves, "TTFT_TIMEOUT_S", secs(ttft.d), ttft.key, "LLM_INTER_TOKEN_TIMEOUT")))
 	case inter.set() && !ttft.set():
-		return sc, errf(pre+"TTFT_TIMEOUT_S", fmt.Sprintf(
-			"missing: the stream watchdog is set as a pair and INTER_TOKEN_TIMEOUT_S is %s (from %s); set this key or LLM_TTFT_TIMEOUT",
-			secs(inter.d), inter.key))
+		l.fail(errf(pre+"TTFT_TIMEOUT_S", fmt.Sprintf(halves, "INTER_TOKEN_TIMEOUT_S", secs(inter.d), inter.key, "LLM_TTFT_TIMEOUT")))
 	case ttft.set():
 		// Both 0 is no watchdog (models that think silently for long).
 		sc.TTFTTimeout, sc.InterTokenTimeout = ttft.d, inter.d
-	default:
+	case sc.Timeout/2 > 1:
 		// Neither set: a watchdog by default, so that a silent upstream is
 		// failed over long before the attempt's timeout. Thinking deltas
 		// count as tokens, so reasoning models that stream their thinking
 		// are not cut; see the key reference for models that think silently.
+		// (A timeout of a few nanoseconds leaves no room for a pair.)
 		sc.TTFTTimeout = min(sc.Timeout/2, defaultMaxTTFT)
 		sc.InterTokenTimeout = sc.TTFTTimeout / 2
-		if sc.InterTokenTimeout == 0 {
-			// A timeout of a few nanoseconds leaves no room for a pair.
-			sc.TTFTTimeout = 0
-		}
 	}
-
-	// CONTEXT_WINDOW
-	if sc.ContextWindow, err = l.intOr(pre+"CONTEXT_WINDOW", 0, 0); err != nil {
-		return sc, err
-	}
-
-	// CONTINUE
-	if e = l.get(pre + "CONTINUE"); e.present() {
-		v, err := parseEnum(e, sourceP+"CONTINUE")
-		if err != nil {
-			return sc, err
-		}
-		sc.Continue = core.ContinueMode(v)
-	}
-
-	// ENABLE_THINKING
-	if e = l.get(pre + "ENABLE_THINKING"); e.present() {
-		b, err := parseBool(e)
-		if err != nil {
-			return sc, err
-		}
-		sc.EnableThinking = &b
-	}
-
-	// MISSING_DONE
-	if sc.MissingDone, err = enumOr(l, pre+"MISSING_DONE", sourceP+"MISSING_DONE", core.MissingDoneRetry); err != nil {
-		return sc, err
-	}
-
-	// TRUST_ENV
-	if e = l.get(pre + "TRUST_ENV"); e.present() {
-		if sc.TrustEnv, err = parseBool(e); err != nil {
-			return sc, err
-		}
-	}
-
-	// PRIORITY
-	if sc.Priority, err = l.intOr(pre+"PRIORITY", minInt, 0); err != nil {
-		return sc, err
-	}
-
-	// WEIGHT
-	if e = l.get(pre + "WEIGHT"); e.present() {
-		if sc.Weight, err = parseRange(e, 0, true, posInf, false); err != nil {
-			return sc, err
-		}
-	}
-
-	// REGION
-	sc.Region = l.get(pre + "REGION").val
-
-	// EXTRA_BODY: never echoed (it may carry tokens).
-	if e = l.get(pre + "EXTRA_BODY"); e.present() {
-		if sc.ExtraBody, err = parseJSONObject(e); err != nil {
-			return sc, err
-		}
-	}
-
-	// BREAKER__FAIL_THRESHOLD, BREAKER__COOLDOWN_S, BREAKER__MAX_COOLDOWN_S:
-	// the source's own breaker values (Validate checks the cap against the
-	// source's effective cooldown).
-	b := &sc.Breaker
-	if b.FailThreshold, err = l.intOr(pre+"BREAKER__FAIL_THRESHOLD", 1, 0); err != nil {
-		return sc, err
-	}
-	cooldown, err := l.optSeconds(pre+"BREAKER__COOLDOWN_S", true)
-	if err != nil {
-		return sc, err
-	}
-	b.Cooldown = cooldown.d
-	maxCool, err := l.optSeconds(pre+"BREAKER__MAX_COOLDOWN_S", true)
-	if err != nil {
-		return sc, err
-	}
-	b.MaxCooldown = maxCool.d
-	return sc, nil
 }
 
 const baseURLForm = "an absolute http:// or https:// URL such as https://host/v1"

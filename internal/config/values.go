@@ -2,8 +2,11 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -158,10 +161,9 @@ func parseBool(e entry) (bool, *Error) {
 	return false, invalidErr(e, formBool)
 }
 
-// parseEnum accepts one of the key's table Values, case-insensitively, and
-// returns it in its canonical (lower-case) spelling.
-func parseEnum(e entry, pattern string) (string, *Error) {
-	values := doc(pattern).Values
+// parseEnum accepts one of values (a row's Values), case-insensitively,
+// and returns it in its canonical (lower-case) spelling.
+func parseEnum(e entry, values []string) (string, *Error) {
 	form := "one of " + strings.Join(values, ", ")
 	if e.val == "" {
 		return "", emptyErr(e, form)
@@ -192,4 +194,100 @@ func validName(v string) bool {
 		}
 	}
 	return true
+}
+
+// parseValue parses a present value by its row's kind, as Load reads it.
+func parseValue(e entry, d KeyDoc) (any, *Error) {
+	switch d.Kind {
+	case KindInt:
+		return wrap(parseInt(e, minInt))
+	case KindIntNonNeg:
+		return wrap(parseInt(e, 0))
+	case KindIntPos:
+		return wrap(parseInt(e, 1))
+	case KindSecondsPos, KindSecondsNonNeg:
+		return wrap(parseSeconds(e, d.Kind == KindSecondsPos))
+	case KindDecimalPos, KindDecimalNonNeg:
+		return wrap(parseRange(e, 0, d.Kind == KindDecimalPos, posInf, false))
+	case KindFraction, KindUnit:
+		return wrap(parseRange(e, 0, d.Kind == KindFraction, 1, false))
+	case KindBool:
+		return wrap(parseBool(e))
+	case KindEnum:
+		return wrap(parseEnum(e, d.Values))
+	case KindJSON:
+		return wrap(parseJSONObject(e))
+	case KindName:
+		if !validName(e.val) {
+			return nil, notAName(e.key, d, e.val)
+		}
+	}
+	return e.val, nil
+}
+
+// notAName is the error of a bad value of a KindName key.
+func notAName(key string, d KeyDoc, v string) *Error {
+	what := strings.ToLower(d.Pattern[strings.LastIndex(d.Pattern, "_")+1:])
+	return errf(key, fmt.Sprintf("%q is not a %s name: use letters, digits, _ and -", v, what))
+}
+
+func wrap[T any](v T, err *Error) (any, *Error) {
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// plainDefault parses the Default of a row of a number, boolean or
+// enumeration kind when it is a plain value of that kind ("0 (off)" is 0,
+// "8, or COOLDOWN_S when larger" 8), after its flat shortcut's ", else "
+// ("LLM_MAX_RETRIES, else 3" is 3); a Default made from other keys alone
+// ("LLM_TIMEOUT") is none.
+func plainDefault(d KeyDoc) (any, bool) {
+	switch d.Kind {
+	case KindString, KindName, KindURL, KindSecret, KindPath, KindJSON, KindList, KindRoutes, KindBackend:
+		return nil, false
+	}
+	word, ok := d.Default, true
+	if d.flat != "" {
+		_, word, ok = strings.Cut(word, ", else ")
+	}
+	word, _, _ = strings.Cut(word, " (")
+	word, _, _ = strings.Cut(word, ", ")
+	v, err := parseValue(entry{key: d.Pattern, val: word}, d)
+	return v, ok && err == nil
+}
+
+// put stores v, a value parseValue gave, in the field dst points to (a
+// pointer field is pointed at a copy).
+func put(dst, v any) {
+	field, val := reflect.ValueOf(dst).Elem(), reflect.ValueOf(v)
+	if field.Kind() == reflect.Pointer {
+		p := reflect.New(field.Type().Elem())
+		p.Elem().Set(val.Convert(p.Elem().Type()))
+		val = p
+	}
+	field.Set(val.Convert(field.Type()))
+}
+
+// ReadKey parses the value of key, a key of the table without a scope (a
+// gateway key, say), from env into the field dst points to, as Load reads
+// its own keys: trimmed, by the row's kind, the row's plain default when
+// the key is absent. It reports whether env sets the key.
+func ReadKey(env map[string]string, key string, dst any) (bool, *Error) {
+	l := &loader{env: env, used: map[string]bool{}, origins: origins{}}
+	set := l.read(key, doc(key), dst)
+	return set, Join(l.errs...)
+}
+
+// Scopes lists the scopes env has keys of (the SCOPE of every
+// SCOPE__… key), sorted.
+func Scopes(env map[string]string) []string {
+	set := map[string]bool{}
+	for k := range env {
+		if s, _, ok := strings.Cut(k, "__"); ok && scopeRE.MatchString(s) {
+			set[s] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }

@@ -45,8 +45,12 @@ type Limits struct {
 type SourceConfig struct {
 	// Name is "{provider}_{n}" in lower case; it names the source everywhere.
 	Name string
-	// Provider is the lower-case provider name; it selects the ProviderProfile.
+	// Provider is the lower-case provider name; it selects the
+	// ProviderProfile unless Profile does.
 	Provider string
+	// Profile names the ProviderProfile (dialect) of the source; "" is
+	// Provider (see ProfileName).
+	Profile string
 	// Index is N.
 	Index int
 	// BaseURL is the OpenAI-style base including its version path.
@@ -235,4 +239,13 @@ type QualitySettings struct {
 	// MinChars: with the guard on, shorter answers (tool calls excepted) are
 	// invalid. Default 1.
 	MinChars int
+}
+
+// ProfileName returns the name of the source's ProviderProfile: Profile,
+// else Provider.
+func (s SourceConfig) ProfileName() string {
+	if s.Profile != "" {
+		return s.Profile
+	}
+	return s.Provider
 }

@@ -230,7 +230,7 @@ func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
 		// CONTINUE unset: the provider profile decides.
 		if src := &s.Sources[i]; src.Continue == core.ContinueDefault {
 			src.Continue = core.ContinueNone
-			if c.transport.Profile(src.Provider).Continues {
+			if c.transport.Profile(src.ProfileName()).Continues {
 				src.Continue = core.ContinuePrefill
 			}
 		}
