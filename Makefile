@@ -26,7 +26,7 @@ FUZZMINIMIZETIME ?= 5s
 FUZZ_TARGETS = \
 	./configfile:FuzzParse \
 	./embed:FuzzDecodeEmbeddings \
-	./embed:FuzzParseFloat32 \
+	./embed:FuzzEmbeddingsErrorBody \
 	./internal/config:FuzzLoad \
 	./internal/config:FuzzLoadEnvironments \
 	./internal/redact:FuzzString \
