@@ -32,7 +32,9 @@ FUZZ_TARGETS = \
 	./internal/redact:FuzzString \
 	./ocr:FuzzCheckDirectory \
 	./ocr:FuzzExtractMiddle \
+	./ocr:FuzzOCRAnswer \
 	./ocr:FuzzParseMiddle \
+	./ocr:FuzzResolveDownloadURL \
 	./polygatewaytest:FuzzEmbedRequest \
 	./polygatewaytest:FuzzSplitContent \
 	./proxy:FuzzCountElements \
