@@ -28,6 +28,9 @@ type bodyReader struct {
 
 	budget   core.MemoryBudget
 	reserved int64
+	// sized is set once the whole Content-Length is reserved: the body
+	// ends there (net/http ends it there too).
+	sized bool
 }
 
 // errBudget is the read error of a refused reservation.
@@ -41,6 +44,9 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		p = p[:rem]
 	}
 	if b.budget != nil && len(p) > 0 {
+		if b.sized && b.n >= b.reserved {
+			return 0, io.EOF
+		}
 		if b.n >= b.reserved {
 			if !b.budget.Reserve(reserveStep) {
 				return 0, errBudget
@@ -65,7 +71,7 @@ func (b *bodyReader) reserve(size int64) bool {
 	if !b.budget.Reserve(size - b.reserved) {
 		return false
 	}
-	b.reserved = size
+	b.reserved, b.sized = size, true
 	return true
 }
 

@@ -18,8 +18,9 @@ import (
 type Response struct {
 	// Vectors holds one vector per input, in input order. Never nil on
 	// success (empty for an empty input). The vectors of one batch share
-	// one backing array; each vector's capacity is its length, so an
-	// append copies rather than overwrites a neighbour.
+	// a few backing arrays (allocated as the answer arrived); each
+	// vector's capacity is its length, so an append copies rather than
+	// overwrites a neighbour.
 	Vectors [][]float32
 	// Dim is the length of every vector (0 for an empty input).
 	Dim int

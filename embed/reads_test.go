@@ -149,8 +149,12 @@ func TestEmbedReservesItsAnswersOnTheMemoryBudget(t *testing.T) {
 			if used != 0 || roomy.overRelease != 0 {
 				t.Errorf("after the call %d bytes are still reserved (over-released %d)", used, roomy.overRelease)
 			}
-			if peak < 8*256*8 {
-				t.Errorf("at most %d bytes were reserved for an answer of 8 vectors of 256 floats", peak)
+			size := int64(len(f.answer(fakeReq{Model: "text-embedding-test", Input: in, Format: "float"})))
+			switch {
+			case withLength && (peak != size || roomy.reserves != 1):
+				t.Errorf("an answer of %d bytes with a Content-Length: %d bytes reserved in %d reservations, want its length at once", size, peak, roomy.reserves)
+			case !withLength && (peak < size || peak%(64<<10) != 0):
+				t.Errorf("a chunked answer of %d bytes: %d bytes reserved, want 64 KiB at a time, at least its size", size, peak)
 			}
 
 			// No room: the call ends, the backup is never asked.
