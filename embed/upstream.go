@@ -140,31 +140,9 @@ func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []
 	}
 	defer resp.Body.Close()
 	body.r = resp.Body
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		eb, rerr := readErrorBody(body)
-		switch {
-		case errors.Is(rerr, core.ErrMemoryBudget):
-			return nil, budgetFailure(src, resp.StatusCode, rerr)
-		case rerr != nil && actx.Err() != nil:
-			return nil, ioFailure(ctx, actx, src, resp.StatusCode, rerr)
-		}
-		return nil, transport.ClassifyResponse(src, prof, resp.StatusCode, resp.Header, eb)
-	}
-	// A length announced beyond the limit, or beyond the budget, is
-	// refused before a byte is read.
-	if resp.ContentLength > body.limit {
-		return nil, u.decodeFailure(ctx, actx, src, resp.StatusCode, &readError{err: errTooLarge})
-	}
-	if resp.ContentLength > 0 && !body.reserve(resp.ContentLength) {
-		return nil, budgetFailure(src, resp.StatusCode, errBudget)
-	}
-	dec, err := decodeAnswer(body, len(texts), requestFormat(u.format, params, src.ExtraBody))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
+	dec, err := u.readAnswer(ctx, actx, src, resp, body, len(texts), requestFormat(u.format, params, src.ExtraBody))
 	if err != nil {
-		return nil, u.decodeFailure(ctx, actx, src, resp.StatusCode, err)
-	}
-	if dec.errorBody != nil {
-		return nil, transport.ClassifyResponse(src, prof, resp.StatusCode, resp.Header, dec.errorBody)
+		return nil, err
 	}
 	if u.normalize {
 		for _, v := range dec.vectors {
@@ -187,6 +165,40 @@ func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []
 	}
 	*vecs = dec.vectors
 	return r, nil
+}
+
+// readAnswer reads the answer resp of an attempt through body: an error
+// answer (a non-2xx, or a 2xx with an "error" member) is classified, a
+// length announced beyond the limit or the memory budget is refused before
+// a byte is read, and the vectors of the rest are decoded (decodeAnswer)
+// for n inputs asked for in format.
+func (u *upstream) readAnswer(ctx, actx context.Context, src *core.SourceConfig, resp *http.Response, body *bodyReader, n int, format string) (*decoded, error) {
+	prof := u.t.Profile(src.Provider)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		eb, rerr := readErrorBody(body)
+		switch {
+		case errors.Is(rerr, core.ErrMemoryBudget):
+			return nil, budgetFailure(src, resp.StatusCode, rerr)
+		case rerr != nil && actx.Err() != nil:
+			return nil, ioFailure(ctx, actx, src, resp.StatusCode, rerr)
+		}
+		return nil, transport.ClassifyResponse(src, prof, resp.StatusCode, resp.Header, eb)
+	}
+	if resp.ContentLength > body.limit {
+		return nil, u.decodeFailure(ctx, actx, src, resp.StatusCode, &readError{err: errTooLarge})
+	}
+	if resp.ContentLength > 0 && !body.reserve(resp.ContentLength) {
+		return nil, budgetFailure(src, resp.StatusCode, errBudget)
+	}
+	dec, err := decodeAnswer(body, n, format)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
+	if err != nil {
+		return nil, u.decodeFailure(ctx, actx, src, resp.StatusCode, err)
+	}
+	if dec.errorBody != nil {
+		return nil, transport.ClassifyResponse(src, prof, resp.StatusCode, resp.Header, dec.errorBody)
+	}
+	return dec, nil
 }
 
 // readErrorBody reads the part of an error answer that is classified:
