@@ -378,3 +378,36 @@ func allocated(f func() (*decoded, error)) (uint64, *decoded, error) {
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc, d, err
 }
+
+// TestReadErrorBodyAnyReads reads error answers through testing/iotest's
+// readers, split at every offset and failing mid-body: the bytes read are
+// the answer's first transport.DefaultMaxErrorBodyBytes, whatever the
+// reads, and a failure is reported, never a shorter body.
+func TestReadErrorBodyAnyReads(t *testing.T) {
+	t.Parallel()
+	long := `{"error":{"message":"` + strings.Repeat("x", 70<<10) + `"}}`
+	for _, body := range []string{`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`, `<html>502</html>`, "", long} {
+		want := body[:min(len(body), 64<<10)]
+		read := func(how string, r io.Reader) {
+			t.Helper()
+			got, err := readErrorBody(&bodyReader{r: r, limit: maxBodyBytes})
+			if err != nil || string(got) != want {
+				t.Fatalf("%s: %d bytes, %v; want %d", how, len(got), err, len(want))
+			}
+		}
+		read("whole", strings.NewReader(body))
+		read("one byte", iotest.OneByteReader(strings.NewReader(body)))
+		read("halves", iotest.HalfReader(strings.NewReader(body)))
+		read("data with EOF", iotest.DataErrReader(strings.NewReader(body)))
+		for k := 0; k <= len(body); k += 1 + k/64 {
+			read("split at "+strconv.Itoa(k), io.MultiReader(strings.NewReader(body[:k]), strings.NewReader(body[k:])))
+		}
+		boom := errors.New("connection reset")
+		for k := 0; k < len(want); k += 1 + k/64 {
+			_, err := readErrorBody(&bodyReader{r: io.MultiReader(strings.NewReader(body[:k]), iotest.ErrReader(boom)), limit: maxBodyBytes})
+			if !errors.Is(err, boom) {
+				t.Fatalf("failing after %d bytes: %v", k, err)
+			}
+		}
+	}
+}

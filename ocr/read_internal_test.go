@@ -329,3 +329,45 @@ func TestAMillionBlockLayoutIsRefusedFast(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAnswerAnyReads reads /ocr/text and /parse answers through
+// testing/iotest's readers, split at every offset and failing mid-body:
+// the body read is the body sent, a failure is reported, a body beyond
+// the limit is refused (before a byte is read when Content-Length says
+// so), and what is read decodes as encoding/json reads it.
+func TestReadAnswerAnyReads(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"success":true,"task_type":"text","content":"Hello\nw\u00f6rld \ud83d\ude00","message":"Text extraction completed successfully"}`,
+		`{"success":true,"message":"PDF parsing completed","download_url":"/static/a_parsed_1_x.zip","files":["a.md"]}`,
+	} {
+		read := func(how string, r io.Reader) {
+			t.Helper()
+			got, err := readAnswer(r, -1, 1<<20)
+			if err != nil || string(got) != body {
+				t.Fatalf("%s: %q, %v", how, got, err)
+			}
+			if ans, ok := decodeAnswer[textAnswer](got); !ok || !*ans.Success {
+				t.Fatalf("%s: not an answer", how)
+			}
+		}
+		read("one byte", iotest.OneByteReader(strings.NewReader(body)))
+		read("halves", iotest.HalfReader(strings.NewReader(body)))
+		read("data with EOF", iotest.DataErrReader(strings.NewReader(body)))
+		for k := range len(body) + 1 {
+			read("split at "+strconv.Itoa(k), io.MultiReader(strings.NewReader(body[:k]), strings.NewReader(body[k:])))
+		}
+		boom := errors.New("connection reset")
+		for k := range len(body) {
+			if _, err := readAnswer(io.MultiReader(strings.NewReader(body[:k]), iotest.ErrReader(boom)), -1, 1<<20); !errors.Is(err, boom) {
+				t.Fatalf("failing after %d bytes: %v", k, err)
+			}
+		}
+		if _, err := readAnswer(strings.NewReader(body), -1, int64(len(body)-1)); !errors.Is(err, errTooLarge) {
+			t.Fatalf("a body one byte beyond the limit: %v", err)
+		}
+		if _, err := readAnswer(iotest.ErrReader(boom), int64(len(body)), int64(len(body)-1)); !errors.Is(err, errTooLarge) {
+			t.Fatalf("a Content-Length beyond the limit: %v, want refused before reading", err)
+		}
+	}
+}
