@@ -26,13 +26,15 @@ FUZZMINIMIZETIME ?= 5s
 FUZZ_TARGETS = \
 	./configfile:FuzzParse \
 	./embed:FuzzDecodeEmbeddings \
-	./embed:FuzzParseFloat32 \
+	./embed:FuzzEmbeddingsErrorBody \
 	./internal/config:FuzzLoad \
 	./internal/config:FuzzLoadEnvironments \
 	./internal/redact:FuzzString \
 	./ocr:FuzzCheckDirectory \
 	./ocr:FuzzExtractMiddle \
+	./ocr:FuzzOCRAnswer \
 	./ocr:FuzzParseMiddle \
+	./ocr:FuzzResolveDownloadURL \
 	./polygatewaytest:FuzzEmbedRequest \
 	./polygatewaytest:FuzzSplitContent \
 	./proxy:FuzzCountElements \

@@ -77,6 +77,17 @@
 // status or a network failure is classified exactly like a chat attempt; a
 // body that is not JSON or is cut short is a transient failure.
 //
+// The answer is read by encoding/json as it arrives, entry by entry,
+// straight into the vectors: what is read is what json.Unmarshal reads from
+// the same bytes, however they are split into reads, except that a null
+// vector element or index is refused (encoding/json would read zero). A
+// float answer costs about 0.35× its bytes of memory, a base64 one about
+// 1.8× (docs/howto-embeddings.md). When the context carries the server's
+// memory budget for buffered bytes, an answer's bytes are reserved on it
+// before they are read and held until Embed returns; a refused reservation
+// ends the call with a *polygateway.RequestRejectedError of code
+// "memory_budget" (no other source is asked).
+//
 // Usage: usage.prompt_tokens (else usage.total_tokens) when positive is
 // "measured"; otherwise the prompt tokens are estimated from the inputs and
 // the batch is marked "estimated". Cost comes from the pricing table

@@ -18,8 +18,9 @@ import (
 type Response struct {
 	// Vectors holds one vector per input, in input order. Never nil on
 	// success (empty for an empty input). The vectors of one batch share
-	// one backing array; each vector's capacity is its length, so an
-	// append copies rather than overwrites a neighbour.
+	// a few backing arrays (allocated as the answer arrived); each
+	// vector's capacity is its length, so an append copies rather than
+	// overwrites a neighbour.
 	Vectors [][]float32
 	// Dim is the length of every vector (0 for an empty input).
 	Dim int
@@ -124,6 +125,13 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 			Tokens:         estimateTokens(texts[lo:hi]),
 		}}
 	}
+	// The memory the batches' answers reserved on the context's budget
+	// is held until the call is done.
+	defer func() {
+		for b := range batches {
+			batches[b].held.release()
+		}
+	}()
 	if err := c.run(ctx, batches); err != nil {
 		return nil, err
 	}
@@ -186,6 +194,8 @@ type batch struct {
 	call  *core.Call
 	vecs  [][]float32
 	resp  *core.LLMResponse
+	// held is what the batch's answer keeps reserved on the memory budget.
+	held held
 }
 
 // check validates a batch's vectors after the upstream's own checks: one
@@ -286,7 +296,7 @@ func (c *Client) run(ctx context.Context, batches []batch) error {
 // invoke runs one batch as a governed call with a typed attempt.
 func (c *Client) invoke(ctx context.Context, b *batch) error {
 	vecs, resp, err := kernel.Do(ctx, c.k, b.call, func(ctx context.Context, src *core.SourceConfig) ([][]float32, *core.LLMResponse, error) {
-		return c.up.embed(ctx, src, b.texts, b.call.Params)
+		return c.up.embedHeld(ctx, src, b.texts, b.call.Params, &b.held)
 	})
 	if err != nil {
 		return err

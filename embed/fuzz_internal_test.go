@@ -6,168 +6,211 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
+	"net/http"
 	"strconv"
-	"strings"
 	"testing"
-	"testing/iotest"
+
+	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/transport"
 )
 
-// refAnswer is what encoding/json makes of an embeddings answer under the
-// decoder's rules (decodeRef), for the differential fuzz test.
-type refAnswer struct {
-	vectors      [][]float32
-	model        string
-	promptTokens int
-	usageOK      bool
-	errorBody    []byte
+// The reference: what encoding/json reads from an answer, judged by the
+// rules decodeAnswer documents. It is written without the decoder's code:
+// json.Valid for the syntax, json.Decoder.Decode of the whole body into
+// the documented types (one per shape) for the values, and two more
+// passes with json.RawMessage for what those types cannot show (an index
+// that is null, a vector element that is null).
+
+type refVerdict int
+
+const (
+	refAccepted refVerdict = iota
+	refMalformed
+	refInvalid
+	refErrorBody
+)
+
+func (v refVerdict) String() string {
+	return [...]string{"accepted", "malformed", "invalid", "error body"}[v]
 }
 
-// errRefInvalid is decodeRef's verdict for a well-formed answer that fails
-// the checks.
-var errRefInvalid = errors.New("invalid answer")
+type refAnswer[E any] struct {
+	Data  []E             `json:"data"`
+	Model any             `json:"model"`
+	Usage any             `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
 
-// decodeRef decodes a valid JSON object with encoding/json and applies the
-// checks decodeEmbeddings documents: the reference the hand-written decoder
-// is held to. It assumes no object of in repeats a key (encoding/json keeps
-// the last, the scanner reads each).
-func decodeRef(in []byte, n int) (*refAnswer, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(in, &top); err != nil {
-		return nil, err
+type refFloat struct {
+	Index     any       `json:"index"`
+	Embedding []float32 `json:"embedding"`
+}
+
+type refBase64 struct {
+	Index     any    `json:"index"`
+	Embedding string `json:"embedding"`
+}
+
+// refResult is the reference's reading of an answer.
+type refResult struct {
+	verdict refVerdict
+	why     string
+	got     decoded
+	// stricter is set when the decoder may refuse what the reference
+	// accepts: a body that repeats keys and holds a null (the reference
+	// cannot tell which null survives the repetition).
+	stricter bool
+}
+
+// refDecode reads body as an answer for n inputs asked for in format.
+func refDecode(body []byte, n int, format string) refResult {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if !json.Valid(body) || len(trimmed) == 0 || trimmed[0] != '{' {
+		return refResult{verdict: refMalformed, why: "not a JSON object"}
 	}
-	out := &refAnswer{}
-	if raw, ok := top["model"]; ok && raw[0] == '"' {
-		if err := json.Unmarshal(raw, &out.model); err != nil {
-			return nil, err
+	decode := func(v any) error {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		return dec.Decode(v)
+	}
+	var fa refAnswer[refFloat]
+	var ba refAnswer[refBase64]
+	ferr, berr := decode(&fa), decode(&ba)
+	for _, err := range []error{ferr, berr} {
+		var te *json.UnmarshalTypeError
+		if err != nil && !errors.As(err, &te) {
+			return refResult{verdict: refMalformed, why: err.Error()}
 		}
 	}
-	if raw, ok := top["usage"]; ok && raw[0] == '{' {
-		var u map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &u); err != nil {
-			return nil, err
+	var out refResult
+	out.got.model, _ = fa.Model.(string)
+	out.got.promptTokens, out.got.usageOK = refUsage(fa.Usage)
+	switch string(bytes.TrimSpace(fa.Error)) {
+	case "", "null", "false", `""`, "{}", "[]":
+	default:
+		out.verdict, out.got.errorBody = refErrorBody, append(append([]byte(`{"error":`), fa.Error...), '}')
+		return out
+	}
+	useFloat := ferr == nil && (berr != nil || format != EncodingBase64)
+	if ferr != nil && berr != nil {
+		return refResult{verdict: refInvalid, why: "type error: " + ferr.Error() + " / " + berr.Error()}
+	}
+	var raw struct {
+		Data []struct {
+			Index     json.RawMessage   `json:"index"`
+			Embedding []json.RawMessage `json:"embedding"`
+		} `json:"data"`
+	}
+	_ = decode(&raw) // its type errors are those above
+	out.stricter = repeatsKey(body) && bytes.Contains(body, []byte("null"))
+	length := len(fa.Data)
+	if !useFloat {
+		length = len(ba.Data)
+	}
+	if length != n {
+		out.verdict, out.why = refInvalid, strconv.Itoa(length)+" entries for "+strconv.Itoa(n)+" inputs"
+		return out
+	}
+	vecs := make([][]float32, n)
+	dim := -1
+	for pos := range n {
+		var (
+			index any
+			vec   []float32
+			why   string
+		)
+		if useFloat {
+			index, vec = fa.Data[pos].Index, fa.Data[pos].Embedding
+			if !out.stricter && pos < len(raw.Data) {
+				for _, el := range raw.Data[pos].Embedding {
+					if string(el) == "null" {
+						why = "null element"
+					}
+				}
+			}
+		} else {
+			index = ba.Data[pos].Index
+			vec, why = refBase64Vector(ba.Data[pos].Embedding)
 		}
-		tokens := func(k string) float64 {
-			v, ok := u[k]
-			if !ok || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
-				return -1
-			}
-			var num json.Number
-			if err := json.Unmarshal(v, &num); err != nil {
-				return -1
-			}
-			f, err := strconv.ParseFloat(string(num), 64)
-			if err != nil {
-				return -1
-			}
-			return f
-		}
-		prompt, total := tokens("prompt_tokens"), tokens("total_tokens")
+		idx := pos
 		switch {
-		case prompt > 0 && prompt < math.MaxInt32:
-			out.promptTokens, out.usageOK = int(prompt), true
-		case total > 0 && total < math.MaxInt32:
-			out.promptTokens, out.usageOK = int(total), true
-		}
-	}
-	if raw, ok := top["error"]; ok && !emptyJSON(raw) {
-		out.errorBody = append(append([]byte(`{"error":`), raw...), '}')
-		return out, nil
-	}
-	raw, ok := top["data"]
-	if !ok {
-		return nil, errRefInvalid
-	}
-	if raw[0] != '[' {
-		return nil, errRefInvalid // null: no entries; anything else: not an array
-	}
-	var entries []json.RawMessage
-	if err := json.Unmarshal(raw, &entries); err != nil {
-		return nil, err
-	}
-	if len(entries) != n {
-		return nil, errRefInvalid
-	}
-	out.vectors = make([][]float32, n)
-	dim := 0
-	for pos, e := range entries {
-		if e[0] != '{' {
-			return nil, errRefInvalid
-		}
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(e, &fields); err != nil {
-			return nil, err
-		}
-		index := pos
-		if v, ok := fields["index"]; ok {
-			if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
-				return nil, errRefInvalid
-			}
-			var num json.Number
-			if err := json.Unmarshal(v, &num); err != nil {
-				return nil, err
-			}
+		case pos < len(raw.Data) && string(raw.Data[pos].Index) == "null":
+			why = "null index"
+		case pos < len(raw.Data) && raw.Data[pos].Index != nil:
+			num, ok := index.(json.Number)
 			i, err := strconv.Atoi(string(num))
-			if err != nil || i < 0 || i >= n {
-				return nil, errRefInvalid
+			if !ok || err != nil || i < 0 || i >= n {
+				why = "index " + string(raw.Data[pos].Index)
 			}
-			index = i
+			idx = i
 		}
-		v, ok := fields["embedding"]
-		if !ok {
-			return nil, errRefInvalid
+		if dim < 0 {
+			dim = len(vec)
 		}
-		var vec []float32
-		switch v[0] {
-		case '[':
-			var elems []json.RawMessage
-			if err := json.Unmarshal(v, &elems); err != nil {
-				return nil, err
-			}
-			for _, el := range elems {
-				if el[0] != '-' && (el[0] < '0' || el[0] > '9') {
-					return nil, errRefInvalid
-				}
-				var f float32
-				if err := json.Unmarshal(el, &f); err != nil {
-					return nil, errRefInvalid // out of float32's range
-				}
-				vec = append(vec, f)
-			}
-		case '"':
-			var s string
-			if err := json.Unmarshal(v, &s); err != nil {
-				return nil, err
-			}
-			enc := base64.StdEncoding
-			if len(s)%4 != 0 {
-				enc = base64.RawStdEncoding
-			}
-			// The decoder skips CR and LF; a vector never holds them.
-			b, err := enc.DecodeString(s)
-			if err != nil || strings.ContainsAny(s, "\r\n") || len(b)%4 != 0 {
-				return nil, errRefInvalid
-			}
-			for k := 0; k < len(b); k += 4 {
-				f := math.Float32frombits(binary.LittleEndian.Uint32(b[k:]))
-				if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-					return nil, errRefInvalid
-				}
-				vec = append(vec, f)
-			}
-		default:
-			return nil, errRefInvalid
+		switch {
+		case why != "":
+		case len(vec) == 0:
+			why = "no vector"
+		case len(vec) != dim:
+			why = "another dimension"
+		case vecs[idx] != nil:
+			why = "index twice"
 		}
-		if len(vec) == 0 || dim != 0 && len(vec) != dim || out.vectors[index] != nil {
-			return nil, errRefInvalid
+		if why != "" {
+			out.verdict, out.why = refInvalid, "entry "+strconv.Itoa(pos)+": "+why
+			return out
 		}
-		dim = len(vec)
-		out.vectors[index] = vec
+		vecs[idx] = vec
 	}
-	return out, nil
+	out.got.vectors = vecs
+	return out
 }
 
-// repeatsKey reports whether some object of the valid JSON in repeats a key.
+// refUsage reads usage as the package documents it.
+func refUsage(u any) (int, bool) {
+	m, _ := u.(map[string]any)
+	for _, k := range []string{"prompt_tokens", "total_tokens"} {
+		if num, ok := m[k].(json.Number); ok {
+			f, err := strconv.ParseFloat(string(num), 64)
+			if err == nil && f > 0 && f < math.MaxInt32 {
+				return int(f), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// refBase64Vector decodes a base64 vector: only the base64 alphabet (and
+// padding), a whole number of finite float32 values.
+func refBase64Vector(s string) ([]float32, string) {
+	for _, c := range []byte(s) {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return nil, "not base64"
+		}
+	}
+	enc := base64.StdEncoding
+	if len(s)%4 != 0 {
+		enc = base64.RawStdEncoding
+	}
+	b, err := enc.DecodeString(s)
+	if err != nil || len(b)%4 != 0 {
+		return nil, "not a float32 vector"
+	}
+	out := make([]float32, len(b)/4)
+	for k := range out {
+		f := math.Float32frombits(binary.LittleEndian.Uint32(b[4*k:]))
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return nil, "not finite"
+		}
+		out[k] = f
+	}
+	return out, ""
+}
+
+// repeatsKey reports whether some object of the valid JSON in repeats a
+// key (as encoding/json matches keys: case-insensitively).
 func repeatsKey(in []byte) bool {
 	dec := json.NewDecoder(bytes.NewReader(in))
 	type frame struct {
@@ -191,7 +234,7 @@ func repeatsKey(in []byte) bool {
 				continue
 			}
 			if top.key {
-				k := tok.(string)
+				k := string(bytes.ToLower([]byte(tok.(string))))
 				if top.keys[k] {
 					return true
 				}
@@ -215,82 +258,141 @@ func repeatsKey(in []byte) bool {
 	}
 }
 
-// FuzzDecodeEmbeddings holds the hand-written decoder to encoding/json: it
-// rejects as malformed exactly the bodies encoding/json finds invalid (for
-// bodies within its nesting bound), and for valid JSON objects it accepts
-// and rejects what decodeRef does, with the same vectors, model and usage.
-// Reading one byte at a time changes nothing.
+// nesting is the deepest nesting of brackets in in, strings aside.
+func nesting(in []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(in); i++ {
+		switch c := in[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// splitReader hands out data in reads of the sizes given in turn (0 is
+// read as 1; no sizes: everything at once).
+type splitReader struct {
+	data  []byte
+	sizes []byte
+	i     int
+}
+
+func (r *splitReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	k := len(r.data)
+	if len(r.sizes) > 0 {
+		k = max(int(r.sizes[r.i%len(r.sizes)]), 1)
+		r.i++
+	}
+	k = min(k, len(p), len(r.data))
+	copy(p, r.data[:k])
+	r.data = r.data[k:]
+	return k, nil
+}
+
+// verdictOf is the class of decodeAnswer's result.
+func verdictOf(d *decoded, err error) refVerdict {
+	var (
+		me *malformedError
+		ie *invalidError
+	)
+	switch {
+	case err == nil && d.errorBody != nil:
+		return refErrorBody
+	case err == nil:
+		return refAccepted
+	case errors.As(err, &me):
+		return refMalformed
+	case errors.As(err, &ie):
+		return refInvalid
+	}
+	return -1
+}
+
+// checkAgainstRef holds decodeAnswer's reading of body (read in the given
+// sizes) to the reference and to its own reading of the whole body.
+func checkAgainstRef(t *testing.T, body []byte, n int, format string, sizes []byte) {
+	t.Helper()
+	whole, werr := decodeAnswer(bytes.NewReader(body), n, format)
+	got, err := decodeAnswer(&splitReader{data: body, sizes: sizes}, n, format)
+	if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+		t.Fatalf("%q in reads of %v: %v; read whole: %v", body, sizes, err, werr)
+	}
+	if err == nil && !sameDecoded(got, whole) {
+		t.Fatalf("%q in reads of %v:\n got %+v\nwhole %+v", body, sizes, got, whole)
+	}
+	v := verdictOf(got, err)
+	if v < 0 {
+		t.Fatalf("%q: error %T %v is neither malformed nor invalid", body, err, err)
+	}
+	if nesting(body) > maxJSONDepth-10 {
+		return // the limit counts from each value the decoder reads, not from the body
+	}
+	ref := refDecode(body, n, format)
+	if v != ref.verdict {
+		if ref.stricter && ref.verdict == refAccepted && v == refInvalid {
+			return
+		}
+		t.Fatalf("%q as %s for %d inputs: decoder %s (%v), encoding/json %s (%s)", body, format, n, v, err, ref.verdict, ref.why)
+	}
+	if err == nil && !sameDecoded(got, &ref.got) {
+		t.Fatalf("%q as %s:\n got %+v\nwant %+v", body, format, got, ref.got)
+	}
+}
+
+// sameDecoded compares two readings, vectors bit for bit.
+func sameDecoded(a, b *decoded) bool {
+	return reflectVectors(a.vectors, b.vectors) && a.model == b.model && a.promptTokens == b.promptTokens &&
+		a.usageOK == b.usageOK && bytes.Equal(a.errorBody, b.errorBody)
+}
+
+// FuzzDecodeEmbeddings holds the decoder to encoding/json (refDecode) on
+// any body, for either requested format, read in any sizes: the same
+// verdict (malformed, invalid, an error body or accepted), the same
+// vectors, model and usage, and the same result as reading it whole.
 func FuzzDecodeEmbeddings(f *testing.F) {
-	f.Add(benchBody(2, 3, false), uint8(1))
-	f.Add(benchBody(2, 3, true), uint8(1))
+	f.Add(benchBody(2, 3, false), uint8(1), false, []byte{1})
+	f.Add(benchBody(2, 3, true), uint8(1), true, []byte{7, 3})
 	for _, s := range []string{
 		`{"data":[{"index":0,"embedding":[0.5,-1.25e-3,0]}],"model":"m\u00e9","usage":{"prompt_tokens":3}}`,
 		`{"data":[{"embedding":"AACAPwAAAEA="},{"embedding":"AABAQAAAgEA"}],"usage":{"total_tokens":2.0}}`,
 		`{"error":{"message":"bad","code":429},"data":null}`,
 		`{"data":[{"embedding":[1]}]}garbage`,
 		`{"data":[{"embedding":[01]}]}`,
-		`{"data":[{"embedding":[.5]}]}`,
 		`{"data":[{"embedding":[1]}],"model":"a\qb"}`,
 		"{\"data\":[{\"embedding\":[1]}],\"model\":\"a\x01b\"}",
-		"{\"data\":[{\"embedding\":\"AAAAAAAAAAAAAAAA\n\"}]}",
 		`{"data":[{"embedding":"AAAAAAAAAAAAAAAA\n"}]}`,
 		`{"data":[{"index":1e0,"embedding":[1,2]}]}`,
+		`{"data":[{"embedding":[1,null]}]}`,
+		`{"data":[{"index":null,"embedding":[1]}]}`,
+		`{"DATA":[{"Embedding":[1],"INDEX":0}],"Model":"x"}`,
+		`{"data":[{"embedding":[1,2]}],"data":[{"embedding":[3]}]}`,
+		`{"data":[{"embedding":"AACAPw=="},{"embedding":[1]}]}`,
+		`{"data":[{"embedding":[3.4028235e38,1e-46,-0,16777217]}],"model":"\ud83d\ude00\udc00"}`,
 	} {
-		f.Add([]byte(s), uint8(0))
+		f.Add([]byte(s), uint8(0), false, []byte{2})
 	}
-	f.Fuzz(func(t *testing.T, in []byte, nn uint8) {
-		n := int(nn%4) + 1
-		got, err := decodeEmbeddings(bytes.NewReader(in), n)
-		slow, serr := decodeEmbeddings(iotest.OneByteReader(bytes.NewReader(in)), n)
-		if (err == nil) != (serr == nil) || err != nil && err.Error() != serr.Error() {
-			t.Fatalf("one byte at a time: %v; whole: %v", serr, err)
+	f.Fuzz(func(t *testing.T, in []byte, nn uint8, b64 bool, sizes []byte) {
+		format := EncodingFloat
+		if b64 {
+			format = EncodingBase64
 		}
-		var me *malformedError
-		var ie *invalidError
-		if err != nil && !errors.As(err, &me) && !errors.As(err, &ie) {
-			t.Fatalf("error %T %v is neither malformed nor invalid", err, err)
-		}
-		if bytes.Count(in, []byte("["))+bytes.Count(in, []byte("{")) > 200 {
-			return // the scanner's nesting bound is lower than encoding/json's
-		}
-		valid := json.Valid(in)
-		trimmed := bytes.TrimLeft(in, " \t\r\n")
-		object := valid && len(trimmed) > 0 && trimmed[0] == '{'
-		switch {
-		case !valid:
-			if me == nil {
-				t.Fatalf("invalid JSON %q: err = %v, want malformed", in, err)
-			}
-			return
-		case !object:
-			if err == nil {
-				t.Fatalf("%q is not an object but decoded", in)
-			}
-			return
-		case me != nil:
-			t.Fatalf("valid JSON %q rejected as malformed: %v", in, err)
-		}
-		if repeatsKey(in) {
-			return
-		}
-		want, rerr := decodeRef(in, n)
-		if (err == nil) != (rerr == nil) {
-			t.Fatalf("%q: decoder err = %v, encoding/json reference err = %v", in, err, rerr)
-		}
-		if err != nil {
-			return
-		}
-		if !reflectVectors(got.vectors, want.vectors) || got.model != want.model ||
-			got.promptTokens != want.promptTokens || got.usageOK != want.usageOK || !bytes.Equal(got.errorBody, want.errorBody) {
-			t.Fatalf("%q:\n got %+v\nwant %+v", in, got, want)
-		}
-		if !reflectVectors(slow.vectors, got.vectors) || slow.model != got.model {
-			t.Fatalf("one byte at a time: %+v, whole %+v", slow, got)
-		}
+		checkAgainstRef(t, in, int(nn%4)+1, format, sizes)
 	})
 }
 
-// reflectVectors compares vectors bit for bit (NaN never occurs; -0 ≠ 0).
+// reflectVectors compares vectors bit for bit (-0 ≠ 0).
 func reflectVectors(a, b [][]float32) bool {
 	if len(a) != len(b) {
 		return false
@@ -306,4 +408,46 @@ func reflectVectors(a, b [][]float32) bool {
 		}
 	}
 	return true
+}
+
+// FuzzEmbeddingsErrorBody reads error answers as the upstream does, in
+// any read sizes: a non-2xx body is read up to its bound and classified
+// exactly as its first bytes are, whatever the reads; a 200 body's
+// top-level "error" member is what encoding/json reads there, and it is
+// classified, never accepted.
+func FuzzEmbeddingsErrorBody(f *testing.F) {
+	for _, s := range []string{
+		`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`,
+		`{"error":{"message":"bad","type":null,"code":400}}`,
+		`{"object":"error","message":"flat","code":503}`,
+		`<html>502 Bad Gateway</html>`,
+		`{"error":{"code":"1113","message":"余额不足"}}`,
+		`{"data":[],"error":{"message":"x"}}`,
+	} {
+		f.Add([]byte(s), uint16(429), []byte{3})
+	}
+	src := &core.SourceConfig{Name: "s_1", Provider: "openai"}
+	prof := transport.ProfileFor(transport.DefaultProfiles(), src.Provider)
+	f.Fuzz(func(t *testing.T, in []byte, status uint16, sizes []byte) {
+		code := 400 + int(status)%200
+		body := &bodyReader{r: &splitReader{data: in, sizes: sizes}, limit: maxBodyBytes}
+		got, err := readErrorBody(body)
+		want := in[:min(len(in), transport.DefaultMaxErrorBodyBytes)]
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("readErrorBody in reads of %v = %q, %v; want %q", sizes, got, err, want)
+		}
+		a := transport.ClassifyResponse(src, prof, code, http.Header{}, got)
+		b := transport.ClassifyResponse(src, prof, code, http.Header{}, want)
+		if a == nil || a.Error() != b.Error() {
+			t.Fatalf("classified %v, the whole body %v", a, b)
+		}
+		d, derr := decodeAnswer(&splitReader{data: in, sizes: sizes}, 1, EncodingFloat)
+		ref := refDecode(in, 1, EncodingFloat)
+		if ref.verdict == refErrorBody && (derr != nil || !bytes.Equal(d.errorBody, ref.got.errorBody)) {
+			t.Fatalf("%q: error body %q (%v), encoding/json reads %q", in, d.errorBody, derr, ref.got.errorBody)
+		}
+		if derr == nil && d.errorBody != nil && transport.ClassifyResponse(src, prof, 200, http.Header{}, d.errorBody) == nil {
+			t.Fatalf("%q: the error member %q was not classified as an error", in, d.errorBody)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,9 @@ type fakeEmbed struct {
 
 	// shuffle answers data[] in reverse order.
 	shuffle bool
+	// withLength sends a Content-Length with the default answer (without
+	// it, an answer beyond net/http's buffer is sent chunked).
+	withLength bool
 	// noUsage omits usage when it returns true for the batch.
 	noUsage func(first string) bool
 	// respond, when set, answers instead of the default (status, body).
@@ -130,7 +134,11 @@ func (f *fakeEmbed) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(f.answer(req))
+	body := f.answer(req)
+	if f.withLength {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	_, _ = w.Write(body)
 }
 
 // answer renders the default answer to req.

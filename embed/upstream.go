@@ -23,7 +23,8 @@ import (
 const (
 	// maxBodyBytes bounds a successful answer. Large batches of large
 	// vectors as JSON text are big (2048 × 3072 numbers ≈ 100 MB); the
-	// decoder streams, so the bound is about the wire, not memory.
+	// decoder streams entry by entry, so the bound is about the wire: what
+	// is held is the vectors (see decodeAnswer).
 	maxBodyBytes = 512 << 20
 	// maxDrainBytes is how much of an answer's tail is read after decoding
 	// so that the connection can be reused.
@@ -48,21 +49,50 @@ type upstream struct {
 // through transport.ClassifyResponse, network errors through
 // transport.ClassifyNetError, and answers that fail the checks (count,
 // dimensions, EXPECTED_DIM) are *core.ResultInvalidError. The source's API
-// key is redacted from every error (transport.RedactError).
+// key is redacted from every error (transport.RedactError). What the
+// attempt reserved on the context's memory budget is given back before it
+// returns.
 func (u *upstream) embed(ctx context.Context, src *core.SourceConfig, texts []string, params map[string]any) ([][]float32, *core.LLMResponse, error) {
+	return u.embedHeld(ctx, src, texts, params, nil)
+}
+
+// held is the memory budget a successful attempt keeps for its vectors
+// until the call is done.
+type held struct {
+	budget core.MemoryBudget
+	n      int64
+}
+
+// release gives the reservation back.
+func (h *held) release() {
+	if h.budget != nil && h.n > 0 {
+		h.budget.Release(h.n)
+	}
+	h.n = 0
+}
+
+// embedHeld is embed; when keep is not nil, a successful attempt hands
+// its reservation on the memory budget to keep instead of giving it back.
+func (u *upstream) embedHeld(ctx context.Context, src *core.SourceConfig, texts []string, params map[string]any, keep *held) ([][]float32, *core.LLMResponse, error) {
 	var vecs [][]float32
-	resp, err := u.attempt(ctx, src, texts, params, &vecs)
+	body := &bodyReader{limit: maxBodyBytes, budget: core.MemoryBudgetFrom(ctx)}
+	defer body.release()
+	resp, err := u.attempt(ctx, src, texts, params, body, &vecs)
 	if err == nil && u.check != nil {
 		if cerr := u.check(vecs, len(texts)); cerr != nil {
 			// The answer is billed and recorded; the source is alive.
 			return nil, resp, &core.ResultInvalidError{Source: src.Name, Message: cerr.Error(), Err: cerr}
 		}
 	}
+	if err == nil && keep != nil {
+		keep.budget, keep.n = body.budget, keep.n+body.take()
+	}
 	return vecs, resp, err
 }
 
-// attempt performs the exchange of embed; the vectors go to *vecs.
-func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []string, params map[string]any, vecs *[][]float32) (_ *core.LLMResponse, err error) {
+// attempt performs the exchange of embed, reading the answer through body;
+// the vectors go to *vecs.
+func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []string, params map[string]any, body *bodyReader, vecs *[][]float32) (_ *core.LLMResponse, err error) {
 	if src == nil || len(texts) == 0 {
 		return nil, &core.RequestRejectedError{Code: "invalid_request", Message: "an embedding batch needs a source and texts"}
 	}
@@ -74,7 +104,7 @@ func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []
 		return nil, &core.RequestRejectedError{Source: src.Name, Code: "invalid_request", Message: "embedding upstream has no transport"}
 	}
 	start := time.Now()
-	body, err := u.encode(src, params, texts)
+	reqBody, err := u.encode(src, params, texts)
 	if err != nil {
 		return nil, &core.RequestRejectedError{Source: src.Name, Code: "invalid_request", Message: err.Error(), Err: err}
 	}
@@ -89,7 +119,7 @@ func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []
 		actx, cancel = context.WithTimeout(ctx, src.Timeout)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, target, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, target, bytes.NewReader(reqBody))
 	if err != nil {
 		return nil, &core.SourceDeadError{Source: src.Name, Message: "invalid base url"}
 	}
@@ -109,21 +139,10 @@ func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []
 		return nil, ioFailure(ctx, actx, src, 0, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		eb, rerr := io.ReadAll(io.LimitReader(resp.Body, transport.DefaultMaxErrorBodyBytes))
-		if rerr != nil && actx.Err() != nil {
-			return nil, ioFailure(ctx, actx, src, resp.StatusCode, rerr)
-		}
-		return nil, transport.ClassifyResponse(src, prof, resp.StatusCode, resp.Header, eb)
-	}
-
-	dec, err := decodeEmbeddings(&bodyReader{r: resp.Body, limit: maxBodyBytes}, len(texts))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
+	body.r = resp.Body
+	dec, err := u.readAnswer(ctx, actx, src, resp, body, len(texts), requestFormat(u.format, params, src.ExtraBody))
 	if err != nil {
-		return nil, u.decodeFailure(ctx, actx, src, resp.StatusCode, err)
-	}
-	if dec.errorBody != nil {
-		return nil, transport.ClassifyResponse(src, prof, resp.StatusCode, resp.Header, dec.errorBody)
+		return nil, err
 	}
 	if u.normalize {
 		for _, v := range dec.vectors {
@@ -148,6 +167,67 @@ func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []
 	return r, nil
 }
 
+// readAnswer reads the answer resp of an attempt through body: an error
+// answer (a non-2xx, or a 2xx with an "error" member) is classified, a
+// length announced beyond the limit or the memory budget is refused before
+// a byte is read, and the vectors of the rest are decoded (decodeAnswer)
+// for n inputs asked for in format.
+func (u *upstream) readAnswer(ctx, actx context.Context, src *core.SourceConfig, resp *http.Response, body *bodyReader, n int, format string) (*decoded, error) {
+	prof := u.t.Profile(src.Provider)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		eb, rerr := readErrorBody(body)
+		switch {
+		case errors.Is(rerr, core.ErrMemoryBudget):
+			return nil, budgetFailure(src, resp.StatusCode, rerr)
+		case rerr != nil && actx.Err() != nil:
+			return nil, ioFailure(ctx, actx, src, resp.StatusCode, rerr)
+		}
+		return nil, transport.ClassifyResponse(src, prof, resp.StatusCode, resp.Header, eb)
+	}
+	if resp.ContentLength > body.limit {
+		return nil, u.decodeFailure(ctx, actx, src, resp.StatusCode, &readError{err: errTooLarge})
+	}
+	if resp.ContentLength > 0 && !body.reserve(resp.ContentLength) {
+		return nil, budgetFailure(src, resp.StatusCode, errBudget)
+	}
+	dec, err := decodeAnswer(body, n, format)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
+	if err != nil {
+		return nil, u.decodeFailure(ctx, actx, src, resp.StatusCode, err)
+	}
+	if dec.errorBody != nil {
+		return nil, transport.ClassifyResponse(src, prof, resp.StatusCode, resp.Header, dec.errorBody)
+	}
+	return dec, nil
+}
+
+// readErrorBody reads the part of an error answer that is classified:
+// at most transport.DefaultMaxErrorBodyBytes, the rest left unread.
+func readErrorBody(body io.Reader) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(body, transport.DefaultMaxErrorBodyBytes))
+}
+
+// budgetFailure is the end of an attempt whose answer did not fit the
+// memory budget: the server holds as much as it may, so the call ends
+// (a rejection; no other source is asked), with an error wrapping
+// core.ErrMemoryBudget.
+func budgetFailure(src *core.SourceConfig, status int, err error) error {
+	return &core.RequestRejectedError{Source: src.Name, StatusCode: status, Code: "memory_budget",
+		Message: "the answer of " + src.Name + " does not fit the server's memory budget for buffered bytes", Err: err}
+}
+
+// requestFormat is the encoding_format the request body asks for: the
+// client's, unless the call's params or the source's EXTRA_BODY set
+// another (later layers win, as in encode).
+func requestFormat(format string, params, extra map[string]any) string {
+	for _, m := range []map[string]any{extra, params} {
+		if f, ok := m["encoding_format"].(string); ok {
+			return f
+		}
+	}
+	return format
+}
+
 // decodeFailure classifies a failed decode.
 func (u *upstream) decodeFailure(ctx, actx context.Context, src *core.SourceConfig, status int, err error) error {
 	var (
@@ -160,6 +240,9 @@ func (u *upstream) decodeFailure(ctx, actx context.Context, src *core.SourceConf
 		if errors.Is(re.err, errTooLarge) {
 			return &core.TransientError{Source: src.Name, Reason: core.ReasonNetworkError, StatusCode: status,
 				Message: "response body larger than " + strconv.Itoa(maxBodyBytes>>20) + " MiB"}
+		}
+		if errors.Is(re.err, core.ErrMemoryBudget) {
+			return budgetFailure(src, status, re.err)
 		}
 		return ioFailure(ctx, actx, src, status, re.err)
 	case errors.As(err, &me):

@@ -39,15 +39,15 @@ func asInvalid(rd *redact.Redactor, source string, raw []byte, err error) error 
 // middleSuffix names the member that carries boxes and page sizes.
 const middleSuffix = "_middle.json"
 
-// extractMiddle finds the *_middle.json member of a result ZIP held in
-// memory and returns its content. Nothing is written to disk. The central
-// directory is vetted by checkDirectory first, so that archive/zip never
-// allocates for more than cfg.MaxMembers members. Members with
-// unsafe names (absolute, "..", backslashes, drive letters) are ignored;
-// members in subdirectories are accepted, the shallowest (then the first
-// by name) winning. Only the chosen member is decompressed, bounded by
-// cfg.MaxMemberBytes whatever its header declares.
-func extractMiddle(archive []byte, cfg Config) ([]byte, error) {
+// openMiddle finds the *_middle.json member of a result ZIP held in
+// memory. Nothing is written to disk. The central directory is vetted by
+// checkDirectory first, so that archive/zip never allocates for more than
+// cfg.MaxMembers members. Members with unsafe names (absolute, "..",
+// backslashes, drive letters) are ignored; members in subdirectories are
+// accepted, the shallowest (then the first by name) winning. A member
+// that declares more than cfg.MaxMemberBytes is refused before it is
+// opened.
+func openMiddle(archive []byte, cfg Config) (*zip.File, error) {
 	if err := checkDirectory(archive, cfg.MaxMembers); err != nil {
 		return nil, err
 	}
@@ -76,23 +76,87 @@ func extractMiddle(archive []byte, cfg Config) ([]byte, error) {
 	if best == nil {
 		return nil, bad(ErrBadArchive, "no *%s in the result archive (members: %s)", middleSuffix, memberList(zr.File))
 	}
-	limit := cfg.MaxMemberBytes
-	if best.UncompressedSize64 > uint64(limit) {
-		return nil, bad(errArchiveTooLarge, "%s declares %d bytes, more than the limit of %d", best.Name, best.UncompressedSize64, limit)
+	if best.UncompressedSize64 > uint64(cfg.MaxMemberBytes) {
+		return nil, bad(errArchiveTooLarge, "%s declares %d bytes, more than the limit of %d", best.Name, best.UncompressedSize64, cfg.MaxMemberBytes)
 	}
-	rc, err := best.Open()
+	return best, nil
+}
+
+// openMember opens f for reading, bounded by limit bytes whatever its
+// header declares (errMemberTooLarge past them).
+func openMember(f *zip.File, limit int64) (io.ReadCloser, error) {
+	rc, err := f.Open()
 	if err != nil {
-		return nil, bad(ErrBadArchive, "cannot open %s: %v", best.Name, err)
+		return nil, bad(ErrBadArchive, "cannot open %s: %v", f.Name, err)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{&boundedReader{r: rc, left: limit}, rc}, nil
+}
+
+// memberError is the error of a member that failed while it was read.
+func memberError(f *zip.File, limit int64, err error) error {
+	if errors.Is(err, errMemberTooLarge) {
+		return bad(errArchiveTooLarge, "%s inflates beyond the limit of %d bytes", f.Name, limit)
+	}
+	return bad(ErrBadArchive, "cannot read %s: %v", f.Name, err)
+}
+
+// errMemberTooLarge is boundedReader's error past its limit.
+var errMemberTooLarge = errors.New("ocr: member too large")
+
+// boundedReader reads at most left bytes of r; if r has more, the read
+// that would go past them fails with errMemberTooLarge.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.left <= 0 {
+		var one [1]byte
+		n, err := io.ReadFull(b.r, one[:])
+		if n > 0 {
+			return 0, errMemberTooLarge
+		}
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// readLayout reads the layout of a result ZIP held in memory: its
+// *_middle.json (openMiddle) is inflated into the decoder as it is read
+// (decodeMiddle), and kept as the raw document. A layout past
+// cfg.MaxLayoutPages or MaxLayoutBlocks ends the reading at once.
+func readLayout(archive []byte, cfg Config) ([]LayoutElement, [][2]float64, []byte, error) {
+	f, err := openMiddle(archive, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rc, err := openMember(f, cfg.MaxMemberBytes)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
-	if int64(len(b)) > limit {
-		return nil, bad(errArchiveTooLarge, "%s inflates beyond the limit of %d bytes", best.Name, limit)
+	var raw bytes.Buffer
+	elements, sizes, err := decodeMiddle(io.TeeReader(rc, &raw), limitsOf(cfg))
+	var rf *readFailure
+	if errors.As(err, &rf) {
+		return nil, nil, nil, memberError(f, cfg.MaxMemberBytes, rf.err)
 	}
-	if err != nil {
-		return nil, bad(ErrBadArchive, "cannot read %s: %v", best.Name, err)
-	}
-	return b, nil
+	return elements, sizes, raw.Bytes(), err
 }
 
 // ZIP record layouts (APPNOTE.TXT 4.3.12, 4.3.14–16).

@@ -18,6 +18,8 @@ const (
 	DefaultMaxMembers       = 4096
 	DefaultHealthTimeout    = 5 * time.Second
 	DefaultMaxOutsidePages  = 1.0
+	DefaultMaxLayoutPages   = 10_000
+	DefaultMaxLayoutBlocks  = 100_000
 )
 
 // Config tunes the OCR client. The zero value is valid: every zero field
@@ -48,6 +50,16 @@ type Config struct {
 	// beyond the page is the caller's business). Default 1; a negative
 	// value turns the check off.
 	MaxOutsidePages float64
+	// MaxLayoutPages bounds the pages of a *_middle.json that are read:
+	// one more is a ResultInvalidError (ErrBadLayout, ErrTooLarge), raised
+	// as soon as it is met, before anything more is read. Default 10,000.
+	MaxLayoutPages int
+	// MaxLayoutBlocks bounds the blocks (para_blocks) built into
+	// LayoutResult.Elements, all pages together, and the elements of any
+	// other array of a page (preproc_blocks, discarded_blocks, …) that is
+	// read and dropped: one more is a ResultInvalidError (ErrBadLayout,
+	// ErrTooLarge), raised as soon as it is met. Default 100,000.
+	MaxLayoutBlocks int
 }
 
 func (c Config) withDefaults() Config {
@@ -68,6 +80,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOutsidePages == 0 {
 		c.MaxOutsidePages = DefaultMaxOutsidePages
+	}
+	if c.MaxLayoutPages <= 0 {
+		c.MaxLayoutPages = DefaultMaxLayoutPages
+	}
+	if c.MaxLayoutBlocks <= 0 {
+		c.MaxLayoutBlocks = DefaultMaxLayoutBlocks
 	}
 	return c
 }

@@ -48,6 +48,11 @@
 // with bounds (Config.MaxArchiveBytes, MaxMembers, MaxMemberBytes); only
 // the middle.json member is decompressed; members are found by suffix,
 // subdirectories are tolerated and unsafe names (absolute, "..") ignored.
+// The middle.json is read by encoding/json as it is inflated, page by page
+// and block by block (what json.Unmarshal reads from the same bytes):
+// more pages than Config.MaxLayoutPages or more blocks than
+// MaxLayoutBlocks end the reading at once, so a small archive that
+// inflates into millions of blocks costs little.
 // Boxes are in the units of their page's size (PDF points, or 0.75 × pixels
 // for an image without dpi), origin top left; a box that overhangs its page
 // is kept: geometry beyond the page is the caller's business.
@@ -75,6 +80,8 @@
 //	404 or 410 on the ZIP                          TransientError (archive_not_found)    post again, maybe elsewhere
 //	middle.json not JSON, no pages, page_idx       ResultInvalidError (ErrBadLayout)     no retry; breaker: alive
 //	  out of sequence
+//	more pages or blocks than MaxLayoutPages,      ResultInvalidError (ErrBadLayout      no retry; breaker: alive
+//	  MaxLayoutBlocks                                and ErrTooLarge)
 //	bad page_size; bbox not 4 finite numbers,      ResultInvalidError (ErrBadGeometry)   no retry; breaker: alive
 //	  x2 <= x1, y2 <= y1, or far outside its page
 //	caller's context cancelled or expired          CanceledError                         errors.Is(err, ctx.Err()); no row

@@ -49,9 +49,10 @@ var (
 	// y2 <= y1), or a box far outside its page (see Config.MaxOutsidePages).
 	ErrBadGeometry = fmt.Errorf("%w: ocr: broken geometry", polygateway.ErrGateway)
 	// ErrTooLarge: a result beyond a limit of Config: the JSON answer
-	// (MaxResponseBytes), the archive (MaxArchiveBytes, MaxMembers) or its
-	// middle.json (MaxMemberBytes). The archive cases match ErrBadArchive
-	// too.
+	// (MaxResponseBytes), the archive (MaxArchiveBytes, MaxMembers), its
+	// middle.json (MaxMemberBytes) or the layout in it (MaxLayoutPages,
+	// MaxLayoutBlocks). The archive cases match ErrBadArchive too, the
+	// layout cases ErrBadLayout.
 	ErrTooLarge = fmt.Errorf("%w: ocr: result beyond a size limit", polygateway.ErrGateway)
 	// ErrNoResult: the governed call answered without an OCR result: a
 	// fallback (polygateway.WithFallback) stood in after every source
@@ -59,8 +60,12 @@ var (
 	ErrNoResult = fmt.Errorf("%w: ocr: the answer carries no OCR result (a fallback cannot stand in for OCR)", polygateway.ErrGateway)
 )
 
-// errArchiveTooLarge matches both ErrBadArchive and ErrTooLarge.
-var errArchiveTooLarge = fmt.Errorf("%w (%w)", ErrBadArchive, ErrTooLarge)
+// errArchiveTooLarge matches both ErrBadArchive and ErrTooLarge;
+// errLayoutTooLarge both ErrBadLayout and ErrTooLarge.
+var (
+	errArchiveTooLarge = fmt.Errorf("%w (%w)", ErrBadArchive, ErrTooLarge)
+	errLayoutTooLarge  = fmt.Errorf("%w (%w)", ErrBadLayout, ErrTooLarge)
+)
 
 // invalid returns the ResultInvalidError of source with cause kind. The
 // source's key is redacted (rd) from the message and, before it is cut,

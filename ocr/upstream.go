@@ -147,8 +147,12 @@ func (a *attempt) send(method, target string, body []byte, contentType string) (
 	return a.u.tc.Send(a.src, req)
 }
 
-// read reads a whole body of at most limit bytes.
-func read(r io.Reader, limit int64) ([]byte, error) {
+// readAnswer reads a whole body of at most limit bytes; a length
+// announced beyond limit is refused before anything is read.
+func readAnswer(r io.Reader, contentLength, limit int64) ([]byte, error) {
+	if contentLength > limit {
+		return nil, errTooLarge
+	}
 	b, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, err
@@ -230,7 +234,7 @@ func (a *attempt) post(req *request) (int, []byte, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.StatusCode, nil, a.httpError(resp)
 	}
-	body, err := read(resp.Body, a.u.cfg.MaxResponseBytes)
+	body, err := readAnswer(resp.Body, resp.ContentLength, a.u.cfg.MaxResponseBytes)
 	switch {
 	case errors.Is(err, errTooLarge):
 		// Every source would send the same answer: a result that cannot be
@@ -248,12 +252,8 @@ func (a *attempt) text(req *request) (*core.LLMResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ans struct {
-		Success *bool   `json:"success"`
-		Content *string `json:"content"`
-		Message *string `json:"message"`
-	}
-	if err := json.Unmarshal(body, &ans); err != nil || ans.Success == nil {
+	ans, ok := decodeAnswer[textAnswer](body)
+	if !ok {
 		return nil, a.malformed(status, "malformed answer from "+req.path+": "+a.rd.CutBytes(body, 256))
 	}
 	msg := deref(ans.Message)
@@ -267,6 +267,37 @@ func (a *attempt) text(req *request) (*core.LLMResponse, error) {
 		UsageSource:  core.UsageMeasured,
 		FinishReason: "stop",
 	}, nil
+}
+
+// textAnswer and parseAnswer are the JSON answers of /ocr/text and
+// /parse (MONKEYOCR.md): the fields this package reads, as json.Unmarshal
+// reads them.
+type textAnswer struct {
+	Success *bool   `json:"success"`
+	Content *string `json:"content"`
+	Message *string `json:"message"`
+}
+
+type parseAnswer struct {
+	Success     *bool   `json:"success"`
+	Message     *string `json:"message"`
+	DownloadURL *string `json:"download_url"`
+}
+
+// decodeAnswer reads the JSON answer body into ans; false when it is not
+// one (not JSON, the wrong types, or no "success").
+func decodeAnswer[A textAnswer | parseAnswer](body []byte) (*A, bool) {
+	var ans A
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return nil, false
+	}
+	switch v := any(&ans).(type) {
+	case *textAnswer:
+		return &ans, v.Success != nil
+	case *parseAnswer:
+		return &ans, v.Success != nil
+	}
+	return nil, false
 }
 
 func deref(s *string) string {
@@ -283,12 +314,8 @@ func (a *attempt) layout(req *request) (*core.LLMResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ans struct {
-		Success     *bool   `json:"success"`
-		Message     *string `json:"message"`
-		DownloadURL *string `json:"download_url"`
-	}
-	if err := json.Unmarshal(body, &ans); err != nil || ans.Success == nil {
+	ans, ok := decodeAnswer[parseAnswer](body)
+	if !ok {
 		return nil, a.malformed(status, "malformed answer from "+req.path+": "+a.rd.CutBytes(body, 256))
 	}
 	if !*ans.Success {
@@ -306,37 +333,37 @@ func (a *attempt) layout(req *request) (*core.LLMResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	middle, err := extractMiddle(archive, a.u.cfg)
-	if err != nil {
-		return nil, asInvalid(a.rd, a.src.Name, nil, err)
-	}
-	elements, sizes, err := parseMiddle(middle, a.u.cfg.MaxOutsidePages)
+	elements, sizes, middle, err := readLayout(archive, a.u.cfg)
 	if err != nil {
 		return nil, asInvalid(a.rd, a.src.Name, middle, err)
 	}
 	a.out.layout = &layoutPayload{elements: elements, pageSizes: sizes, raw: middle}
 	return &core.LLMResponse{
-		Content:      fmt.Sprintf(`{"pages":%d,"elements":%d}`, len(sizes), len(elements)),
+		Content:      layoutJSON(len(sizes), len(elements)),
 		UsageSource:  core.UsageMeasured,
 		FinishReason: "stop",
 	}, nil
 }
 
-// download resolves download_url against the source's base URL (base
-// path included): a path on the same server, every segment escaped.
-// Absolute URLs are accepted only for the source's own scheme and host; "." and ".." segments, empty
-// segments and backslashes are refused.
-func (a *attempt) download(dl string) (string, error) {
+// download resolves download_url against the source's base URL
+// (resolveDownload).
+func (a *attempt) download(dl string) (string, error) { return resolveDownload(a.base, dl) }
+
+// resolveDownload resolves download_url against base, the source's base
+// URL (base path included): a path on the same server, every segment
+// escaped. Absolute URLs are accepted only for base's scheme and host;
+// "." and ".." segments, empty segments and backslashes are refused.
+func resolveDownload(base *url.URL, dl string) (string, error) {
 	if strings.Contains(dl, "\\") {
 		return "", errors.New("backslash in path")
 	}
-	p, prefix := dl, a.base.EscapedPath()
+	p, prefix := dl, base.EscapedPath()
 	if !strings.HasPrefix(dl, "/") {
 		u, err := url.Parse(dl)
 		if err != nil || !u.IsAbs() {
 			return "", errors.New("neither an absolute path nor a URL of the source")
 		}
-		if !strings.EqualFold(u.Scheme, a.base.Scheme) || !strings.EqualFold(u.Host, a.base.Host) {
+		if !strings.EqualFold(u.Scheme, base.Scheme) || !strings.EqualFold(u.Host, base.Host) {
 			return "", errors.New("points to another host")
 		}
 		// An absolute URL names the whole path: no base path prefix.
@@ -353,7 +380,7 @@ func (a *attempt) download(dl string) (string, error) {
 		sb.WriteByte('/')
 		sb.WriteString(url.PathEscape(s))
 	}
-	return a.base.Scheme + "://" + a.base.Host + prefix + sb.String(), nil
+	return base.Scheme + "://" + base.Host + prefix + sb.String(), nil
 }
 
 // fetch downloads the result ZIP, bounded by MaxArchiveBytes. A 404 (or
@@ -378,7 +405,7 @@ func (a *attempt) fetch(target string) ([]byte, error) {
 	if resp.ContentLength > limit {
 		return nil, invalid(a.rd, a.src.Name, errArchiveTooLarge, nil, "result archive of %d bytes exceeds the limit of %d bytes", resp.ContentLength, limit)
 	}
-	b, err := read(resp.Body, limit)
+	b, err := readAnswer(resp.Body, -1, limit)
 	switch {
 	case errors.Is(err, errTooLarge):
 		return nil, invalid(a.rd, a.src.Name, errArchiveTooLarge, nil, "result archive exceeds the limit of %d bytes", limit)

@@ -1,7 +1,6 @@
 package polygatewaytest
 
 import (
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"hash/fnv"
@@ -139,8 +138,16 @@ func (e *embedRequest) addTokens(ids []int) string {
 
 // invalidRequest returns an OpenAI invalid_request_error envelope.
 func invalidRequest(msg, param string) string {
-	return `{"error":{"message":` + string(quote(msg)) + `,"type":"invalid_request_error","param":` +
-		string(quote(param)) + `,"code":null}}`
+	type apiError struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   string  `json:"param"`
+		Code    *string `json:"code"`
+	}
+	b, _ := json.Marshal(struct {
+		Error apiError `json:"error"`
+	}{apiError{Message: msg, Type: "invalid_request_error", Param: param}})
+	return string(b)
 }
 
 // EmbeddingFor returns the vector the embeddings endpoint answers for text
@@ -212,57 +219,51 @@ func (a *answerer) embeddings(e *embedRequest, model string) {
 
 var bodyEmbedMalformed = []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.125,`)
 
+// embeddingEntry and embeddingsAnswer are the answer to an embeddings
+// request as encoding/json writes it. A base64 vector is the []byte of its
+// little-endian float32 values, which encoding/json writes in base64.
+type embeddingEntry struct {
+	Object    string `json:"object"`
+	Index     int    `json:"index"`
+	Embedding any    `json:"embedding"`
+}
+
+type embeddingsAnswer struct {
+	Object string           `json:"object"`
+	Data   []embeddingEntry `json:"data"`
+	Model  string           `json:"model"`
+	Usage  *embeddingsUsage `json:"usage,omitempty"`
+}
+
+type embeddingsUsage struct {
+	PromptTokens int `json:"prompt_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
 // renderEmbeddings builds the JSON answer to e.
 func renderEmbeddings(e *embedRequest, model string, b *Behavior) []byte {
-	per := 8 + e.dim*12
-	if e.base64 {
-		per = 8 + base64.StdEncoding.EncodedLen(4*e.dim)
-	}
-	out := make([]byte, 0, 128+len(model)+len(e.texts)*(per+48))
-	out = append(out, `{"object":"list","data":[`...)
-	raw := make([]byte, 4*e.dim)
+	ans := embeddingsAnswer{Object: "list", Data: make([]embeddingEntry, len(e.texts)), Model: model}
 	prompt := 0
 	for i, text := range e.texts {
 		prompt += e.tokens[i]
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, `{"object":"embedding","index":`...)
-		out = strconv.AppendInt(out, int64(i), 10)
-		out = append(out, `,"embedding":`...)
 		v := EmbeddingFor(text, e.dim)
+		ans.Data[i] = embeddingEntry{Object: "embedding", Index: i, Embedding: v}
 		if e.base64 {
-			for j, f := range v {
-				binary.LittleEndian.PutUint32(raw[4*j:], math.Float32bits(f))
+			raw := make([]byte, 0, 4*len(v))
+			for _, f := range v {
+				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
 			}
-			out = append(out, '"')
-			out = base64.StdEncoding.AppendEncode(out, raw)
-			out = append(out, '"')
-		} else {
-			out = append(out, '[')
-			for j, f := range v {
-				if j > 0 {
-					out = append(out, ',')
-				}
-				out = strconv.AppendFloat(out, float64(f), 'g', -1, 32)
-			}
-			out = append(out, ']')
+			ans.Data[i].Embedding = raw
 		}
-		out = append(out, '}')
 	}
-	out = append(out, `],"model":`...)
-	out = append(out, quote(model)...)
 	if !b.NoUsage {
 		if b.PromptTokens != 0 {
 			prompt = b.promptTokens()
 		}
-		out = append(out, `,"usage":{"prompt_tokens":`...)
-		out = strconv.AppendInt(out, int64(prompt), 10)
-		out = append(out, `,"total_tokens":`...)
-		out = strconv.AppendInt(out, int64(prompt), 10)
-		out = append(out, '}')
+		ans.Usage = &embeddingsUsage{PromptTokens: prompt, TotalTokens: prompt}
 	}
-	return append(out, '}')
+	out, _ := json.Marshal(ans) // plain strings, numbers and bytes always marshal
+	return out
 }
 
 // models answers GET /v1/models and GET /v1/models/{id}.

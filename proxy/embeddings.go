@@ -1,11 +1,13 @@
 package proxy
 
 import (
-	"encoding/base64"
+	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/embed"
@@ -14,7 +16,7 @@ import (
 type embeddingBody struct {
 	Object    string `json:"object"`
 	Index     int    `json:"index"`
-	Embedding any    `json:"embedding"` // []float32, or a base64 string of little-endian float32s
+	Embedding any    `json:"embedding"` // []float32, or []byte: little-endian float32s, which encoding/json writes in base64
 }
 
 type embedGatewayInfo struct {
@@ -72,26 +74,74 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri.source = resp.SourceName
-	data := make([]embeddingBody, len(resp.Vectors))
-	for i, v := range resp.Vectors {
-		data[i] = embeddingBody{Object: "embedding", Index: i, Embedding: v}
-		if req.base64 {
-			data[i].Embedding = base64Floats(v)
-		}
-	}
 	h := w.Header()
 	h.Set("X-PolyGateway-Source", resp.SourceName)
 	h.Set("X-PolyGateway-Cache", "miss")
 	h.Set("X-PolyGateway-Degraded", "false")
 	h.Set("X-PolyGateway-Batches", strconv.Itoa(len(resp.BatchCallIDs)))
-	s.writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list", "data": data, "model": resp.Model,
-		"usage": map[string]int{"prompt_tokens": resp.PromptTokens, "total_tokens": resp.PromptTokens},
-		"gateway": embedGatewayInfo{
-			RequestID: ri.id, CallID: resp.CallID, Scope: scope, Source: resp.SourceName, Provider: resp.Provider,
-			LatencyMS: ms(resp.Latency), UsageSource: resp.UsageSource, Cost: resp.Cost, Batches: len(resp.BatchCallIDs),
-		},
+	s.writeEmbeddings(w, resp, req.base64, embedGatewayInfo{
+		RequestID: ri.id, CallID: resp.CallID, Scope: scope, Source: resp.SourceName, Provider: resp.Provider,
+		LatencyMS: ms(resp.Latency), UsageSource: resp.UsageSource, Cost: resp.Cost, Batches: len(resp.BatchCallIDs),
 	})
+}
+
+// embeddingsTail is the answer after its data array.
+type embeddingsTail struct {
+	Gateway embedGatewayInfo `json:"gateway"`
+	Model   string           `json:"model"`
+	Object  string           `json:"object"`
+	Usage   embedUsage       `json:"usage"`
+}
+
+type embedUsage struct {
+	PromptTokens int `json:"prompt_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
+// embedWriteBuffer is how much of an embeddings answer is buffered before
+// it goes to the client.
+const embedWriteBuffer = 32 << 10
+
+// writeEmbeddings writes the answer {"data":[…],"gateway":…,"model":…,
+// "object":"list","usage":…} (the keys in the order json.Marshal gives a
+// map) to the client vector by vector: each data entry is encoded by
+// encoding/json and written through a small buffer, so that what the
+// answer costs beyond the vectors themselves is one entry and the buffer,
+// never the whole answer in one piece. The status is sent before the
+// first vector; a client that goes away ends the writing.
+func (s *Server) writeEmbeddings(w http.ResponseWriter, resp *embed.Response, b64 bool, gw embedGatewayInfo) {
+	tail, err := json.Marshal(embeddingsTail{Gateway: gw, Model: resp.Model, Object: "list",
+		Usage: embedUsage{PromptTokens: resp.PromptTokens, TotalTokens: resp.PromptTokens}})
+	if err != nil {
+		writeAPIError(w, mapError(err, false))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, embedWriteBuffer)
+	_, _ = bw.WriteString(`{"data":[`)
+	var raw []byte
+	for i, v := range resp.Vectors {
+		entry := embeddingBody{Object: "embedding", Index: i, Embedding: v}
+		if b64 {
+			raw = littleEndianFloats(raw[:0], v)
+			entry.Embedding = raw
+		}
+		b, err := json.Marshal(entry)
+		if err != nil {
+			return
+		}
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		if _, err := bw.Write(b); err != nil {
+			return // the client is gone
+		}
+	}
+	_, _ = bw.WriteString("],")
+	_, _ = bw.Write(tail[1:]) // the tail object's members and its closing brace
+	_ = bw.Flush()
 }
 
 // maxInputs is the number of inputs the embedder takes in one call: its
@@ -104,12 +154,11 @@ func maxInputs(e Embedder) int {
 	return embed.DefaultMaxInputs
 }
 
-// base64Floats encodes v as OpenAI's base64 embedding format: the
-// little-endian bytes of each float32.
-func base64Floats(v []float32) string {
-	b := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+// littleEndianFloats appends the little-endian bytes of each float32 of v
+// to b: OpenAI's base64 embedding format before its base64 encoding.
+func littleEndianFloats(b []byte, v []float32) []byte {
+	for _, f := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
 	}
-	return base64.StdEncoding.EncodeToString(b)
+	return b
 }
