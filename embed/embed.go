@@ -31,7 +31,8 @@ type Response struct {
 	// PromptTokens is the sum over all batches.
 	PromptTokens int
 	// UsageSource is "estimated" if any batch's usage was estimated, else
-	// "measured".
+	// "bounded" if a batch's answer claimed more than its texts could use
+	// (settled at their bound), else "measured".
 	UsageSource string
 	// Latency is the wall time of the whole Embed call.
 	Latency time.Duration
@@ -123,6 +124,7 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 			Budgets:        co.Budgets,
 			NoPushbackWait: co.NoPushbackWait,
 			Tokens:         estimateTokens(texts[lo:hi]),
+			InputBytes:     textBytes(texts[lo:hi]),
 		}}
 	}
 	// The memory the batches' answers reserved on the context's budget
@@ -146,8 +148,11 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 		r := bt.resp
 		out.Vectors = append(out.Vectors, bt.vecs...)
 		out.PromptTokens += r.PromptTokens
-		if r.UsageSource == core.UsageEstimated {
+		switch {
+		case r.UsageSource == core.UsageEstimated:
 			out.UsageSource = core.UsageEstimated
+		case r.UsageSource == core.UsageBounded && out.UsageSource == core.UsageMeasured:
+			out.UsageSource = core.UsageBounded
 		}
 		if r.Cost == nil {
 			costOK = false

@@ -357,6 +357,16 @@ func estimateTokens(texts []string) int {
 	return n
 }
 
+// textBytes is the bytes of texts: the most prompt tokens an answer for
+// them may claim (a token is at least a byte).
+func textBytes(texts []string) int {
+	n := 0
+	for _, t := range texts {
+		n += len(t)
+	}
+	return n
+}
+
 // normalizeL2 scales v to unit length; a zero vector stays zero.
 func normalizeL2(v []float32) {
 	var sum float64

@@ -148,8 +148,8 @@ type Behavior struct {
 	NoUsage bool
 
 	// Usage, when set, is the JSON of the usage object reported in place
-	// of the one computed from the answer (in a non-streaming body and in
-	// a stream's usage chunk), verbatim: a test of an upstream that claims
+	// of the one computed from the answer (in a non-streaming body, in a
+	// stream's usage chunk and in an embeddings answer), verbatim: a test of an upstream that claims
 	// more tokens than it could have used, or reports them oddly.
 	Usage string
 

@@ -232,7 +232,7 @@ type embeddingsAnswer struct {
 	Object string           `json:"object"`
 	Data   []embeddingEntry `json:"data"`
 	Model  string           `json:"model"`
-	Usage  *embeddingsUsage `json:"usage,omitempty"`
+	Usage  any              `json:"usage,omitempty"`
 }
 
 type embeddingsUsage struct {
@@ -256,7 +256,11 @@ func renderEmbeddings(e *embedRequest, model string, b *Behavior) []byte {
 			ans.Data[i].Embedding = raw
 		}
 	}
-	if !b.NoUsage {
+	switch {
+	case b.NoUsage:
+	case b.Usage != "":
+		ans.Usage = json.RawMessage(b.Usage)
+	default:
 		if b.PromptTokens != 0 {
 			prompt = b.promptTokens()
 		}
