@@ -491,7 +491,8 @@ func (l *loader) telemetry() *Error {
 	// Validate requires the path or the DSN of the backend chosen.
 	s.TelemetrySQLitePath = l.get("PGW_TELEMETRY_SQLITE_PATH").val
 	s.TelemetryPGDSN = l.get("PGW_TELEMETRY_PG_DSN").val
-	return nil
+	s.TelemetryContent, err = enumOr[core.TelemetryContent](l, "PGW_TELEMETRY_CONTENT", "PGW_TELEMETRY_CONTENT", "") // "" is full
+	return err
 }
 
 func (l *loader) requiredEnum(key string) (string, *Error) {

@@ -240,6 +240,9 @@ func (v *validator) assembly() *Error {
 	if err := backend("PGW_TELEMETRY_BACKEND", s.TelemetryBackend); err != nil {
 		return err
 	}
+	if err := oneOf("PGW_TELEMETRY_CONTENT", "PGW_TELEMETRY_CONTENT", string(s.TelemetryContent)); err != nil {
+		return err
+	}
 	why := " because PGW_TELEMETRY_BACKEND=" + s.TelemetryBackend
 	switch {
 	case s.TelemetryBackend == "sqlite" && s.TelemetrySQLitePath == "":
