@@ -175,6 +175,9 @@ func readServerConfig(r *keyReader) (serverConfig, error) {
 			return sc, step
 		}
 	}
+	if err := readOperatorKeys(r, p); err != nil {
+		return sc, err
+	}
 	p.MaxBodyBytes, p.MaxBufferedBodyBytes = int64(maxBody), int64(maxBuffered)
 	if maxBuffered > 0 && int64(maxBuffered) < cmp.Or(p.MaxBodyBytes, proxy.DefaultMaxBodyBytes) {
 		return sc, configError("PGW_MAX_BUFFERED_BODY_BYTES", fmt.Sprintf("%d is smaller than the body limit PGW_MAX_BODY_BYTES (%d)",
