@@ -35,6 +35,10 @@
 //	PGW_WRITE_TIMEOUT_S        bound of every single write to a client (default 30)
 //	PGW_IDLE_TIMEOUT_S         keep-alive idle timeout (default 120)
 //	PGW_DRAIN_TIMEOUT_S        graceful-shutdown drain bound (default 30)
+//	PGW_REQUEST_TIMEOUT_S      deadline of every chat and embeddings request (default
+//	                           600); the most a client's X-PolyGateway-Timeout may ask
+//	PGW_SHARED_CACHE           with client keys: share cached answers between keys
+//	                           (default false: each key's are its own)
 //	PGW_METRICS                serve /metrics (default true)
 //	PGW_LOG_LEVEL              debug | info (default) | warn | error
 //	PGW_LOG_FORMAT             json (default) | text
@@ -58,7 +62,8 @@
 // trace (see docs/server.md).
 //
 // Signals: SIGINT and SIGTERM drain in-flight calls and streams (at most
-// PGW_DRAIN_TIMEOUT_S) and exit; SIGHUP re-reads the configuration (the
+// PGW_DRAIN_TIMEOUT_S; /readyz and new requests answer 503 meanwhile, and
+// the listener closes once the calls are done) and exit; SIGHUP re-reads the configuration (the
 // environment file, or the config file) and swaps in freshly built clients
 // and routes — in-flight calls finish on the old ones, which are closed once
 // drained, and an invalid new configuration is logged and ignored. Server
