@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -253,5 +254,32 @@ func TestOperatorKeysAreRead(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Key != key {
 			t.Errorf("%s=%s: %v", key, bad, err)
 		}
+	}
+}
+
+// TestOperatorKeysHaveConfigFileTwins: the request deadline, the cache's
+// sharing and the telemetry content have one place each in a config file.
+func TestOperatorKeysHaveConfigFileTwins(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	writeFile(t, path, `
+assembly: {limiter_backend: memory, breaker_backend: memory, cache_backend: none, telemetry_backend: none, telemetry_content: redacted}
+server:
+  routes: {a: LLM}
+  request_timeout_s: 42
+  shared_cache: true
+`)
+	snap, sc, err := newApp(slog.New(slog.DiscardHandler), fileSource(path, noVars), nil).load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.proxy.RequestTimeout != 42*time.Second || !sc.proxy.SharedCache || snap.env["PGW_TELEMETRY_CONTENT"] != "redacted" {
+		t.Errorf("from the file: %+v, PGW_TELEMETRY_CONTENT=%q", sc.proxy, snap.env["PGW_TELEMETRY_CONTENT"])
+	}
+	writeFile(t, path, "server:\n  routes: {a: LLM}\n  request_timeout_s: 0\n")
+	_, _, err = newApp(slog.New(slog.DiscardHandler), fileSource(path, noVars), nil).load()
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Key != "server.request_timeout_s" {
+		t.Errorf("a zero deadline in a file: %v", err)
 	}
 }
