@@ -146,7 +146,16 @@ func TestStartWarnsWhenOpenBeyondLoopback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &syncBuf{}
-			startGateway(t, up, slog.New(slog.NewJSONHandler(logs, nil)), tc.env)
+			_, base := startGateway(t, up, slog.New(slog.NewJSONHandler(logs, nil)), tc.env)
+			_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+			base = "http://127.0.0.1:" + port // the all-addresses listener, reached on loopback
+			wantMetrics := http.StatusOK // open without a metrics token
+			if tc.env["PGW_METRICS_TOKEN"] != "" {
+				wantMetrics = http.StatusUnauthorized
+			}
+			if resp, _ := send(t, "GET", base+"/metrics", ""); resp.StatusCode != wantMetrics {
+				t.Errorf("/metrics without a token: %d, want %d", resp.StatusCode, wantMetrics)
+			}
 			got := warnings.FindAllString(logs.String(), -1)
 			if tc.warns != (len(got) == 1) || len(got) > 1 {
 				t.Fatalf("warnings %q, want one: %v", got, tc.warns)
