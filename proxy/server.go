@@ -35,13 +35,16 @@ type Server struct {
 	keyed   *keyLimiter    // with client keys
 	bodies  bodyBudget
 
-	keyHashes   [][sha256.Size]byte
-	keyIDs      []string      // by key index: keyID of each key
-	keyBudgets  []core.Budget // by key index; nil without client budgets
-	adminHash   [sha256.Size]byte
-	adminOn     bool
-	metricsHash [sha256.Size]byte
-	metricsOn   bool
+	keyHashes [][sha256.Size]byte
+	keyIDs    []string // by key index: keyID of each key
+	// defaultTimeout is RequestTimeout in seconds, as the answer's
+	// X-PolyGateway-Timeout header says it.
+	defaultTimeout string
+	keyBudgets     []core.Budget // by key index; nil without client budgets
+	adminHash      [sha256.Size]byte
+	adminOn        bool
+	metricsHash    [sha256.Size]byte
+	metricsOn      bool
 
 	// hard is cancelled when a Shutdown runs out of time: the calls still
 	// running are cancelled.
@@ -69,6 +72,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.defaultTimeout = strconv.FormatFloat(cfg.RequestTimeout.Seconds(), 'f', -1, 64)
 	s.hard, s.hardCancel = context.WithCancel(context.Background())
 	for _, k := range cfg.ClientKeys {
 		h := sha256.Sum256([]byte(k))
@@ -626,7 +630,7 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, ri *reqInfo) (*ge
 		return nil, nil
 	}
 	ri.timeout = timeout
-	w.Header().Set(timeoutHeader, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
+	w.Header().Set(timeoutHeader, s.secondsText(timeout))
 	return g, func() {
 		s.leave()
 		g.release()
@@ -655,6 +659,14 @@ func (s *Server) requestTimeout(r *http.Request) (time.Duration, *apiError) {
 		return limit, nil
 	}
 	return max(time.Duration(secs*float64(time.Second)), time.Millisecond), nil
+}
+
+// secondsText is d in seconds as X-PolyGateway-Timeout says it.
+func (s *Server) secondsText(d time.Duration) string {
+	if d == s.cfg.RequestTimeout {
+		return s.defaultTimeout
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
 }
 
 // callContext derives the context of a governed call: it ends when the
