@@ -161,8 +161,9 @@ type reqInfo struct {
 	// refused is why the request was refused before governance when its
 	// code does not tell it (see refusal).
 	refused string
-	// timeout is the request's deadline from its admission (enter).
-	timeout time.Duration
+	// deadline is when the request's governed call ends at the latest, set
+	// at its admission (enter).
+	deadline time.Time
 }
 
 type ctxKey struct{}
@@ -629,7 +630,7 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, ri *reqInfo) (*ge
 		s.fail(w, ri, overloaded)
 		return nil, nil
 	}
-	ri.timeout = timeout
+	ri.deadline = time.Now().Add(timeout)
 	w.Header().Set(timeoutHeader, s.secondsText(timeout))
 	return g, func() {
 		s.leave()
@@ -673,11 +674,11 @@ func (s *Server) secondsText(d time.Duration) string {
 // client goes away, when the request's deadline (requestTimeout) passes or
 // when a Shutdown runs out of time.
 func (s *Server) callContext(r *http.Request) (context.Context, func()) {
-	timeout := info(r).timeout
-	if timeout <= 0 {
-		timeout = s.cfg.RequestTimeout
+	deadline := info(r).deadline
+	if deadline.IsZero() {
+		deadline = time.Now().Add(s.cfg.RequestTimeout)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	stop := context.AfterFunc(s.hard, cancel)
 	return ctx, func() { stop(); cancel() }
 }
