@@ -196,7 +196,8 @@ type Config struct {
 
 	// AdminToken guards POST /admin/breakers/{source}/reset (bearer token,
 	// constant-time compare). Empty disables the admin endpoints (404). It
-	// also opens /metrics and the /readyz details, as MetricsToken does.
+	// also opens /metrics and the /readyz details, as MetricsToken does, and
+	// is the only token that sees the sources' base URLs in /v1/providers.
 	AdminToken string
 
 	// MetricsToken, when set, is the bearer token GET /metrics requires

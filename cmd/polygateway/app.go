@@ -267,7 +267,8 @@ func (a *app) start() (net.Addr, error) {
 		slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()),
 		slog.String("stream_commit", cmp.Or(cfg.StreamCommit, proxy.CommitFirstToken)), slog.Bool("admin", cfg.AdminToken != ""),
 		slog.Int("client_keys", len(cfg.ClientKeys)), slog.Float64("client_rate", cfg.ClientRate),
-		slog.Bool("metrics", cfg.Metrics != nil), slog.Bool("metrics_token", cfg.MetricsToken != ""))
+		slog.Bool("metrics", cfg.Metrics != nil), slog.Bool("metrics_token", cfg.MetricsToken != ""),
+		slog.Duration("request_timeout", cmp.Or(cfg.RequestTimeout, proxy.DefaultRequestTimeout)), slog.Bool("shared_cache", cfg.SharedCache))
 	warnIfOpen(a.log, ln.Addr(), cfg)
 	return ln.Addr(), nil
 }
