@@ -149,7 +149,7 @@ func TestStartWarnsWhenOpenBeyondLoopback(t *testing.T) {
 			_, base := startGateway(t, up, slog.New(slog.NewJSONHandler(logs, nil)), tc.env)
 			_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 			base = "http://127.0.0.1:" + port // the all-addresses listener, reached on loopback
-			wantMetrics := http.StatusOK // open without a metrics token
+			wantMetrics := http.StatusOK      // open without a metrics token
 			if tc.env["PGW_METRICS_TOKEN"] != "" {
 				wantMetrics = http.StatusUnauthorized
 			}
