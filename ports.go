@@ -179,6 +179,14 @@ type (
 	MissingDonePolicy = core.MissingDonePolicy
 	AttemptOutcome    = core.AttemptOutcome
 	Degradation       = core.Degradation
+	TelemetryContent  = core.TelemetryContent
+)
+
+// What a telemetry row keeps of prompts and answers (PGW_TELEMETRY_CONTENT).
+const (
+	TelemetryContentFull     = core.TelemetryContentFull
+	TelemetryContentRedacted = core.TelemetryContentRedacted
+	TelemetryContentNone     = core.TelemetryContentNone
 )
 
 // Degradation strategies (LLMResponse.DegradedBy).

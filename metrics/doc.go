@@ -63,7 +63,9 @@
 //
 // The first eleven come from Middleware, the next seven from the Observer
 // methods, the rest are read from the watched clients (WatchClient) and
-// budget readers (WatchBudgets) at scrape time.
+// budget readers (WatchBudgets) at scrape time. The gateway's own HTTP
+// metrics (requests, refusals before governance, reloads, build info) are
+// a Gateway's (NewGateway), registered beside a Collector.
 //
 // What they mean:
 //

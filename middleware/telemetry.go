@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
 // TelemetryConfig configures the telemetry layer.
@@ -20,11 +21,19 @@ type TelemetryConfig struct {
 	// Clock defaults to the wall clock; Logger to a discarding logger.
 	Clock  core.Clock
 	Logger *slog.Logger
+	// Content is what a row keeps of the messages, the answer and its
+	// thinking: core.TelemetryContentFull (default, ""), Redacted (with
+	// Secrets removed by the redaction rule) or None (empty).
+	Content core.TelemetryContent
+	// Secrets are removed from the row's content under
+	// TelemetryContentRedacted: the scope's API keys and backend URLs.
+	Secrets []string
 }
 
 // recorder writes telemetry rows. Safe for concurrent use.
 type recorder struct {
 	cfg    TelemetryConfig
+	redact *redact.Redactor // under TelemetryContentRedacted
 	warned atomic.Bool
 }
 
@@ -67,8 +76,22 @@ func (r *recorder) record(ctx context.Context, call *core.Call, start time.Time,
 		rec.Error = core.ErrorClass(err) + ": " + err.Error()
 		rec.SourceName = core.Classify(err).Source
 	}
+	r.keepContent(&rec)
 	if werr := r.cfg.Sink.Write(ctx, rec); werr != nil && r.warned.CompareAndSwap(false, true) {
 		r.cfg.Logger.Warn("polygateway: telemetry sink refused a record", "err", werr)
+	}
+}
+
+// keepContent reduces the row's messages, response and thinking to what
+// the Content setting keeps.
+func (r *recorder) keepContent(rec *core.TelemetryRecord) {
+	switch r.cfg.Content {
+	case core.TelemetryContentNone:
+		rec.Messages, rec.RawMessages, rec.Response, rec.Thinking = "", nil, "", ""
+	case core.TelemetryContentRedacted:
+		rec.Render()
+		rec.Messages = r.redact.String(rec.Messages)
+		rec.Response, rec.Thinking = r.redact.String(rec.Response), r.redact.String(rec.Thinking)
 	}
 }
 
@@ -84,6 +107,9 @@ func Telemetry(cfg TelemetryConfig) core.Middleware {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &recorder{cfg: cfg}
+	if cfg.Content == core.TelemetryContentRedacted {
+		r.redact = redact.New(cfg.Secrets...)
+	}
 	return func(next core.Handler) core.Handler {
 		return func(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
 			start := r.cfg.Clock.Now()

@@ -62,6 +62,8 @@
 //
 // NewServer(t, …) starts a server and closes it when the test ends; New(…)
 // starts one that the caller closes with Close, for demos and local runs.
+// The command cmd/polygateway-fake runs one as a standalone process, its
+// behaviors chosen by flags, for programs in other languages.
 //
 // # Performance
 //

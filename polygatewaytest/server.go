@@ -3,6 +3,7 @@ package polygatewaytest
 import (
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -69,6 +70,7 @@ type config struct {
 	over     Behavior
 	history  int
 	handlers map[string]http.Handler
+	listener net.Listener
 }
 
 // modelScript is the script of one model given by WithModel.
@@ -204,6 +206,13 @@ func WithHandler(path string, h http.Handler) Option {
 	}
 }
 
+// WithListener serves on ln instead of a fresh loopback port, for a
+// standalone server on a chosen address (see cmd/polygateway-fake); the
+// server closes ln when it is closed.
+func WithListener(ln net.Listener) Option {
+	return func(c *config) { c.listener = ln }
+}
+
 // Server is a running fake OpenAI-compatible upstream. All its methods are
 // safe for concurrent use.
 type Server struct {
@@ -253,6 +262,10 @@ func New(opts ...Option) *Server {
 		s.log = make([]Attempt, s.cfg.attempts)
 	}
 	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
+	if s.cfg.listener != nil {
+		_ = s.ts.Listener.Close()
+		s.ts.Listener = s.cfg.listener
+	}
 	s.ts.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.start = time.Now()
 	s.cache = renderCache{m: make(map[renderKey]*rendered), created: s.start.Unix()}

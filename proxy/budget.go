@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -65,7 +64,7 @@ func (c *Config) keyBudgets(hashes [][sha256.Size]byte) ([]core.Budget, error) {
 }
 
 // clientBudgetKey names the spend of the key whose digest is h.
-func clientBudgetKey(h [sha256.Size]byte) string { return "client:key-" + hex.EncodeToString(h[:6]) }
+func clientBudgetKey(h [sha256.Size]byte) string { return "client:" + keyID(h) }
 
 // clientBudget returns the budget of the request's client key, or false.
 func (s *Server) clientBudget(ri *reqInfo) (core.Budget, bool) {

@@ -415,7 +415,11 @@ func (s *Server) note(ri *reqInfo, resp *polygateway.LLMResponse) {
 // setGatewayHeaders sets the X-PolyGateway-* headers of an answer.
 func setGatewayHeaders(h http.Header, resp *polygateway.LLMResponse) {
 	h.Set("X-PolyGateway-Source", resp.SourceName)
-	h.Set("X-PolyGateway-Attempts", joinComma(resp.Attempts))
+	if resp.CacheHit && len(resp.Attempts) == 0 {
+		h.Set("X-PolyGateway-Attempts", "cache") // answered without an attempt
+	} else {
+		h.Set("X-PolyGateway-Attempts", joinComma(resp.Attempts))
+	}
 	if resp.CacheHit {
 		h.Set("X-PolyGateway-Cache", "hit")
 	} else {

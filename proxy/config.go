@@ -41,6 +41,10 @@ const (
 	// (raised to MaxBodyBytes when that is larger): eight bodies of the
 	// default maximum size, or thousands of ordinary ones.
 	DefaultMaxBufferedBodyBytes = 64 << 20
+	// DefaultRequestTimeout is the default of RequestTimeout: ten minutes,
+	// room for a long reasoning answer with a failover, while a request
+	// whose client never hangs up still ends.
+	DefaultRequestTimeout = 600 * time.Second
 )
 
 // Embedder is what the server needs of an embeddings client of one scope;
@@ -193,7 +197,8 @@ type Config struct {
 
 	// AdminToken guards POST /admin/breakers/{source}/reset (bearer token,
 	// constant-time compare). Empty disables the admin endpoints (404). It
-	// also opens /metrics and the /readyz details, as MetricsToken does.
+	// also opens /metrics and the /readyz details, as MetricsToken does, and
+	// is the only token that sees the sources' base URLs in /v1/providers.
 	AdminToken string
 
 	// MetricsToken, when set, is the bearer token GET /metrics requires
@@ -207,6 +212,25 @@ type Config struct {
 	// Metrics, when set, is served at GET /metrics (e.g. a Prometheus
 	// handler).
 	Metrics http.Handler
+	// Observer, when set, is told how every request ended and why a
+	// request was refused before governance (the metrics package's
+	// Gateway implements it).
+	Observer RequestObserver
+
+	// RequestTimeout is the deadline of every chat and embeddings request,
+	// counted from its admission (default DefaultRequestTimeout, 600 s): the
+	// governed call is cancelled when it passes, and the client gets 504
+	// timeout (or, mid-stream, an error event). A client may ask for a
+	// shorter deadline with the X-PolyGateway-Timeout header (seconds); a
+	// longer one is clamped to RequestTimeout.
+	RequestTimeout time.Duration
+
+	// SharedCache, with ClientKeys and a response cache, lets every client
+	// key be answered from the answers cached for any other key. The default
+	// (false) keeps each key's cached answers its own: the cache namespace
+	// of a call carries the key's digest id (never the key), so a tenant can
+	// neither read another's answer nor learn that another sent a prompt.
+	SharedCache bool
 
 	// WriteTimeout bounds every single write to a client (default 30 s): a
 	// client that stops reading a stream for longer is dropped and its
@@ -299,6 +323,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	switch {
+	case c.RequestTimeout < 0:
+		return c, errors.New("proxy: RequestTimeout must not be negative")
+	case c.RequestTimeout == 0:
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	for _, k := range c.ClientKeys {
 		if k == "" {

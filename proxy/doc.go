@@ -31,8 +31,9 @@
 //     input is decoded (400 too_many_inputs); the client refuses more than
 //     MAX_INPUT_BYTES (400 input_too_large) before any upstream call.
 //   - GET /v1/models — the routed model names.
-//   - GET /v1/providers — every source's tier, weight, breaker, limits and
-//     load; never a key.
+//   - GET /v1/providers — every source's name, model, tier, weight,
+//     breaker, limits and load; never a key. Its base URL only with the
+//     AdminToken (which the route takes in place of a client key).
 //   - GET /healthz — liveness, open to anyone and naming no source; GET
 //     /readyz — 200 when every scope has a source whose breaker is not
 //     open, 503 otherwise; the details (draining, unready scopes, every
@@ -50,6 +51,13 @@
 // (503) and room in MaxBufferedBodyBytes for the body (503). A refused
 // request's body is never read. The admitted body is read into memory
 // reserved from that budget and given back when the answer is complete.
+//
+// Every admitted request has a deadline, Config.RequestTimeout (default
+// 600 s), which the client may shorten with X-PolyGateway-Timeout
+// (seconds; longer values are clamped, invalid ones are 400); the answer's
+// X-PolyGateway-Timeout header says the deadline that applied, and a call
+// still running when it passes ends with 504 timeout. With ClientKeys each
+// key's cached answers are its own unless Config.SharedCache is set.
 //
 // # Streams
 //
@@ -84,6 +92,9 @@
 // and part of the request's log line. Server.Swap replaces routes and
 // clients atomically (a reload): running calls finish on the clients they
 // started with, which are closed once drained. Server.Shutdown drains
-// in-flight calls, streams included, within its context's deadline.
+// in-flight calls, streams included, within its context's deadline, while
+// /readyz and new requests answer 503: keep the listener open until it
+// returns. Config.Observer is told of every request and refusal (the
+// metrics package's Gateway counts them).
 // Logs go through slog only and never contain keys or tokens.
 package proxy

@@ -29,9 +29,10 @@ func ExampleNew() {
 	hs := srv.HTTPServer("127.0.0.1:8400") // header, read and idle timeouts applied
 	go func() { _ = hs.ListenAndServe() }()
 
-	// Reload: srv.Swap(newBackends). Stop: the listener first, then drain.
+	// Reload: srv.Swap(newBackends). Stop: drain (new requests get 503 while
+	// the listener stays open), then close the listener.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = hs.Shutdown(ctx)
 	_ = srv.Shutdown(ctx)
+	_ = hs.Shutdown(ctx)
 }

@@ -236,7 +236,8 @@ func (s *Server) governChat(ctx context.Context, w http.ResponseWriter, ri *reqI
 	var earlier []string
 	for i := 0; ; i++ {
 		h := &chain[i]
-		call := &core.Call{Messages: req.messages, Params: req.params, Stream: h.cs.watched, SessionID: ri.id, Budgets: s.callBudgets(ri), NoPushbackWait: true}
+		call := &core.Call{Messages: req.messages, Params: req.params, Stream: h.cs.watched, SessionID: ri.id, Budgets: s.callBudgets(ri),
+			CacheNamespace: s.cacheNamespace(ri, h.cs.cacheNS), NoPushbackWait: true}
 		var seen *attemptLog
 		if len(chain) > 1 {
 			seen = &attemptLog{}
@@ -276,7 +277,7 @@ func (s *Server) streamRoutes(ctx context.Context, w http.ResponseWriter, ri *re
 		sink.attempts = slices.Clip(earlier)
 		resp, err := govern(ctx, h.cs.k, &core.Call{
 			ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
-			Budgets: s.callBudgets(ri), NoPushbackWait: true,
+			Budgets: s.callBudgets(ri), CacheNamespace: s.cacheNamespace(ri, h.cs.cacheNS), NoPushbackWait: true,
 		})
 		if err == nil {
 			return withEarlier(resp, earlier), sink, nil

@@ -45,7 +45,7 @@ func newGeneration(b Backends) *generation {
 		if err != nil {
 			continue // validate refused nil clients
 		}
-		cs := chatScope{k: k}
+		cs := chatScope{k: k, cacheNS: k.Settings().CacheNamespace}
 		for i := range k.Settings().Sources {
 			src := &k.Settings().Sources[i]
 			cs.watched = cs.watched || src.TTFTTimeout > 0 || src.InterTokenTimeout > 0
@@ -65,6 +65,9 @@ type chatScope struct {
 	// upstream answers with one JSON body, which costs a fraction of the
 	// SSE events.
 	watched bool
+	// cacheNS is the scope's configured cache namespace ("" without one),
+	// which a request's client key refines (Server.cacheNamespace).
+	cacheNS string
 }
 
 // acquire takes a reference unless the generation is retired.

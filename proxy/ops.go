@@ -131,7 +131,7 @@ type providerBody struct {
 	Name          string         `json:"name"`
 	Provider      string         `json:"provider"`
 	Model         string         `json:"model"`
-	BaseURL       string         `json:"base_url"`
+	BaseURL       string         `json:"base_url,omitempty"` // admin token only
 	Priority      int            `json:"priority"`
 	Weight        float64        `json:"weight"`
 	Region        string         `json:"region,omitempty"`
@@ -155,18 +155,21 @@ type breakerBody struct {
 	Disabled            bool    `json:"disabled"`
 }
 
-// handleProviders serves GET /v1/providers: every source's tier, weight,
-// breaker, limits and load. API keys are never part of a SourceStatus;
-// base URLs lose any user info and query string, where keys sometimes hide.
+// handleProviders serves GET /v1/providers: every source's name, model,
+// tier, weight, breaker, limits and load. Its upstream base URL — where a
+// source lives — is shown only to a request carrying the admin token, and
+// then without user info and query string, where keys sometimes hide; API
+// keys are never part of a SourceStatus.
 func (s *Server) handleProviders(w http.ResponseWriter, r *http.Request) {
 	g := s.gen.Load()
+	admin := s.adminAuthorized(r)
 	out := []providerBody{}
 	for _, st := range s.statuses(r, g) {
 		for i := range st.sources {
 			x := &st.sources[i]
 			p := providerBody{
 				Scope: st.scope, Kind: st.kind, Name: x.Name, Provider: x.Provider, Model: x.Model,
-				BaseURL: redactURL(x.BaseURL), Priority: x.Priority, Weight: x.Weight, Region: x.Region,
+				Priority: x.Priority, Weight: x.Weight, Region: x.Region,
 				Available: available(x),
 				Breaker: breakerBody{State: x.Breaker.State.String(), Epoch: x.Breaker.Epoch, ConsecutiveFailures: x.Breaker.ConsecutiveFailures,
 					Opens: x.Breaker.Opens, RetryAfterS: x.Breaker.RetryAfter.Seconds(), ProbeHeld: x.Breaker.ProbeHeld,
@@ -174,6 +177,9 @@ func (s *Server) handleProviders(w http.ResponseWriter, r *http.Request) {
 				InFlight: x.InFlight, Health: x.Health, AdaptiveLimit: x.AdaptiveLimit,
 				Limits: map[string]int{"max_concurrency": x.Limits.MaxConcurrency, "rpm": x.Limits.RPM, "tpm": x.Limits.TPM},
 				Usage:  map[string]int{"in_flight": x.Usage.InFlight, "requests": x.Usage.Requests, "tokens": x.Usage.Tokens},
+			}
+			if admin {
+				p.BaseURL = redactURL(x.BaseURL)
 			}
 			if x.Err != nil {
 				p.Error = publicText(x.Err)

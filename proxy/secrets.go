@@ -62,6 +62,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("max_in_flight", m.MaxInFlight), slog.Int("client_keys", len(m.ClientKeys)), slog.String("admin_token", m.AdminToken),
 		slog.Duration("write_timeout", m.WriteTimeout), slog.Duration("read_header_timeout", m.ReadHeaderTimeout),
 		slog.Duration("read_timeout", m.ReadTimeout), slog.Duration("idle_timeout", m.IdleTimeout), slog.Int("max_header_bytes", m.MaxHeaderBytes),
+		slog.Duration("request_timeout", m.RequestTimeout), slog.Bool("shared_cache", m.SharedCache),
 		slog.Any("routes", m.Routes), slog.Any("embed_routes", m.EmbedRoutes),
 		slog.String("default_scope", m.DefaultScope), slog.String("default_embed_scope", m.DefaultEmbedScope),
 	)
@@ -79,5 +80,6 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		"ReadHeaderTimeout": m.ReadHeaderTimeout, "ReadTimeout": m.ReadTimeout, "IdleTimeout": m.IdleTimeout,
 		"MaxHeaderBytes": m.MaxHeaderBytes, "Routes": m.Routes, "EmbedRoutes": m.EmbedRoutes,
 		"DefaultScope": m.DefaultScope, "DefaultEmbedScope": m.DefaultEmbedScope,
+		"RequestTimeout": m.RequestTimeout, "SharedCache": m.SharedCache,
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -34,12 +35,16 @@ type Server struct {
 	keyed   *keyLimiter    // with client keys
 	bodies  bodyBudget
 
-	keyHashes   [][sha256.Size]byte
-	keyBudgets  []core.Budget // by key index; nil without client budgets
-	adminHash   [sha256.Size]byte
-	adminOn     bool
-	metricsHash [sha256.Size]byte
-	metricsOn   bool
+	keyHashes [][sha256.Size]byte
+	keyIDs    []string // by key index: keyID of each key
+	// defaultTimeout is RequestTimeout in seconds, as the answer's
+	// X-PolyGateway-Timeout header says it.
+	defaultTimeout string
+	keyBudgets     []core.Budget // by key index; nil without client budgets
+	adminHash      [sha256.Size]byte
+	adminOn        bool
+	metricsHash    [sha256.Size]byte
+	metricsOn      bool
 
 	// hard is cancelled when a Shutdown runs out of time: the calls still
 	// running are cancelled.
@@ -67,9 +72,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.defaultTimeout = strconv.FormatFloat(cfg.RequestTimeout.Seconds(), 'f', -1, 64)
 	s.hard, s.hardCancel = context.WithCancel(context.Background())
 	for _, k := range cfg.ClientKeys {
-		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
+		h := sha256.Sum256([]byte(k))
+		s.keyHashes, s.keyIDs = append(s.keyHashes, h), append(s.keyIDs, keyID(h))
 	}
 	if s.keyBudgets, err = cfg.keyBudgets(s.keyHashes); err != nil {
 		return nil, err
@@ -105,7 +112,7 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/embeddings", s.api(s.handleEmbeddings))
 	m.Handle("GET /v1/models", s.api(s.handleModels))
 	m.Handle("GET /v1/models/{id...}", s.api(s.handleModel))
-	m.Handle("GET /v1/providers", s.api(s.handleProviders))
+	m.Handle("GET /v1/providers", s.apiOrAdmin(s.handleProviders))
 	m.HandleFunc("GET /healthz", s.handleHealth)
 	m.HandleFunc("GET /readyz", s.handleReady)
 	m.HandleFunc("POST /admin/breakers/{source}/reset", s.admin(s.handleResetBreaker))
@@ -152,6 +159,12 @@ type reqInfo struct {
 	// code is the error code; outcome how the request ended when the wire
 	// status does not tell it (a stream cut after its 200); both "" = ok.
 	code, outcome string
+	// refused is why the request was refused before governance when its
+	// code does not tell it (see refusal).
+	refused string
+	// deadline is when the request's governed call ends at the latest, set
+	// at its admission (enter).
+	deadline time.Time
 }
 
 type ctxKey struct{}
@@ -174,7 +187,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-ID", ri.id)
 	sw := &statusWriter{ResponseWriter: w}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri))
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	_, pattern := s.mux.Handler(r)
+	if pattern == "" {
 		// No route: an unknown path (404) or a known one with another
 		// method (405 with Allow), in OpenAI's error shape.
 		s.mux.ServeHTTP(&routeErrorWriter{statusWriter: sw, r: r}, r)
@@ -190,6 +204,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	s.observe(ri, routeOf(pattern), status)
 	outcome := ri.outcome
 	if outcome == "" {
 		outcome = cmpOr(ri.code, "ok")
@@ -342,6 +357,21 @@ func (s *Server) api(h http.HandlerFunc) http.Handler {
 			return
 		}
 		h(w, r)
+	})
+}
+
+// apiOrAdmin is api for a route an operator also reads with the admin
+// token (which is no client key): a request carrying it is served as is,
+// any other goes through api.
+func (s *Server) apiOrAdmin(h http.HandlerFunc) http.Handler {
+	client := s.api(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.adminAuthorized(r) {
+			info(r).client = "admin"
+			h(w, r)
+			return
+		}
+		client.ServeHTTP(w, r)
 	})
 }
 
@@ -582,6 +612,12 @@ func (s *Server) leave() { s.calls.Add(-1) }
 // the client and returns a nil generation; otherwise the caller defers
 // leave.
 func (s *Server) enter(w http.ResponseWriter, r *http.Request, ri *reqInfo) (*generation, func()) {
+	timeout, ae := s.requestTimeout(r)
+	if ae != nil {
+		leaveUnread(w, r)
+		s.fail(w, ri, ae)
+		return nil, nil
+	}
 	g := s.acquire()
 	if g == nil {
 		leaveUnread(w, r)
@@ -591,9 +627,12 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, ri *reqInfo) (*ge
 	if !s.admit() {
 		g.release()
 		leaveUnread(w, r)
+		ri.refused = RefusedInFlight
 		s.fail(w, ri, overloaded)
 		return nil, nil
 	}
+	ri.deadline = time.Now().Add(timeout)
+	w.Header().Set(timeoutHeader, s.secondsText(timeout))
 	return g, func() {
 		s.leave()
 		g.release()
@@ -604,10 +643,43 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, ri *reqInfo) (*ge
 var overloaded = &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "server_overloaded",
 	msg: "the gateway is serving its maximum number of requests; retry", retryAfter: time.Second}
 
+// requestTimeout is the deadline of a request: the X-PolyGateway-Timeout
+// header's seconds, at most RequestTimeout, or RequestTimeout without the
+// header. A header that is not a number of seconds > 0 is a 400 naming it.
+func (s *Server) requestTimeout(r *http.Request) (time.Duration, *apiError) {
+	limit := s.cfg.RequestTimeout
+	v := strings.TrimSpace(r.Header.Get(timeoutHeader))
+	if v == "" {
+		return limit, nil
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(secs > 0) || math.IsInf(secs, 0) {
+		return 0, invalidRequest(http.StatusBadRequest, timeoutHeader, "invalid_value",
+			timeoutHeader+" "+strconv.Quote(v)+" is not a number of seconds > 0")
+	}
+	if secs >= limit.Seconds() {
+		return limit, nil
+	}
+	return max(time.Duration(secs*float64(time.Second)), time.Millisecond), nil
+}
+
+// secondsText is d in seconds as X-PolyGateway-Timeout says it.
+func (s *Server) secondsText(d time.Duration) string {
+	if d == s.cfg.RequestTimeout {
+		return s.defaultTimeout
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}
+
 // callContext derives the context of a governed call: it ends when the
-// client goes away or when a Shutdown runs out of time.
+// client goes away, when the request's deadline (requestTimeout) passes or
+// when a Shutdown runs out of time.
 func (s *Server) callContext(r *http.Request) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(r.Context())
+	deadline := info(r).deadline
+	if deadline.IsZero() {
+		deadline = time.Now().Add(s.cfg.RequestTimeout)
+	}
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	stop := context.AfterFunc(s.hard, cancel)
 	return ctx, func() { stop(); cancel() }
 }
@@ -667,13 +739,16 @@ func (s *Server) retire(g, keep *generation) {
 	}()
 }
 
-// Shutdown stops admitting calls (new ones get 503 with Retry-After), waits
-// for the calls in flight — streams included — to finish, and closes every
-// client. If ctx ends first, the remaining calls are cancelled (a committed
-// stream ends with an error event, never with [DONE]) and Shutdown returns
-// ctx's error once they have unwound. Stop the http.Server's listener first
-// (http.Server.Shutdown) so that no new connections arrive; calling
-// Shutdown again waits for the first one.
+// Shutdown stops admitting calls — from its first instant /readyz answers
+// 503 and new chat and embeddings requests get 503 server_shutting_down
+// with Retry-After — waits for the calls in flight, streams included, to
+// finish, and closes every client. If ctx ends first, the remaining calls
+// are cancelled (a committed stream ends with an error event, never with
+// [DONE]) and Shutdown returns ctx's error once they have unwound. Keep the
+// http.Server listening while it runs, so that a request arriving during
+// the drain gets its 503 rather than a refused connection, and stop it
+// (http.Server.Shutdown) once Shutdown has returned. Calling Shutdown again
+// waits for the first one.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.shut {

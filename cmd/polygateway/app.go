@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
@@ -30,6 +31,10 @@ type metricsHook interface {
 	// WatchBudgets reads the client budgets at every scrape.
 	WatchBudgets(func(context.Context) ([]polygateway.BudgetUsage, error))
 	Handler() http.Handler
+	// Observer counts the server's requests and refusals.
+	Observer() proxy.RequestObserver
+	// Reloaded counts a reload, applied or refused.
+	Reloaded(applied bool)
 }
 
 // snapshot is one reading of the configuration: the flat keys (from the
@@ -317,7 +322,7 @@ func (a *app) start() (net.Addr, error) {
 	a.sc, a.serverEnv = sc, serverKeys(p.snap.env)
 	cfg.Logger = a.log
 	if a.metrics != nil && sc.metrics {
-		cfg.Metrics = a.metrics.Handler()
+		cfg.Metrics, cfg.Observer = a.metrics.Handler(), a.metrics.Observer()
 	}
 	srv, err := proxy.New(cfg)
 	if err != nil {
@@ -348,8 +353,31 @@ func (a *app) start() (net.Addr, error) {
 		slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()),
 		slog.String("stream_commit", cmp.Or(cfg.StreamCommit, proxy.CommitFirstToken)), slog.Bool("admin", cfg.AdminToken != ""),
 		slog.Int("client_keys", len(cfg.ClientKeys)), slog.Float64("client_rate", cfg.ClientRate),
-		slog.Bool("metrics", cfg.Metrics != nil), slog.Bool("metrics_token", cfg.MetricsToken != ""))
+		slog.Bool("metrics", cfg.Metrics != nil), slog.Bool("metrics_token", cfg.MetricsToken != ""),
+		slog.Duration("request_timeout", cmp.Or(cfg.RequestTimeout, proxy.DefaultRequestTimeout)), slog.Bool("shared_cache", cfg.SharedCache))
+	warnIfOpen(a.log, ln.Addr(), cfg)
 	return ln.Addr(), nil
+}
+
+// warnIfOpen logs one warning when the server listens beyond loopback with
+// something open to anyone who reaches it: the API without client keys,
+// /metrics without a metrics token.
+func warnIfOpen(log *slog.Logger, addr net.Addr, cfg proxy.Config) {
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return
+	}
+	var open []string
+	if len(cfg.ClientKeys) == 0 {
+		open = append(open, "/v1/ (no PGW_CLIENT_KEYS)")
+	}
+	if cfg.Metrics != nil && cfg.MetricsToken == "" {
+		open = append(open, "/metrics (no PGW_METRICS_TOKEN)")
+	}
+	if len(open) == 0 {
+		return
+	}
+	log.Warn("listening beyond loopback with endpoints open to anyone who can reach it; set the keys named, or listen on 127.0.0.1 behind a proxy that authenticates",
+		slog.String("addr", addr.String()), slog.Any("open", open))
 }
 
 // watch hands the new chat clients to the metrics collector and forgets
@@ -375,9 +403,12 @@ func (a *app) watch(b proxy.Backends) {
 // a restart: a change to them is logged as such. On any error (the server
 // keys included; see prepare) the server keeps serving its current
 // configuration.
-func (a *app) reload() error {
+func (a *app) reload() (err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.metrics != nil {
+		defer func() { a.metrics.Reloaded(err == nil) }()
+	}
 	p, err := a.prepare()
 	if err != nil {
 		return err
@@ -410,19 +441,29 @@ func (a *app) reloadLogged(why string) {
 	}
 }
 
-// shutdown stops accepting connections, drains in-flight calls (streams
-// included) for at most the drain timeout, then cancels what is left and
-// closes every client.
+// shutdown drains as a load balancer expects: at once /readyz answers 503
+// and new requests get 503 with Retry-After, while the calls in flight
+// (streams included) finish, for at most the drain timeout; the listener
+// stays open meanwhile, so a request arriving during the drain is answered
+// rather than refused, and closes once they have. What is left at the
+// deadline is cancelled, and every client closed.
 func (a *app) shutdown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, a.sc.drainTimeout)
 	defer cancel()
 	a.log.Info("shutting down", slog.Duration("drain_timeout", a.sc.drainTimeout), slog.Int("in_flight", a.srv.InFlight()))
-	// Both drains run at once: the proxy refuses new calls with 503 while
-	// http.Server waits for the handlers of the running ones.
-	errc := make(chan error, 1)
-	go func() { errc <- a.srv.Shutdown(ctx) }()
-	herr := a.hs.Shutdown(ctx)
-	perr := <-errc
+	// Answers sent during the drain close their connections, so that
+	// clients reconnect to another instance.
+	a.hs.SetKeepAlivesEnabled(false)
+	perr := a.srv.Shutdown(ctx)
+	hctx := ctx
+	if ctx.Err() != nil {
+		// The drain ran out and the calls left were cancelled: their
+		// handlers get a moment to send their last bytes (an error event).
+		var hcancel context.CancelFunc
+		hctx, hcancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer hcancel()
+	}
+	herr := a.hs.Shutdown(hctx)
 	if herr != nil {
 		// Handlers that outlived the deadline were cancelled by the proxy;
 		// drop whatever connections remain.

@@ -127,6 +127,7 @@ func readServerConfig(r *keyReader) (serverConfig, *config.Error) {
 		{"PGW_READ_HEADER_TIMEOUT_S", &p.ReadHeaderTimeout}, {"PGW_READ_TIMEOUT_S", &p.ReadTimeout}, {"PGW_WRITE_TIMEOUT_S", &p.WriteTimeout},
 		{"PGW_IDLE_TIMEOUT_S", &p.IdleTimeout}, {"PGW_DRAIN_TIMEOUT_S", &sc.drainTimeout}, {"PGW_METRICS", &sc.metrics},
 		{"PGW_LOG_LEVEL", &logLevel}, {"PGW_LOG_FORMAT", &sc.logFormat},
+		{"PGW_REQUEST_TIMEOUT_S", &p.RequestTimeout}, {"PGW_SHARED_CACHE", &p.SharedCache},
 	} {
 		r.get(f.key, f.dst)
 	}

@@ -31,7 +31,8 @@
 // trace (see docs/server.md).
 //
 // Signals: SIGINT and SIGTERM drain in-flight calls and streams (at most
-// PGW_DRAIN_TIMEOUT_S) and exit; SIGHUP re-reads the configuration (the
+// PGW_DRAIN_TIMEOUT_S; /readyz and new requests answer 503 meanwhile, and
+// the listener closes once the calls are done) and exit; SIGHUP re-reads the configuration (the
 // environment file, or the config file) and swaps in freshly built clients
 // and routes — in-flight calls finish on the old ones, which are closed once
 // drained, and an invalid new configuration is logged and ignored. Server
@@ -93,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "env-file" })
 	readEnv := func() (map[string]string, error) { return config.ReadEnv(*envFile, explicit) }
-	boot := slog.New(slog.NewJSONHandler(stderr, nil)) // until PGW_LOG_* are read
+	boot := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{ReplaceAttr: durationsAsText})) // until PGW_LOG_* are read
 	if *poll != 0 && (*configPath == "" || *poll < minPoll) {
 		boot.Error("-config-poll needs -config and an interval of at least 1s", slog.Duration("config_poll", *poll))
 		return 2
@@ -231,10 +232,20 @@ func watchFile(ctx context.Context, path string, interval time.Duration, changed
 }
 
 // newLogger builds the process logger from PGW_LOG_LEVEL and PGW_LOG_FORMAT.
+// Durations read as durations ("1.5s"), in JSON too, whoever logs them.
 func newLogger(w io.Writer, sc serverConfig) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: sc.logLevel}
+	opts := &slog.HandlerOptions{Level: sc.logLevel, ReplaceAttr: durationsAsText}
 	if sc.logFormat == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationsAsText renders a time.Duration attribute as its String ("250ms",
+// "30s") instead of the integer nanoseconds the JSON handler writes.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }

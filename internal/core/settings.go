@@ -12,6 +12,25 @@ const (
 	MissingDoneSalvage MissingDonePolicy = "salvage"
 )
 
+// TelemetryContent says what a telemetry row keeps of a call's prompts
+// and answers (PGW_TELEMETRY_CONTENT). Tokens, cost, sources, timings and
+// the error are always kept.
+type TelemetryContent string
+
+// Telemetry content settings.
+const (
+	// TelemetryContentFull keeps the messages, the answer and its
+	// thinking as they were (the default; "" means it too).
+	TelemetryContentFull TelemetryContent = "full"
+	// TelemetryContentRedacted keeps them with every configured secret
+	// (the sources' API keys, the backends' URLs) removed by the library's
+	// one redaction rule.
+	TelemetryContentRedacted TelemetryContent = "redacted"
+	// TelemetryContentNone keeps none of them: the row's messages,
+	// response and thinking are empty.
+	TelemetryContentNone TelemetryContent = "none"
+)
+
 // ContinueMode says whether a source continues an assistant prefill
 // (CONTINUE).
 type ContinueMode string
@@ -206,6 +225,9 @@ type GatewaySettings struct {
 	TelemetryBackend    string
 	TelemetrySQLitePath string
 	TelemetryPGDSN      string
+	// TelemetryContent is what a telemetry row keeps of the prompts and
+	// answers: TelemetryContentFull (default, ""), Redacted or None.
+	TelemetryContent TelemetryContent
 	// PricingPath is the optional pricing JSON file.
 	PricingPath string
 	// StructuredMaxRetries bounds structured-output re-asks. Default 2.

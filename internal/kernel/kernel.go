@@ -258,11 +258,22 @@ func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
 		}))
 	}
 	layers = append(layers,
-		middleware.Telemetry(middleware.TelemetryConfig{Sink: sink, Scope: s.Scope, Clock: clock, Logger: logger}),
+		middleware.Telemetry(middleware.TelemetryConfig{Sink: sink, Scope: s.Scope, Clock: clock, Logger: logger,
+			Content: s.TelemetryContent, Secrets: settingsSecrets(s)}),
 		middleware.Degrade(middleware.DegradeConfig{Fallback: o.Fallback, Logger: logger}),
 	)
 	c.handler = core.Chain(c.engine.Handle, layers...)
 	return c, nil
+}
+
+// settingsSecrets are the secrets of s: its sources' API keys and the
+// backends' URLs and DSN.
+func settingsSecrets(s core.GatewaySettings) []string {
+	out := []string{s.RedisURL, s.TelemetryPGDSN}
+	for i := range s.Sources {
+		out = append(out, s.Sources[i].APIKey)
+	}
+	return out
 }
 
 // build returns the backend named by the config key: the built-in memory
