@@ -111,6 +111,7 @@ type Collector struct {
 	refusals    *prometheus.CounterVec
 	waits       *prometheus.HistogramVec
 	transitions *prometheus.CounterVec
+	bounded     *prometheus.CounterVec
 
 	// Scrape time (WatchClient).
 	watch *watcher
@@ -172,13 +173,14 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 	c.refusals = counter("refusals_total", "Sources refused before an attempt, by reason (circuit_open: breaker; rate_limited: limiter or adaptive limit).", lScope, lSource, lReason)
 	c.waits = histogram("limiter_wait_seconds", "Time calls spent waiting for quota or 429 pushback with no source eligible.", lScope)
 	c.transitions = counter("breaker_transitions_total", "Breaker state changes seen by the governor, by the state entered.", lScope, lSource, lState)
+	c.bounded = counter("usage_bounded_total", "Answers that claimed more usage than their request could use, settled at the bound (an upstream anomaly).", lScope, lSource)
 
 	c.watch = newWatcher(ns, cfg.scrapeTimeout)
 
 	cs := []prometheus.Collector{
 		c.calls, c.callDur, c.callTTFT, c.callITL, c.promptTok, c.complTok, c.cost,
 		c.cacheHits, c.cacheMisses, c.inFlight, c.degraded,
-		c.attempts, c.attemptDur, c.attemptTTFT, c.attemptITL, c.refusals, c.waits, c.transitions,
+		c.attempts, c.attemptDur, c.attemptTTFT, c.attemptITL, c.refusals, c.waits, c.transitions, c.bounded,
 		c.watch,
 	}
 

@@ -529,3 +529,18 @@ func TestBudgetReadersAreExportedInUSD(t *testing.T) {
 		}
 	}
 }
+
+// TestAnAnswerClaimingMoreThanItsRequestCouldUseIsCounted: an answer whose
+// usage is beyond its request's bound counts in usage_bounded_total, and
+// the tokens counted are the bound's.
+func TestAnAnswerClaimingMoreThanItsRequestCouldUseIsCounted(t *testing.T) {
+	t.Parallel()
+	srv := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK().WithUsage(`{"prompt_tokens":5,"completion_tokens":9223372036854775807}`)))
+	env := testEnv()
+	addSource(env, 1, srv, "gpt-test", 0)
+	col := newCollector(t)
+	gc := newClient(t, col, env)
+	chat(t, gc, "hi", polygateway.WithMaxTokens(50), polygateway.WithStream(false))
+	want(t, "usage_bounded{openai_1}", testutil.ToFloat64(col.bounded.WithLabelValues("LLM", "openai_1")), 1)
+	want(t, "completion tokens", testutil.ToFloat64(col.complTok.WithLabelValues("LLM", "openai_1", "gpt-test")), 50)
+}

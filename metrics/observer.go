@@ -31,6 +31,9 @@ func (c *Collector) Attempt(ev polygateway.AttemptEvent) {
 	if ev.MaxInterToken > 0 {
 		sm.itl.Observe(ev.MaxInterToken.Seconds())
 	}
+	if ev.UsageBounded {
+		c.bounded.WithLabelValues(cleanLabel(ev.Scope), cleanLabel(ev.Source)).Inc()
+	}
 }
 
 // AttemptStarted is part of polygateway.Observer; the collector counts

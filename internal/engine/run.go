@@ -134,7 +134,7 @@ func (r *run) retry(ctx context.Context) (*core.LLMResponse, error) {
 			ready := r.sticky.readyAt(e.sources[r.sticky.source], now)
 			left, dl := untilDeadline(ctx)
 			if d := ready.Sub(now); d > 0 && ready.Before(r.sticky.until) && (!dl || d < left) {
-				if err := r.pause(ctx, now, d, false); err != nil {
+				if err := r.pause(ctx, now, d, false, false); err != nil {
 					return nil, err
 				}
 				continue
@@ -158,7 +158,7 @@ func (r *run) retry(ctx context.Context) (*core.LLMResponse, error) {
 			if d > 0 {
 				// The backoff may be cut at a stall-rule check point:
 				// choose again afterwards.
-				if err := r.pause(ctx, now, d, false); err != nil {
+				if err := r.pause(ctx, now, d, false, false); err != nil {
 					return nil, err
 				}
 				continue

@@ -27,14 +27,15 @@ func (r *run) waitForEligible(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	return r.pause(ctx, now, wait, slot)
+	return r.pause(ctx, now, wait, slot, true)
 }
 
 // pause waits at most d (on a freed slot too, when slot), cut at the next
-// stall-rule check point, and accounts the wait. It returns a stalled
-// GatewayUnavailableError when the rule says so, or the caller's
-// cancellation.
-func (r *run) pause(ctx context.Context, now time.Time, d time.Duration, slot bool) error {
+// stall-rule check point, and accounts the wait; observed waits (those for
+// a source held back or at its limit, not a backoff) are reported to the
+// Observer. It returns a stalled GatewayUnavailableError when the rule
+// says so, or the caller's cancellation.
+func (r *run) pause(ctx context.Context, now time.Time, d time.Duration, slot, observed bool) error {
 	e := r.e
 	d, err := r.stallCap(ctx, now, d)
 	if err != nil {
@@ -54,7 +55,7 @@ func (r *run) pause(ctx context.Context, now time.Time, d time.Duration, slot bo
 		return err
 	}
 	waited := core.Since(e.clock, start)
-	if e.obs != nil {
+	if observed && e.obs != nil {
 		e.obs.Waited(e.settings.Scope, waited)
 	}
 	r.waited += waited
