@@ -226,29 +226,28 @@ func FuzzStreamText(f *testing.F) {
 }
 
 // meant is the text an event carried: what it says when it is a valid
-// JSON chunk, otherwise orig, the text it was meant to carry.
+// JSON chunk — the content of its first choice of index 0 (or none), as
+// encoding/json reads it into a struct (names in any case) — otherwise
+// orig, the text it was meant to carry.
 func meant(data []byte, orig string) string {
 	d := bytes.TrimSpace(data)
-	var v map[string]any
-	if len(d) == 0 || d[0] != '{' || json.Unmarshal(d, &v) != nil {
+	if len(d) == 0 || d[0] != '{' || !json.Valid(d) {
 		return orig
 	}
-	// encoding/json matches struct fields in any case; a chunk's keys are
-	// exact, so walk the decoded maps.
-	// The answer is the first choice of index 0 (or none), as in every
-	// dialect.
-	choices, _ := v["choices"].([]any)
-	for _, c := range choices {
-		choice, ok := c.(map[string]any)
-		if !ok {
+	var v struct {
+		Choices []struct {
+			Index *float64 `json:"index"`
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	_ = json.Unmarshal(d, &v) // a value of the wrong kind is passed over
+	for _, c := range v.Choices {
+		if c.Index != nil && *c.Index >= 1 {
 			continue
 		}
-		if idx, ok := choice["index"].(float64); ok && idx > 0 && idx == float64(int64(idx)) {
-			continue
-		}
-		delta, _ := choice["delta"].(map[string]any)
-		content, _ := delta["content"].(string)
-		return content
+		return c.Delta.Content
 	}
 	return ""
 }
