@@ -265,7 +265,9 @@ func TestAStreamWithoutAChoiceToReadIsAFault(t *testing.T) {
 	}
 	// The non-streamed twin, for comparison.
 	_, err := doWith(t, readerTransport{status: 200, ctype: "application/json", length: -1,
-		body: func() io.Reader { return bytes.NewReader([]byte(`{"choices":[{"index":1,"message":{"content":"x"},"finish_reason":"stop"}]}`)) }}, false)
+		body: func() io.Reader {
+			return bytes.NewReader([]byte(`{"choices":[{"index":1,"message":{"content":"x"},"finish_reason":"stop"}]}`))
+		}}, false)
 	asTransient(t, err)
 }
 
