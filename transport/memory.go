@@ -19,7 +19,7 @@ import (
 // Config.MaxErrorBodyBytes, are not counted.
 
 // minReserveStep is the smallest step in which a stream's text is reserved.
-const minReserveStep = 64 << 10
+const minReserveStep = 4 << 10
 
 // memReserve is an attempt's share of its call's memory budget.
 type memReserve struct {

@@ -113,18 +113,8 @@ func streamTail(w wireStream) []byte {
 }
 
 func (e *bodyEncoder) request(head []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) error {
-	e.messages(call.Messages, call.Continuation && prof.Prefill == core.PrefillPrefixFlag)
 	e.w.b = append(e.w.b, head...)
-	var err error
-	switch e.shape {
-	case shapePlain:
-		err = e.value(&e.plains)
-	case shapeText:
-		err = e.value(&e.texts)
-	default:
-		err = e.value(&e.msgs)
-	}
-	if err != nil {
+	if err := e.messages(call.Messages, call.Continuation && prof.Prefill == core.PrefillPrefixFlag); err != nil {
 		return err
 	}
 	_, paramOpts := call.Params["stream_options"]
@@ -169,19 +159,20 @@ func (e *bodyEncoder) request(head []byte, src *core.SourceConfig, call *core.Ca
 	}
 	if thinkOK {
 		e.key(&e.thinkKey)
-		e.w.b = append(e.w.b, *thinkRaw...) // a constant of thinkingSwitch
+		_ = e.value(thinkRaw) // a constant of thinkingSwitch
 	}
 	if call.Continuation && prof.Prefill == core.PrefillContinueFinal {
-		for _, kv := range continueFinal {
+		for i := range continueFinal {
+			kv := &continueFinal[i]
 			_, inParams := call.Params[kv.key]
 			if _, inExtra := src.ExtraBody[kv.key]; !inParams && !inExtra {
 				e.key(&kv.key)
-				e.w.b = append(e.w.b, kv.raw...)
+				_ = e.value(&kv.raw)
 			}
 		}
 	}
 	if nativeSchema(call, src, prof) {
-		e.w.b = append(e.w.b, `,"response_format":`...)
+		e.key(&responseFormat)
 		e.schema.JSONSchema.Schema = call.JSONSchema
 		if err := e.value(&e.schema); err != nil {
 			return err
@@ -236,5 +227,8 @@ func nativeSchema(call *core.Call, src *core.SourceConfig, prof *core.ProviderPr
 // continueFinal are the body fields of a vLLM continuation.
 var continueFinal = [...]struct {
 	key string
-	raw string
-}{{"add_generation_prompt", "false"}, {"continue_final_message", "true"}}
+	raw bool
+}{{"add_generation_prompt", false}, {"continue_final_message", true}}
+
+// responseFormat is the key of a structured call's native schema.
+var responseFormat = "response_format"
