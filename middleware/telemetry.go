@@ -29,8 +29,10 @@ type recorder struct {
 }
 
 // record writes the row of one finished call: exactly one per call, none for
-// a cancelled call, nothing when the sink is nil. A sink that refuses a row
-// is logged once; the call is never affected.
+// a cancelled call, nothing when the sink is nil. The messages are rendered
+// into the row (core.MessagesJSON) before it goes to the sink, so that no
+// row refers to them after the call returns. A sink that refuses a row is
+// logged once; the call is never affected.
 func (r *recorder) record(ctx context.Context, call *core.Call, start time.Time, latency time.Duration, resp *core.LLMResponse, err error) {
 	if r.cfg.Sink == nil {
 		return
@@ -67,6 +69,10 @@ func (r *recorder) record(ctx context.Context, call *core.Call, start time.Time,
 		rec.Error = core.ErrorClass(err) + ": " + err.Error()
 		rec.SourceName = core.Classify(err).Source
 	}
+	// The call's messages may be the caller's own (the library hands them
+	// down without a copy), free to be reused once the call returns: the
+	// row holds their rendering, made now, never the messages.
+	rec.Render()
 	if werr := r.cfg.Sink.Write(ctx, rec); werr != nil && r.warned.CompareAndSwap(false, true) {
 		r.cfg.Logger.Warn("polygateway: telemetry sink refused a record", "err", werr)
 	}
