@@ -24,6 +24,7 @@ bench:
 FUZZTIME ?= 10s
 FUZZMINIMIZETIME ?= 5s
 FUZZ_TARGETS = \
+	.:FuzzStructuredRepair \
 	./configfile:FuzzParse \
 	./embed:FuzzDecodeEmbeddings \
 	./embed:FuzzParseFloat32 \
@@ -35,6 +36,7 @@ FUZZ_TARGETS = \
 	./ocr:FuzzParseMiddle \
 	./polygatewaytest:FuzzEmbedRequest \
 	./polygatewaytest:FuzzSplitContent \
+	./proxy:FuzzClientHeaders \
 	./proxy:FuzzCountElements \
 	./proxy:FuzzParseChat \
 	./proxy:FuzzParseChatProperties \
@@ -42,11 +44,13 @@ FUZZ_TARGETS = \
 	./proxy:FuzzScrubAddresses \
 	./tracing:FuzzClip \
 	./tracing:FuzzHandlerTraceparent \
-	./transport:FuzzAppendJSONString \
 	./transport:FuzzClassifyResponse \
-	./transport:FuzzStreamText \
+	./transport:FuzzEncodeRequest \
 	./transport:FuzzParseChunk \
-	./transport:FuzzSSE
+	./transport:FuzzRetryAfter \
+	./transport:FuzzSSE \
+	./transport:FuzzStreamText \
+	./transport:FuzzThinkFilter
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -74,70 +74,39 @@ func (e *messageError) at(i int) *requestError {
 // object of the wire form is an error of encoding/json (the messages are
 // of the wrong type); one that does not convert is a *messageError.
 func (m *inMessage) UnmarshalJSON(b []byte) error {
-	d := messageDecoders.Get().(*messageDecoder)
-	defer messageDecoders.Put(d)
-	w, err := d.decode(b)
-	if err != nil {
+	w := wireMessages.Get().(*wireMessage)
+	defer wireMessages.Put(w)
+	*w = wireMessage{Content: messageContent{raw: w.Content.raw[:0]}, ToolCalls: w.ToolCalls[:0]}
+	if err := json.Unmarshal(b, w); err != nil {
 		return err
 	}
-	msg, cerr := convertAt(w, msgMark)
-	if cerr != nil {
-		return &messageError{cerr}
+	msg, err := convertAt(w, msgMark)
+	if err != nil {
+		return &messageError{err}
 	}
 	*m = inMessage(msg)
 	return nil
 }
 
-// textMessage is a message whose content is a string (or none): the
-// common case, read in one pass. A message with content parts (or with a
-// value of the wrong kind) fails to fit it and is read as a wireMessage.
-type textMessage struct {
-	Role       roleName        `json:"role"`
-	Content    string          `json:"content"`
-	Name       string          `json:"name"`
-	ToolCallID string          `json:"tool_call_id"`
-	ToolCalls  json.RawMessage `json:"tool_calls"`
-}
+// wireMessages are the wire forms messages are read into, one at a time.
+var wireMessages = sync.Pool{New: func() any { return new(wireMessage) }}
 
-// messageDecoder holds the forms one message is read into.
-type messageDecoder struct {
-	text textMessage
-	wire wireMessage
-}
-
-// messageDecoders are reused from message to message.
-var messageDecoders = sync.Pool{New: func() any { return new(messageDecoder) }}
-
-// decode reads one message object b as encoding/json reads it into a
-// wireMessage.
-func (d *messageDecoder) decode(b []byte) (*wireMessage, error) {
-	d.text = textMessage{ToolCalls: d.text.ToolCalls[:0]}
-	err := json.Unmarshal(b, &d.text)
-	if err == nil {
-		t := &d.text
-		d.wire = wireMessage{Role: t.Role, Content: messageContent{text: t.Content, isText: true}, Name: t.Name, ToolCallID: t.ToolCallID,
-			ToolCalls: t.ToolCalls}
-		return &d.wire, nil
-	}
-	if !isTypeError(err) {
-		return nil, err
-	}
-	d.wire = wireMessage{Content: messageContent{raw: d.wire.Content.raw[:0]}}
-	if err := json.Unmarshal(b, &d.wire); err != nil {
-		return nil, err
-	}
-	return &d.wire, nil
+// chatParse is the state of decoding one chat request, in one allocation.
+type chatParse struct {
+	req    chatRequest
+	fields members
+	msgs   []inMessage
 }
 
 // parseChat decodes a chat completion request body. Nothing of the
 // request refers to body.
 func parseChat(body []byte) (*chatRequest, error) {
-	var fields members
-	if err := json.Unmarshal(body, &fields); err != nil {
+	p := &chatParse{}
+	if err := json.Unmarshal(body, &p.fields); err != nil {
 		return nil, badRequest("", "invalid_json", "request body is not a JSON object: %v", err)
 	}
-	lookup := fields.lookup
-	req := &chatRequest{}
+	fields, lookup, req := p.fields, p.fields.lookup, &p.req
+	p.fields = nil
 	if err := req.options(fields); err != nil {
 		return nil, err
 	}
@@ -145,11 +114,11 @@ func parseChat(body []byte) (*chatRequest, error) {
 	if raw == nil {
 		return nil, badRequest("messages", "missing_required_parameter", "messages is required")
 	}
-	msgs, err := decodeMessages(raw)
+	msgs, err := decodeMessages(raw, &p.msgs)
 	if err != nil {
 		return nil, err
 	}
-	req.messages = msgs
+	req.messages, p.msgs = msgs, nil
 	// extra_body goes upstream without its fallbacks member.
 	var extraBody []byte
 	stripped := false
@@ -235,31 +204,30 @@ var errMessagesType = badRequest("messages", "invalid_type", "messages must be a
 
 // decodeMessages decodes the messages array (raw is its JSON text), each
 // message into its place of the request's slice (of exactly their number,
-// for a large array).
-func decodeMessages(raw []byte) ([]core.Message, error) {
+// for a large array); msgs is where the slice is made.
+func decodeMessages(raw []byte, msgs *[]inMessage) ([]core.Message, error) {
 	if raw[0] != '[' {
 		return nil, errMessagesType
 	}
-	var msgs []inMessage
 	if len(raw) > countFrom {
 		var counted []skipValue
-		msgs = make([]inMessage, 0, countInto(&counted, raw, 1<<31-2))
+		*msgs = make([]inMessage, 0, countInto(&counted, raw, 1<<31-2))
 	} else {
-		msgs = make([]inMessage, 0, 4)
+		*msgs = make([]inMessage, 0, 4)
 	}
-	if err := json.Unmarshal(raw, &msgs); err != nil {
+	if err := json.Unmarshal(raw, msgs); err != nil {
 		// encoding/json stops at the first message that failed, the
 		// last one of msgs.
 		var me *messageError
 		if errors.As(err, &me) {
-			return nil, me.at(len(msgs) - 1)
+			return nil, me.at(len(*msgs) - 1)
 		}
 		return nil, errMessagesType
 	}
-	if len(msgs) == 0 {
+	if len(*msgs) == 0 {
 		return nil, badRequest("messages", "empty_array", "messages must not be empty")
 	}
-	return asMessages(msgs), nil
+	return asMessages(*msgs), nil
 }
 
 // countFrom is the size of a messages array from which its messages are
