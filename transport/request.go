@@ -75,9 +75,30 @@ func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core
 // encodeRequestAfter is encodeRequest with the body's opening, head =
 // modelHead(src.Model), made already (an endpoint keeps its own).
 func encodeRequestAfter(b, head []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) ([]byte, error) {
+	if n := messagesSize(call.Messages); n > smallBodyBytes {
+		// A large body is grown once, to about its size, not step by step.
+		b = slices.Grow(b[:0], len(head)+n+4096)
+	}
 	e := getBodyEncoder(b)
 	err := e.request(head, src, call, prof)
 	return e.done(), err
+}
+
+// messagesSize estimates the bytes msgs take in a request body: their
+// text and what JSON adds to a plain message (escapes can make it more).
+func messagesSize(msgs []core.Message) int {
+	n := 0
+	for i := range msgs {
+		m := &msgs[i]
+		n += 26 + len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+		for _, p := range m.Parts {
+			n += 40 + len(p.Text) + len(p.ImageURL)
+		}
+		for _, c := range m.ToolCalls {
+			n += 60 + len(c.ID) + len(c.Name) + len(c.Arguments)
+		}
+	}
+	return n
 }
 
 // modelHead returns the opening of a body for model: {"model":…,"messages":
