@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -87,8 +89,10 @@ type assembler struct {
 	tools []toolAcc
 	mem   memReserve
 
-	finish   string
-	model    string
+	finish string
+	model  string
+	// modelRaw is the JSON text of the model the upstream last named.
+	modelRaw []byte
 	usage    usageVals
 	usageOK  bool
 	gotToken bool
@@ -113,7 +117,7 @@ func (a *assembler) reset(p *core.ProviderProfile, positional bool, model string
 	clear(a.tools)
 	a.tools = a.tools[:0]
 	a.finish = ""
-	a.model = model
+	a.model, a.modelRaw = model, a.modelRaw[:0]
 	a.usage = usageVals{}
 	a.usageOK = false
 	a.gotToken = false
@@ -197,8 +201,13 @@ func (a *assembler) apply(c *wireChunk) (token bool, err error) {
 			a.usage, a.usageOK = u, true
 		}
 	}
-	if c.Model != "" {
-		a.model = c.Model
+	if m := c.Model.raw; len(m) > 2 && !bytes.Equal(m, a.modelRaw) {
+		// Another model named: decoded once, not per chunk.
+		var name string
+		if json.Unmarshal(m, &name) == nil && name != "" {
+			a.model = name
+		}
+		a.modelRaw = append(a.modelRaw[:0], m...)
 	}
 	if ch == nil {
 		return false, nil

@@ -17,6 +17,7 @@ const maxPooledBytes = 4 << 20
 type attemptState struct {
 	chunk wireChunk
 	asm   assembler
+	out   deltaOut
 	sse   SSEReader
 	capr  capReader
 	clock tokenClock
@@ -41,6 +42,7 @@ func (s *attemptState) clear() {
 	s.asm.reset(&core.ProviderProfile{}, false, "", nil)
 	s.asm.mem.release()
 	s.sse.r = nil
+	s.out = deltaOut{}
 	s.capr.r = nil
 	s.clock.wd = nil
 }

@@ -34,7 +34,8 @@ import (
 func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile, resp *http.Response, st *attemptState, start time.Time) (*core.LLMResponse, error) {
 	st.capr = capReader{r: resp.Body, n: c.cfg.MaxStreamBytes}
 	st.sse.Reset(&st.capr, c.cfg.MaxEventBytes)
-	out := newDeltaOut(call.Deltas)
+	st.out.reset(call.Deltas)
+	out := &st.out
 	st.asm.reset(prof, false, src.Model, out.keeper)
 	mk := errMaker{src: src, status: resp.StatusCode}
 	done, cut := false, false
@@ -176,14 +177,14 @@ type deltaOut struct {
 	unflushed bool
 }
 
-func newDeltaOut(sink core.DeltaSink) *deltaOut {
-	o := &deltaOut{sink: sink}
+// reset makes o pass deltas to sink (nil: none).
+func (o *deltaOut) reset(sink core.DeltaSink) {
+	*o = deltaOut{sink: sink}
 	if sink != nil {
 		o.flusher, _ = sink.(DeltaFlusher)
 		o.keeper, _ = sink.(DeltaKeeper)
 		o.modeler, _ = sink.(DeltaModel)
 	}
-	return o
 }
 
 // send passes the delta of the chunk last applied, if it has one.

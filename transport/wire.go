@@ -68,6 +68,42 @@ func (e *errorValue) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// errorMark records whether a "type" or "object" member is the string
+// "error" (compared as JSON text; decoded only when it has escapes, so
+// that the usual "chat.completion.chunk" costs nothing). The last string
+// given decides; other kinds leave it as it was.
+type errorMark bool
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (m *errorMark) UnmarshalJSON(b []byte) error {
+	switch {
+	case string(b) == `"error"`:
+		*m = true
+	case b[0] == '"' && bytes.IndexByte(b, '\\') >= 0:
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*m = errorMark(s == "error")
+	case b[0] == '"':
+		*m = false
+	}
+	return nil
+}
+
+// modelText is the JSON text of a "model" string member, kept in a buffer
+// reused from chunk to chunk: the model is decoded only when it changes
+// (see assembler.apply). null and other kinds leave it as it was.
+type modelText struct{ raw []byte }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (m *modelText) UnmarshalJSON(b []byte) error {
+	if b[0] == '"' {
+		m.raw = append(m.raw[:0], b...)
+	}
+	return nil
+}
+
 // optString is a string member whose presence matters: ok is true once a
 // string was read; a value of another kind (null included) leaves it as it
 // was.
@@ -215,14 +251,14 @@ func (c *wireChoice) answer() bool { return c.Delta != nil || c.Message != nil |
 
 // wireChunk is one streaming chunk or non-streaming body.
 type wireChunk struct {
-	Model   string       `json:"model"`
+	Model   modelText    `json:"model"`
 	Choices []wireChoice `json:"choices"`
 	Usage   wireUsage    `json:"usage"`
 	// Error, a "type" or "object" of "error", and a MiniMax
 	// base_resp.status_code other than 0 say the document is an error.
 	Error    errorValue `json:"error"`
-	Type     string     `json:"type"`
-	Object   string     `json:"object"`
+	Type     errorMark  `json:"type"`
+	Object   errorMark  `json:"object"`
 	BaseResp struct {
 		StatusCode count `json:"status_code"`
 	} `json:"base_resp"`
@@ -230,7 +266,7 @@ type wireChunk struct {
 
 // isError reports whether the chunk is an error in place of an answer.
 func (c *wireChunk) isError() bool {
-	return bool(c.Error) || c.Type == "error" || c.Object == "error" || c.BaseResp.StatusCode.n != 0
+	return bool(c.Error) || bool(c.Type) || bool(c.Object) || c.BaseResp.StatusCode.n != 0
 }
 
 // picked returns the choice that holds the answer: the first of index 0
@@ -244,11 +280,12 @@ func (c *wireChunk) picked() *wireChoice {
 	return nil
 }
 
-// reset empties c for the next document, keeping the choices' array.
+// reset empties c for the next document, keeping the choices' array and
+// the model's buffer.
 func (c *wireChunk) reset() {
 	choices := c.Choices[:cap(c.Choices)]
 	clear(choices)
-	*c = wireChunk{Choices: choices[:0]}
+	*c = wireChunk{Choices: choices[:0], Model: modelText{raw: c.Model.raw[:0]}}
 }
 
 // decodeChunk reads data, one JSON document, into c (reset first). It
