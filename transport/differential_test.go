@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -286,6 +287,20 @@ func TestChunkReadingMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// normal is c with its empty buffers as nil, for comparison.
+func normal(c wireChunk) wireChunk {
+	if len(c.Model.raw) == 0 {
+		c.Model.raw = nil
+	}
+	if len(c.Choices) == 0 {
+		c.Choices = nil
+	}
+	return c
+}
+
+// FuzzChunkAfter is a chunk a stream's decoder reads after a fuzzed one.
+const FuzzChunkAfter = ` {"model":"m","choices":[{"index":0,"delta":{"content":"after"}}]} `
+
 // FuzzParseChunk reads any document as a chunk and as a non-streamed body,
 // in reads of the sizes split gives. A document is a chunk exactly when it
 // is a JSON object (encoding/json decides); the body read in pieces is read
@@ -308,6 +323,17 @@ func FuzzParseChunk(f *testing.F) {
 		got := decodeChunk(in, &c)
 		if want := json.Valid(in) && isObject(in); got != want {
 			t.Fatalf("decodeChunk(%q) = %v, encoding/json says object = %v", in, got, want)
+		}
+		// The reused decoder of a stream reads each document as
+		// json.Unmarshal does, before and after any other.
+		var d chunkDecoder
+		var c2 wireChunk
+		for i, doc := range [][]byte{in, []byte(FuzzChunkAfter), in} {
+			var want wireChunk
+			ok := decodeChunk(doc, &want)
+			if got := d.decodeChunk(doc, &c2); got != ok || ok && !reflect.DeepEqual(normal(c2), normal(want)) {
+				t.Fatalf("document %d %q: the stream's decoder reads (%v, %+v), json.Unmarshal (%v, %+v)", i, doc, got, c2, ok, want)
+			}
 		}
 		whole := outcome(doWith(t, readerTransport{status: 200, ctype: "application/json", length: int64(len(in)),
 			body: func() io.Reader { return bytes.NewReader(in) }}, false))

@@ -16,6 +16,7 @@ const maxPooledBytes = 4 << 20
 // assembler, SSE reader and buffers. Pooled per Client.
 type attemptState struct {
 	chunk wireChunk
+	dec   chunkDecoder
 	asm   assembler
 	out   deltaOut
 	sse   SSEReader
@@ -43,6 +44,7 @@ func (s *attemptState) clear() {
 	s.asm.mem.release()
 	s.sse.r = nil
 	s.out = deltaOut{}
+	s.dec.src.b = nil
 	s.capr.r = nil
 	s.clock.wd = nil
 }

@@ -30,7 +30,7 @@ func (c *Client) readJSON(ctx, actx context.Context, src *core.SourceConfig, cal
 		return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
 	}
 	body := st.body
-	if !decodeChunk(body, &st.chunk) {
+	if !st.dec.decodeChunk(body, &st.chunk) {
 		env := parseEnvelope(body)
 		if env.json {
 			// Valid JSON that is not an object of ours: treat as an error body.

@@ -128,7 +128,7 @@ func (c *Client) streamEvent(ev *SSEEvent, src *core.SourceConfig, prof *core.Pr
 	case string(data) == "[DONE]":
 		return true, false, nil
 	}
-	if !decodeChunk(data, &st.chunk) {
+	if !st.dec.decodeChunk(data, &st.chunk) {
 		if skippable(data) && st.skipped < maxSkippedEvents {
 			// Provably nothing of the answer (see skippable): a
 			// broken keep-alive or annotation is passed over.

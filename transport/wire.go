@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"strconv"
 )
 
@@ -291,20 +292,24 @@ func (c *wireChunk) reset() {
 // decodeChunk reads data, one JSON document, into c (reset first). It
 // reports false when data is not a JSON object.
 func decodeChunk(data []byte, c *wireChunk) bool {
+	return readChunk(data, c, func(data []byte, c *wireChunk) error { return json.Unmarshal(data, c) })
+}
+
+// readChunk is decodeChunk with unmarshal reading data into c.
+func readChunk(data []byte, c *wireChunk, unmarshal func([]byte, *wireChunk) error) bool {
 	c.reset()
 	keep := c.Choices
 	if !isObject(data) {
 		return false
 	}
-	err := json.Unmarshal(data, c)
+	err := unmarshal(data, c)
 	if len(c.Choices) == 0 && cap(c.Choices) == 0 {
 		c.Choices = keep[:0] // "choices":[] replaced the array; keep ours
 	}
-	var te *json.UnmarshalTypeError
 	switch {
 	case err == nil:
 		return true
-	case errors.As(err, &te):
+	case isTypeError(err):
 		// A value of the wrong kind somewhere: the document is whole,
 		// what Unmarshal could not read into a field is read now.
 		readOdd(data, c)
@@ -312,6 +317,73 @@ func decodeChunk(data []byte, c *wireChunk) bool {
 	}
 	return false
 }
+
+// isTypeError reports whether err is encoding/json's report of a value of
+// the wrong kind (the document itself is valid).
+func isTypeError(err error) bool {
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &te)
+}
+
+// maxDecoded is the largest document chunkDecoder reads with its reused
+// json.Decoder; a larger one is read by json.Unmarshal, which does not
+// copy it into a buffer of its own.
+const maxDecoded = 64 << 10
+
+// chunkDecoder reads the documents of one attempt (a stream's chunks) with
+// one json.Decoder, reused from document to document: its state is not
+// made anew each time, as json.Unmarshal's is. Each document is read as
+// json.Unmarshal reads it: a value that is not followed by white space
+// only is no document; an error that is not a type error leaves the
+// decoder to be made anew.
+type chunkDecoder struct {
+	src docReader
+	dec *json.Decoder
+}
+
+// docReader hands a json.Decoder one document, then io.EOF.
+type docReader struct{ b []byte }
+
+func (r *docReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// decodeChunk is the package's decodeChunk, read by d.
+func (d *chunkDecoder) decodeChunk(data []byte, c *wireChunk) bool {
+	if len(data) > maxDecoded {
+		return decodeChunk(data, c)
+	}
+	return readChunk(data, c, d.unmarshal)
+}
+
+func (d *chunkDecoder) unmarshal(data []byte, c *wireChunk) error {
+	if d.dec == nil {
+		d.dec = json.NewDecoder(&d.src)
+	}
+	// Without white space around it, the document is one value exactly
+	// when the decoder's value ends where the document does.
+	data = bytes.TrimSpace(data)
+	d.src.b = data
+	start := d.dec.InputOffset()
+	err := d.dec.Decode(c)
+	if err == nil || isTypeError(err) {
+		if d.dec.InputOffset()-start == int64(len(data)) {
+			return err
+		}
+		err = errTrailing
+	}
+	d.dec = nil
+	return err
+}
+
+// errTrailing is the error of a document followed by more than white
+// space.
+var errTrailing = errors.New("transport: data after the JSON value")
 
 // isObject reports whether data, after white space, begins an object.
 func isObject(data []byte) bool {
