@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -21,6 +22,40 @@ const (
 	thinkSrcDetails
 	numThinkSrc
 )
+
+// modelNames are the model names upstreams reported, by their JSON text:
+// a name is decoded by encoding/json once, not on every call.
+var modelNames modelCache
+
+// maxModelNames bounds modelNames; when full it starts over.
+const maxModelNames = 256
+
+// modelCache maps a model's JSON text to its name. Safe for concurrent
+// use.
+type modelCache struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
+
+// name returns the model raw names ("" when it is not a string).
+func (c *modelCache) name(raw []byte) string {
+	c.mu.RLock()
+	name, ok := c.m[string(raw)]
+	c.mu.RUnlock()
+	if ok {
+		return name
+	}
+	if json.Unmarshal(raw, &name) != nil {
+		return ""
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxModelNames {
+		c.m = make(map[string]string)
+	}
+	c.m[string(raw)] = name
+	c.mu.Unlock()
+	return name
+}
 
 // toolAcc accumulates one tool call across deltas.
 type toolAcc struct {
@@ -203,8 +238,7 @@ func (a *assembler) apply(c *wireChunk) (token bool, err error) {
 	}
 	if m := c.Model.raw; len(m) > 2 && !bytes.Equal(m, a.modelRaw) {
 		// Another model named: decoded once, not per chunk.
-		var name string
-		if json.Unmarshal(m, &name) == nil && name != "" {
+		if name := modelNames.name(m); name != "" {
 			a.model = name
 		}
 		a.modelRaw = append(a.modelRaw[:0], m...)

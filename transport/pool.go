@@ -33,7 +33,7 @@ type attemptState struct {
 // oversized reports whether the state grew too large to keep.
 func (s *attemptState) oversized() bool {
 	return cap(s.body) > maxPooledBytes || cap(s.sse.buf) > maxPooledBytes || cap(s.sse.data) > maxPooledBytes ||
-		cap(s.chunk.Choices) > 64 || cap(s.asm.tools) > 64
+		cap(s.chunk.Choices) > 64 || cap(s.asm.tools) > 64 || cap(s.dec.deltas) > 64
 }
 
 // clear drops references to the finished attempt.
@@ -45,6 +45,7 @@ func (s *attemptState) clear() {
 	s.sse.r = nil
 	s.out = deltaOut{}
 	s.dec.src.b = nil
+	clear(s.dec.deltas)
 	s.capr.r = nil
 	s.clock.wd = nil
 }

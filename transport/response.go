@@ -30,6 +30,7 @@ func (c *Client) readJSON(ctx, actx context.Context, src *core.SourceConfig, cal
 		return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
 	}
 	body := st.body
+	st.dec.stream = false
 	if !st.dec.decodeChunk(body, &st.chunk) {
 		env := parseEnvelope(body)
 		if env.json {

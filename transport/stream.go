@@ -36,6 +36,7 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 	st.sse.Reset(&st.capr, c.cfg.MaxEventBytes)
 	st.out.reset(call.Deltas)
 	out := &st.out
+	st.dec.stream = true
 	st.asm.reset(prof, false, src.Model, out.keeper)
 	mk := errMaker{src: src, status: resp.StatusCode}
 	done, cut := false, false

@@ -235,7 +235,9 @@ type wireDelta struct {
 
 // wireChoice is one element of choices.
 type wireChoice struct {
-	Index count `json:"index"`
+	// Index is the choice's index: one read as 0 (absent, null, another
+	// kind, a negative number or a fraction below 1) is the answer's.
+	Index float64 `json:"index"`
 	// Delta and Message are pointers so that an absent or null one is nil
 	// (readOdd clears one that was not an object).
 	Delta   *wireDelta `json:"delta"`
@@ -274,7 +276,7 @@ func (c *wireChunk) isError() bool {
 // (or of none), or nil.
 func (c *wireChunk) picked() *wireChoice {
 	for i := range c.Choices {
-		if ch := &c.Choices[i]; !ch.Index.ok || ch.Index.n == 0 {
+		if ch := &c.Choices[i]; ch.Index < 1 {
 			return ch
 		}
 	}
@@ -339,6 +341,11 @@ const maxDecoded = 64 << 10
 type chunkDecoder struct {
 	src docReader
 	dec *json.Decoder
+	// stream is set for a stream's chunks: their deltas are then read
+	// into deltas, reused from chunk to chunk, instead of new ones (a
+	// stream has no use for telling an absent delta from an empty one).
+	stream bool
+	deltas []wireDelta
 }
 
 // docReader hands a json.Decoder one document, then io.EOF.
@@ -364,6 +371,16 @@ func (d *chunkDecoder) decodeChunk(data []byte, c *wireChunk) bool {
 func (d *chunkDecoder) unmarshal(data []byte, c *wireChunk) error {
 	if d.dec == nil {
 		d.dec = json.NewDecoder(&d.src)
+	}
+	if d.stream {
+		choices := c.Choices[:cap(c.Choices)]
+		if len(d.deltas) < len(choices) {
+			d.deltas = make([]wireDelta, len(choices))
+		}
+		clear(d.deltas)
+		for i := range choices {
+			choices[i].Delta = &d.deltas[i]
+		}
 	}
 	// Without white space around it, the document is one value exactly
 	// when the decoder's value ends where the document does.
