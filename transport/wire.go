@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"strconv"
 )
 
@@ -166,7 +167,8 @@ func (u usageVals) tokens() (prompt, completion int) {
 	return int(u.prompt), int(c)
 }
 
-// wireUsage is a usage object, in OpenAI's or Anthropic's names.
+// wireUsage is a usage object, in OpenAI's or Anthropic's names (a
+// choice's; the top-level one is read as usageNumbers).
 type wireUsage struct {
 	PromptTokens     count `json:"prompt_tokens"`
 	InputTokens      count `json:"input_tokens"`
@@ -195,6 +197,47 @@ func (u *wireUsage) vals() usageVals {
 		total: u.TotalTokens.n, hasTotal: u.TotalTokens.ok}
 	v.cached = pick(u.PromptTokensDetails.CachedTokens, u.PromptCacheHitTokens).n
 	return v
+}
+
+// usageNumbers is the top-level usage object, read into plain numbers (a
+// custom decoder per number costs more than the rest of a body's usage):
+// each is NaN until a number is read (see wireChunk.reset), so that a
+// missing one is told from 0 as count tells it. A number beyond a float64
+// is passed over as json.Unmarshal passes it over.
+type usageNumbers struct {
+	PromptTokens         float64 `json:"prompt_tokens"`
+	InputTokens          float64 `json:"input_tokens"`
+	CompletionTokens     float64 `json:"completion_tokens"`
+	OutputTokens         float64 `json:"output_tokens"`
+	TotalTokens          float64 `json:"total_tokens"`
+	PromptCacheHitTokens float64 `json:"prompt_cache_hit_tokens"`
+	PromptTokensDetails  struct {
+		CachedTokens float64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// absent is the value of a number not read.
+var absent = math.NaN()
+
+// unread sets every number of u to absent.
+func (u *usageNumbers) unread() {
+	*u = usageNumbers{absent, absent, absent, absent, absent, absent, struct {
+		CachedTokens float64 `json:"cached_tokens"`
+	}{absent}}
+}
+
+// vals returns the usage as the assembler counts it, by count's rules.
+func (u *usageNumbers) vals() usageVals {
+	c := func(f float64) count {
+		if math.IsNaN(f) {
+			return count{}
+		}
+		return count{int64(min(max(f, 0), maxCount)), true}
+	}
+	w := wireUsage{PromptTokens: c(u.PromptTokens), InputTokens: c(u.InputTokens), CompletionTokens: c(u.CompletionTokens),
+		OutputTokens: c(u.OutputTokens), TotalTokens: c(u.TotalTokens), PromptCacheHitTokens: c(u.PromptCacheHitTokens)}
+	w.PromptTokensDetails.CachedTokens = c(u.PromptTokensDetails.CachedTokens)
+	return w.vals()
 }
 
 // wireFunction is a tool call's function (or a legacy function_call).
@@ -256,7 +299,7 @@ func (c *wireChoice) answer() bool { return c.Delta != nil || c.Message != nil |
 type wireChunk struct {
 	Model   modelText    `json:"model"`
 	Choices []wireChoice `json:"choices"`
-	Usage   wireUsage    `json:"usage"`
+	Usage   usageNumbers `json:"usage"`
 	// Error, a "type" or "object" of "error", and a MiniMax
 	// base_resp.status_code other than 0 say the document is an error.
 	Error    errorValue `json:"error"`
@@ -289,6 +332,7 @@ func (c *wireChunk) reset() {
 	choices := c.Choices[:cap(c.Choices)]
 	clear(choices)
 	*c = wireChunk{Choices: choices[:0], Model: modelText{raw: c.Model.raw[:0]}}
+	c.Usage.unread()
 }
 
 // decodeChunk reads data, one JSON document, into c (reset first). It
