@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/polygateway/polygateway"
@@ -328,7 +329,10 @@ func (req *embedRequest) decodeInput(maxInputs int) error {
 	}
 	n := countInto(&req.counted, in, maxInputs)
 	if n > maxInputs {
-		return badRequest("input", "too_many_inputs", "input has more than %d entries, the limit of this model's scope", maxInputs)
+		// Built without fmt, whose pooled printer may allocate: refusing a
+		// huge input allocates nothing per input, and little at all.
+		return &requestError{param: "input", code: "too_many_inputs",
+			msg: "input has more than " + strconv.Itoa(maxInputs) + " entries, the limit of this model's scope"}
 	}
 	if n == 0 {
 		return badRequest("input", "empty_array", "input must not be empty")
