@@ -105,8 +105,13 @@ func messagesSize(msgs []core.Message) int {
 // with the model's string encoded by encoding/json.
 func modelHead(model string) []byte {
 	b := encodeObject(&wireModel{Model: model})
-	return append(b[:len(b)-1], `,"messages":`...)
+	e := getBodyEncoder(b[:len(b)-1]) // the object left open after the model
+	e.key(&messagesKey)
+	return e.done()
 }
+
+// messagesKey is the key of the messages, written by the encoder.
+var messagesKey = "messages"
 
 // encodeObject returns v, a pointer to a wire struct of strings and
 // booleans (which always encode), as encoding/json writes it.
