@@ -24,6 +24,7 @@ bench:
 FUZZTIME ?= 10s
 FUZZMINIMIZETIME ?= 5s
 FUZZ_TARGETS = \
+	.:FuzzStructuredRepair \
 	./configfile:FuzzParse \
 	./embed:FuzzDecodeEmbeddings \
 	./embed:FuzzEmbeddingsErrorBody \
@@ -37,6 +38,7 @@ FUZZ_TARGETS = \
 	./ocr:FuzzResolveDownloadURL \
 	./polygatewaytest:FuzzEmbedRequest \
 	./polygatewaytest:FuzzSplitContent \
+	./proxy:FuzzClientHeaders \
 	./proxy:FuzzCountElements \
 	./proxy:FuzzParseChat \
 	./proxy:FuzzParseChatProperties \
@@ -45,11 +47,13 @@ FUZZ_TARGETS = \
 	./proxy:FuzzScrubAddresses \
 	./tracing:FuzzClip \
 	./tracing:FuzzHandlerTraceparent \
-	./transport:FuzzAppendJSONString \
 	./transport:FuzzClassifyResponse \
-	./transport:FuzzStreamText \
+	./transport:FuzzEncodeRequest \
 	./transport:FuzzParseChunk \
-	./transport:FuzzSSE
+	./transport:FuzzRetryAfter \
+	./transport:FuzzSSE \
+	./transport:FuzzStreamText \
+	./transport:FuzzThinkFilter
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -1,6 +1,8 @@
 package polygateway
 
 import (
+	"unsafe"
+
 	"github.com/polygateway/polygateway/internal/core"
 	"github.com/polygateway/polygateway/internal/kernel"
 )
@@ -43,31 +45,27 @@ func publicResponse(r *core.LLMResponse) *LLMResponse { return (*LLMResponse)(r)
 // kernelResponse is the kernel view of a public response (the same memory).
 func kernelResponse(r *LLMResponse) *core.LLMResponse { return (*core.LLMResponse)(r) }
 
-// kernelMessages copies msgs into the kernel's type. The copy is needed,
-// not only a change of type: telemetry sinks render a call's messages off
-// the call path, after Chat has returned and the caller may reuse msgs.
+// kernelMessages is the kernel view of msgs: the same memory, not a copy
+// (Message and core.Message have one layout: the conversion below compiles
+// only while they do). The call keeps referring to the caller's messages
+// only until it returns: the telemetry layer renders them into its row
+// before that (see middleware.Telemetry).
 func kernelMessages(msgs []Message) []core.Message {
 	if msgs == nil {
 		return nil
 	}
-	out := make([]core.Message, len(msgs))
-	for i := range msgs {
-		out[i] = core.Message(msgs[i])
-	}
-	return out
+	return unsafe.Slice((*core.Message)(unsafe.Pointer(unsafe.SliceData(msgs))), len(msgs))
 }
 
-// publicMessages copies msgs into the public type.
+// publicMessages is the public view of msgs: the same memory.
 func publicMessages(msgs []core.Message) []Message {
 	if msgs == nil {
 		return nil
 	}
-	out := make([]Message, len(msgs))
-	for i := range msgs {
-		out[i] = Message(msgs[i])
-	}
-	return out
+	return unsafe.Slice((*Message)(unsafe.Pointer(unsafe.SliceData(msgs))), len(msgs))
 }
+
+var _ = core.Message(Message{})
 
 // publicStatus copies the kernel's source statuses.
 func publicStatus(in []core.SourceStatus) []SourceStatus {

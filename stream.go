@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/transport"
 )
 
 // StreamDelta is one piece of a streamed answer.
@@ -192,7 +193,10 @@ func (s *ChatStream) All() iter.Seq2[StreamDelta, error] {
 // delivered at once (the stream is committed from the first one).
 type streamSink ChatStream
 
-var _ core.DeltaSink = (*streamSink)(nil)
+var (
+	_ core.DeltaSink        = (*streamSink)(nil)
+	_ transport.DeltaKeeper = (*streamSink)(nil)
+)
 
 // Delta queues one piece of the answer; it never blocks the attempt.
 func (k *streamSink) Delta(content, thinking string) error {
@@ -221,6 +225,15 @@ func (k *streamSink) Committed() bool {
 
 // Reset has nothing to drop: deltas are delivered at once.
 func (k *streamSink) Reset() {}
+
+// Kept returns the text of every delta queued (transport.DeltaKeeper): the
+// stream's text is held once, here, and the answer is made of it.
+func (k *streamSink) Kept() (content, thinking string) {
+	s := (*ChatStream)(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sent.String(), s.sentThink.String()
+}
 
 // Delivered returns what reached the caller.
 func (k *streamSink) Delivered() (content, thinking string) {

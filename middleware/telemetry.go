@@ -38,8 +38,10 @@ type recorder struct {
 }
 
 // record writes the row of one finished call: exactly one per call, none for
-// a cancelled call, nothing when the sink is nil. A sink that refuses a row
-// is logged once; the call is never affected.
+// a cancelled call, nothing when the sink is nil. The messages are rendered
+// into the row (core.MessagesJSON) before it goes to the sink, so that no
+// row refers to them after the call returns. A sink that refuses a row is
+// logged once; the call is never affected.
 func (r *recorder) record(ctx context.Context, call *core.Call, start time.Time, latency time.Duration, resp *core.LLMResponse, err error) {
 	if r.cfg.Sink == nil {
 		return
@@ -76,6 +78,9 @@ func (r *recorder) record(ctx context.Context, call *core.Call, start time.Time,
 		rec.Error = core.ErrorClass(err) + ": " + err.Error()
 		rec.SourceName = core.Classify(err).Source
 	}
+	// The call's messages may be the caller's own (the library hands them
+	// down without a copy), free to be reused once the call returns: the
+	// row holds their rendering, made now, never the messages.
 	r.keepContent(&rec)
 	if werr := r.cfg.Sink.Write(ctx, rec); werr != nil && r.warned.CompareAndSwap(false, true) {
 		r.cfg.Logger.Warn("polygateway: telemetry sink refused a record", "err", werr)
@@ -85,11 +90,12 @@ func (r *recorder) record(ctx context.Context, call *core.Call, start time.Time,
 // keepContent reduces the row's messages, response and thinking to what
 // the Content setting keeps.
 func (r *recorder) keepContent(rec *core.TelemetryRecord) {
-	switch r.cfg.Content {
-	case core.TelemetryContentNone:
+	if r.cfg.Content == core.TelemetryContentNone {
 		rec.Messages, rec.RawMessages, rec.Response, rec.Thinking = "", nil, "", ""
-	case core.TelemetryContentRedacted:
-		rec.Render()
+		return
+	}
+	rec.Render()
+	if r.cfg.Content == core.TelemetryContentRedacted {
 		rec.Messages = r.redact.String(rec.Messages)
 		rec.Response, rec.Thinking = r.redact.String(rec.Response), r.redact.String(rec.Thinking)
 	}

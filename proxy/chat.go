@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -11,7 +12,6 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/core"
 	"github.com/polygateway/polygateway/internal/kernel"
-	"github.com/polygateway/polygateway/transport"
 )
 
 // gatewayInfo is the "gateway" object of every answer: what really
@@ -48,8 +48,18 @@ func newGatewayInfo(ri *reqInfo, resp *polygateway.LLMResponse) *gatewayInfo {
 		RequestID: ri.id, CallID: resp.CallID, Scope: ri.scope, Route: ri.route, Source: resp.SourceName, Provider: resp.Provider,
 		Attempts: attempts, CacheHit: resp.CacheHit, Degraded: degraded(resp), DegradedBy: string(resp.DegradedBy),
 		BreakerState: breakerState(resp),
-		LatencyMS:    ms(resp.Latency), TTFTMS: ms(resp.TTFT), UsageSource: resp.UsageSource, Cost: resp.Cost,
+		LatencyMS:    ms(resp.Latency), TTFTMS: ms(resp.TTFT), UsageSource: resp.UsageSource, Cost: finiteCost(resp.Cost),
 	}
+}
+
+// finiteCost is cost, with NaN and the infinities (which JSON cannot
+// carry) written as 0.
+func finiteCost(cost *float64) *float64 {
+	if cost == nil || finite(*cost) == *cost {
+		return cost
+	}
+	zero := 0.0
+	return &zero
 }
 
 // degraded reports whether the answer was served by a fallback (a stale
@@ -235,7 +245,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, api chatAPI) 
 	}
 	ctx, done := s.callContext(r)
 	defer done()
-	resp, err := s.governChat(ctx, w, ri, chain, req)
+	resp, err := s.governChat(s.withBudget(ctx), w, ri, chain, req)
 	if err != nil {
 		s.fail(w, ri, s.callError(r, err))
 		return
@@ -271,9 +281,7 @@ func answerBody(ans chatAnswer, ri *reqInfo, resp *polygateway.LLMResponse) ([]b
 	return ans.body(ri, resp, time.Now().Unix())
 }
 
-// completion is the chat.completion object of resp as encoding/json
-// writes completionBody; appendCompletion writes the same JSON without
-// reflection (TestAppendCompletionMatchesEncodingJSON holds them together).
+// completion is the chat.completion object of resp.
 func completion(ri *reqInfo, resp *polygateway.LLMResponse, created int64) *completionBody {
 	content := &resp.Content
 	tcs := toolCalls(resp, false)
@@ -287,121 +295,26 @@ func completion(ri *reqInfo, resp *polygateway.LLMResponse, created int64) *comp
 	}
 }
 
-// appendCompletion appends the JSON of completion(ri, resp, created).
+// appendCompletion appends the JSON of completion(ri, resp, created), as
+// an encoding/json Encoder without HTML escaping writes it (without its
+// newline).
 func appendCompletion(b []byte, ri *reqInfo, resp *polygateway.LLMResponse, created int64) ([]byte, error) {
-	b = append(b, `{"id":"chatcmpl-`...)
-	n := len(b)
-	b = transport.AppendJSONString(b, resp.CallID)
-	b = append(b[:n], b[n+1:]...) // drop the call id's own opening quote
-	b = append(b, `,"object":"chat.completion","created":`...)
-	b = strconv.AppendInt(b, created, 10)
-	b = append(b, `,"model":`...)
-	b = transport.AppendJSONString(b, resp.Model)
-	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	tcs := toolCalls(resp, false)
-	if resp.Content == "" && len(tcs) > 0 {
-		b = append(b, "null"...)
-	} else {
-		b = transport.AppendJSONString(b, resp.Content)
+	buf := bytes.NewBuffer(b)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(completion(ri, resp, created)); err != nil {
+		return b, err
 	}
-	if resp.Thinking != "" {
-		b = append(b, `,"reasoning_content":`...)
-		b = transport.AppendJSONString(b, resp.Thinking)
-	}
-	if len(tcs) > 0 {
-		raw, err := json.Marshal(tcs)
-		if err != nil {
-			return b, err
-		}
-		b = append(b, `,"tool_calls":`...)
-		b = append(b, raw...)
-	}
-	b = append(b, `},"finish_reason":`...)
-	b = transport.AppendJSONString(b, finishReason(resp))
-	b = append(b, `,"logprobs":null}],"usage":{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(resp.PromptTokens), 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(resp.CompletionTokens), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(resp.PromptTokens+resp.CompletionTokens), 10)
-	b = append(b, `},"gateway":`...)
-	b = appendGatewayInfo(b, ri, resp)
-	return append(b, '}'), nil
+	out := buf.Bytes()
+	return out[:len(out)-1], nil
 }
 
-// appendGatewayInfo appends the JSON of newGatewayInfo(ri, resp).
-func appendGatewayInfo(b []byte, ri *reqInfo, resp *polygateway.LLMResponse) []byte {
-	b = append(b, `{"request_id":`...)
-	b = transport.AppendJSONString(b, ri.id)
-	if resp.CallID != "" {
-		b = append(b, `,"call_id":`...)
-		b = transport.AppendJSONString(b, resp.CallID)
-	}
-	b = append(b, `,"scope":`...)
-	b = transport.AppendJSONString(b, ri.scope)
-	b = append(b, `,"route":`...)
-	b = transport.AppendJSONString(b, ri.route)
-	b = append(b, `,"source":`...)
-	b = transport.AppendJSONString(b, resp.SourceName)
-	if resp.Provider != "" {
-		b = append(b, `,"provider":`...)
-		b = transport.AppendJSONString(b, resp.Provider)
-	}
-	b = append(b, `,"attempts":[`...)
-	for i, a := range resp.Attempts {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = transport.AppendJSONString(b, a)
-	}
-	b = append(b, `],"cache_hit":`...)
-	b = strconv.AppendBool(b, resp.CacheHit)
-	b = append(b, `,"degraded":`...)
-	b = strconv.AppendBool(b, degraded(resp))
-	if resp.DegradedBy != "" {
-		b = append(b, `,"degraded_by":`...)
-		b = transport.AppendJSONString(b, string(resp.DegradedBy))
-	}
-	if st := breakerState(resp); st != "" {
-		b = append(b, `,"breaker_state":`...)
-		b = transport.AppendJSONString(b, st)
-	}
-	b = append(b, `,"latency_ms":`...)
-	b = appendFloat(b, ms(resp.Latency))
-	if t := ms(resp.TTFT); t != 0 {
-		b = append(b, `,"ttft_ms":`...)
-		b = appendFloat(b, t)
-	}
-	if resp.UsageSource != "" {
-		b = append(b, `,"usage_source":`...)
-		b = transport.AppendJSONString(b, resp.UsageSource)
-	}
-	if resp.Cost != nil {
-		b = append(b, `,"cost":`...)
-		b = appendFloat(b, *resp.Cost)
-	}
-	return append(b, '}')
-}
-
-// appendFloat appends f as encoding/json writes a float64 (NaN and the
-// infinities, which JSON cannot carry, as 0).
-func appendFloat(b []byte, f float64) []byte {
+// finite is f, or 0 for NaN and the infinities, which JSON cannot carry.
+func finite(f float64) float64 {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(b, '0')
+		return 0
 	}
-	abs, format := math.Abs(f), byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// clean up e-09 to e-9, as encoding/json does
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
+	return f
 }
 
 // note records the answer in the request's log line.

@@ -141,14 +141,17 @@ type Config struct {
 
 	// MaxBodyBytes caps request bodies (default 8 MiB); larger ones get 413.
 	MaxBodyBytes int64
-	// MaxBufferedBodyBytes caps the bytes of request bodies held in memory
-	// at once, server-wide (default DefaultMaxBufferedBodyBytes, 64 MiB, or
-	// MaxBodyBytes when that is larger; a smaller explicit value is an
-	// error). A request takes its share before its body is read — its
-	// declared Content-Length, or for a chunked body growing steps as it is
-	// read — and gives it back when its answer is complete. A request whose
-	// share does not fit is refused at once with 503 server_overloaded and
-	// Retry-After: 1, before the rest of its body is read; it does not wait.
+	// MaxBufferedBodyBytes caps the bytes held in memory at once,
+	// server-wide, for request bodies and upstream answers together
+	// (default DefaultMaxBufferedBodyBytes, 64 MiB, or MaxBodyBytes when
+	// that is larger; a smaller explicit value is an error). A request takes
+	// its share before its body is read — its declared Content-Length, or
+	// for a chunked body growing steps as it is read — and gives it back
+	// when its answer is complete. A request whose share does not fit is
+	// refused at once with 503 server_overloaded and Retry-After: 1, before
+	// the rest of its body is read; it does not wait. It is the
+	// core.MemoryBudget of every call: an upstream answer (a body, a
+	// stream's text) that does not fit ends its call the same way, unread.
 	MaxBufferedBodyBytes int64
 
 	// ClientRate is the per-client token bucket's refill rate in requests

@@ -270,8 +270,17 @@ func TestEveryChunkOfAStreamNamesTheSameModel(t *testing.T) {
 		if len(models) != 1 {
 			t.Errorf("%s: chunks name %d models: %v", commit, len(models), models)
 		}
-		if models["primary-model"] == 0 {
-			t.Errorf("%s: chunks do not name the answering source's model: %v", commit, models)
+		// One rule, streamed or not: the model the upstream reports (else
+		// the source's MODEL).
+		if models["primary-model-2025-01-01"] == 0 {
+			t.Errorf("%s: chunks do not name the model the upstream reports: %v", commit, models)
+		}
+		resp, body = f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", false, ""))
+		var whole struct {
+			Model string `json:"model"`
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &whole) != nil || whole.Model != "primary-model-2025-01-01" {
+			t.Errorf("%s: the answer not streamed names %q (%d %s), the stream %v", commit, whole.Model, resp.StatusCode, body, models)
 		}
 	}
 }

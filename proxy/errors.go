@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/core"
 )
 
 // StatusClientClosedRequest is the status logged (never sent) for a request
@@ -116,6 +117,10 @@ func mapError(err error, gone bool) *apiError {
 		return invalidRequest(http.StatusBadRequest, reqErr.param, reqErr.code, reqErr.msg)
 	case errors.Is(err, errShuttingDown), errors.Is(err, polygateway.ErrClientClosed):
 		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "server_shutting_down", msg: "the gateway is shutting down; retry", retryAfter: time.Second}
+	case errors.Is(err, core.ErrMemoryBudget):
+		// An answer that does not fit MaxBufferedBodyBytes: the server is
+		// full, as for a body that does not fit.
+		return bodyBusy
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: http.StatusGatewayTimeout, typ: "server_error", code: "timeout", msg: "the governed call was cancelled: " + publicText(err)}
 	case errors.As(err, &backend):

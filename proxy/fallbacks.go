@@ -89,51 +89,37 @@ func parseFallbacks(raw []byte, param string) ([]string, error) {
 
 // stripFallbacks finds the fallbacks member of an extra_body value (raw,
 // valid JSON). found reports one; then kept is extra_body without it (nil
-// when it was the only member, so that no empty object goes upstream) and
-// inner the member's value (the last one's, as encoding/json reads a
-// duplicate; nil when null). Without one, or when raw is not an object,
-// kept is raw itself.
+// when it was the only member, so that no empty object goes upstream),
+// each other member as its JSON text was sent, and inner the member's
+// value (the last one's, as encoding/json reads a duplicate; nil when
+// null). Without one, or when raw is not an object, kept is raw itself.
+// The members are read by a json.Decoder, whose offsets give their text.
 func stripFallbacks(raw []byte) (kept, inner []byte, found bool) {
-	s := scanner{b: raw, alias: true}
-	s.ws()
-	if s.peek() != '{' {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return raw, nil, false
 	}
-	s.i++
-	var others [][2]int // the extents of the other members
-	for {
-		s.ws()
-		if s.peek() == '}' {
-			break
-		}
-		start := s.i
-		key, ok := s.str()
-		if !ok {
+	var others [][]byte // the text of the other members
+	for dec.More() {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
 			return raw, nil, false
 		}
-		s.ws()
-		if s.peek() != ':' {
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
 			return raw, nil, false
 		}
-		s.i++
-		s.ws()
-		v, ok := s.skipValue()
-		if !ok {
-			return raw, nil, false
-		}
-		if key == fallbacksField {
+		if tok.(string) == fallbacksField {
 			found, inner = true, v
 			if isNull(v) {
 				inner = nil
 			}
-		} else {
-			others = append(others, [2]int{start, s.i})
+			continue
 		}
-		s.ws()
-		if s.peek() != ',' {
-			break
-		}
-		s.i++
+		// From the end of the previous member: past its comma and white
+		// space, the member itself.
+		others = append(others, bytes.TrimLeft(raw[start:dec.InputOffset()], " \t\r\n,"))
 	}
 	if !found {
 		return raw, nil, false
@@ -143,12 +129,7 @@ func stripFallbacks(raw []byte) (kept, inner []byte, found bool) {
 	}
 	kept = make([]byte, 0, len(raw))
 	kept = append(kept, '{')
-	for i, m := range others {
-		if i > 0 {
-			kept = append(kept, ',')
-		}
-		kept = append(kept, raw[m[0]:m[1]]...)
-	}
+	kept = append(kept, bytes.Join(others, []byte{','})...)
 	return append(kept, '}'), inner, true
 }
 

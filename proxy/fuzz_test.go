@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
 )
 
-// FuzzParseChatProperties parses random chat completion request bodies. It never
+// FuzzParseChatProperties parses random chat completion request bodies,
+// read as the server reads them in reads of the sizes split gives. It never
 // panics; a failure is a *requestError with a code and a message; a body
 // that encoding/json finds invalid is refused; an accepted request has
 // messages with chat roles, and its params hold neither the fields the
@@ -23,10 +25,14 @@ func FuzzParseChatProperties(f *testing.F) {
 		`{"model":"gpt-4o","extra_body":{"fallbacks":["claude"],"top_k":3},"messages":[{"role":"user","content":"hi"}]}`,
 		`{"fallbacks":[1],"messages":[{"role":"user","content":"hi"}]}`, `{"extra_body":{"fallbacks":"x"},"messages":[{"role":"user","content":"hi"}]}`,
 	} {
-		f.Add([]byte(s))
+		f.Add([]byte(s), []byte{9})
 	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseChat(body)
+	f.Fuzz(func(t *testing.T, body, split []byte) {
+		read, aerr := readVia(&splitReader{b: body, sizes: split}, int64(len(body)))
+		if aerr != nil || !bytes.Equal(read, body) {
+			t.Fatalf("%q read in pieces %v: %q, %+v", body, split, read, aerr)
+		}
+		req, err := parseChat(read)
 		if err != nil {
 			var re *requestError
 			if !errors.As(err, &re) || re.code == "" || re.msg == "" {
@@ -85,7 +91,8 @@ func FuzzParseChatProperties(f *testing.F) {
 	})
 }
 
-// FuzzParseEmbed parses random embeddings request bodies: never a panic, a
+// FuzzParseEmbed parses random embeddings request bodies, read as the
+// server reads them in reads of the sizes split gives: never a panic, a
 // *requestError on failure, and an accepted request is valid JSON with at
 // least one input and only dimensions and user as params.
 func FuzzParseEmbed(f *testing.F) {
@@ -95,10 +102,14 @@ func FuzzParseEmbed(f *testing.F) {
 		`{"input":{"a":1}}`, `{"input":"\u00e9","model":null,"dimensions":null}`, `"x"`, `{"input":["a",null]}`,
 		`{"model":"m","input":"x","fallbacks":["n"]}`, `{"input":"x","fallbacks":null}`,
 	} {
-		f.Add([]byte(s))
+		f.Add([]byte(s), []byte{0, 33})
 	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseEmbed(body)
+	f.Fuzz(func(t *testing.T, body, split []byte) {
+		read, aerr := readVia(&splitReader{b: body, sizes: split}, -1)
+		if aerr != nil || !bytes.Equal(read, body) {
+			t.Fatalf("%q read in pieces %v: %q, %+v", body, split, read, aerr)
+		}
+		req, err := parseEmbed(read)
 		if err != nil {
 			var re *requestError
 			if !errors.As(err, &re) || re.code == "" || re.msg == "" {

@@ -114,8 +114,10 @@ func parseChatStd(body []byte) (*chatRequest, error) {
 	return req, nil
 }
 
-// FuzzParseChat holds the one-pass parser to the encoding/json reading: the
-// same bodies are refused, and an accepted body means the same request.
+// FuzzParseChat holds the parser to the encoding/json reading of the whole
+// body: the body, read as the server reads one in reads of the sizes split
+// gives, is the body sent; the same bodies are refused, and an accepted
+// body means the same request.
 func FuzzParseChat(f *testing.F) {
 	for _, seed := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
@@ -136,10 +138,14 @@ func FuzzParseChat(f *testing.F) {
 		`{"fallbacks":[""],"extra_body":[1],"messages":[{"role":"user","content":"x"}]}`,
 		`{"extra_body":{"fallbacks":{}},"messages":[{"role":"user","content":"x"}]}`,
 	} {
-		f.Add([]byte(seed))
+		f.Add([]byte(seed), []byte{2, 200})
 	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		got, gerr := parseChat(body)
+	f.Fuzz(func(t *testing.T, body, split []byte) {
+		read, aerr := readVia(&splitReader{b: body, sizes: split}, -1)
+		if aerr != nil || !bytes.Equal(read, body) {
+			t.Fatalf("%q read in pieces %v: %q, %+v", body, split, read, aerr)
+		}
+		got, gerr := parseChat(read)
 		want, werr := parseChatStd(body)
 		if (gerr == nil) != (werr == nil) {
 			t.Fatalf("parseChat error %v, encoding/json reading error %v, for %q", gerr, werr, body)

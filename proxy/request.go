@@ -3,7 +3,9 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/polygateway/polygateway"
@@ -71,14 +73,63 @@ func validCommit(v string) bool { return v == CommitFirstToken || v == CommitBuf
 // wireMessage is one message as a client sends it. Unknown fields are
 // ignored.
 type wireMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"` // when not a string
+	Role       roleName        `json:"role"`
+	Content    messageContent  `json:"content"`
 	Name       string          `json:"name"`
 	ToolCallID string          `json:"tool_call_id"`
 	ToolCalls  json.RawMessage `json:"tool_calls"`
-	// text is the content when it was a string (isText).
+}
+
+// messageContent is a message's content: a string, decoded at once, or
+// the JSON text of anything else (an array of parts; null; a value of the
+// wrong kind), which convertAt decodes or refuses. The last one given
+// counts.
+type messageContent struct {
 	text   string
 	isText bool
+	raw    []byte
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *messageContent) UnmarshalJSON(b []byte) error {
+	if b[0] == '"' {
+		c.raw, c.isText = c.raw[:0], true
+		return json.Unmarshal(b, &c.text)
+	}
+	c.text, c.isText = "", false
+	c.raw = append(c.raw[:0], b...)
+	return nil
+}
+
+// roleName is a message's role: a string, read without a copy of its own
+// when it is one of the chat roles. null leaves it as it was; another kind
+// is an error (errRoleType).
+type roleName string
+
+// errRoleType is the error of a role that is not a string.
+var errRoleType = errors.New("role must be a string")
+
+// chatRoles are the roles a message may have, as JSON and as the string
+// every message of the role shares.
+var chatRoles = [...]struct{ quoted, role string }{
+	{`"system"`, "system"}, {`"user"`, "user"}, {`"assistant"`, "assistant"}, {`"tool"`, "tool"}, {`"developer"`, "developer"},
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *roleName) UnmarshalJSON(b []byte) error {
+	for _, c := range chatRoles {
+		if string(b) == c.quoted {
+			*r = roleName(c.role)
+			return nil
+		}
+	}
+	switch b[0] {
+	case 'n':
+		return nil
+	case '"':
+		return json.Unmarshal(b, (*string)(r))
+	}
+	return errRoleType
 }
 
 // wireToolCall is one element of an assistant message's tool_calls.
@@ -101,11 +152,21 @@ type wirePart struct {
 // msgParam names message i for an error's param.
 func msgParam(i int) string { return fmt.Sprintf("messages[%d]", i) }
 
-// convertMessage turns a wire message into a library message.
+// convertMessage turns wire message i into a library message.
 func convertMessage(w *wireMessage, i int) (core.Message, error) {
-	param := func() string { return msgParam(i) }
-	m := core.Message{Role: w.Role, Name: w.Name, ToolCallID: w.ToolCallID}
-	switch w.Role {
+	m, err := convertAt(w, msgParam(i))
+	if err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// convertAt turns a wire message into a library message; param names the
+// message in errors.
+func convertAt(w *wireMessage, msg string) (core.Message, *requestError) {
+	param := func() string { return msg }
+	m := core.Message{Role: string(w.Role), Name: w.Name, ToolCallID: w.ToolCallID}
+	switch m.Role {
 	case "system", "user", "assistant", "tool", "developer":
 	case "":
 		return m, badRequest(param()+".role", "missing_required_parameter", "%s.role is required", param())
@@ -127,15 +188,11 @@ func convertMessage(w *wireMessage, i int) (core.Message, error) {
 			})
 		}
 	}
-	content := bytes.TrimSpace(w.Content)
+	content := w.Content.raw
 	switch {
-	case w.isText:
-		m.Content = w.text
+	case w.Content.isText:
+		m.Content = w.Content.text
 	case len(content) == 0 || isNull(content):
-	case content[0] == '"':
-		if err := json.Unmarshal(content, &m.Content); err != nil {
-			return m, badRequest(param()+".content", "invalid_type", "%s.content: %v", param(), err)
-		}
 	case content[0] == '[':
 		var parts []wirePart
 		if err := json.Unmarshal(content, &parts); err != nil {
@@ -158,7 +215,7 @@ func convertMessage(w *wireMessage, i int) (core.Message, error) {
 }
 
 // convertPart turns a text or image_url content part into a library part.
-func convertPart(p *wirePart, param string) (polygateway.ContentPart, error) {
+func convertPart(p *wirePart, param string) (polygateway.ContentPart, *requestError) {
 	switch p.Type {
 	case "text":
 		return polygateway.TextPart(p.Text), nil
@@ -201,6 +258,9 @@ type embedRequest struct {
 	input    []string
 	base64   bool
 	params   map[string]any
+	// counted is where decodeInput counts the inputs (it takes no memory
+	// per input).
+	counted []skipValue
 }
 
 // parseEmbed decodes an embeddings request body except its input array.
@@ -267,9 +327,12 @@ func (req *embedRequest) decodeInput(maxInputs int) error {
 		req.input = []string{s}
 		return nil
 	}
-	n := countElements(in, maxInputs)
+	n := countInto(&req.counted, in, maxInputs)
 	if n > maxInputs {
-		return badRequest("input", "too_many_inputs", "input has more than %d entries, the limit of this model's scope", maxInputs)
+		// Built without fmt, whose pooled printer may allocate: refusing a
+		// huge input allocates nothing per input, and little at all.
+		return &requestError{param: "input", code: "too_many_inputs",
+			msg: "input has more than " + strconv.Itoa(maxInputs) + " entries, the limit of this model's scope"}
 	}
 	if n == 0 {
 		return badRequest("input", "empty_array", "input must not be empty")
@@ -281,53 +344,30 @@ func (req *embedRequest) decodeInput(maxInputs int) error {
 	return nil
 }
 
-// countElements counts the elements of raw, a valid JSON array, without
-// allocating; it stops counting once more than limit are seen.
+// countElements counts the elements of raw, a valid JSON array, reading it
+// with encoding/json into a slice of skipValue (which takes no memory per
+// element) and keeping none of them; the count stops at limit+1.
 func countElements(raw []byte, limit int) int {
-	depth, commas := 0, 0
-	seen := false // a value has begun inside the array
-	inString, escaped := false, false
-	for _, c := range raw {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case ' ', '\t', '\n', '\r', ']', '}':
-			if c == ']' || c == '}' {
-				depth--
-			}
-			continue
-		case '[', '{':
-			if depth++; depth == 1 {
-				continue // the array itself
-			}
-		case ',':
-			if depth == 1 {
-				if commas++; commas >= limit {
-					return commas + 1
-				}
-			}
-			continue
-		case '"':
-			inString = true
-		}
-		seen = true
-	}
-	if !seen {
-		return 0
-	}
-	return commas + 1
+	var list []skipValue
+	return countInto(&list, raw, limit)
 }
 
-func isNull(raw json.RawMessage) bool {
+// countInto is countElements reading into *list (a caller's, so that the
+// slice header needs no allocation of its own).
+func countInto(list *[]skipValue, raw []byte, limit int) int {
+	if json.Unmarshal(raw, list) != nil {
+		return 0
+	}
+	return min(len(*list), limit+1)
+}
+
+// skipValue reads a JSON value and keeps nothing of it.
+type skipValue struct{}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (skipValue) UnmarshalJSON([]byte) error { return nil }
+
+func isNull(raw []byte) bool {
 	return string(bytes.TrimSpace(raw)) == "null"
 }
 

@@ -4,35 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"reflect"
 	"testing"
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/core"
 )
-
-// splitReader delivers a body in reads whose sizes sizes chooses (each
-// byte a read of 1 to 64 bytes, cycling).
-type splitReader struct {
-	body  []byte
-	sizes []byte
-	n     int
-}
-
-func (r *splitReader) Read(p []byte) (int, error) {
-	if len(r.body) == 0 {
-		return 0, io.EOF
-	}
-	size := len(r.body)
-	if len(r.sizes) > 0 {
-		size = int(r.sizes[r.n%len(r.sizes)])%64 + 1
-		r.n++
-	}
-	n := copy(p, r.body[:min(size, len(r.body))])
-	r.body = r.body[n:]
-	return n, nil
-}
 
 // responsesSeeds are bodies of the shapes the SDKs send, and broken ones.
 var responsesSeeds = []string{
@@ -58,7 +35,7 @@ func FuzzResponsesRequest(f *testing.F) {
 		f.Add([]byte(s), []byte{byte(i), 3, 17, 1})
 	}
 	f.Fuzz(func(t *testing.T, body, sizes []byte) {
-		req, ans, err := decodeResponses(&splitReader{body: body, sizes: sizes})
+		req, ans, err := decodeResponses(&splitReader{b: body, sizes: sizes})
 		wreq, _, werr := decodeResponses(bytes.NewReader(body))
 		if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
 			t.Fatalf("split reads: %v; whole: %v", err, werr)

@@ -475,15 +475,20 @@ func (s *Server) metrics(h http.Handler) http.Handler {
 	})
 }
 
-// bodyBudget is the server-wide count of request body bytes held in
-// memory (MaxBufferedBodyBytes).
+// bodyBudget is the server-wide count of bytes held in memory for the
+// calls being served (MaxBufferedBodyBytes): request bodies and upstream
+// answers together. It is the core.MemoryBudget every call's context
+// carries (see withBudget), from which the transport reserves what it
+// buffers of an answer.
 type bodyBudget struct {
 	max  int64
 	used atomic.Int64
 }
 
-// take reserves n bytes, or reports false when they do not fit.
-func (b *bodyBudget) take(n int64) bool {
+var _ core.MemoryBudget = (*bodyBudget)(nil)
+
+// Reserve takes n bytes, or reports false when they do not fit.
+func (b *bodyBudget) Reserve(n int64) bool {
 	for {
 		u := b.used.Load()
 		if u+n > b.max {
@@ -495,26 +500,33 @@ func (b *bodyBudget) take(n int64) bool {
 	}
 }
 
-func (b *bodyBudget) give(n int64) { b.used.Add(-n) }
+// Release gives back n bytes taken before.
+func (b *bodyBudget) Release(n int64) { b.used.Add(-n) }
 
-// bodyBusy is the answer when a body does not fit MaxBufferedBodyBytes.
+// withBudget returns ctx carrying the server's budget: the transport
+// reserves from it what it buffers of the call's answers.
+func (s *Server) withBudget(ctx context.Context) context.Context {
+	return core.WithMemoryBudget(ctx, &s.bodies)
+}
+
+// bodyBusy is the answer when a body or an answer does not fit
+// MaxBufferedBodyBytes.
 var bodyBusy = &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "server_overloaded",
-	msg: "the gateway holds its maximum of request body bytes; retry", retryAfter: time.Second}
+	msg: "the gateway holds its maximum of buffered bytes; retry", retryAfter: time.Second}
 
 // chunkedStep is the first buffer of a body without Content-Length; the
 // buffer doubles from there, each step reserved before it is read into.
 const chunkedStep = 16 << 10
 
 // readBody reads a request body of at most MaxBodyBytes into memory
-// reserved from the server's body budget, and lifts the connection's read
+// reserved from the server's budget, and lifts the connection's read
 // deadline afterwards, so that ReadTimeout bounds the upload but not the
 // answer. A declared Content-Length is reserved (and allocated) whole
 // before the first byte is read; a chunked body reserves each doubling of
-// its buffer before reading into it. The caller calls release once the
-// request's answer is complete (the parsed request is made of the body's
-// bytes); on error nothing stays reserved. The returned buffer is the
-// request's own, never reused nor written after this returns: the chat
-// parser's strings share its memory.
+// its buffer before reading into it. The bytes are decoded by encoding/json
+// from this one buffer, which nothing refers to once decoded; the share
+// stays reserved for the decoded request until the caller calls release,
+// once the request's answer is complete. On error nothing stays reserved.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), _ *apiError) {
 	limit := s.cfg.MaxBodyBytes
 	tooLarge := invalidRequest(http.StatusRequestEntityTooLarge, "", "request_too_large",
@@ -523,9 +535,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 		return nil, nil, tooLarge
 	}
 	var held int64
-	release = func() { s.bodies.give(held) }
+	release = func() { s.bodies.Release(held) }
 	reserve := func(n int64) bool {
-		if !s.bodies.take(n) {
+		if !s.bodies.Reserve(n) {
 			return false
 		}
 		held += n

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +13,11 @@ import (
 	"github.com/polygateway/polygateway/transport"
 )
 
-var _ transport.DeltaFlusher = (*streamSink)(nil)
+var (
+	_ transport.DeltaFlusher = (*streamSink)(nil)
+	_ transport.DeltaKeeper  = (*streamSink)(nil)
+	_ transport.DeltaModel   = (*streamSink)(nil)
+)
 
 // errStreamBroken reports a relayed stream that could not be completed.
 var errStreamBroken = errors.New("stream broken after the first byte")
@@ -28,6 +31,8 @@ type sseWriter struct {
 	started bool
 	err     error
 	buf     []byte
+	// enc encodes delta chunks into buf (see delta), HTML escaping off.
+	enc *json.Encoder
 	// set is when the write deadline was last moved.
 	set time.Time
 }
@@ -74,8 +79,32 @@ func (o *sseWriter) event(v any) {
 	o.write(o.buf)
 }
 
-// eventBytes writes one event already encoded as "data: …\n\n".
-func (o *sseWriter) eventBytes(p []byte) { o.write(p) }
+// delta writes one delta chunk as "data: <json>" (without flushing),
+// encoded by encoding/json without HTML escaping.
+func (o *sseWriter) delta(c *chunkBody) {
+	if o.err != nil {
+		return
+	}
+	if o.enc == nil {
+		o.enc = json.NewEncoder((*bufWriter)(o))
+		o.enc.SetEscapeHTML(false)
+	}
+	o.buf = append(o.buf[:0], "data: "...)
+	if err := o.enc.Encode(c); err != nil {
+		o.err = err
+		return
+	}
+	o.buf = append(o.buf, '\n') // after Encode's own newline: the blank line
+	o.write(o.buf)
+}
+
+// bufWriter appends what is written to the sseWriter's buf.
+type bufWriter sseWriter
+
+func (b *bufWriter) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
 
 func (o *sseWriter) write(p []byte) {
 	if o.err != nil {
@@ -122,8 +151,6 @@ type deltaBody struct {
 	ToolCalls        []toolCallBody `json:"tool_calls,omitempty"`
 }
 
-type piece struct{ content, thinking string }
-
 // streamEvents writes a streamed chat answer in the event shape of an API
 // other than chat completions (whose chunks streamSink writes itself). The
 // sink calls it with its lock held, in order: delta for every piece of the
@@ -145,6 +172,9 @@ type streamEvents interface {
 // commit policy. Under first_token every delta goes to the client at once
 // and the sink is committed from the first byte on; under buffer the deltas
 // are held until the call has succeeded and Reset drops a failed attempt's.
+// Either way it keeps the text of the deltas (transport.DeltaKeeper): the
+// answer's text is held once, by the sink, and the transport's answer is
+// made of it.
 type streamSink struct {
 	mu       sync.Mutex
 	buffer   bool
@@ -154,23 +184,29 @@ type streamSink struct {
 	created  int64
 	alias    string
 	model    string // tracked: the current attempt's source model
+	upstream string // the model the current attempt's answer names (SetModel)
 	source   string
 	breaker  polygateway.BreakerState // tracked: the current attempt's circuit state
 	attempts []string
 
 	committed bool
 	roleSent  bool
-	// prefix is the encoded start of a delta chunk for prefixModel, up to
-	// the delta object: "data: {\"id\":…,\"delta\":{".
-	prefix      []byte
-	prefixModel string
-	unflushed   bool
-	sent        strings.Builder // content relayed (first_token)
-	sentThink   strings.Builder // thinking relayed (first_token)
-	pieces      []piece         // held deltas (buffer)
+	unflushed bool
+	// sent and sentThink are the text of the deltas kept: relayed
+	// (first_token), or held (buffer), ends the ends of each held delta.
+	sent      strings.Builder
+	sentThink strings.Builder
+	ends      []pieceEnd
+	// chunk, choice and content are the delta chunk being written.
+	chunk   chunkBody
+	choice  [1]chunkChoice
+	content string
 	// events writes the stream in another API's shape (nil: chat chunks).
 	events streamEvents
 }
+
+// pieceEnd is where a held delta ends in sent and sentThink.
+type pieceEnd struct{ content, thinking int }
 
 func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias, commit string, ans chatAnswer) *streamSink {
 	if commit == "" {
@@ -192,9 +228,24 @@ func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias
 // headers name it and the attempts so far.
 func (k *streamSink) AttemptStarted(ev core.AttemptEvent) {
 	k.mu.Lock()
-	k.source, k.model, k.breaker = ev.Source, ev.Model, ev.Breaker
+	k.source, k.model, k.breaker, k.upstream = ev.Source, ev.Model, ev.Breaker, ""
 	k.attempts = append(k.attempts, ev.Source)
 	k.mu.Unlock()
+}
+
+// SetModel notes the model the current attempt's answer names
+// (transport.DeltaModel): the chunks relayed name it.
+func (k *streamSink) SetModel(model string) {
+	k.mu.Lock()
+	k.upstream = model
+	k.mu.Unlock()
+}
+
+// Kept returns the text of the deltas kept (transport.DeltaKeeper).
+func (k *streamSink) Kept() (content, thinking string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.sent.String(), k.sentThink.String()
 }
 
 // AttemptFinished is part of core.AttemptListener.
@@ -204,8 +255,10 @@ func (k *streamSink) AttemptFinished(core.AttemptEvent) {}
 func (k *streamSink) Delta(content, thinking string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.sent.WriteString(content)
+	k.sentThink.WriteString(thinking)
 	if k.buffer {
-		k.pieces = append(k.pieces, piece{content, thinking})
+		k.ends = append(k.ends, pieceEnd{k.sent.Len(), k.sentThink.Len()})
 		return nil
 	}
 	if k.out.err != nil {
@@ -223,8 +276,6 @@ func (k *streamSink) Delta(content, thinking string) error {
 			h.Set(breakerHeader, state.String())
 		})
 	}
-	k.sent.WriteString(content)
-	k.sentThink.WriteString(thinking)
 	k.writeDelta(k.streamModel(), content, thinking)
 	if first {
 		// The first token goes out at once (time to first token); later
@@ -249,58 +300,32 @@ func (k *streamSink) FlushDeltas() error {
 	return k.out.flush()
 }
 
-// streamModel is the model every chunk of the stream names: the answering
-// attempt's source model (announced when the attempt started), else the
-// requested name until one is known. Called with k.mu held.
+// streamModel is the model the chunks relayed name: the one the
+// answering attempt's answer names (the upstream's, else its source's
+// MODEL: SetModel), else the attempt's source model (announced when it
+// started), else the requested name until one is known. Called with k.mu
+// held.
 func (k *streamSink) streamModel() string {
-	if k.model != "" {
-		return k.model
-	}
-	return k.alias
+	return cmpOr(k.upstream, cmpOr(k.model, k.alias))
 }
 
 // writeDelta writes a content/thinking chunk (the first one carries the
-// role) without encoding/json: the chunk's fixed part is encoded once per
-// model. Called with k.mu held.
+// role). Called with k.mu held.
 func (k *streamSink) writeDelta(model, content, thinking string) {
 	if k.events != nil {
 		k.events.delta(&k.out, model, content, thinking)
 		return
 	}
-	if k.prefix == nil || k.prefixModel != model {
-		p := append(k.prefix[:0], `data: {"id":`...)
-		p = transport.AppendJSONString(p, k.id)
-		p = append(p, `,"object":"chat.completion.chunk","created":`...)
-		p = strconv.AppendInt(p, k.created, 10)
-		p = append(p, `,"model":`...)
-		p = transport.AppendJSONString(p, model)
-		p = append(p, `,"choices":[{"index":0,"delta":{`...)
-		k.prefix, k.prefixModel = p, model
-	}
-	b := append(k.out.buf[:0], k.prefix...)
-	sep := false
-	if !k.roleSent {
-		b = append(b, `"role":"assistant"`...)
-		k.roleSent, sep = true, true
-	}
+	k.content = content
+	k.choice[0] = chunkChoice{Delta: deltaBody{ReasoningContent: thinking}}
 	if content != "" || thinking == "" {
-		if sep {
-			b = append(b, ',')
-		}
-		b = append(b, `"content":`...)
-		b = transport.AppendJSONString(b, content)
-		sep = true
+		k.choice[0].Delta.Content = &k.content
 	}
-	if thinking != "" {
-		if sep {
-			b = append(b, ',')
-		}
-		b = append(b, `"reasoning_content":`...)
-		b = transport.AppendJSONString(b, thinking)
+	if !k.roleSent {
+		k.choice[0].Delta.Role, k.roleSent = "assistant", true
 	}
-	b = append(b, "},\"finish_reason\":null}]}\n\n"...)
-	k.out.buf = b
-	k.out.eventBytes(b)
+	k.chunk = chunkBody{ID: k.id, Object: "chat.completion.chunk", Created: k.created, Model: model, Choices: k.choice[:]}
+	k.out.delta(&k.chunk)
 }
 
 // Committed reports whether anything was sent to the client.
@@ -310,11 +335,14 @@ func (k *streamSink) Committed() bool {
 	return k.committed
 }
 
-// Delivered returns what was relayed to the client (first_token): a
-// continuation goes on from it.
+// Delivered returns what was relayed to the client (first_token; nothing
+// under buffer): a continuation goes on from it.
 func (k *streamSink) Delivered() (content, thinking string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.buffer {
+		return "", ""
+	}
 	return k.sent.String(), k.sentThink.String()
 }
 
@@ -322,8 +350,10 @@ func (k *streamSink) Delivered() (content, thinking string) {
 func (k *streamSink) Reset() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	clear(k.pieces)
-	k.pieces = k.pieces[:0]
+	if k.buffer {
+		k.sent, k.sentThink = strings.Builder{}, strings.Builder{}
+		k.ends = k.ends[:0]
+	}
 }
 
 // delta builds a content/thinking chunk; the first one carries the role.
@@ -356,21 +386,21 @@ func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) er
 		_ = k.out.flush()
 		return errStreamBroken
 	}
-	// Every chunk names one model: the answering attempt's, which the
-	// chunks relayed so far named too; a cache hit or fallback answer
-	// (no attempt of this call answered) names its own.
+	// Every chunk names one model: the one the answer names (the
+	// upstream's, else the source's MODEL), which the chunks relayed so
+	// far named too.
 	model := resp.Model
-	if k.model != "" && k.source == resp.SourceName && !resp.CacheHit && !resp.Degraded {
-		model = k.model
-	}
 	if !k.out.started {
 		k.committed = true
 		k.out.start(func(h http.Header) { setGatewayHeaders(h, resp) })
 	}
 	switch {
-	case k.buffer && len(k.pieces) > 0 && matches(k.pieces, resp):
-		for _, p := range k.pieces {
-			k.writeDelta(model, p.content, p.thinking)
+	case k.buffer && len(k.ends) > 0 && k.sent.String() == resp.Content && k.sentThink.String() == resp.Thinking:
+		content, thinking := k.sent.String(), k.sentThink.String()
+		c, t := 0, 0
+		for _, e := range k.ends {
+			k.writeDelta(model, content[c:e.content], thinking[t:e.thinking])
+			c, t = e.content, e.thinking
 		}
 	case k.buffer || k.sent.Len() == 0 && k.sentThink.Len() == 0:
 		if resp.Content != "" || resp.Thinking != "" || len(resp.ToolCalls) == 0 {
@@ -414,19 +444,6 @@ func (k *streamSink) finish(resp *polygateway.LLMResponse, includeUsage bool) er
 	}
 	k.out.write([]byte("data: [DONE]\n\n"))
 	return k.out.flush()
-}
-
-// matches reports whether the held pieces add up to the final answer.
-func matches(pieces []piece, resp *polygateway.LLMResponse) bool {
-	var c, t int
-	for _, p := range pieces {
-		if !strings.HasPrefix(resp.Content[c:], p.content) || !strings.HasPrefix(resp.Thinking[t:], p.thinking) {
-			return false
-		}
-		c += len(p.content)
-		t += len(p.thinking)
-	}
-	return c == len(resp.Content) && t == len(resp.Thinking)
 }
 
 // fail ends a committed stream with an OpenAI-style error event and no
@@ -473,7 +490,7 @@ func (k *streamSink) tracked() (string, []string) {
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo, chain []chatHop, req *chatRequest, ans chatAnswer) {
 	ctx, done := s.callContext(r)
 	defer done()
-	resp, sink, err := s.streamRoutes(ctx, w, ri, chain, req, ans)
+	resp, sink, err := s.streamRoutes(s.withBudget(ctx), w, ri, chain, req, ans)
 	if err == nil {
 		s.note(ri, resp)
 		if werr := sink.finish(resp, req.includeUsage); errors.Is(werr, errStreamBroken) {

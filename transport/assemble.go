@@ -2,7 +2,10 @@ package transport
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/polygateway/polygateway/internal/core"
 )
@@ -20,14 +23,85 @@ const (
 	numThinkSrc
 )
 
-// toolAcc accumulates one tool call across deltas.
-type toolAcc struct {
-	index               int
-	id, typ, name, args []byte
+// modelNames are the model names upstreams reported, by their JSON text:
+// a name is decoded by encoding/json once, not on every call.
+var modelNames modelCache
+
+// maxModelNames bounds modelNames; when full it starts over.
+const maxModelNames = 256
+
+// modelCache maps a model's JSON text to its name. Safe for concurrent
+// use.
+type modelCache struct {
+	mu sync.RWMutex
+	m  map[string]string
 }
 
+// name returns the model raw names ("" when it is not a string).
+func (c *modelCache) name(raw []byte) string {
+	c.mu.RLock()
+	name, ok := c.m[string(raw)]
+	c.mu.RUnlock()
+	if ok {
+		return name
+	}
+	if json.Unmarshal(raw, &name) != nil {
+		return ""
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxModelNames {
+		c.m = make(map[string]string)
+	}
+	c.m[string(raw)] = name
+	c.mu.Unlock()
+	return name
+}
+
+// toolAcc accumulates one tool call across deltas.
+type toolAcc struct {
+	index         int
+	id, typ, name string
+	args          []byte
+}
+
+// text accumulates one text of an answer. A text made of one piece is that
+// piece (a non-streamed answer's content is the string encoding/json
+// decoded, never copied); more pieces are joined in a builder, whose
+// String does not copy either.
+type text struct {
+	one string
+	b   strings.Builder
+}
+
+func (t *text) add(s string) {
+	switch {
+	case s == "":
+	case t.one == "" && t.b.Len() == 0:
+		t.one = s
+	default:
+		if t.one != "" {
+			t.b.Grow(2 * (len(t.one) + len(s)))
+			t.b.WriteString(t.one)
+			t.one = ""
+		}
+		t.b.WriteString(s)
+	}
+}
+
+func (t *text) String() string {
+	if t.one != "" {
+		return t.one
+	}
+	return t.b.String()
+}
+
+func (t *text) Len() int { return len(t.one) + t.b.Len() }
+
 // assembler builds one answer from decoded chunks (streaming) or from the
-// single response body (non-streaming).
+// single response body (non-streaming). The text is kept once: by the
+// assembler, or — when the call's delta sink keeps every delta itself (a
+// DeltaKeeper) — by the sink, the answer then being what the sink kept
+// during the attempt.
 type assembler struct {
 	// order is the preference order of thinking sources; only the first
 	// non-empty source of a chunk is used, because some servers send the
@@ -35,12 +109,25 @@ type assembler struct {
 	order  [numThinkSrc]int
 	filter thinkFilter
 
-	content, thinking []byte
-	tools             []toolAcc
-	scratch           []byte
+	// content and thinking are the answer's text (without a keeper).
+	content, thinking text
+	// keeper keeps the text instead; keptContent and keptThinking are the
+	// lengths of its text when the attempt began, moved the part of its
+	// content of this attempt that a bare close tag made thinking.
+	keeper                    DeltaKeeper
+	keptContent, keptThinking int
+	moved                     int
+	// dc and dt are the pieces of content and thinking of the chunk being
+	// applied: its delta.
+	dc, dt []string
 
-	finish   string
-	model    string
+	tools []toolAcc
+	mem   memReserve
+
+	finish string
+	model  string
+	// modelRaw is the JSON text of the model the upstream last named.
+	modelRaw []byte
 	usage    usageVals
 	usageOK  bool
 	gotToken bool
@@ -51,12 +138,21 @@ type assembler struct {
 
 // reset prepares the assembler for a new answer under profile p; model is
 // the configured model name, kept unless the upstream reports another.
-func (a *assembler) reset(p *core.ProviderProfile, positional bool, model string) {
-	a.content = a.content[:0]
-	a.thinking = a.thinking[:0]
+// keeper, when not nil, keeps the text of the deltas.
+func (a *assembler) reset(p *core.ProviderProfile, positional bool, model string, keeper DeltaKeeper) {
+	a.content, a.thinking = text{}, text{}
+	a.keeper, a.keptContent, a.keptThinking, a.moved = keeper, 0, 0, 0
+	if keeper != nil {
+		c, t := keeper.Kept()
+		a.keptContent, a.keptThinking = len(c), len(t)
+	}
+	clear(a.dc)
+	clear(a.dt)
+	a.dc, a.dt = a.dc[:0], a.dt[:0]
+	clear(a.tools)
 	a.tools = a.tools[:0]
 	a.finish = ""
-	a.model = model
+	a.model, a.modelRaw = model, a.modelRaw[:0]
 	a.usage = usageVals{}
 	a.usageOK = false
 	a.gotToken = false
@@ -90,70 +186,170 @@ func (a *assembler) reset(p *core.ProviderProfile, positional bool, model string
 	a.filter.reset(mode)
 }
 
+// answer, think and moveAnswer receive the text of the chunk being
+// applied (thinkOut).
+func (a *assembler) answer(s string) {
+	a.dc = append(a.dc, s)
+	if a.keeper == nil {
+		a.content.add(s)
+	}
+}
+
+func (a *assembler) think(s string) {
+	a.dt = append(a.dt, s)
+	if a.keeper == nil {
+		a.thinking.add(s)
+	}
+}
+
+// moveAnswer makes all the answer text so far thinking: the text already
+// passed on as content goes out again as thinking.
+func (a *assembler) moveAnswer() {
+	var so string
+	if a.keeper == nil {
+		so = a.content.String()
+		a.content = text{}
+	} else {
+		c, _ := a.keeper.Kept()
+		so = c[a.keptContent+a.moved:] + strings.Join(a.dc, "")
+		a.moved = len(c) - a.keptContent
+	}
+	clear(a.dc)
+	a.dc = a.dc[:0]
+	a.think(so)
+}
+
 // apply folds one chunk into the answer and reports whether it carried a
-// token (content, thinking or tool-call delta).
-func (a *assembler) apply(l *lexer, c *chunk) bool {
+// token (content, thinking or tool-call delta). Its text is the chunk's
+// delta (see delta). err is set when the text does not fit the call's
+// memory budget.
+func (a *assembler) apply(c *wireChunk) (token bool, err error) {
+	clear(a.dc)
+	clear(a.dt)
+	a.dc, a.dt = a.dc[:0], a.dt[:0]
 	// Usage: the last complete one wins (top level, else inside the choice).
-	if c.usage.complete() {
-		a.usage, a.usageOK = c.usage, true
-	} else if c.choiceUsage.complete() {
-		a.usage, a.usageOK = c.choiceUsage, true
-	}
-	if !c.model.empty() && !l.equal(c.model, a.model) {
-		a.model = l.string(c.model)
-	}
-	token := false
-	for _, s := range c.content {
-		if s.empty() {
-			continue
+	ch := c.picked()
+	if u := c.Usage.vals(); u.complete() {
+		a.usage, a.usageOK = u, true
+	} else if ch != nil {
+		if u := ch.Usage.vals(); u.complete() {
+			a.usage, a.usageOK = u, true
 		}
-		a.scratch = l.appendStr(a.scratch[:0], s)
-		if len(a.scratch) > 0 {
+	}
+	if m := c.Model.raw; len(m) > 2 && !bytes.Equal(m, a.modelRaw) {
+		// Another model named: decoded once, not per chunk.
+		if name := modelNames.name(m); name != "" {
+			a.model = name
+		}
+		a.modelRaw = append(a.modelRaw[:0], m...)
+	}
+	if ch == nil {
+		return false, nil
+	}
+	// The text is reserved before it is kept: at most what the choice
+	// holds and what the think filter holds back.
+	need := len(a.filter.pending) + len(ch.Text.s)
+	for _, d := range [...]*wireDelta{ch.Delta, ch.Message} {
+		if d != nil {
+			need += d.size()
+		}
+	}
+	if err := a.mem.grow(int64(need)); err != nil {
+		return false, err
+	}
+	for _, d := range [...]*wireDelta{ch.Delta, ch.Message} {
+		if d != nil && a.applyDelta(d) {
 			token = true
-			a.filter.feed(a.scratch, &a.content, &a.thinking)
 		}
 	}
-	if !c.refusal.empty() {
+	if ch.Text.s != "" {
 		token = true
-		a.content = l.appendStr(a.content, c.refusal)
+		a.filter.feed(ch.Text.s, a)
 	}
-	for _, src := range a.order {
-		if a.applyThinking(l, c, src) {
-			token = true
-			break
-		}
-	}
-	for i := range c.tools {
-		if a.applyTool(l, &c.tools[i]) {
-			token = true
-		}
-	}
-	if !c.finish.empty() {
-		a.finish = internFinish(l.bytes(c.finish), l, c.finish)
+	if ch.FinishReason != "" {
+		a.finish = ch.FinishReason
 	}
 	if token {
 		a.gotToken = true
 	}
+	return token, nil
+}
+
+// size returns the bytes of text d holds: at most what it adds to an
+// answer.
+func (d *wireDelta) size() int {
+	n := len(d.Content) + len(d.Refusal) + len(d.ReasoningContent) + len(d.Reasoning)
+	for _, s := range d.parts {
+		n += len(s)
+	}
+	for _, r := range d.ReasoningDetails {
+		n += len(r.Text)
+	}
+	for i := range d.ToolCalls {
+		n += d.ToolCalls[i].size()
+	}
+	if d.FunctionCall != nil {
+		n += len(d.FunctionCall.Name) + len(d.FunctionCall.Arguments)
+	}
+	return n
+}
+
+func (t *wireToolCall) size() int {
+	return len(t.ID) + len(t.Type) + len(t.Function.Name) + len(t.Function.Arguments)
+}
+
+// applyDelta folds one delta or message.
+func (a *assembler) applyDelta(d *wireDelta) bool {
+	token := false
+	if d.Content != "" {
+		token = true
+		a.filter.feed(d.Content, a)
+	}
+	for _, s := range d.parts {
+		if s != "" {
+			token = true
+			a.filter.feed(s, a)
+		}
+	}
+	if d.Refusal != "" {
+		token = true
+		a.answer(d.Refusal)
+	}
+	for _, src := range a.order {
+		if a.applyThinking(d, src) {
+			token = true
+			break
+		}
+	}
+	for i := range d.ToolCalls {
+		a.applyTool(&d.ToolCalls[i], i)
+		token = true
+	}
+	if d.FunctionCall != nil {
+		// The legacy single function call: one tool call at index 0.
+		a.applyTool(&wireToolCall{Index: count{ok: true}, Function: *d.FunctionCall}, 0)
+		token = true
+	}
 	return token
 }
 
-func (a *assembler) applyThinking(l *lexer, c *chunk, src int) bool {
+func (a *assembler) applyThinking(d *wireDelta, src int) bool {
 	switch src {
 	case thinkSrcReasoningContent:
-		if !c.reasoningC.empty() {
-			a.thinking = l.appendStr(a.thinking, c.reasoningC)
+		if d.ReasoningContent != "" {
+			a.think(d.ReasoningContent)
 			return true
 		}
 	case thinkSrcReasoning:
-		if !c.reasoning.empty() {
-			a.thinking = l.appendStr(a.thinking, c.reasoning)
+		if d.Reasoning != "" {
+			a.think(d.Reasoning)
 			return true
 		}
 	case thinkSrcDetails:
 		got := false
-		for _, s := range c.details {
-			if !s.empty() {
-				a.thinking = l.appendStr(a.thinking, s)
+		for _, r := range d.ReasoningDetails {
+			if r.Text != "" {
+				a.think(r.Text)
 				got = true
 			}
 		}
@@ -162,18 +358,19 @@ func (a *assembler) applyThinking(l *lexer, c *chunk, src int) bool {
 	return false
 }
 
-// applyTool merges one tool-call delta: by index; "id":"" counts as absent;
-// the name is set once; arguments accumulate.
-func (a *assembler) applyTool(l *lexer, td *toolDelta) bool {
+// applyTool merges one tool-call delta, the pos-th of its array: by
+// index; "id":"" counts as absent; the name is set once; arguments
+// accumulate.
+func (a *assembler) applyTool(td *wireToolCall, pos int) {
 	var t *toolAcc
 	switch {
-	case td.hasIndex:
-		t = a.tool(td.index)
+	case td.Index.ok:
+		t = a.tool(int(min(td.Index.n, 1<<20)))
 	case a.positional:
-		t = a.tool(td.pos)
-	case !td.id.empty():
+		t = a.tool(pos)
+	case td.ID != "":
 		for i := range a.tools {
-			if l.equal(td.id, string(a.tools[i].id)) {
+			if a.tools[i].id == td.ID {
 				t = &a.tools[i]
 				break
 			}
@@ -186,19 +383,16 @@ func (a *assembler) applyTool(l *lexer, td *toolDelta) bool {
 	default:
 		t = a.tool(0)
 	}
-	if !td.id.empty() && len(t.id) == 0 {
-		t.id = l.appendStr(t.id, td.id)
+	if t.id == "" {
+		t.id = td.ID
 	}
-	if !td.typ.empty() && len(t.typ) == 0 {
-		t.typ = l.appendStr(t.typ, td.typ)
+	if t.typ == "" {
+		t.typ = td.Type
 	}
-	if !td.name.empty() && len(t.name) == 0 {
-		t.name = l.appendStr(t.name, td.name)
+	if t.name == "" {
+		t.name = td.Function.Name
 	}
-	if !td.args.empty() {
-		t.args = l.appendStr(t.args, td.args)
-	}
-	return true
+	t.args = append(t.args, string(td.Function.Arguments)...)
 }
 
 func (a *assembler) nextIndex() int {
@@ -216,73 +410,60 @@ func (a *assembler) tool(index int) *toolAcc {
 			return &a.tools[i]
 		}
 	}
-	if len(a.tools) < cap(a.tools) {
-		a.tools = a.tools[:len(a.tools)+1]
-		t := &a.tools[len(a.tools)-1]
-		t.index = index
-		t.id, t.typ, t.name, t.args = t.id[:0], t.typ[:0], t.name[:0], t.args[:0]
-		return t
-	}
 	a.tools = append(a.tools, toolAcc{index: index})
 	return &a.tools[len(a.tools)-1]
 }
 
-// end flushes held-back bytes of the think filter.
+// delta returns the content and thinking the last applied chunk added,
+// each one string (a single piece is not copied).
+func (a *assembler) delta() (content, thinking string) {
+	return joinPieces(a.dc), joinPieces(a.dt)
+}
+
+func joinPieces(p []string) string {
+	if len(p) == 1 {
+		return p[0]
+	}
+	return strings.Join(p, "")
+}
+
+// end flushes held-back bytes of the think filter; their text is the last
+// delta.
 func (a *assembler) end() {
-	a.filter.flush(&a.content, &a.thinking)
+	clear(a.dc)
+	clear(a.dt)
+	a.dc, a.dt = a.dc[:0], a.dt[:0]
+	a.filter.flush(a)
+}
+
+// text returns the answer's content and thinking.
+func (a *assembler) text() (content, thinking string) {
+	if a.keeper == nil {
+		return a.content.String(), a.thinking.String()
+	}
+	c, t := a.keeper.Kept()
+	return c[a.keptContent+a.moved:], t[a.keptThinking:]
 }
 
 // fill writes the assembled answer into r.
 func (a *assembler) fill(r *core.LLMResponse) {
-	content := a.content
-	thinking := a.thinking
+	content, thinking := a.text()
 	if a.filter.stripped {
-		content = bytes.TrimLeft(content, " \t\r\n")
-		thinking = bytes.TrimSpace(thinking)
+		content = strings.TrimLeft(content, " \t\r\n")
+		thinking = strings.TrimSpace(thinking)
 	}
-	r.Content = string(content)
-	if len(thinking) > 0 {
-		r.Thinking = string(thinking)
+	r.Content = content
+	if thinking != "" {
+		r.Thinking = thinking
 	}
 	r.FinishReason = a.finish
 	if len(a.tools) > 0 {
 		tools := make([]core.ToolCall, len(a.tools))
 		for i := range a.tools {
 			t := &a.tools[i]
-			typ := "function"
-			if len(t.typ) > 0 {
-				typ = string(t.typ)
-			}
-			tools[i] = core.ToolCall{
-				Index:     t.index,
-				ID:        string(t.id),
-				Type:      typ,
-				Name:      string(t.name),
-				Arguments: string(t.args),
-			}
+			tools[i] = core.ToolCall{Index: t.index, ID: t.id, Type: cmpOr(t.typ, "function"), Name: t.name, Arguments: string(t.args)}
 		}
 		slices.SortStableFunc(tools, func(x, y core.ToolCall) int { return x.Index - y.Index })
 		r.ToolCalls = tools
 	}
-}
-
-// internFinish returns a constant string for the common finish reasons.
-func internFinish(b []byte, l *lexer, s span) string {
-	if !s.esc {
-		switch string(b) {
-		case "stop":
-			return "stop"
-		case "length":
-			return "length"
-		case "tool_calls":
-			return "tool_calls"
-		case "content_filter":
-			return "content_filter"
-		case "function_call":
-			return "function_call"
-		case "end_turn":
-			return "end_turn"
-		}
-	}
-	return l.string(s)
 }

@@ -104,25 +104,27 @@ func BenchmarkStream1000(b *testing.B) {
 	b.ReportMetric(float64(1000*b.N)/b.Elapsed().Seconds(), "chunks/s")
 }
 
-// BenchmarkParseChunk measures decoding one typical chunk.
+// BenchmarkParseChunk measures decoding one typical chunk and folding it
+// into the answer, as a stream does per event.
 func BenchmarkParseChunk(b *testing.B) {
 	ev := []byte(`{"id":"chatcmpl-s","object":"chat.completion.chunk","created":1,"model":"test-model","choices":[{"index":0,"delta":{"content":"token "},"logprobs":null,"finish_reason":null}],"usage":null}`)
 	var (
-		l   lexer
-		c   chunk
+		c   wireChunk
 		asm assembler
 	)
 	p := openAIProfile()
-	asm.reset(&p, false, "test-model")
+	asm.reset(&p, false, "test-model", nil)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(ev)))
 	for b.Loop() {
-		if !parseChunk(&l, &c, ev) {
+		if !decodeChunk(ev, &c) {
 			b.Fatal("parse")
 		}
-		asm.apply(&l, &c)
-		if len(asm.content) > 1<<20 {
-			asm.content = asm.content[:0]
+		if _, err := asm.apply(&c); err != nil {
+			b.Fatal(err)
+		}
+		if asm.content.Len() > 1<<20 {
+			asm.reset(&p, false, "test-model", nil)
 		}
 	}
 }
@@ -241,32 +243,32 @@ type ejChunk struct {
 	} `json:"usage"`
 }
 
-// BenchmarkDecoders compares the hand-written chunk decoder (parseChunk,
-// then the assembler's apply, as a stream does per event) and the
-// envelope parser with encoding/json on the same input; the jsontext arms
-// are in jsontext_bench_test.go (GOEXPERIMENT=jsonv2).
+// BenchmarkDecoders compares the transport's reading of a chunk (decodeChunk,
+// then the assembler's apply, as a stream does per event) and of an error
+// body with a plain encoding/json client's reading of the same input.
 func BenchmarkDecoders(b *testing.B) {
 	p := openAIProfile()
 	for _, tc := range decoderInputs {
-		b.Run(tc.name+"/handwritten", func(b *testing.B) {
+		b.Run(tc.name+"/transport", func(b *testing.B) {
 			var (
-				l   lexer
-				c   chunk
+				c   wireChunk
 				asm assembler
 			)
-			asm.reset(&p, false, "test-model")
+			asm.reset(&p, false, "test-model", nil)
 			b.ReportAllocs()
 			for b.Loop() {
-				if !parseChunk(&l, &c, tc.in) {
+				if !decodeChunk(tc.in, &c) {
 					b.Fatal("parse")
 				}
-				asm.apply(&l, &c)
-				if len(asm.content) > 1<<16 {
-					asm.content, asm.thinking = asm.content[:0], asm.thinking[:0]
+				if _, err := asm.apply(&c); err != nil {
+					b.Fatal(err)
+				}
+				if asm.content.Len()+asm.thinking.Len() > 1<<16 {
+					asm.reset(&p, false, "test-model", nil)
 				}
 			}
 		})
-		b.Run(tc.name+"/encoding_json", func(b *testing.B) {
+		b.Run(tc.name+"/plain_client", func(b *testing.B) {
 			var content, thinking []byte
 			b.ReportAllocs()
 			for b.Loop() {
@@ -292,7 +294,7 @@ func BenchmarkDecoders(b *testing.B) {
 			}
 		})
 	}
-	b.Run("error_envelope/handwritten", func(b *testing.B) {
+	b.Run("error_envelope/transport", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if e := parseEnvelope(benchErrBody); e.code == "" {
@@ -300,7 +302,7 @@ func BenchmarkDecoders(b *testing.B) {
 			}
 		}
 	})
-	b.Run("error_envelope/encoding_json", func(b *testing.B) {
+	b.Run("error_envelope/plain_client", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var e struct {

@@ -346,6 +346,7 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 		}()
 	}
 	st.clock.reset(start, wd)
+	st.asm.mem.init(ctx)
 
 	rb := c.bodies.Get().(*reqBody)
 	rb.off = 0
@@ -402,7 +403,7 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 	defer resp.Body.Close()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		st.body, err = readBody(resp.Body, st.body, c.cfg.MaxErrorBodyBytes, -1)
+		st.body, err = readBody(resp.Body, st.body, c.cfg.MaxErrorBodyBytes, -1, nil)
 		if err != nil && err != errBodyTooLarge && actx.Err() != nil {
 			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
 		}

@@ -12,11 +12,18 @@
 // stream and, when streaming, stream_options.include_usage; then
 // call.Params, the profile's thinking switch when src.EnableThinking is
 // set, and src.ExtraBody, later layers replacing earlier ones per top-level
-// key. model, messages and stream are never overridden. The body is
-// encoded by hand into a pooled buffer, without reflection for the common
-// field types.
+// key. model, messages and stream are never overridden. Every key and
+// value of the body is written by encoding/json (HTML escaping off) into a
+// pooled buffer, each message straight from the caller's message: the
+// messages are never copied into another type first.
 //
 // # Answers
+//
+// Every JSON document of an answer — a non-streamed body, each streamed
+// chunk, an error body — is read with encoding/json into small typed
+// shapes, as json.Unmarshal reads it: member names match in any case, the
+// last of a key given twice wins, a value of the wrong kind is passed over
+// (see wire.go). The answer is the first choice of index 0 (or of none).
 //
 // Non-streaming bodies are bounded (Config.MaxBodyBytes) and decoded
 // without trusting their shape: choices may be missing, empty or null, and
@@ -24,7 +31,8 @@
 // is a TransientError, not an empty answer; an "error" object or a
 // MiniMax base_resp.status_code ≠ 0 inside a 200 is an error. A server that
 // answers a streaming request with JSON, or a non-streaming one with SSE, is
-// read by its Content-Type.
+// read by its Content-Type. The answer names the model the upstream
+// reports, else the source's configured model, streamed or not.
 //
 // Streams are read with SSEReader (any line ending, split reads, multi-line
 // data, comments, events up to Config.MaxEventBytes). Each event is checked
@@ -34,7 +42,23 @@
 // stream; an end after a finish_reason is complete; an end with neither is
 // a TransientError unless src.MissingDone is "salvage", which returns what
 // arrived (at least one token) with an empty FinishReason. A malformed
-// event is a TransientError. Thinking text comes from reasoning_content,
+// event is a TransientError, and so is a stream none of whose chunks had
+// a choice of index 0 (or of none), as a body without one is.
+//
+// A stream's text is kept once: by the transport, or — when the call's
+// delta sink keeps every delta itself (DeltaKeeper, as a relay does) — by
+// the sink, the answer then being what the sink kept during the attempt.
+// A DeltaModel sink learns the answer's model before the deltas that name
+// it.
+//
+// # Memory
+//
+// When the call's context carries a core.MemoryBudget, an attempt reserves
+// what it buffers of the answer before reading it — a non-streamed body
+// (its declared length at once), a stream's text (in steps that double) —
+// and gives it back when the attempt ends; a reservation that does not fit
+// ends the attempt at once with an error matching core.ErrMemoryBudget,
+// the bytes unread (see memory.go). Thinking text comes from reasoning_content,
 // reasoning or reasoning_details[].text (the profile's ThinkingFields give
 // the preference; all are accepted, one per chunk), and from <think>…</think>
 // blocks in the content, which are moved out of Content into Thinking:

@@ -2,6 +2,8 @@ package transport
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -39,94 +41,45 @@ type envelope struct {
 //	{"error":"text"} / {"message":"…"} / {"detail":"…"} / {"code","message"}
 //
 // and non-JSON bodies (HTML from a proxy, plain text), whose text becomes
-// the message.
+// the message. A JSON body is read with encoding/json into wireEnvelope
+// (see wire.go for the rules); of the flat message members the first
+// non-empty one in the order message, msg, error_msg, detail is taken.
 func parseEnvelope(body []byte) envelope {
-	var e envelope
-	var l lexer
-	l.reset(body)
-	if l.peek() != '{' {
-		e.message = plainText(body)
-		return e
+	var w wireEnvelope
+	if !isObject(body) {
+		return envelope{message: plainText(body)}
 	}
-	var (
-		flatCode, flatType, flatMsg span
-		errObj                      bool
-		baseCode                    int64
-		baseSet                     bool
-		baseMsg                     span
-	)
-	l.open('{')
-	first := true
-	for l.more('}', &first) {
-		switch string(l.key()) {
-		case "error":
-			switch l.peek() {
-			case '{':
-				errObj = true
-				e.readErrorObject(&l)
-			case '"':
-				if s := l.str(); e.message == "" {
-					e.message = l.string(s)
-				}
-			default:
-				l.skip()
-			}
-		case "code", "error_code":
-			flatCode = l.text()
-		case "type":
-			flatType = l.strOrNull()
-		case "message", "msg", "error_msg", "detail":
-			if s := l.strOrNull(); flatMsg.empty() {
-				flatMsg = s
-			}
-		case "status":
-			if n, ok := l.int(); ok && n >= 100 && n < 600 && e.status == 0 {
-				e.status = int(n)
-			}
-		case "base_resp":
-			if l.open('{') {
-				f := true
-				for l.more('}', &f) {
-					switch string(l.key()) {
-					case "status_code":
-						baseCode, baseSet = l.int()
-					case "status_msg":
-						baseMsg = l.strOrNull()
-					default:
-						l.skip()
-					}
-				}
-			}
-		default:
-			l.skip()
-		}
-	}
-	l.finish()
-	if l.err {
+	var te *json.UnmarshalTypeError
+	if err := json.Unmarshal(body, &w); err != nil && !errors.As(err, &te) {
 		// Not valid JSON after all: keep the text.
 		return envelope{message: plainText(body)}
 	}
-	e.json = true
-	if !errObj {
-		if e.code == "" {
-			e.code = l.string(flatCode)
-		}
-		if e.typ == "" {
-			if t := l.string(flatType); t != "error" {
-				e.typ = t
-			}
+	eo := &w.Error
+	e := envelope{json: true, code: string(eo.Code), typ: eo.Type.s, param: eo.Param.s, inner: string(eo.InnerError.Code), message: eo.Message.s}
+	if n := eo.Status.n; eo.Status.ok && n >= 100 && n < 600 {
+		e.status = int(n)
+	} else if n := w.Status.n; w.Status.ok && n >= 100 && n < 600 {
+		e.status = int(n)
+	}
+	if !eo.object {
+		e.code = cmpOr(string(w.Code), string(w.ErrorCode))
+		if w.Type.s != "error" {
+			e.typ = w.Type.s
 		}
 	}
-	if e.message == "" {
-		e.message = l.string(flatMsg)
+	for _, m := range [...]string{eo.Message.s, eo.text, w.Message.s, w.Msg.s, w.ErrorMsg.s, w.Detail.s} {
+		if m != "" {
+			e.message = m
+			break
+		}
 	}
-	if baseSet && baseCode != 0 {
+	if b := &w.BaseResp; b.StatusCode.ok && b.StatusCode.n != 0 {
 		e.minimax = true
 		if e.code == "" {
-			e.code = strconv.FormatInt(baseCode, 10)
+			e.code = strconv.FormatInt(b.StatusCode.n, 10)
 		}
 		if e.message == "" {
-			e.message = l.string(baseMsg)
+			e.message = b.StatusMsg.s
 		}
 	}
 	if e.status == 0 {
@@ -137,49 +90,71 @@ func parseEnvelope(body []byte) envelope {
 	return e
 }
 
-// readErrorObject reads the object under "error".
-func (e *envelope) readErrorObject(l *lexer) {
-	l.open('{')
-	first := true
-	for l.more('}', &first) {
-		switch string(l.key()) {
-		case "code":
-			if s := l.text(); s.set {
-				e.code = l.string(s)
-			}
-		case "type":
-			if s := l.strOrNull(); s.set {
-				e.typ = l.string(s)
-			}
-		case "message":
-			if s := l.strOrNull(); s.set {
-				e.message = l.string(s)
-			}
-		case "param":
-			if s := l.strOrNull(); s.set {
-				e.param = l.string(s)
-			}
-		case "status":
-			if n, ok := l.int(); ok && n >= 100 && n < 600 {
-				e.status = int(n)
-			}
-		case "innererror":
-			if l.open('{') {
-				f := true
-				for l.more('}', &f) {
-					if string(l.key()) == "code" {
-						if s := l.text(); s.set {
-							e.inner = l.string(s)
-						}
-						continue
-					}
-					l.skip()
-				}
-			}
-		default:
-			l.skip()
+// wireEnvelope is an error body as read (see parseEnvelope).
+type wireEnvelope struct {
+	Error     errorMember `json:"error"`
+	Code      codeText    `json:"code"`
+	ErrorCode codeText    `json:"error_code"`
+	Type      optString   `json:"type"`
+	Message   optString   `json:"message"`
+	Msg       optString   `json:"msg"`
+	ErrorMsg  optString   `json:"error_msg"`
+	Detail    optString   `json:"detail"`
+	Status    count       `json:"status"`
+	BaseResp  struct {
+		StatusCode count     `json:"status_code"`
+		StatusMsg  optString `json:"status_msg"`
+	} `json:"base_resp"`
+}
+
+// errorFields are the members of an "error" object.
+type errorFields struct {
+	Code       codeText  `json:"code"`
+	Type       optString `json:"type"`
+	Message    optString `json:"message"`
+	Param      optString `json:"param"`
+	Status     count     `json:"status"`
+	InnerError struct {
+		Code codeText `json:"code"`
+	} `json:"innererror"`
+}
+
+// errorMember is the "error" member of an error body: an object of
+// errorFields, or a string (its text).
+type errorMember struct {
+	errorFields
+	object bool
+	text   string
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (m *errorMember) UnmarshalJSON(b []byte) error {
+	switch b[0] {
+	case '{':
+		m.object = true
+		var te *json.UnmarshalTypeError
+		if err := json.Unmarshal(b, &m.errorFields); err != nil && !errors.As(err, &te) {
+			return err
 		}
+	case '"':
+		return json.Unmarshal(b, &m.text)
 	}
+	return nil
+}
+
+// codeText is an error code given as a string (its text) or a number (its
+// JSON text as written); other kinds leave it as it was.
+type codeText string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *codeText) UnmarshalJSON(b []byte) error {
+	switch {
+	case b[0] == '"':
+		return json.Unmarshal(b, (*string)(c))
+	case b[0] == '-' || b[0] >= '0' && b[0] <= '9':
+		*c = codeText(b)
+	}
+	return nil
 }
 
 // plainText turns a non-JSON body into a one-line message: an HTML page

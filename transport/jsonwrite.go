@@ -8,15 +8,15 @@ import (
 )
 
 // Request bodies are encoded with encoding/json (HTML escaping off)
-// through a pooled json.Encoder: the opening {"model":…,"messages": once
-// per endpoint and model (modelHead), the messages in one Encode call of
-// a slice over the caller's strings (no copies), the stream members as
-// encoded once at start (streamTail), then each further member's value in
-// one call. Keys made of
-// letters, digits, '_', '-' and '.' (all the API's) are written as they
-// are, which is what encoding/json writes for them; others go through the
-// encoder too. Numbers keep their exact text through json.Number; a
-// json.RawMessage is validated and compacted.
+// through a pooled json.Encoder into one buffer: the opening
+// {"model":…,"messages": once per endpoint and model (modelHead), each
+// message in turn — encoded from the caller's message through a wire
+// struct that refers to its strings (nothing is copied, not even into a
+// slice of another type) — the stream members as encoded once at start
+// (streamTail), then each further member's key and value. The encoder
+// writes every key and value; the buffer only receives the punctuation
+// that joins them ('[', ',', ':', ']', '}'). Numbers keep their exact text
+// through json.Number; a json.RawMessage is validated and compacted.
 //
 // encoding/json/jsontext would need GOEXPERIMENT=jsonv2, and
 // github.com/go-json-experiment/json a go 1.26 directive; neither is used.
@@ -47,11 +47,10 @@ type wireStreamOptions struct {
 
 var includeUsage = &wireStreamOptions{IncludeUsage: true}
 
-// The messages travel as a slice of wirePlain when every message is a
-// role and a text, of wireText when no message has content parts, else of
-// wireMessage (a concrete type, so that encoding/json never goes through
-// an interface; the smallest that holds the call, as each field costs
-// encoding/json time on every message).
+// Each message travels as a wirePlain when it is a role and a text, as a
+// wireText when it has no content parts, else as a wireMessage: the
+// smallest that holds it, as each field costs encoding/json time. All
+// three write a message the same way.
 
 // wirePlain is one chat message that is a role and a text, and nothing
 // else: the most common case, encoded about 35 ns faster than a wireText
@@ -73,18 +72,14 @@ type wireText struct {
 	Prefix bool `json:"prefix,omitempty"`
 }
 
-// wireMessage is one chat message of a call where some message has
-// content parts.
+// wireMessage is one chat message with content parts.
 type wireMessage struct {
-	Role string `json:"role"`
-	// Content is a *string, or a *[]wirePart (parts).
-	Content    any        `json:"content"`
-	Name       string     `json:"name,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	ToolCalls  []wireCall `json:"tool_calls,omitempty"`
-	Prefix     bool       `json:"prefix,omitempty"`
-
-	parts []wirePart
+	Role       string      `json:"role"`
+	Content    *[]wirePart `json:"content"`
+	Name       string      `json:"name,omitempty"`
+	ToolCallID string      `json:"tool_call_id,omitempty"`
+	ToolCalls  []wireCall  `json:"tool_calls,omitempty"`
+	Prefix     bool        `json:"prefix,omitempty"`
 }
 
 // wirePart is one element of a content array: text, or an image URL.
@@ -124,11 +119,11 @@ type wireSchema struct {
 type bodyEncoder struct {
 	w   sliceWriter
 	enc *json.Encoder
-	// shape says which of plains, texts and msgs holds the messages.
-	shape  wireShape
-	plains []wirePlain
-	texts  []wireText
-	msgs   []wireMessage
+	// plain, text and msg are the wire form of the message being encoded;
+	// parts and calls its content parts and tool calls.
+	plain  wirePlain
+	text   wireText
+	msg    wireMessage
 	parts  []wirePart
 	calls  []wireCall
 	keys   []string
@@ -159,16 +154,13 @@ func getBodyEncoder(b []byte) *bodyEncoder {
 func (e *bodyEncoder) done() []byte {
 	b := e.w.b
 	e.w.b = nil
-	e.shape, e.thinkKey = shapePlain, ""
+	e.thinkKey = ""
+	e.plain, e.text, e.msg = wirePlain{}, wireText{}, wireMessage{}
 	e.schema.JSONSchema.Schema = nil
-	clear(e.plains)
-	clear(e.texts)
-	clear(e.msgs)
 	clear(e.parts)
 	clear(e.calls)
 	clear(e.keys)
-	if cap(e.plains) <= maxPooledWire && cap(e.texts) <= maxPooledWire && cap(e.msgs) <= maxPooledWire && cap(e.parts) <= maxPooledWire &&
-		cap(e.calls) <= maxPooledWire && cap(e.keys) <= maxPooledWire {
+	if cap(e.parts) <= maxPooledWire && cap(e.calls) <= maxPooledWire && cap(e.keys) <= maxPooledWire {
 		bodyEncoders.Put(e)
 	}
 	return b
@@ -184,16 +176,10 @@ func (e *bodyEncoder) value(v any) error {
 	return nil
 }
 
-// key appends ,"k": for the key at *k.
+// key appends ,"k": for the key at *k, the key encoded by encoding/json.
 func (e *bodyEncoder) key(k *string) {
 	e.w.b = append(e.w.b, ',')
-	if plainKey(*k) {
-		e.w.b = append(e.w.b, '"')
-		e.w.b = append(e.w.b, *k...)
-		e.w.b = append(e.w.b, '"')
-	} else {
-		_ = e.value(k) // a string always encodes
-	}
+	_ = e.value(k) // a string always encodes
 	e.w.b = append(e.w.b, ':')
 }
 
@@ -202,8 +188,7 @@ func (e *bodyEncoder) key(k *string) {
 func (e *bodyEncoder) member(k *string, v any) error {
 	e.key(k)
 	if raw, ok := v.(json.RawMessage); ok && len(raw) == 0 {
-		e.w.b = append(e.w.b, "null"...)
-		return nil
+		v = nullValue
 	}
 	if err := e.value(v); err != nil {
 		return &fieldError{key: *k, err: err}
@@ -211,97 +196,59 @@ func (e *bodyEncoder) member(k *string, v any) error {
 	return nil
 }
 
-// plainKey reports whether encoding/json writes k between quotes as it is:
-// it holds only ASCII letters, digits, '_', '-' and '.'.
-func plainKey(k string) bool {
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
+// nullValue is a nil pointer, which encoding/json writes as null.
+var nullValue = (*struct{})(nil)
+
+// messages appends msgs as a JSON array; prefix asks for the trailing
+// assistant message to be marked as the prefill to continue (DeepSeek's
+// prefix completion).
+func (e *bodyEncoder) messages(msgs []core.Message, prefix bool) error {
+	prefix = prefix && len(msgs) > 0 && cmpOr(msgs[len(msgs)-1].Role, core.RoleUser) == core.RoleAssistant
+	last := len(msgs) - 1
+	e.w.b = append(e.w.b, '[')
+	for i := range msgs {
+		if i > 0 {
+			e.w.b = append(e.w.b, ',')
+		}
+		if err := e.message(&msgs[i], prefix && i == last); err != nil {
+			return err
 		}
 	}
-	return true
+	e.w.b = append(e.w.b, ']')
+	return nil
 }
 
-// wireShape says which wire message type a call's messages travel in.
-type wireShape uint8
+// message appends one message in the smallest wire form that holds it.
+func (e *bodyEncoder) message(m *core.Message, prefix bool) error {
+	role := cmpOr(m.Role, core.RoleUser)
+	switch {
+	case len(m.Parts) == 0 && len(m.ToolCalls) == 0 && m.Name == "" && m.ToolCallID == "" && !prefix:
+		e.plain = wirePlain{Role: role, Content: m.Content}
+		return e.value(&e.plain)
+	case len(m.Parts) == 0:
+		e.text = wireText{Role: role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: e.toolCalls(m), Prefix: prefix}
+		return e.value(&e.text)
+	}
+	e.parts = grow(e.parts, len(m.Parts))
+	for j := range m.Parts {
+		setPart(&e.parts[j], &m.Parts[j])
+	}
+	e.msg = wireMessage{Role: role, Content: &e.parts, Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: e.toolCalls(m), Prefix: prefix}
+	return e.value(&e.msg)
+}
 
-const (
-	shapePlain wireShape = iota // wirePlain
-	shapeText                   // wireText
-	shapeParts                  // wireMessage
-)
-
-// messages fills the wire messages from msgs and sets shape to the wire
-// type that carries them; prefix asks for the trailing assistant message to be marked as
-// the prefill to continue (DeepSeek's prefix completion).
-func (e *bodyEncoder) messages(msgs []core.Message, prefix bool) {
-	nparts, ncalls, extra := 0, 0, false
-	for i := range msgs {
-		m := &msgs[i]
-		nparts += len(m.Parts)
-		ncalls += len(m.ToolCalls)
-		extra = extra || m.Name != "" || m.ToolCallID != ""
+// toolCalls returns the wire form of m's tool calls (nil without any).
+func (e *bodyEncoder) toolCalls(m *core.Message) []wireCall {
+	if len(m.ToolCalls) == 0 {
+		return nil
 	}
-	prefix = prefix && len(msgs) > 0 && cmpOr(msgs[len(msgs)-1].Role, core.RoleUser) == core.RoleAssistant
-	if nparts == 0 && ncalls == 0 && !extra && !prefix {
-		e.plains = grow(e.plains, len(msgs))
-		for i := range msgs {
-			m, w := &msgs[i], &e.plains[i]
-			w.Role, w.Content = cmpOr(m.Role, core.RoleUser), m.Content
-		}
-		e.shape = shapePlain
-		return
+	e.calls = grow(e.calls, len(m.ToolCalls))
+	for j := range m.ToolCalls {
+		tc, wc := &m.ToolCalls[j], &e.calls[j]
+		wc.ID, wc.Type = tc.ID, cmpOr(tc.Type, "function")
+		wc.Function.Name, wc.Function.Arguments = tc.Name, tc.Arguments
 	}
-	e.calls = grow(e.calls, ncalls)
-	calls := e.calls
-	toolCalls := func(m *core.Message) []wireCall {
-		if len(m.ToolCalls) == 0 {
-			return nil
-		}
-		var w []wireCall
-		w, calls = calls[:len(m.ToolCalls):len(m.ToolCalls)], calls[len(m.ToolCalls):]
-		for j := range m.ToolCalls {
-			tc, wc := &m.ToolCalls[j], &w[j]
-			wc.ID, wc.Type = tc.ID, tc.Type
-			if wc.Type == "" {
-				wc.Type = "function"
-			}
-			wc.Function.Name, wc.Function.Arguments = tc.Name, tc.Arguments
-		}
-		return w
-	}
-	last := len(msgs) - 1
-	if nparts == 0 {
-		e.texts = grow(e.texts, len(msgs))
-		for i := range msgs {
-			m, w := &msgs[i], &e.texts[i]
-			w.Role = cmpOr(m.Role, core.RoleUser)
-			w.Content, w.Name, w.ToolCallID = m.Content, m.Name, m.ToolCallID
-			w.ToolCalls, w.Prefix = toolCalls(m), prefix && i == last
-		}
-		e.shape = shapeText
-		return
-	}
-	e.msgs = grow(e.msgs, len(msgs))
-	e.parts = grow(e.parts, nparts)
-	parts := e.parts
-	for i := range msgs {
-		m, w := &msgs[i], &e.msgs[i]
-		w.Role = cmpOr(m.Role, core.RoleUser)
-		w.Name, w.ToolCallID = m.Name, m.ToolCallID
-		if len(m.Parts) == 0 {
-			w.Content = &m.Content
-		} else {
-			w.parts, parts = parts[:len(m.Parts):len(m.Parts)], parts[len(m.Parts):]
-			for j := range m.Parts {
-				setPart(&w.parts[j], &m.Parts[j])
-			}
-			w.Content = &w.parts
-		}
-		w.ToolCalls, w.Prefix = toolCalls(m), prefix && i == last
-	}
-	e.shape = shapeParts
+	return e.calls
 }
 
 func cmpOr(s, def string) string {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"sync/atomic"
+
+	"github.com/polygateway/polygateway/internal/core"
 )
 
 // Buffers larger than this are not kept in the pools (a huge multimodal
@@ -13,29 +15,37 @@ const maxPooledBytes = 4 << 20
 // attemptState is the reusable scratch state of one attempt: decoder,
 // assembler, SSE reader and buffers. Pooled per Client.
 type attemptState struct {
-	lex   lexer
-	chunk chunk
+	chunk wireChunk
+	dec   chunkDecoder
 	asm   assembler
+	out   deltaOut
 	sse   SSEReader
 	capr  capReader
 	clock tokenClock
 	body  []byte
 	// skipped counts the malformed events skipped in this stream.
 	skipped int
+	// picked is set once a chunk of the stream had a choice to read (of
+	// index 0, or of none).
+	picked bool
 }
 
 // oversized reports whether the state grew too large to keep.
 func (s *attemptState) oversized() bool {
-	return cap(s.body) > maxPooledBytes || cap(s.asm.content) > maxPooledBytes ||
-		cap(s.asm.thinking) > maxPooledBytes || cap(s.sse.buf) > maxPooledBytes ||
-		cap(s.sse.data) > maxPooledBytes || cap(s.asm.filter.work) > maxPooledBytes
+	return cap(s.body) > maxPooledBytes || cap(s.sse.buf) > maxPooledBytes || cap(s.sse.data) > maxPooledBytes ||
+		cap(s.chunk.Choices) > 64 || cap(s.asm.tools) > 64 || cap(s.dec.deltas) > 64
 }
 
 // clear drops references to the finished attempt.
 func (s *attemptState) clear() {
-	s.skipped = 0
-	s.lex.data = nil
+	s.skipped, s.picked = 0, false
+	s.chunk.reset()
+	s.asm.reset(&core.ProviderProfile{}, false, "", nil)
+	s.asm.mem.release()
 	s.sse.r = nil
+	s.out = deltaOut{}
+	s.dec.src.b = nil
+	clear(s.dec.deltas)
 	s.capr.r = nil
 	s.clock.wd = nil
 }
@@ -91,10 +101,20 @@ var errBodyTooLarge = errors.New("response body exceeds the configured size limi
 
 // readBody reads r to the end into buf (reused), failing with
 // errBodyTooLarge past limit bytes. hint is the Content-Length, if known.
-func readBody(r io.Reader, buf []byte, limit, hint int64) ([]byte, error) {
+// What it reads into is reserved from mem (nil: nothing is) first: the
+// declared length at once, else the buffer's capacity before it is read
+// into.
+func readBody(r io.Reader, buf []byte, limit, hint int64, mem *memReserve) ([]byte, error) {
 	buf = buf[:0]
-	if hint > 0 && hint <= limit && int64(cap(buf)) < hint+1 {
-		buf = make([]byte, 0, hint+1)
+	held := int64(0)
+	if hint > 0 && hint <= limit {
+		if err := mem.grow(hint + 1); err != nil {
+			return buf, err
+		}
+		held = hint + 1
+		if int64(cap(buf)) < hint+1 {
+			buf = make([]byte, 0, hint+1)
+		}
 	}
 	if cap(buf) < 512 {
 		buf = make([]byte, 0, 4096)
@@ -105,6 +125,12 @@ func readBody(r io.Reader, buf []byte, limit, hint int64) ([]byte, error) {
 				return buf, errBodyTooLarge
 			}
 			buf = append(buf, 0)[:len(buf)]
+		}
+		if c := int64(cap(buf)); c > held {
+			if err := mem.grow(c - held); err != nil {
+				return buf, err
+			}
+			held = c
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]

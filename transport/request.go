@@ -75,17 +75,43 @@ func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core
 // encodeRequestAfter is encodeRequest with the body's opening, head =
 // modelHead(src.Model), made already (an endpoint keeps its own).
 func encodeRequestAfter(b, head []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) ([]byte, error) {
+	if n := messagesSize(call.Messages); n > smallBodyBytes {
+		// A large body is grown once, to about its size, not step by step.
+		b = slices.Grow(b[:0], len(head)+n+4096)
+	}
 	e := getBodyEncoder(b)
 	err := e.request(head, src, call, prof)
 	return e.done(), err
+}
+
+// messagesSize estimates the bytes msgs take in a request body: their
+// text and what JSON adds to a plain message (escapes can make it more).
+func messagesSize(msgs []core.Message) int {
+	n := 0
+	for i := range msgs {
+		m := &msgs[i]
+		n += 26 + len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+		for _, p := range m.Parts {
+			n += 40 + len(p.Text) + len(p.ImageURL)
+		}
+		for _, c := range m.ToolCalls {
+			n += 60 + len(c.ID) + len(c.Name) + len(c.Arguments)
+		}
+	}
+	return n
 }
 
 // modelHead returns the opening of a body for model: {"model":…,"messages":
 // with the model's string encoded by encoding/json.
 func modelHead(model string) []byte {
 	b := encodeObject(&wireModel{Model: model})
-	return append(b[:len(b)-1], `,"messages":`...)
+	e := getBodyEncoder(b[:len(b)-1]) // the object left open after the model
+	e.key(&messagesKey)
+	return e.done()
 }
+
+// messagesKey is the key of the messages, written by the encoder.
+var messagesKey = "messages"
 
 // encodeObject returns v, a pointer to a wire struct of strings and
 // booleans (which always encode), as encoding/json writes it.
@@ -113,18 +139,8 @@ func streamTail(w wireStream) []byte {
 }
 
 func (e *bodyEncoder) request(head []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) error {
-	e.messages(call.Messages, call.Continuation && prof.Prefill == core.PrefillPrefixFlag)
 	e.w.b = append(e.w.b, head...)
-	var err error
-	switch e.shape {
-	case shapePlain:
-		err = e.value(&e.plains)
-	case shapeText:
-		err = e.value(&e.texts)
-	default:
-		err = e.value(&e.msgs)
-	}
-	if err != nil {
+	if err := e.messages(call.Messages, call.Continuation && prof.Prefill == core.PrefillPrefixFlag); err != nil {
 		return err
 	}
 	_, paramOpts := call.Params["stream_options"]
@@ -169,19 +185,20 @@ func (e *bodyEncoder) request(head []byte, src *core.SourceConfig, call *core.Ca
 	}
 	if thinkOK {
 		e.key(&e.thinkKey)
-		e.w.b = append(e.w.b, *thinkRaw...) // a constant of thinkingSwitch
+		_ = e.value(thinkRaw) // a constant of thinkingSwitch
 	}
 	if call.Continuation && prof.Prefill == core.PrefillContinueFinal {
-		for _, kv := range continueFinal {
+		for i := range continueFinal {
+			kv := &continueFinal[i]
 			_, inParams := call.Params[kv.key]
 			if _, inExtra := src.ExtraBody[kv.key]; !inParams && !inExtra {
 				e.key(&kv.key)
-				e.w.b = append(e.w.b, kv.raw...)
+				_ = e.value(&kv.raw)
 			}
 		}
 	}
 	if nativeSchema(call, src, prof) {
-		e.w.b = append(e.w.b, `,"response_format":`...)
+		e.key(&responseFormat)
 		e.schema.JSONSchema.Schema = call.JSONSchema
 		if err := e.value(&e.schema); err != nil {
 			return err
@@ -236,5 +253,8 @@ func nativeSchema(call *core.Call, src *core.SourceConfig, prof *core.ProviderPr
 // continueFinal are the body fields of a vLLM continuation.
 var continueFinal = [...]struct {
 	key string
-	raw string
-}{{"add_generation_prompt", "false"}, {"continue_final_message", "true"}}
+	raw bool
+}{{"add_generation_prompt", false}, {"continue_final_message", true}}
+
+// responseFormat is the key of a structured call's native schema.
+var responseFormat = "response_format"

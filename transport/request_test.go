@@ -476,3 +476,57 @@ func TestEncodeRequestMessageShapes(t *testing.T) {
 		})
 	}
 }
+
+// FuzzEncodeRequest encodes a request of fuzzed strings — model, a
+// message's content and name, a parameter's key and string value — and
+// reads the body back with a json.Decoder, in reads of the sizes split
+// gives: it is one valid JSON object whose strings are what encoding/json
+// makes of the fuzzed ones (invalid UTF-8 as U+FFFD), never HTML-escaped.
+func FuzzEncodeRequest(f *testing.F) {
+	for _, s := range []string{"", "plain", "q\"b\\s/", "\x00\x01\x1f\x7f", "é中文🙂", "\u2028\u2029", "bad\xffutf8\xc3", "<>&", "\t\r\n"} {
+		f.Add("m"+s, s, s, "k"+s, s, []byte{2, 9, 0})
+	}
+	f.Fuzz(func(t *testing.T, model, content, name, key, value string, split []byte) {
+		if protectedKey(key) || key == "stream_options" {
+			return
+		}
+		src := &core.SourceConfig{Name: "s_1", Provider: "openai", Model: model}
+		prof := ProfileFor(DefaultProfiles(), "openai")
+		call := &core.Call{Messages: []core.Message{{Role: core.RoleUser, Content: content, Name: name}}, Params: map[string]any{key: value}}
+		body, err := encodeRequest(nil, src, call, &prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(&splitReader{b: body, sizes: split})
+		var m map[string]json.RawMessage
+		if err := dec.Decode(&m); err != nil || dec.More() {
+			t.Fatalf("body %q: %v", body, err)
+		}
+		// What encoding/json makes of a string: it round-trips so.
+		same := func(got json.RawMessage, want string) {
+			t.Helper()
+			var g, w string
+			enc, _ := json.Marshal(want)
+			_ = json.Unmarshal(enc, &w)
+			if err := json.Unmarshal(got, &g); err != nil || g != w {
+				t.Fatalf("body %q: %s reads %q, encoding/json %q (%v)", body, got, g, w, err)
+			}
+		}
+		same(m["model"], model)
+		var k string
+		kenc, _ := json.Marshal(key)
+		_ = json.Unmarshal(kenc, &k)
+		same(m[k], value)
+		var msgs []struct{ Content, Name json.RawMessage }
+		if err := json.Unmarshal(m["messages"], &msgs); err != nil || len(msgs) != 1 {
+			t.Fatalf("messages %s: %v", m["messages"], err)
+		}
+		same(msgs[0].Content, content)
+		if name != "" {
+			same(msgs[0].Name, name)
+		}
+		if bytes.Contains(body, []byte(`\u003c`)) || bytes.Contains(body, []byte(`\u0026`)) {
+			t.Fatalf("HTML escaped: %s", body)
+		}
+	})
+}

@@ -19,16 +19,19 @@ import (
 // TransientError — never an empty success.
 func (c *Client) readJSON(ctx, actx context.Context, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile, resp *http.Response, st *attemptState, start time.Time) (*core.LLMResponse, error) {
 	var err error
-	st.body, err = readBody(resp.Body, st.body, c.cfg.MaxBodyBytes, resp.ContentLength)
-	if err == errBodyTooLarge {
+	st.body, err = readBody(resp.Body, st.body, c.cfg.MaxBodyBytes, resp.ContentLength, &st.asm.mem)
+	switch {
+	case err == errBodyTooLarge:
 		return nil, errMaker{src: src, status: resp.StatusCode, msg: "response body larger than " + formatBytes(c.cfg.MaxBodyBytes), err: err}.
 			transient(core.ReasonNetworkError, 0)
-	}
-	if err != nil {
+	case err == errMemoryBudget:
+		return nil, &memoryError{source: src.Name, held: st.asm.mem.reserved}
+	case err != nil:
 		return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
 	}
 	body := st.body
-	if !parseChunk(&st.lex, &st.chunk, body) {
+	st.dec.stream = false
+	if !st.dec.decodeChunk(body, &st.chunk) {
 		env := parseEnvelope(body)
 		if env.json {
 			// Valid JSON that is not an object of ours: treat as an error body.
@@ -40,19 +43,24 @@ func (c *Client) readJSON(ctx, actx context.Context, src *core.SourceConfig, cal
 		}
 		return nil, errMaker{src: src, status: resp.StatusCode, msg: msg}.transient(core.ReasonNetworkError, 0)
 	}
-	if st.chunk.isError || st.chunk.baseCode != 0 {
+	if st.chunk.isError() {
 		return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, parseEnvelope(body), c.cfg.MaxRetryAfter, time.Now())
 	}
-	if !st.chunk.picked {
+	ch := st.chunk.picked()
+	if ch == nil {
 		return nil, errMaker{src: src, status: resp.StatusCode, msg: "response has no choices"}.transient(core.ReasonNetworkError, 0)
 	}
-	if !st.chunk.message {
+	if !ch.answer() {
 		// A choice without its message (or one that is not an object)
 		// holds no answer: damaged, not empty.
 		return nil, errMaker{src: src, status: resp.StatusCode, msg: "response choice has no message"}.transient(core.ReasonNetworkError, 0)
 	}
-	st.asm.reset(prof, true, src.Model)
-	if st.asm.apply(&st.lex, &st.chunk) && call.Stream {
+	st.asm.reset(prof, true, src.Model, nil)
+	token, err := st.asm.apply(&st.chunk)
+	if err != nil {
+		return nil, &memoryError{source: src.Name, held: st.asm.mem.reserved}
+	}
+	if token && call.Stream {
 		// A stream was asked for but the server answered in one piece.
 		st.clock.token()
 	}

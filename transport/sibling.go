@@ -100,9 +100,3 @@ func sameOrigin(a, b *url.URL) bool {
 	}
 	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
-
-// AppendJSONString appends s to b as a JSON string literal, byte for byte
-// what encoding/json (without HTML escaping) writes: control characters,
-// quotes, backslashes and U+2028/U+2029 escaped, invalid UTF-8 as U+FFFD.
-// The gateway writes its relayed chunks with it.
-func AppendJSONString(b []byte, s string) []byte { return appendString(b, s) }

@@ -49,8 +49,9 @@ func TestSkippableOnlyProvesEmptinessWithoutAnObject(t *testing.T) {
 	}
 }
 
-// memTransport answers every request with body as an SSE stream, in memory.
-type memTransport struct{ body []byte }
+// memTransport answers every request with body as an SSE stream, in
+// memory, in reads of the sizes sizes gives (see splitReader).
+type memTransport struct{ body, sizes []byte }
 
 func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Body != nil {
@@ -58,13 +59,13 @@ func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		_ = r.Body.Close()
 	}
 	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
-		Body: io.NopCloser(bytes.NewReader(m.body)), Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+		Body: io.NopCloser(&splitReader{b: m.body, sizes: m.sizes}), Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
 }
 
 // streamOf runs one streaming call whose upstream sends body.
-func streamOf(t testing.TB, body []byte) (*core.LLMResponse, error) {
+func streamOf(t testing.TB, body []byte, sizes ...byte) (*core.LLMResponse, error) {
 	t.Helper()
-	c := New(Config{HTTPClient: &http.Client{Transport: memTransport{body}}})
+	c := New(Config{HTTPClient: &http.Client{Transport: memTransport{body, sizes}}})
 	defer c.Close()
 	src := &core.SourceConfig{Name: "openai_1", Provider: "openai", BaseURL: "http://upstream.invalid/v1", APIKey: testKey,
 		Model: "test-model", Timeout: 5 * time.Second}
@@ -150,16 +151,17 @@ func TestACutUsageChunkAfterTheFinishFailsTheAttempt(t *testing.T) {
 // property: the call is an error, or its text is exactly the upstream's —
 // the words of every event the upstream sent, an event that is valid JSON
 // counting for what it says (encoding/json decides), any other for the
-// word it was meant to carry.
+// word it was meant to carry. The stream is read in reads of the sizes
+// split gives.
 func FuzzStreamText(f *testing.F) {
-	f.Add([]byte{0, 0, 0, 0}, []byte("ping"))
-	f.Add([]byte{1, 40, 0, 0}, []byte("x"))
-	f.Add([]byte{2, 7, 'x', 0}, []byte("{"))
-	f.Add([]byte{3, 0, 4, 0, 0, 5, 200}, []byte("[1,2]"))
-	f.Add([]byte{4, 0, 0, 1, 60, 3, 0}, []byte("keep-alive"))
-	f.Add([]byte{0, 0, 6, 1, 0, 0}, []byte(`{"choices":[{"delta":{"content":"zz"}}]}`))
+	f.Add([]byte{0, 0, 0, 0}, []byte("ping"), []byte{})
+	f.Add([]byte{1, 40, 0, 0}, []byte("x"), []byte{7, 1})
+	f.Add([]byte{2, 7, 'x', 0}, []byte("{"), []byte{0})
+	f.Add([]byte{3, 0, 4, 0, 0, 5, 200}, []byte("[1,2]"), []byte{60, 3})
+	f.Add([]byte{4, 0, 0, 1, 60, 3, 0}, []byte("keep-alive"), []byte{2})
+	f.Add([]byte{0, 0, 6, 1, 0, 0}, []byte(`{"choices":[{"delta":{"content":"zz"}}]}`), []byte{11, 250})
 	words := []string{"alpha", " beta", " gamma", " delta", " epsilon", " zeta"}
-	f.Fuzz(func(t *testing.T, ops, garbage []byte) {
+	f.Fuzz(func(t *testing.T, ops, garbage, split []byte) {
 		if len(ops) > 64 || len(garbage) > 256 || bytes.ContainsAny(garbage, "\r\n") ||
 			string(bytes.TrimSpace(garbage)) == "[DONE]" {
 			return
@@ -215,7 +217,7 @@ func FuzzStreamText(f *testing.F) {
 			// the body itself is cut
 			raw = raw[:int(op(k+1))*len(raw)/256]
 		}
-		r, err := streamOf(t, raw)
+		r, err := streamOf(t, raw, split...)
 		if err != nil {
 			return
 		}
@@ -226,29 +228,28 @@ func FuzzStreamText(f *testing.F) {
 }
 
 // meant is the text an event carried: what it says when it is a valid
-// JSON chunk, otherwise orig, the text it was meant to carry.
+// JSON chunk — the content of its first choice of index 0 (or none), as
+// encoding/json reads it into a struct (names in any case) — otherwise
+// orig, the text it was meant to carry.
 func meant(data []byte, orig string) string {
 	d := bytes.TrimSpace(data)
-	var v map[string]any
-	if len(d) == 0 || d[0] != '{' || json.Unmarshal(d, &v) != nil {
+	if len(d) == 0 || d[0] != '{' || !json.Valid(d) {
 		return orig
 	}
-	// encoding/json matches struct fields in any case; a chunk's keys are
-	// exact, so walk the decoded maps.
-	// The answer is the first choice of index 0 (or none), as in every
-	// dialect.
-	choices, _ := v["choices"].([]any)
-	for _, c := range choices {
-		choice, ok := c.(map[string]any)
-		if !ok {
+	var v struct {
+		Choices []struct {
+			Index *float64 `json:"index"`
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	_ = json.Unmarshal(d, &v) // a value of the wrong kind is passed over
+	for _, c := range v.Choices {
+		if c.Index != nil && *c.Index >= 1 {
 			continue
 		}
-		if idx, ok := choice["index"].(float64); ok && idx > 0 && idx == float64(int64(idx)) {
-			continue
-		}
-		delta, _ := choice["delta"].(map[string]any)
-		content, _ := delta["content"].(string)
-		return content
+		return c.Delta.Content
 	}
 	return ""
 }

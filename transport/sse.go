@@ -211,7 +211,7 @@ func (s *SSEReader) line() (line []byte, ok, terminated bool) {
 		}
 		if s.start+s.scanned < s.end {
 			b := s.buf[s.start:s.end]
-			if i := bytes.IndexAny(b[s.scanned:], "\r\n"); i >= 0 {
+			if i := lineEnd(b[s.scanned:]); i >= 0 {
 				i += s.scanned
 				s.scanned = 0
 				line = b[:i]
@@ -243,6 +243,18 @@ func (s *SSEReader) line() (line []byte, ok, terminated bool) {
 			return nil, false, false
 		}
 	}
+}
+
+// lineEnd returns the index of the first CR or LF in b, or -1.
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i >= 0 {
+		b = b[:i]
+	}
+	if j := bytes.IndexByte(b, '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 // fill reads more input, compacting or growing the buffer.

@@ -206,13 +206,12 @@ func FuzzSSE(f *testing.F) {
 		n := int(step%16) + 1
 		r := NewSSEReader(&stepReader{b: in, n: n}, 4096)
 		var (
-			l   lexer
-			c   chunk
+			c   wireChunk
 			asm assembler
 		)
 		prof := openAIProfile()
 		prof.ThinkingFields = append(prof.ThinkingFields, "think_tags")
-		asm.reset(&prof, false, "m")
+		asm.reset(&prof, false, "m", nil)
 		for i := 0; i < 10000; i++ {
 			ev, err := r.Next()
 			if err != nil {
@@ -222,8 +221,10 @@ func FuzzSSE(f *testing.F) {
 			if bytes.IndexByte(ev.Data, '\r') >= 0 {
 				t.Fatalf("CR inside data %q", ev.Data)
 			}
-			if parseChunk(&l, &c, ev.Data) {
-				asm.apply(&l, &c)
+			if decodeChunk(ev.Data, &c) {
+				if _, err := asm.apply(&c); err != nil {
+					t.Fatal(err)
+				}
 			}
 			_ = parseEnvelope(ev.Data)
 		}

@@ -34,17 +34,17 @@ import (
 func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile, resp *http.Response, st *attemptState, start time.Time) (*core.LLMResponse, error) {
 	st.capr = capReader{r: resp.Body, n: c.cfg.MaxStreamBytes}
 	st.sse.Reset(&st.capr, c.cfg.MaxEventBytes)
-	st.asm.reset(prof, false, src.Model)
+	st.out.reset(call.Deltas)
+	out := &st.out
+	st.dec.stream = true
+	st.asm.reset(prof, false, src.Model, out.keeper)
 	mk := errMaker{src: src, status: resp.StatusCode}
 	done, cut := false, false
-	flusher, _ := call.Deltas.(DeltaFlusher)
-	unflushed := false
 	for !done && !cut {
-		if unflushed && !st.sse.Buffered() {
+		if out.unflushed && !st.sse.Buffered() {
 			// Every delta read so far went to the sink; the next event
 			// needs the network: let the sink push them out now.
-			unflushed = false
-			if ferr := flusher.FlushDeltas(); ferr != nil {
+			if ferr := out.flush(); ferr != nil {
 				return nil, c.consumerFailed(ctx, mk, ferr)
 			}
 		}
@@ -73,57 +73,19 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 			}
 			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
 		}
-		data := bytes.TrimSpace(ev.Data)
-		if ev.Event == "error" {
-			env := parseEnvelope(data)
-			return nil, withParam(classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now()), src, env.param)
-		}
-		if len(data) == 0 {
-			continue
-		}
-		if string(data) == "[DONE]" {
-			done = true
-			continue
-		}
-		if !parseChunk(&st.lex, &st.chunk, data) {
-			if skippable(data) && st.skipped < maxSkippedEvents {
-				// Provably nothing of the answer (see skippable): a
-				// broken keep-alive or annotation is passed over.
-				st.skipped++
-				continue
+		var ferr error
+		done, cut, ferr = c.streamEvent(ev, src, prof, resp, st, out)
+		if ferr != nil {
+			if ce, ok := ferr.(consumerError); ok {
+				return nil, c.consumerFailed(ctx, mk, ce.err)
 			}
-			if ev.Unterminated && st.asm.finish == "" {
-				// The body was cut inside its last event: a cut stream,
-				// which MissingDone decides below.
-				cut = true
-				continue
-			}
-			// The event may have held part of the answer: never a
-			// success without it, whatever came before or after.
-			mk.msg = "malformed stream event: " + snippet(data, src.APIKey)
-			return nil, mk.transient(core.ReasonNetworkError, 0)
-		}
-		if st.chunk.isError || st.chunk.baseCode != 0 {
-			env := parseEnvelope(data)
-			return nil, withParam(classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now()), src, env.param)
-		}
-		nc, nt := len(st.asm.content), len(st.asm.thinking)
-		if st.asm.apply(&st.lex, &st.chunk) {
-			st.clock.token()
-		}
-		if call.Deltas != nil && (len(st.asm.content) > nc || len(st.asm.thinking) > nt) {
-			if derr := call.Deltas.Delta(string(st.asm.content[nc:]), string(st.asm.thinking[nt:])); derr != nil {
-				return nil, c.consumerFailed(ctx, mk, derr)
-			}
-			unflushed = flusher != nil
-		}
-		if st.asm.finish != "" && !st.chunk.picked && st.chunk.usage.complete() {
-			// The separate usage chunk after finish_reason ends the answer:
-			// do not wait for a [DONE] that a server may never send.
-			done = true
+			return nil, ferr
 		}
 	}
 	st.asm.end()
+	if err := out.send(st); err != nil {
+		return nil, c.consumerFailed(ctx, mk, err)
+	}
 	if done {
 		drainAfterDone(resp.Body)
 	}
@@ -136,7 +98,119 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 			return nil, mk.transient(core.ReasonNetworkError, 0)
 		}
 	}
+	if !st.picked {
+		// No chunk had a choice to read (of index 0, or of none): the
+		// stream holds no answer, as a body without one holds none.
+		mk.msg = "stream has no choices"
+		return nil, mk.transient(core.ReasonNetworkError, 0)
+	}
 	return c.result(src, call, st, start, true), nil
+}
+
+// consumerError wraps the error of a delta sink (see streamEvent).
+type consumerError struct{ err error }
+
+func (e consumerError) Error() string { return "stream consumer failed: " + e.err.Error() }
+
+// streamEvent handles one event of a stream: done reports its end
+// ([DONE], or the separate usage chunk after the finish), cut a stream cut
+// inside its last event. err is the attempt's failure; a sink's error is
+// a consumerError.
+func (c *Client) streamEvent(ev *SSEEvent, src *core.SourceConfig, prof *core.ProviderProfile, resp *http.Response, st *attemptState, out *deltaOut) (done, cut bool, err error) {
+	mk := errMaker{src: src, status: resp.StatusCode}
+	data := bytes.TrimSpace(ev.Data)
+	if ev.Event == "error" {
+		env := parseEnvelope(data)
+		return false, false, withParam(classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now()), src, env.param)
+	}
+	switch {
+	case len(data) == 0:
+		return false, false, nil
+	case string(data) == "[DONE]":
+		return true, false, nil
+	}
+	if !st.dec.decodeChunk(data, &st.chunk) {
+		if skippable(data) && st.skipped < maxSkippedEvents {
+			// Provably nothing of the answer (see skippable): a
+			// broken keep-alive or annotation is passed over.
+			st.skipped++
+			return false, false, nil
+		}
+		if ev.Unterminated && st.asm.finish == "" {
+			// The body was cut inside its last event: a cut stream,
+			// which MissingDone decides.
+			return false, true, nil
+		}
+		// The event may have held part of the answer: never a
+		// success without it, whatever came before or after.
+		mk.msg = "malformed stream event: " + snippet(data, src.APIKey)
+		return false, false, mk.transient(core.ReasonNetworkError, 0)
+	}
+	if st.chunk.isError() {
+		env := parseEnvelope(data)
+		return false, false, withParam(classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now()), src, env.param)
+	}
+	ch := st.chunk.picked()
+	st.picked = st.picked || ch != nil
+	token, err := st.asm.apply(&st.chunk)
+	if err != nil {
+		return false, false, &memoryError{source: src.Name, held: st.asm.mem.reserved}
+	}
+	if token {
+		st.clock.token()
+	}
+	if err := out.send(st); err != nil {
+		return false, false, consumerError{err}
+	}
+	// The separate usage chunk after finish_reason ends the answer: do
+	// not wait for a [DONE] that a server may never send.
+	return st.asm.finish != "" && ch == nil && st.chunk.Usage.vals().complete(), false, nil
+}
+
+// deltaOut passes a stream's deltas to the call's sink.
+type deltaOut struct {
+	sink    core.DeltaSink
+	flusher DeltaFlusher
+	keeper  DeltaKeeper
+	modeler DeltaModel
+	// model is the model last named to the modeler.
+	model     string
+	unflushed bool
+}
+
+// reset makes o pass deltas to sink (nil: none).
+func (o *deltaOut) reset(sink core.DeltaSink) {
+	*o = deltaOut{sink: sink}
+	if sink != nil {
+		o.flusher, _ = sink.(DeltaFlusher)
+		o.keeper, _ = sink.(DeltaKeeper)
+		o.modeler, _ = sink.(DeltaModel)
+	}
+}
+
+// send passes the delta of the chunk last applied, if it has one.
+func (o *deltaOut) send(st *attemptState) error {
+	if o.sink == nil {
+		return nil
+	}
+	content, thinking := st.asm.delta()
+	if content == "" && thinking == "" {
+		return nil
+	}
+	if o.modeler != nil && o.model != st.asm.model {
+		o.model = st.asm.model
+		o.modeler.SetModel(o.model)
+	}
+	if err := o.sink.Delta(content, thinking); err != nil {
+		return err
+	}
+	o.unflushed = o.flusher != nil
+	return nil
+}
+
+func (o *deltaOut) flush() error {
+	o.unflushed = false
+	return o.flusher.FlushDeltas()
 }
 
 // snippetBytes bounds the part of a bad event quoted in an error.
@@ -220,6 +294,30 @@ func drainAfterDone(body io.ReadCloser) {
 // flush. An error aborts the attempt as a Delta error does.
 type DeltaFlusher interface {
 	FlushDeltas() error
+}
+
+// DeltaKeeper is an optional interface of a core.DeltaSink that keeps the
+// text of every delta it accepts (a relay does, to know what it
+// delivered). The transport then keeps no copy of a streamed answer's
+// text: Content and Thinking are what the sink kept during the attempt,
+// taken from Kept when the stream ends. Kept returns the content and the
+// thinking of every delta Delta accepted, each joined into one string, in
+// order; it may hold text kept before the attempt in front (the transport
+// takes what was added after it began), and Reset may drop text between
+// attempts, never during one. The strings must stay as they are (a
+// strings.Builder's String is fine).
+type DeltaKeeper interface {
+	Kept() (content, thinking string)
+}
+
+// DeltaModel is an optional interface of a core.DeltaSink: before the
+// first delta of an attempt, and before any delta after the upstream names
+// another model, the transport calls SetModel with the model the answer
+// names — the one the upstream reports, else the source's configured
+// model (the rule of LLMResponse.Model) — so that a relay names in every
+// chunk the model its final answer will name.
+type DeltaModel interface {
+	SetModel(model string)
 }
 
 // consumerFailed is the error of an attempt whose delta sink failed.

@@ -1,6 +1,6 @@
 package transport
 
-import "bytes"
+import "strings"
 
 const (
 	openTag  = "<think>"
@@ -29,88 +29,101 @@ const (
 
 // thinkFilter moves <think>…</think> blocks out of content deltas into the
 // thinking text. Tags may be split across deltas: a suffix that could start
-// a tag is held back until the next delta (or flush) decides it.
+// a tag is held back until the next delta (or flush) decides it. Its output
+// goes to a thinkOut as pieces of the text fed (no copies, except when a
+// held-back suffix is joined to the next delta).
 type thinkFilter struct {
 	mode  int
 	state int
-	// pending holds held-back bytes (a possible partial tag) and is the
-	// work buffer of feed.
-	pending []byte
-	// work is the buffer feed processes.
-	work []byte
+	// pending holds held-back bytes (a possible partial tag).
+	pending string
 	// stripped is true once any tag was consumed.
 	stripped bool
 	// sawBlock is true once a think block (or a bare close tag) was seen.
 	sawBlock bool
 }
 
-func (f *thinkFilter) reset(mode int) {
-	f.mode = mode
-	f.state = tsStart
-	f.pending = f.pending[:0]
-	f.work = f.work[:0]
-	f.stripped = false
-	f.sawBlock = false
+// thinkOut receives what the filter makes of the content: answer text,
+// thinking text, and (at a bare close tag) the order to move all the
+// answer text so far behind the thinking text.
+type thinkOut interface {
+	answer(s string)
+	think(s string)
+	moveAnswer()
 }
 
-// feed processes one content delta, appending to content and thinking.
-func (f *thinkFilter) feed(s []byte, content, thinking *[]byte) {
-	if f.state == tsFinal && len(f.pending) == 0 {
-		*content = append(*content, s...)
+func (f *thinkFilter) reset(mode int) {
+	*f = thinkFilter{mode: mode, state: tsStart}
+}
+
+// feed processes one content delta.
+func (f *thinkFilter) feed(s string, out thinkOut) {
+	if f.state == tsFinal && f.pending == "" {
+		out.answer(s)
 		return
 	}
-	f.work = append(append(f.work[:0], f.pending...), s...)
-	f.pending = f.pending[:0]
-	d := f.work
+	d := s
+	if f.pending != "" {
+		d, f.pending = f.pending+s, ""
+	}
 	for len(d) > 0 {
 		switch f.state {
 		case tsFinal:
-			*content = append(*content, d...)
+			out.answer(d)
 			return
 		case tsStart:
 			i := 0
 			for i < len(d) && isSpace(d[i]) {
 				i++
 			}
-			*content = append(*content, d[:i]...)
-			d = d[i:]
-			if len(d) == 0 {
+			if i == len(d) {
+				out.answer(d)
 				return
 			}
-			if bytes.HasPrefix(d, []byte(openTag)) {
-				d = d[len(openTag):]
+			if strings.HasPrefix(d[i:], openTag) {
+				if i > 0 {
+					out.answer(d[:i])
+				}
+				d = d[i+len(openTag):]
 				f.state = tsInside
 				f.stripped = true
 				f.sawBlock = true
 				continue
 			}
-			if len(d) < len(openTag) && bytes.HasPrefix([]byte(openTag), d) {
-				f.pending = append(f.pending, d...)
+			if len(d)-i < len(openTag) && strings.HasPrefix(openTag, d[i:]) {
+				if i > 0 {
+					out.answer(d[:i])
+				}
+				f.pending = d[i:]
 				return
 			}
+			// No tag: the white space stays with the text that follows.
 			if f.mode == thinkAnywhere {
 				f.state = tsOutside
 			} else {
 				f.state = tsFinal
 			}
 		case tsOutside:
-			open := bytes.Index(d, []byte(openTag))
+			open := strings.Index(d, openTag)
 			closeAt := -1
 			if !f.sawBlock {
-				closeAt = bytes.Index(d, []byte(closeTag))
+				closeAt = strings.Index(d, closeTag)
 			}
 			if closeAt >= 0 && (open < 0 || closeAt < open) {
 				// A bare close tag: everything before it was thinking.
-				*thinking = append(*thinking, *content...)
-				*thinking = append(*thinking, d[:closeAt]...)
-				*content = (*content)[:0]
+				out.moveAnswer()
+				if closeAt > 0 {
+					out.think(d[:closeAt])
+				}
 				d = d[closeAt+len(closeTag):]
 				f.stripped = true
 				f.sawBlock = true
 				continue
 			}
 			if open >= 0 {
-				*content = append(*content, d[:open]...)
+				if open > 0 {
+					out.answer(d[:open])
+				}
 				d = d[open+len(openTag):]
 				f.state = tsInside
 				f.stripped = true
@@ -121,12 +134,16 @@ func (f *thinkFilter) feed(s []byte, content, thinking *[]byte) {
 			if !f.sawBlock {
 				keep = max(keep, partialSuffix(d, closeTag))
 			}
-			*content = append(*content, d[:len(d)-keep]...)
-			f.pending = append(f.pending, d[len(d)-keep:]...)
+			if keep < len(d) {
+				out.answer(d[:len(d)-keep])
+			}
+			f.pending = d[len(d)-keep:]
 			return
 		case tsInside:
-			if i := bytes.Index(d, []byte(closeTag)); i >= 0 {
-				*thinking = append(*thinking, d[:i]...)
+			if i := strings.Index(d, closeTag); i >= 0 {
+				if i > 0 {
+					out.think(d[:i])
+				}
 				d = d[i+len(closeTag):]
 				if f.mode == thinkAnywhere {
 					f.state = tsOutside
@@ -136,8 +153,10 @@ func (f *thinkFilter) feed(s []byte, content, thinking *[]byte) {
 				continue
 			}
 			keep := partialSuffix(d, closeTag)
-			*thinking = append(*thinking, d[:len(d)-keep]...)
-			f.pending = append(f.pending, d[len(d)-keep:]...)
+			if keep < len(d) {
+				out.think(d[:len(d)-keep])
+			}
+			f.pending = d[len(d)-keep:]
 			return
 		}
 	}
@@ -145,24 +164,24 @@ func (f *thinkFilter) feed(s []byte, content, thinking *[]byte) {
 
 // flush releases held-back bytes at the end of the answer: inside an
 // unclosed block they are thinking, otherwise content.
-func (f *thinkFilter) flush(content, thinking *[]byte) {
-	if len(f.pending) == 0 {
+func (f *thinkFilter) flush(out thinkOut) {
+	if f.pending == "" {
 		return
 	}
 	if f.state == tsInside {
-		*thinking = append(*thinking, f.pending...)
+		out.think(f.pending)
 	} else {
-		*content = append(*content, f.pending...)
+		out.answer(f.pending)
 	}
-	f.pending = f.pending[:0]
+	f.pending = ""
 }
 
 // partialSuffix returns the length of the longest proper suffix of d that
 // is a prefix of tag.
-func partialSuffix(d []byte, tag string) int {
+func partialSuffix(d, tag string) int {
 	n := min(len(d), len(tag)-1)
 	for k := n; k > 0; k-- {
-		if string(d[len(d)-k:]) == tag[:k] {
+		if d[len(d)-k:] == tag[:k] {
 			return k
 		}
 	}

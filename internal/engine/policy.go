@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+
 	"github.com/polygateway/polygateway/internal/core"
 )
 
@@ -113,6 +115,10 @@ const anyReason core.Reason = "*"
 // classSuccess is the pseudo-class of an attempt that answered.
 const classSuccess = core.ClassOther + 100
 
+// classMemory is the pseudo-class of an attempt whose answer did not fit
+// the call's memory budget (an error matching core.ErrMemoryBudget).
+const classMemory = core.ClassOther + 101
+
 // policy is the table. Read a row as: "an attempt that ends like this
 // records <breaker> on the circuit, settles <settle>, ...".
 var policy = map[policyKey]effect{
@@ -167,6 +173,13 @@ var policy = map[policyKey]effect{
 	{core.ClassInvalid, core.ReasonLowQuality}: {breaker: core.OutcomeSuccess, settle: core.SettleActual, health: healthNeutral,
 		memo: memoBackoff, aimd: aimdGrow, spends: true, progress: true, observe: core.AttemptInvalid, perSource: core.ReasonLowQuality},
 
+	// The answer did not fit this process's memory budget for buffered
+	// bytes: no fault of the source and nothing learned about it (a held
+	// probe is given back); the call ends at once with the error, which
+	// another source's answer would not fit either.
+	{classMemory, anyReason}: {breaker: core.OutcomeAbandoned, settle: core.SettleEstimate, health: healthNeutral,
+		memo: memoKeep, end: endError, observe: core.AttemptCancelled},
+
 	// The caller went away: no verdict, a held probe is given back.
 	{core.ClassCanceled, anyReason}: {breaker: core.OutcomeAbandoned, settle: core.SettleEstimate, health: healthNeutral,
 		memo: memoKeep, end: endError, observe: core.AttemptCancelled},
@@ -182,6 +195,9 @@ func effectOf(err error) (effect, core.Classified) {
 		return policy[policyKey{classSuccess, anyReason}], core.Classified{}
 	}
 	c := core.Classify(err)
+	if errors.Is(err, core.ErrMemoryBudget) {
+		return policy[policyKey{classMemory, anyReason}], c
+	}
 	if e, ok := policy[policyKey{c.Class, c.Reason}]; ok {
 		return e, c
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -112,6 +113,8 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 			health: healthBad, memo: memoFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
 		{name: "cancelled", err: &core.CanceledError{Err: context.Canceled}, breaker: core.OutcomeAbandoned, settle: core.SettleEstimate,
 			health: healthNeutral, memo: memoNone, ends: true, observe: core.AttemptCancelled},
+		{name: "memory budget", err: fmt.Errorf("transport: the answer does not fit: %w", core.ErrMemoryBudget), breaker: core.OutcomeAbandoned,
+			settle: core.SettleEstimate, health: healthNeutral, memo: memoNone, ends: true, observe: core.AttemptCancelled},
 	}
 	// Every row of the table has a case.
 	covered := map[policyKey]bool{}
@@ -215,6 +218,9 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 func rowOf(err error) policyKey {
 	if err == nil {
 		return policyKey{classSuccess, anyReason}
+	}
+	if errors.Is(err, core.ErrMemoryBudget) {
+		return policyKey{classMemory, anyReason}
 	}
 	c := core.Classify(err)
 	for _, k := range []policyKey{{c.Class, c.Reason}, {c.Class, anyReason}} {
