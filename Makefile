@@ -31,6 +31,7 @@ FUZZ_TARGETS = \
 	./internal/config:FuzzLoad \
 	./internal/config:FuzzLoadEnvironments \
 	./internal/redact:FuzzString \
+	./middleware:FuzzCacheEntry \
 	./ocr:FuzzCheckDirectory \
 	./ocr:FuzzExtractMiddle \
 	./ocr:FuzzOCRAnswer \
