@@ -57,3 +57,38 @@ func TestAThrottledScopeAnswers429WithTheUpstreamsRetryAfter(t *testing.T) {
 		t.Errorf("upstream asked %d times, want once", n)
 	}
 }
+
+// TestAClientWithoutADeadlineIsAnsweredWithinTheStallWindow: a request
+// that finds its scope's only source at its RPM limit for the rest of the
+// minute, from a client that sets no deadline, is answered when the stall
+// window ends — 503 stalled with Retry-After — not held for the minute.
+func TestAClientWithoutADeadlineIsAnsweredWithinTheStallWindow(t *testing.T) {
+	up := fakeupstream.NewServer(t)
+	base := gatewayOn(t, up, map[string]string{
+		"LLM__BACKPRESSURE__STALL_WINDOW_S": "2", "LLM__ONE__1__RPM": "1", "LLM__ONE__1__TTFT_TIMEOUT_S": "1", "LLM__ONE__1__INTER_TOKEN_TIMEOUT_S": "0.5",
+	})
+	post := func() (*http.Response, time.Duration) {
+		req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(chatBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp, time.Since(start)
+	}
+	if resp, _ := post(); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first request: status %d", resp.StatusCode)
+	}
+	resp, took := post()
+	if resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("status %d, Retry-After %q: want 503 or 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if took > 10*time.Second {
+		t.Errorf("answered after %v, want about the 2 s stall window", took)
+	}
+}
