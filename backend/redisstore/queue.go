@@ -268,9 +268,11 @@ func (q *Queue) Admit(ctx context.Context, req core.PermitRequest, place Place, 
 	wr.uint("id", id)
 	wr.int("class", int64(place.Class))
 	wr.str("tenant", tenantHex(place.Tenant))
+	now := q.l.opt.clockOrSystem().Now()
 	if hasDL {
 		wr.int("left", leftMicros(dl, q.l.opt.clockOrSystem()))
 	}
+	wr.int("lease", micros(q.leaseEnd(now, dl, hasDL).Sub(now)))
 	wr.array("conc")
 	wr.elem(int64(core.GateSourceConcurrency))
 	wr.elem(int64(core.GateGlobalConcurrency))
@@ -286,6 +288,22 @@ func (q *Queue) Admit(ctx context.Context, req core.PermitRequest, place Place, 
 		return core.Grant{}, nil, fmt.Errorf("polygateway: redisstore: queue admit: %w", err)
 	}
 	return q.admitted(res, &req, place, lease, w, k, dl, hasDL)
+}
+
+// queueDeadlineGrace is what a waiter's lease runs past its deadline: a
+// live waiter leaves at its deadline itself; the lease only clears the
+// entries of processes that died.
+const queueDeadlineGrace = 5 * time.Second
+
+// leaseEnd is when the lease of a waiter's entry made or renewed at now
+// ends: Lease later, or at its deadline dl plus queueDeadlineGrace when
+// that comes first.
+func (q *Queue) leaseEnd(now, dl time.Time, hasDL bool) time.Time {
+	end := now.Add(q.cfg.Lease)
+	if hasDL && dl.Add(queueDeadlineGrace).Before(end) {
+		end = dl.Add(queueDeadlineGrace)
+	}
+	return end
 }
 
 // leftMicros is the time left to deadline dl, in µs for a script: its
@@ -329,16 +347,22 @@ func (q *Queue) admitted(res []int64, req *core.PermitRequest, place Place, leas
 // hands a slot that frees while waiters are in line to the next of them,
 // in one script. An error means Redis failed.
 func (q *Queue) Release(ctx context.Context, p core.Permit, s core.Settlement) error {
+	_, err := q.release(ctx, p, s)
+	return err
+}
+
+// release is Release; it returns the entry the slot went to (0: none).
+func (q *Queue) release(ctx context.Context, p core.Permit, s core.Settlement) (uint64, error) {
 	if p.Lease&leaseLevels == 0 && len(p.Budgets) == 0 {
-		return nil
+		return 0, nil
 	}
 	pool, ok := q.l.permitPool(p)
 	if !ok {
-		return nil
+		return 0, nil
 	}
 	k := q.queueKeysOf(p.Scope, pool)
 	if err := q.wake.listen(ctx, k); err != nil {
-		return err
+		return 0, err
 	}
 	sk := q.l.scriptKeys(p.Scope, p.Source, pool)
 	keys := append(append(make([]string, 0, 3*numLevels+4+len(p.Budgets)), sk.keys[:3*numLevels]...), k.keys[:]...)
@@ -357,15 +381,15 @@ func (q *Queue) Release(ctx context.Context, p core.Permit, s core.Settlement) e
 	w.close()
 	res, err := queueFinishScript.Run(ctx, q.l.c, keys, w.String()).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("polygateway: redisstore: queue release: %w", err)
+		return 0, fmt.Errorf("polygateway: redisstore: queue release: %w", err)
 	}
 	if len(res) != 2 {
-		return fmt.Errorf("polygateway: redisstore: queue release: unexpected reply %v", res)
+		return 0, fmt.Errorf("polygateway: redisstore: queue release: unexpected reply %v", res)
 	}
 	if res[0] > 0 {
 		q.wake.granted(k, uint64(res[0]), p.Source)
 	}
-	return nil
+	return uint64(res[0]), nil
 }
 
 // labelKeys returns the keys of a script on k's queue that may move the
@@ -402,17 +426,40 @@ func (q *Queue) runQueue(ctx context.Context, s *redis.Script, k *queueKeys, lab
 }
 
 // leave takes the waiter id out of k's queue (label: the unit of the
-// claim it may hold, "" = none); a claim it held goes on.
-func (q *Queue) leave(ctx context.Context, k *queueKeys, id uint64, label string) error {
+// claim it may hold, "" = none); a claim it held goes on, to the entry it
+// returns (0: none).
+func (q *Queue) leave(ctx context.Context, k *queueKeys, id uint64, label string) (uint64, error) {
 	res, err := q.runQueue(ctx, queueLeaveScript, k, label, func(w *request) { w.uint("id", id) }).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("polygateway: redisstore: queue leave: %w", err)
+		return 0, fmt.Errorf("polygateway: redisstore: queue leave: %w", err)
 	}
-	if len(res) == 2 && res[0] > 0 {
+	if len(res) != 2 {
+		return 0, fmt.Errorf("polygateway: redisstore: queue leave: unexpected reply %v", res)
+	}
+	if res[0] > 0 {
 		q.wake.granted(k, uint64(res[0]), label)
 	}
-	return nil
+	return uint64(res[0]), nil
 }
 
 // writeNow writes the "now" of a test clock (see request.now).
 func (l *Limiter) writeNow(w *request) { w.now(&l.opt) }
+
+// Depth returns the number of waiters in line in scope's queue (of pool),
+// per class; holders of claims and waiters returned to the front are not
+// counted. An error means Redis failed.
+func (q *Queue) Depth(ctx context.Context, scope, pool string) ([fairqueue.NumClasses]int, error) {
+	var d [fairqueue.NumClasses]int
+	k := q.queueKeysOf(scope, pool)
+	v, err := q.l.c.HMGet(ctx, k.keys[0], "w0", "w1", "w2").Result()
+	if err != nil {
+		return d, fmt.Errorf("polygateway: redisstore: queue depth: %w", err)
+	}
+	for i, x := range v {
+		if s, ok := x.(string); ok {
+			n, _ := strconv.Atoi(s)
+			d[i] = n
+		}
+	}
+	return d, nil
+}

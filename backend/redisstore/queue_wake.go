@@ -305,7 +305,7 @@ func (wk *waker) dispatch(ch, payload string) {
 func (wk *waker) leaveUnknown(k *queueKeys, m wakeMsg) {
 	ctx, cancel := context.WithTimeout(context.Background(), queueOpTimeout)
 	defer cancel()
-	if err := wk.q.leave(ctx, k, m.ID, m.Lb); err != nil {
+	if _, err := wk.q.leave(ctx, k, m.ID, m.Lb); err != nil {
 		wk.log.warn(time.Now(), "polygateway: redisstore: cannot take a stray entry out of a queue; it lapses with its lease",
 			"scope", k.scope, "err", err)
 	}
@@ -315,10 +315,7 @@ func (wk *waker) leaveUnknown(k *queueKeys, m wakeMsg) {
 func (wk *waker) add(k *queueKeys, id uint64, place Place, source string, dl time.Time, hasDL bool) *QueueWaiter {
 	now := wk.q.l.opt.clockOrSystem().Now()
 	w := &QueueWaiter{q: wk.q, k: k, id: id, place: place, source: source, dl: dl, hasDL: hasDL, wake: make(chan struct{}, 1)}
-	w.lease = now.Add(wk.q.cfg.Lease)
-	if hasDL && dl.Before(w.lease) {
-		w.lease = dl
-	}
+	w.lease = wk.q.leaseEnd(now, dl, hasDL)
 	wk.mu.Lock()
 	wk.waiters[waitKey{k.prefix, id}] = w
 	wk.mu.Unlock()
@@ -448,13 +445,9 @@ func (q *Queue) states(ctx context.Context, k *queueKeys, ws, renew []*QueueWait
 			w.elem(int64(x.id))
 		}
 		w.end()
-		w.array("left")
+		w.array("lease")
 		for _, x := range renew {
-			left := int64(-1)
-			if x.hasDL {
-				left = max(int64(x.dl.Sub(now)/time.Microsecond), 0)
-			}
-			w.elem(left)
+			w.elem(micros(q.leaseEnd(now, x.dl, x.hasDL).Sub(now)))
 		}
 		w.end()
 	}).Slice()
@@ -579,7 +572,7 @@ func (w *QueueWaiter) Wait(ctx context.Context) (fairqueue.Event, error) {
 		}
 		wk.mu.Unlock()
 		renewAt := w.lease.Add(-w.q.cfg.Lease / 5)
-		renew := !w.hasDL || w.dl.After(w.lease)
+		renew := !w.hasDL || w.dl.Add(queueDeadlineGrace).After(w.lease)
 		if renew && (d < 0 || renewAt.Sub(now) < d) {
 			d = max(renewAt.Sub(now), 0)
 		}
@@ -625,10 +618,7 @@ func (w *QueueWaiter) renew(ctx context.Context) {
 		w.lease = now.Add(w.q.cfg.Lease / 5)
 		return
 	}
-	w.lease = now.Add(w.q.cfg.Lease)
-	if w.hasDL && w.dl.Before(w.lease) {
-		w.lease = w.dl
-	}
+	w.lease = w.q.leaseEnd(now, w.dl, w.hasDL)
 	wk.apply([]*QueueWaiter{w}, states)
 }
 
@@ -636,7 +626,10 @@ func (w *QueueWaiter) renew(ctx context.Context) {
 // waiter), bounded by queueOpTimeout. Wait does it when its context
 // ends; a caller that stops waiting otherwise calls it. A failure leaves
 // the entry to lapse with its lease.
-func (w *QueueWaiter) Leave(ctx context.Context) {
+func (w *QueueWaiter) Leave(ctx context.Context) { w.leave(ctx) }
+
+// leave is Leave; it returns the entry a claim went to (0: none).
+func (w *QueueWaiter) leave(ctx context.Context) uint64 {
 	wk := w.q.wake
 	wk.mu.Lock()
 	label := ""
@@ -652,8 +645,10 @@ func (w *QueueWaiter) Leave(ctx context.Context) {
 		// the likeliest.
 		label = w.source
 	}
-	if err := w.q.leave(lctx, w.k, w.id, label); err != nil {
+	to, err := w.q.leave(lctx, w.k, w.id, label)
+	if err != nil {
 		wk.log.warn(time.Now(), "polygateway: redisstore: cannot take a waiter out of a queue; it lapses with its lease",
 			"scope", w.k.scope, "err", err)
 	}
+	return to
 }

@@ -13,7 +13,8 @@
 -- KEYS: the levels' keys, the queue's (lib/queue.lua), then the budgets'.
 -- ARGV[1]: { limiter = the acquire request (lib/acquire.lua), queue = the
 --   queue request (lib/queue.lua) with id = the caller's entry (0: none),
---   class, tenant (hex), left = µs to its deadline (absent: none),
+--   class, tenant (hex), left = µs to its deadline (absent: none), lease
+--   = µs its entry lasts unless renewed,
 --   conc = array of the concurrency gates' numbers, bgate = the budget
 --   gate's }. The labels name the unit of the request's own source.
 -- Returns the acquire reply (5 values), then: status (0 granted, 1
@@ -83,7 +84,7 @@ else
     end
   end
   if status == 1 then
-    local nid, n, t = qpush(q, { class = a.class, tenant = a.tenant, left = a.left, retry = retry })
+    local nid, n, t = qpush(q, { class = a.class, tenant = a.tenant, left = a.left, lease = a.lease, retry = retry })
     if nid then
       id = nid
     else

@@ -5,9 +5,8 @@
 -- subscriber has reconnected (it may have missed its messages).
 -- KEYS: the queue's, then the slots of the labels.
 -- ARGV[1]: { queue = the queue request with ids = array of entries to
---   report on, renew = array of entries whose lease to renew, each for
---   min(keep, left) with left = array of µs to their deadlines (-1: none)
---   in the same order }.
+--   report on, renew = array of entries whose lease to renew, lease =
+--   array of the µs each lasts from now (at most keep), in the same order }.
 -- Returns, per id in ids, { state (0 gone, 1 waiting, 2 holding a claim),
 -- the µs until the head's room is due (-1: not the head or none), the
 -- claim's label ('' when none) }, flattened.
@@ -15,12 +14,7 @@ local a = cjson.decode(ARGV[1]).queue
 local q = qopen(a, now_us(a.now))
 qlapse(q)
 for i, id in ipairs(a.renew or {}) do
-  local left = a.left[i]
-  local lease = q.keep
-  if left >= 0 then
-    lease = math.min(lease, left)
-  end
-  redis.call('ZADD', q.x, 'XX', int(q.now + lease), 'l' .. int(id))
+  redis.call('ZADD', q.x, 'XX', int(q.now + math.min(a.lease[i], q.keep)), 'l' .. int(id))
 end
 qchanged(q)
 q.dirty = q.dirty or #(a.renew or {}) > 0

@@ -422,7 +422,8 @@ local function qahead(q, c, t)
 end
 
 -- qpush adds a waiter: a = { class, tenant, left = µs to its deadline
--- (absent: none), retry = µs (-1: it did not try the gates) }. It returns
+-- (absent: none), lease = µs its entry lasts unless renewed, retry = µs
+-- (-1: it did not try the gates) }. It returns
 -- the entry's id, or nil and the position and estimate when its deadline
 -- cannot be met.
 local function qpush(q, a)
@@ -459,11 +460,7 @@ local function qpush(q, a)
     redis.call('ZADD', q.r, int(c * QB + q.turn), c .. ':' .. a.tenant)
   end
   q.w[c + 1] = q.w[c + 1] + 1
-  local lease = q.keep
-  if a.left then
-    lease = math.min(a.left, lease)
-  end
-  redis.call('ZADD', q.x, int(q.now + lease), 'l' .. int(id))
+  redis.call('ZADD', q.x, int(q.now + math.min(a.lease, q.keep)), 'l' .. int(id))
   q.ne = q.ne + 1
   q.dirty = true
   if a.retry >= 0 and qhead(q) == id then
