@@ -102,12 +102,28 @@ type Queue struct {
 
 	keysMu sync.RWMutex
 	keys   map[[2]string]*queueKeys
+
+	// until returns the time left before ctx's deadline (untilDeadline).
+	until func(ctx context.Context) (time.Duration, bool)
+}
+
+// untilDeadline is the time left before ctx's deadline. A deadline belongs
+// to its context, whose timer runs on the time package's clock, so it is
+// measured with that clock; the queue then keeps it as a length on its own
+// clock (the server's time in the scripts).
+func untilDeadline(ctx context.Context) (time.Duration, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return time.Until(dl), true
 }
 
 // NewQueue returns the Queue of l's gates. Scopes whose limiter level is
 // a pool keep their queue in the pool's slot; each scope has its own.
 func NewQueue(l *Limiter, cfg QueueConfig) *Queue {
-	q := &Queue{l: l, cfg: cfg.withDefaults(), proc: fmt.Sprintf("%016x", rand.Uint64()), keys: map[[2]string]*queueKeys{}}
+	q := &Queue{l: l, cfg: cfg.withDefaults(), proc: fmt.Sprintf("%016x", rand.Uint64()), keys: map[[2]string]*queueKeys{},
+		until: untilDeadline}
 	q.wake = newWaker(q)
 	return q
 }
@@ -256,7 +272,9 @@ func (q *Queue) Admit(ctx context.Context, req core.PermitRequest, place Place, 
 	if w != nil {
 		id = w.id
 	}
-	dl, hasDL := ctx.Deadline()
+	left, hasDL := q.until(ctx)
+	now := q.l.opt.clockOrSystem().Now()
+	dl := now.Add(left) // the deadline on the queue's clock
 	wr := newRequest()
 	wr.open()
 	wr.object("limiter")
@@ -268,9 +286,8 @@ func (q *Queue) Admit(ctx context.Context, req core.PermitRequest, place Place, 
 	wr.uint("id", id)
 	wr.int("class", int64(place.Class))
 	wr.str("tenant", tenantHex(place.Tenant))
-	now := q.l.opt.clockOrSystem().Now()
 	if hasDL {
-		wr.int("left", leftMicros(dl, q.l.opt.clockOrSystem()))
+		wr.int("left", max(int64(left/time.Microsecond), 0))
 	}
 	wr.int("lease", micros(q.leaseEnd(now, dl, hasDL).Sub(now)))
 	wr.array("conc")
@@ -287,7 +304,7 @@ func (q *Queue) Admit(ctx context.Context, req core.PermitRequest, place Place, 
 		}
 		return core.Grant{}, nil, fmt.Errorf("polygateway: redisstore: queue admit: %w", err)
 	}
-	return q.admitted(res, &req, place, lease, w, k, dl, hasDL)
+	return q.admitted(res, &req, place, lease, w, k, dl, hasDL, left)
 }
 
 // queueDeadlineGrace is what a waiter's lease runs past its deadline: a
@@ -306,15 +323,10 @@ func (q *Queue) leaseEnd(now, dl time.Time, hasDL bool) time.Time {
 	return end
 }
 
-// leftMicros is the time left to deadline dl, in µs for a script: its
-// clock runs on Redis's time, so only the length travels.
-func leftMicros(dl time.Time, c core.Clock) int64 {
-	return max(int64(dl.Sub(c.Now())/time.Microsecond), 0)
-}
-
-// admitted reads the reply of the admit script.
+// admitted reads the reply of the admit script; dl is the call's deadline
+// on the queue's clock, left the time that was left to it.
 func (q *Queue) admitted(res []int64, req *core.PermitRequest, place Place, lease uint64, w *QueueWaiter,
-	k *queueKeys, dl time.Time, hasDL bool) (core.Grant, *QueueWaiter, error) {
+	k *queueKeys, dl time.Time, hasDL bool, left time.Duration) (core.Grant, *QueueWaiter, error) {
 	if len(res) != 10 {
 		return core.Grant{}, nil, fmt.Errorf("polygateway: redisstore: queue admit: unexpected reply %v", res)
 	}
@@ -330,8 +342,7 @@ func (q *Queue) admitted(res []int64, req *core.PermitRequest, place Place, leas
 	case statusGranted:
 		return g, nil, nil
 	case statusLate:
-		return core.Grant{}, nil, &fairqueue.DeadlineError{Ahead: int(res[7]), Estimate: fromMicros(res[8]),
-			Left: fromMicros(leftMicros(dl, q.l.opt.clockOrSystem()))}
+		return core.Grant{}, nil, &fairqueue.DeadlineError{Ahead: int(res[7]), Estimate: fromMicros(res[8]), Left: max(left, 0)}
 	case statusRefused:
 		return g, nil, nil
 	}

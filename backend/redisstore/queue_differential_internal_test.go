@@ -76,6 +76,11 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 	// few seconds, and lapses are the other tests' subject.
 	q := NewQueue(l, QueueConfig{Share: share, ClaimTTL: time.Hour, Lease: time.Hour})
 	defer q.Close()
+	// Deadlines here are on the fake clock, as the in-process side has them.
+	q.until = func(ctx context.Context) (time.Duration, bool) {
+		dl, ok := ctx.Deadline()
+		return dl.Sub(clk.Now()), ok
+	}
 	mg := newMemGate(clk, fairqueue.Config{Share: share, ClaimTTL: time.Hour})
 	scope := fmt.Sprintf("DIFFQ%d", seed)
 	limits := core.Limits{MaxConcurrency: 2}

@@ -26,6 +26,10 @@ const (
 	checkGrace = 100 * time.Millisecond
 	// resyncBatch is how many waiters one resync script reports on.
 	resyncBatch = 1000
+	// maxEarly bounds the messages kept for entries not known yet, and
+	// earlyFor how long one is kept.
+	maxEarly = 4096
+	earlyFor = 10 * time.Second
 )
 
 // wakeMsg is a message of a queue's script to a process
@@ -78,13 +82,13 @@ type QueueWaiter struct {
 	id     uint64
 	place  Place
 	source string // the source of its last Admit
-	// lease is when the entry's lease ends; dl the call's deadline.
-	lease time.Time
+	// dl is the call's deadline, on the queue's clock.
 	dl    time.Time
 	hasDL bool
 	wake  chan struct{}
 
 	// guarded by the waker's mu
+	lease  time.Time // when the entry's lease ends, on the queue's clock
 	ev     uint8
 	label  string
 	turn   bool
@@ -122,18 +126,33 @@ type waker struct {
 	chanKeys  map[string]*queueKeys  // every channel asked for
 	waiters   map[waitKey]*QueueWaiter
 	grants    map[waitKey]grant
-	kick      chan struct{}
-	checking  bool
-	wg        sync.WaitGroup
-	stop      chan struct{}
-	log       rateLog
+	// early holds messages for entries this process has not registered
+	// yet: the script that made an entry may tell it something before its
+	// reply reaches the caller.
+	early  map[waitKey]earlyMsg
+	pruned time.Time
+	// renewals holds, per queue with waiters of this process, when their
+	// leases are next renewed.
+	renewals map[*queueKeys]time.Time
+	kick     chan struct{}
+	checking bool
+	wg       sync.WaitGroup
+	stop     chan struct{}
+	log      rateLog
 }
 
 func newWaker(q *Queue) *waker {
 	_, cluster := q.l.c.(*redis.ClusterClient)
 	return &waker{q: q, cluster: cluster, subs: map[string]*subscriber{}, listening: map[string]*queueKeys{}, chanKeys: map[string]*queueKeys{},
-		waiters: map[waitKey]*QueueWaiter{}, grants: map[waitKey]grant{}, kick: make(chan struct{}, 1),
+		waiters: map[waitKey]*QueueWaiter{}, grants: map[waitKey]grant{}, early: map[waitKey]earlyMsg{},
+		renewals: map[*queueKeys]time.Time{}, kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), log: rateLog{log: q.cfg.Logger, every: healLogEvery}}
+}
+
+// earlyMsg is a message kept for an entry not known yet.
+type earlyMsg struct {
+	m  wakeMsg
+	at time.Time
 }
 
 // subscriber is one PubSub and its channels waiting for confirmation.
@@ -280,14 +299,21 @@ func (wk *waker) dispatch(ch, payload string) {
 	}
 	w := wk.waiters[key]
 	if w == nil {
-		wk.mu.Unlock()
-		if m.K != "gone" {
-			// An entry no waiter of this process knows (its Admit's reply
-			// was lost): it leaves, so that what it was handed goes on.
-			wk.leaveUnknown(k, m)
+		// Its Admit's reply has not been read yet (or was lost: then the
+		// entry lapses with its claim and its lease).
+		if len(wk.early) < maxEarly {
+			wk.early[key] = earlyMsg{m: m, at: time.Now()}
 		}
+		wk.mu.Unlock()
 		return
 	}
+	wk.apply1(w, key, m)
+	wk.mu.Unlock()
+	w.signal()
+}
+
+// apply1 applies message m to w (mu held).
+func (wk *waker) apply1(w *QueueWaiter, key waitKey, m wakeMsg) {
 	switch m.K {
 	case "claim":
 		w.ev, w.label, w.turn = evClaim, m.Lb, false
@@ -297,18 +323,6 @@ func (wk *waker) dispatch(ch, payload string) {
 	case "turn":
 		w.turn, w.turnAt = true, wk.q.l.opt.clockOrSystem().Now().Add(fromMicros(m.At))
 	}
-	wk.mu.Unlock()
-	w.signal()
-}
-
-// leaveUnknown takes out an entry of this process no waiter knows.
-func (wk *waker) leaveUnknown(k *queueKeys, m wakeMsg) {
-	ctx, cancel := context.WithTimeout(context.Background(), queueOpTimeout)
-	defer cancel()
-	if _, err := wk.q.leave(ctx, k, m.ID, m.Lb); err != nil {
-		wk.log.warn(time.Now(), "polygateway: redisstore: cannot take a stray entry out of a queue; it lapses with its lease",
-			"scope", k.scope, "err", err)
-	}
 }
 
 // add registers the waiter of entry id.
@@ -316,9 +330,27 @@ func (wk *waker) add(k *queueKeys, id uint64, place Place, source string, dl tim
 	now := wk.q.l.opt.clockOrSystem().Now()
 	w := &QueueWaiter{q: wk.q, k: k, id: id, place: place, source: source, dl: dl, hasDL: hasDL, wake: make(chan struct{}, 1)}
 	w.lease = wk.q.leaseEnd(now, dl, hasDL)
+	key := waitKey{k.prefix, id}
 	wk.mu.Lock()
-	wk.waiters[waitKey{k.prefix, id}] = w
-	wk.mu.Unlock()
+	defer wk.mu.Unlock()
+	wk.waiters[key] = w
+	if _, ok := wk.renewals[k]; !ok && !wk.closed {
+		wk.renewals[k] = now.Add(wk.q.cfg.Lease * 4 / 5)
+		wk.startChecks()
+	}
+	if e, ok := wk.early[key]; ok {
+		delete(wk.early, key)
+		wk.apply1(w, key, e.m)
+		w.signal()
+	}
+	if t := time.Now(); len(wk.early) > 0 && t.Sub(wk.pruned) > time.Second {
+		wk.pruned = t
+		for k, e := range wk.early {
+			if t.Sub(e.at) > earlyFor {
+				delete(wk.early, k)
+			}
+		}
+	}
 	return w
 }
 
@@ -339,6 +371,12 @@ func (wk *waker) granted(k *queueKeys, id uint64, label string) {
 		return
 	}
 	wk.grants[waitKey{k.prefix, id}] = grant{k: k, label: label, check: at}
+	wk.startChecks()
+}
+
+// startChecks starts the checks goroutine, or wakes it to look at what
+// was added (mu held).
+func (wk *waker) startChecks() {
 	if !wk.checking {
 		wk.checking = true
 		wk.wg.Add(1)
@@ -350,9 +388,11 @@ func (wk *waker) granted(k *queueKeys, id uint64, label string) {
 	}
 }
 
-// checks is the goroutine of the grant checks: it sleeps until the
-// earliest is due, and runs the check script for the claims not heard
-// of by then, which lets them lapse to the next waiters.
+// checks is the goroutine of the process's own work on its queues: the
+// checks of the claims it granted and has not heard the end of, due a
+// little after their end (they let the claims lapse to the next waiters),
+// and the renewals of its waiters' leases, one script per queue every
+// four fifths of QueueConfig.Lease. It sleeps until the earliest is due.
 func (wk *waker) checks() {
 	defer wk.wg.Done()
 	clk := wk.q.l.opt.clockOrSystem()
@@ -360,37 +400,108 @@ func (wk *waker) checks() {
 		wk.mu.Lock()
 		now := clk.Now()
 		var due []grant
+		var renew []*queueKeys
 		next := time.Time{}
+		soonest := func(t time.Time) {
+			if next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
 		for key, g := range wk.grants {
 			if !now.Before(g.check) {
 				due = append(due, g)
 				delete(wk.grants, key)
-			} else if next.IsZero() || g.check.Before(next) {
-				next = g.check
+			} else {
+				soonest(g.check)
+			}
+		}
+		for k, at := range wk.renewals {
+			if !now.Before(at) {
+				renew = append(renew, k)
+			} else {
+				soonest(at)
 			}
 		}
 		wk.mu.Unlock()
 		for _, g := range due {
 			wk.check(g.k, g.label)
 		}
-		var tc <-chan time.Time
-		var t core.Timer
-		if !next.IsZero() {
-			t = clk.NewTimer(next.Sub(now))
-			tc = t.C()
+		for _, k := range renew {
+			wk.renew(k, now)
 		}
-		select {
-		case <-wk.stop:
-			if t != nil {
-				t.Stop()
-			}
+		if len(due)+len(renew) > 0 {
+			continue // look again: the work took time
+		}
+		if !wk.sleep(clk, now, next) {
 			return
-		case <-wk.kick:
-		case <-tc:
 		}
-		if t != nil {
-			t.Stop()
+	}
+}
+
+// sleep waits until next (zero: until kicked) or a kick; it reports
+// false when the waker closes.
+func (wk *waker) sleep(clk core.Clock, now, next time.Time) bool {
+	var tc <-chan time.Time
+	if !next.IsZero() {
+		t := clk.NewTimer(next.Sub(now))
+		defer t.Stop()
+		tc = t.C()
+	}
+	select {
+	case <-wk.stop:
+		return false
+	case <-wk.kick:
+	case <-tc:
+	}
+	return true
+}
+
+// renew renews, in one script, the leases of this process's waiters of
+// k that would end before the next renewal, and schedules that one (none
+// when k has no waiter of this process left).
+func (wk *waker) renew(k *queueKeys, now time.Time) {
+	lease := wk.q.cfg.Lease
+	wk.mu.Lock()
+	var ws []*QueueWaiter
+	for key, w := range wk.waiters {
+		if key.queue == k.prefix && w.lease.Before(now.Add(lease)) && w.lease.Before(wk.q.leaseEnd(now, w.dl, w.hasDL)) {
+			ws = append(ws, w)
 		}
+	}
+	left := false
+	for key := range wk.waiters {
+		if key.queue == k.prefix {
+			left = true
+			break
+		}
+	}
+	if left {
+		wk.renewals[k] = now.Add(lease * 4 / 5)
+	} else {
+		delete(wk.renewals, k)
+	}
+	wk.mu.Unlock()
+	for len(ws) > 0 {
+		n := min(len(ws), resyncBatch)
+		batch := ws[:n]
+		ws = ws[n:]
+		ctx, cancel := context.WithTimeout(context.Background(), queueOpTimeout)
+		states, err := wk.q.states(ctx, k, batch, batch)
+		cancel()
+		if err != nil {
+			wk.log.warn(time.Now(), "polygateway: redisstore: cannot renew the leases of waiters; they lapse unless renewed",
+				"scope", k.scope, "err", err)
+			wk.mu.Lock()
+			wk.renewals[k] = now.Add(lease / 10) // try again sooner
+			wk.mu.Unlock()
+			return
+		}
+		wk.mu.Lock()
+		for _, w := range batch {
+			w.lease = wk.q.leaseEnd(now, w.dl, w.hasDL)
+		}
+		wk.mu.Unlock()
+		wk.apply(batch, states)
 	}
 }
 
@@ -542,9 +653,9 @@ func (w *QueueWaiter) setTurn(us int64) {
 // fairqueue.Claimed with the source whose slot is reserved for it,
 // fairqueue.Turn when it is the head and room is due, or fairqueue.Lapsed
 // when its place is gone (it asks again as a new call). It runs no command
-// while it waits, but to renew its place's lease once per QueueConfig.Lease.
-// When ctx ends, w leaves the queue (a claim it held goes on) and Wait
-// returns a *core.CanceledError.
+// while it waits (its process renews the leases of all its waiters of a
+// queue together, see Queue). When ctx ends, w leaves the queue (a claim it
+// held goes on) and Wait returns a *core.CanceledError.
 func (w *QueueWaiter) Wait(ctx context.Context) (fairqueue.Event, error) {
 	wk := w.q.wake
 	clk := w.q.l.opt.clockOrSystem()
@@ -571,24 +682,15 @@ func (w *QueueWaiter) Wait(ctx context.Context) (fairqueue.Event, error) {
 			d = w.turnAt.Sub(now)
 		}
 		wk.mu.Unlock()
-		renewAt := w.lease.Add(-w.q.cfg.Lease / 5)
-		renew := !w.hasDL || w.dl.Add(queueDeadlineGrace).After(w.lease)
-		if renew && (d < 0 || renewAt.Sub(now) < d) {
-			d = max(renewAt.Sub(now), 0)
-		}
-		fired, err := w.block(ctx, clk, d)
-		if err != nil {
+		if err := w.block(ctx, clk, d); err != nil {
 			return fairqueue.Event{}, err
-		}
-		if fired && renew && !clk.Now().Before(renewAt) {
-			w.renew(ctx)
 		}
 	}
 }
 
 // block waits for w's wake, d on clk (d < 0: no timer), or ctx; when ctx
-// ends, w leaves the queue. fired reports that the timer fired.
-func (w *QueueWaiter) block(ctx context.Context, clk core.Clock, d time.Duration) (fired bool, err error) {
+// ends, w leaves the queue.
+func (w *QueueWaiter) block(ctx context.Context, clk core.Clock, d time.Duration) error {
 	var tc <-chan time.Time
 	if d >= 0 {
 		t := clk.NewTimer(d)
@@ -598,28 +700,11 @@ func (w *QueueWaiter) block(ctx context.Context, clk core.Clock, d time.Duration
 	select {
 	case <-ctx.Done():
 		w.Leave(context.WithoutCancel(ctx))
-		return false, &core.CanceledError{Err: ctx.Err()}
+		return &core.CanceledError{Err: ctx.Err()}
 	case <-w.wake:
-		return false, nil
 	case <-tc:
-		return true, nil
 	}
-}
-
-// renew extends w's lease (one script) and reads its state.
-func (w *QueueWaiter) renew(ctx context.Context) {
-	wk := w.q.wake
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueOpTimeout)
-	defer cancel()
-	now := w.q.l.opt.clockOrSystem().Now()
-	states, err := w.q.states(rctx, w.k, []*QueueWaiter{w}, []*QueueWaiter{w})
-	if err != nil {
-		wk.log.warn(now, "polygateway: redisstore: cannot renew a waiter's place; retrying", "scope", w.k.scope, "err", err)
-		w.lease = now.Add(w.q.cfg.Lease / 5)
-		return
-	}
-	w.lease = w.q.leaseEnd(now, w.dl, w.hasDL)
-	wk.apply([]*QueueWaiter{w}, states)
+	return nil
 }
 
 // Leave takes w out of the queue (a claim it held goes on to the next

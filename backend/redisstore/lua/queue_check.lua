@@ -13,11 +13,17 @@
 local a = cjson.decode(ARGV[1]).queue
 local q = qopen(a, now_us(a.now))
 qlapse(q)
-for i, id in ipairs(a.renew or {}) do
-  redis.call('ZADD', q.x, 'XX', int(q.now + math.min(a.lease[i], q.keep)), 'l' .. int(id))
+local renew = a.renew or {}
+for i = 1, #renew, BATCH do
+  local args = {}
+  for j = i, math.min(i + BATCH - 1, #renew) do
+    args[#args + 1] = int(q.now + math.min(a.lease[j], q.keep))
+    args[#args + 1] = 'l' .. int(renew[j])
+  end
+  redis.call('ZADD', q.x, 'XX', unpack(args))
 end
 qchanged(q)
-q.dirty = q.dirty or #(a.renew or {}) > 0
+q.dirty = q.dirty or #renew > 0
 qsave(q)
 local out = {}
 for _, id in ipairs(a.ids or {}) do

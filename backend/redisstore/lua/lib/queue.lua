@@ -14,6 +14,12 @@
 --      is next
 --   x  ZSET: what lapses, 'l<id>' at its entry's lease end, 'c<id>' at its
 --      claim's end
+-- The scalars: seq (the last id), w0..w2 (waiters in line per class),
+-- k0..k2 (passes per class), nf (in front), fo (the front's last order),
+-- nc (claims), ne (entries), turn (the rings' last turn), iv, last and
+-- seen (the interval, as internal/fairqueue keeps it), due (when the
+-- head's room is due, µs; 0 none), hd (the head last told), ttl (until
+-- when the keys' TTLs run).
 -- A queue request names them and says how it runs:
 --   { qs = the index of s in KEYS, share, claim = the claim's length µs,
 --     keep = the longest lease µs, chan = the start of every process's
@@ -33,7 +39,7 @@
 -- does not is dropped when it would be woken.
 
 local QB = 17592186044416 -- 2^44
-local QF = { 'seq', 'w0', 'w1', 'w2', 'k0', 'k1', 'k2', 'nf', 'fo', 'nc', 'ne', 'turn', 'iv', 'last', 'seen', 'due', 'hd', 'x' }
+local QF = { 'seq', 'w0', 'w1', 'w2', 'k0', 'k1', 'k2', 'nf', 'fo', 'nc', 'ne', 'turn', 'iv', 'last', 'seen', 'due', 'hd', 'ttl' }
 local QLAPSE = 100 -- lapses handled by one script at most
 
 -- qopen reads the queue's scalars; only a queue with entries needs more.
@@ -49,11 +55,14 @@ local function qopen(r, now)
     q.labels[l.lb] = lv
   end
   local v = redis.call('HMGET', q.s, unpack(QF))
-  for j, f in ipairs(QF) do
-    q[f] = tonumber(v[j]) or 0
+  local f = {}
+  for j, name in ipairs(QF) do
+    f[name] = tonumber(v[j]) or 0
   end
-  q.w = { q.w0, q.w1, q.w2 }
-  q.k = { q.k0, q.k1, q.k2 }
+  q.seq, q.nf, q.fo, q.nc, q.ne, q.turn = f.seq, f.nf, f.fo, f.nc, f.ne, f.turn
+  q.iv, q.last, q.seen, q.due, q.hd, q.mark = f.iv, f.last, f.seen, f.due, f.hd, f.ttl
+  q.w = { f.w0, f.w1, f.w2 }
+  q.k = { f.k0, f.k1, f.k2 }
   return q
 end
 
@@ -64,15 +73,15 @@ local function qsave(q)
     return
   end
   local need = q.now + q.keep + q.ttl + MARGIN
-  local fresh = q.x < need
+  local fresh = q.mark < need
   if fresh then
-    q.x = need + SLACK
+    q.mark = need + SLACK
   end
   redis.call('HSET', q.s, 'seq', int(q.seq), 'w0', int(q.w[1]), 'w1', int(q.w[2]), 'w2', int(q.w[3]),
     'k0', int(q.k[1]), 'k1', int(q.k[2]), 'k2', int(q.k[3]), 'nf', int(q.nf), 'fo', int(q.fo), 'nc', int(q.nc),
     'ne', int(q.ne), 'turn', int(q.turn), 'iv', int(q.iv), 'last', int(q.last), 'seen', int(q.seen),
-    'due', int(q.due), 'hd', int(q.hd), 'x', int(q.x))
-  local ms = int(math.ceil((q.x - q.now) / 1000))
+    'due', int(q.due), 'hd', int(q.hd), 'ttl', int(q.mark))
+  local ms = int(math.ceil((q.mark - q.now) / 1000))
   if fresh then
     for _, k in ipairs({ q.s, q.o, q.r, q.x }) do
       redis.call('PEXPIRE', k, ms)
