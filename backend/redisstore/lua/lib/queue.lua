@@ -379,8 +379,16 @@ end
 
 -- qchanged tells the head when it is not the one last told and room is
 -- due, so that it holds the timer; a head whose process no longer
--- listens is dropped, and the next one told.
+-- listens is dropped, and the next one told. While no room is due no one
+-- is told, and the head is not looked up.
 local function qchanged(q)
+  if q.due == 0 then
+    -- No room is due: the head waits for a handoff and needs no word.
+    if q.hd ~= 0 then
+      q.hd, q.dirty = 0, true
+    end
+    return
+  end
   while true do
     local h = qhead(q) or 0
     if h == q.hd then
