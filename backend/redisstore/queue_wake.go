@@ -266,6 +266,10 @@ func (wk *waker) confirmed(sub *subscriber, ch string) {
 		wk.mu.Unlock()
 		return
 	}
+	if k == nil {
+		wk.mu.Unlock()
+		return
+	}
 	var ws []*QueueWaiter
 	for key, w := range wk.waiters {
 		if key.queue == k.prefix {
@@ -273,9 +277,7 @@ func (wk *waker) confirmed(sub *subscriber, ch string) {
 		}
 	}
 	wk.mu.Unlock()
-	if k != nil {
-		wk.resync(k, ws)
-	}
+	wk.resync(k, ws)
 }
 
 // dispatch hands a message of channel ch to its waiter.
