@@ -242,8 +242,8 @@ const (
 // no waiter when the call cannot queue (a spend budget, or a request that
 // no window will ever fit: the engine's answers to those stand); or a
 // *fairqueue.DeadlineError when its deadline (ctx's) cannot be met given
-// the line ahead. An error otherwise means Redis failed; w, if any, has
-// left then.
+// the line ahead. An error otherwise means Redis failed; w, if any, is
+// no longer waited on then (its place lapses with its lease).
 func (q *Queue) Admit(ctx context.Context, req core.PermitRequest, place Place, w *QueueWaiter) (core.Grant, *QueueWaiter, error) {
 	if !place.Class.Valid() {
 		return core.Grant{}, nil, &fairqueue.ClassError{Value: strconv.Itoa(int(place.Class))}

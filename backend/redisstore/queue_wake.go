@@ -241,7 +241,9 @@ func (wk *waker) read(sub *subscriber) {
 	}
 }
 
-// pause waits d unless the waker closes; it reports whether to go on.
+// pause waits d unless the waker closes; it reports whether to go on. It
+// paces reconnections on the wall clock, not the Limiter's: a test's fake
+// clock must not hold a subscriber off Redis.
 func (wk *waker) pause(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
