@@ -25,6 +25,7 @@ FUZZTIME ?= 10s
 FUZZMINIMIZETIME ?= 5s
 FUZZ_TARGETS = \
 	.:FuzzStructuredRepair \
+	./backend/redisstore:FuzzWakeMessage \
 	./configfile:FuzzParse \
 	./embed:FuzzDecodeEmbeddings \
 	./embed:FuzzEmbeddingsErrorBody \

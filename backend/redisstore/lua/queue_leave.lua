@@ -1,0 +1,25 @@
+-- Leave the queue: the caller's call ended while it waited (cancelled,
+-- out of time). A claim it held goes to the next waiter with its reserved
+-- slots (their keys are among the labels'), or they free.
+-- KEYS: the queue's, then the slots of the labels.
+-- ARGV[1]: { queue = the queue request with id = the entry }.
+-- Returns { the id its claim went to (0: none), the claim's end µs }.
+local a = cjson.decode(ARGV[1]).queue
+local q = qopen(a, now_us(a.now))
+qlapse(q)
+local e = qget(q, a.id)
+local to, till = 0, 0
+if e then
+  if e.st == 'c' then
+    to = qpass(q, a.id, e) or 0
+    if to > 0 then
+      till = q.now + q.ttl
+    end
+    qforget(q, a.id)
+  else
+    qleave(q, a.id, e)
+  end
+end
+qchanged(q)
+qsave(q)
+return { to, till }

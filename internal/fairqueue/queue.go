@@ -1,0 +1,549 @@
+package fairqueue
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/polygateway/polygateway/internal/core"
+)
+
+// NoRetry is the retry of a call that queued without trying the gates
+// (Enqueue): what the head waits for is left as it was.
+const NoRetry time.Duration = -1
+
+// Defaults of Config.
+const (
+	DefaultShare    = 9
+	DefaultClaimTTL = 2 * time.Second
+)
+
+// Config tunes a Queue. The zero value is valid.
+type Config struct {
+	// Share is how many consecutive choices of a higher class a class with
+	// waiters lets pass before it is due (see the package documentation).
+	// Default (0 or less): DefaultShare, so that a waiting class gets at
+	// least one admission in every Share + NumClasses - 1 = 11.
+	Share int
+	// ClaimTTL is how long a handed-on unit stays reserved for the waiter
+	// it was handed to. Default (0 or less): DefaultClaimTTL.
+	ClaimTTL time.Duration
+	// Chosen, when set, is called (with the queue's lock held) each time
+	// a waiter is chosen from the line: handed a unit, or admitted as the
+	// head. Waiters returned to the front are not chosen again. It counts
+	// admissions per class and tenant; it must not call the Queue.
+	Chosen func(w *Waiter)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Share <= 0 {
+		c.Share = DefaultShare
+	}
+	if c.ClaimTTL <= 0 {
+		c.ClaimTTL = DefaultClaimTTL
+	}
+	return c
+}
+
+// Queue is the queue of one scope's waiting calls.
+//
+// Concurrency: a Queue is guarded by the lock given to New, which its
+// owner also holds while it counts capacity, so that a release and its
+// handoff are one step. Every method but Waiter.Wait must be called with
+// that lock held; Wait takes it itself.
+//
+// The owner's protocol (what the memory limiter does):
+//
+//   - A new call (no Waiter) tries the gates only when Busy is false;
+//     otherwise, or when a gate refuses, it calls Enqueue (with the
+//     refusal's retry time) and waits.
+//   - A unit that frees while Busy is handed on with Hand: when it
+//     returns a waiter, the owner keeps the unit reserved for it under
+//     the label (a count per label: the queue moves claims from waiter
+//     to waiter and calls the unclaimed callback when a claim comes back
+//     to no one).
+//   - A waiter that Wait woke tries again: with its claim (Claim) when it
+//     holds one — the reservation becomes its permit —, as the head
+//     (Head) otherwise. It reports the answer: Admitted, or Requeue with
+//     the refusal's retry time.
+type Queue struct {
+	mu        sync.Locker
+	clock     core.Clock
+	cfg       Config
+	unclaimed func(label string)
+
+	ord    order
+	front  list // chosen once, refused again: first in line
+	claims list // holding a claim, in the order the claims lapse
+	seq    uint64
+	// due is when the room the head waits for is expected (zero: the head
+	// waits for a handoff); head is the head last told about it.
+	due  time.Time
+	head *Waiter
+	est  interval
+}
+
+// New returns an empty queue guarded by mu, on clock. unclaimed is called
+// (with mu held) when a claim on a unit of label comes back and no waiter
+// is left to take it: the owner frees the unit then. It may be nil.
+func New(cfg Config, clock core.Clock, mu sync.Locker, unclaimed func(label string)) *Queue {
+	if unclaimed == nil {
+		unclaimed = func(string) {}
+	}
+	cfg = cfg.withDefaults()
+	return &Queue{mu: mu, clock: clock, cfg: cfg, unclaimed: unclaimed, ord: order{share: cfg.Share}}
+}
+
+// Waiter is one call waiting in a Queue. Its fields are guarded by the
+// queue's lock.
+type Waiter struct {
+	q          *Queue
+	prev, next *Waiter
+	tenant     *tenant
+	id         uint64
+	claimEnd   time.Time
+	label      string
+	name       string // the tenant's name while Chosen runs
+	class      Class
+	state      state
+	wake       chan struct{}
+}
+
+type state uint8
+
+const (
+	stateWaiting state = iota // in the order
+	stateFront                // in front
+	stateClaimed              // in claims
+	stateLapsed               // its claim lapsed: it lost its place
+	stateDone                 // admitted or left
+)
+
+// ID returns the waiter's number: 1 for the queue's first, and so on.
+func (w *Waiter) ID() uint64 { return w.id }
+
+// Class returns the waiter's class.
+func (w *Waiter) Class() Class { return w.class }
+
+// Tenant returns the waiter's tenant while it is in line or Chosen runs
+// ("" otherwise).
+func (w *Waiter) Tenant() string {
+	if w.tenant != nil {
+		return w.tenant.name
+	}
+	return w.name
+}
+
+// Busy reports whether waiters are in line (holders of claims aside): a
+// new call must queue behind them rather than try the gates.
+func (q *Queue) Busy() bool { return q.ord.len() > 0 || q.front.n > 0 }
+
+// Len returns the number of waiters, holders of claims included.
+func (q *Queue) Len() int { return q.ord.len() + q.front.n + q.claims.n }
+
+// Depth returns the number of waiters in line per class (holders of
+// claims and waiters returned to the front not counted).
+func (q *Queue) Depth() [NumClasses]int {
+	var d [NumClasses]int
+	for c := range d {
+		d[c] = q.ord.classes[c].n
+	}
+	return d
+}
+
+// Front returns the number of waiters returned to the front (chosen once,
+// refused again by a gate).
+func (q *Queue) Front() int { return q.front.n }
+
+// Claims returns the number of units reserved for woken waiters.
+func (q *Queue) Claims() int { return q.claims.n }
+
+// Enqueue adds a waiter of class and tenant at the back of its line.
+// deadline (zero: none) is when the call must end: a waiter whose
+// deadline cannot be met given the queue ahead is refused with a
+// *DeadlineError. retry is when the refusal that made the call wait
+// expects room: > 0 a time, 0 none (a concurrency slot, which a release
+// hands on); NoRetry for a call that queued without trying the gates. It
+// matters only when the waiter becomes the head.
+func (q *Queue) Enqueue(class Class, name string, deadline time.Time, retry time.Duration) (*Waiter, error) {
+	if !class.Valid() {
+		return nil, &ClassError{Value: strconv.Itoa(int(class))}
+	}
+	if len(name) > MaxTenant {
+		return nil, ErrTenant
+	}
+	now := q.clock.Now()
+	q.lapse(now)
+	if !deadline.IsZero() {
+		ahead := q.front.n + q.higher(class) + q.ord.ahead(class, name, q.count(class, name))
+		if err := q.est.check(ahead, deadline.Sub(now)); err != nil {
+			return nil, err
+		}
+	}
+	if !q.Busy() {
+		q.est.idle(now)
+	}
+	q.seq++
+	w := &Waiter{q: q, id: q.seq, class: class, wake: make(chan struct{}, 1)}
+	q.ord.add(w, name)
+	if q.peek() == w && retry >= 0 {
+		q.setDue(now, retry)
+	}
+	q.changed()
+	return w, nil
+}
+
+// Estimate returns where a new waiter of class and tenant would stand:
+// how many waiters would be admitted before it, and when it would be
+// admitted at the recent interval (0 when unknown).
+func (q *Queue) Estimate(class Class, name string) (ahead int, wait time.Duration) {
+	if !class.Valid() {
+		return 0, 0
+	}
+	ahead = q.front.n + q.higher(class) + q.ord.ahead(class, name, q.count(class, name))
+	return ahead, q.est.wait(ahead)
+}
+
+// Position returns how many waiters would be admitted before w if no one
+// arrived or left: 0 for the head, and for a holder of a claim.
+func (q *Queue) Position(w *Waiter) int {
+	switch w.state {
+	case stateFront:
+		n := 0
+		for x := q.front.first; x != w; x = x.next {
+			n++
+		}
+		return n
+	case stateWaiting:
+		r := 0
+		for x := w.tenant.first; x != w; x = x.next {
+			r++
+		}
+		return q.front.n + q.higher(w.class) + q.ord.ahead(w.class, w.tenant.name, r)
+	}
+	return 0
+}
+
+// Interval returns the recent interval between admissions: the mean of
+// the last few, weighted to the latest (0 before the first).
+func (q *Queue) Interval() time.Duration { return q.est.mean() }
+
+// higher counts the waiters of the classes above c.
+func (q *Queue) higher(c Class) int {
+	n := 0
+	for d := Class(0); d < c; d++ {
+		n += q.ord.classes[d].n
+	}
+	return n
+}
+
+// count returns the number of waiters of tenant name in class c.
+func (q *Queue) count(c Class, name string) int {
+	if t := q.ord.classes[c].tenants[name]; t != nil {
+		return t.n
+	}
+	return 0
+}
+
+// Head returns the waiter Hand would choose now, or nil.
+func (q *Queue) Head() *Waiter { return q.peek() }
+
+func (q *Queue) peek() *Waiter {
+	if q.front.first != nil {
+		return q.front.first
+	}
+	return q.ord.next()
+}
+
+// Hand hands a unit of label that has just freed to the next waiter: it
+// is chosen, the unit is reserved for it for ClaimTTL, and it is woken.
+// It returns the waiter, or nil when none is in line (the owner frees
+// the unit then).
+func (q *Queue) Hand(label string) *Waiter {
+	now := q.clock.Now()
+	q.lapse(now)
+	w := q.hand(now, label)
+	q.changed()
+	return w
+}
+
+func (q *Queue) hand(now time.Time, label string) *Waiter {
+	w := q.front.first
+	if w != nil {
+		q.front.remove(w)
+	} else {
+		if w = q.ord.next(); w == nil {
+			return nil
+		}
+		q.choose(now, w)
+	}
+	w.state, w.label, w.claimEnd = stateClaimed, label, now.Add(q.cfg.ClaimTTL)
+	q.claims.push(w)
+	w.signal()
+	return w
+}
+
+// choose takes w, in line, out as the one chosen.
+func (q *Queue) choose(now time.Time, w *Waiter) {
+	name := w.tenant.name
+	q.ord.serve(w)
+	q.est.sample(now)
+	if q.cfg.Chosen != nil {
+		w.name = name
+		q.cfg.Chosen(w)
+		w.name = ""
+	}
+}
+
+// Claim returns the label of the unit reserved for w, if w holds a claim
+// that has not lapsed.
+func (q *Queue) Claim(w *Waiter) (label string, ok bool) {
+	q.lapse(q.clock.Now())
+	if w.state != stateClaimed {
+		return "", false
+	}
+	return w.label, true
+}
+
+// Queued reports whether w is still in the queue (in line, or holding a
+// claim).
+func (q *Queue) Queued(w *Waiter) bool { return w.state <= stateClaimed }
+
+// Admitted removes w, which got its permit: with its claim, or as the
+// head (then it counts as chosen). The head that follows is woken when
+// room is due.
+func (q *Queue) Admitted(w *Waiter) {
+	now := q.clock.Now()
+	switch w.state {
+	case stateClaimed:
+		q.claims.remove(w)
+	case stateFront:
+		q.front.remove(w)
+	case stateWaiting:
+		q.choose(now, w)
+	default:
+		return
+	}
+	w.state = stateDone
+	q.lapse(now)
+	q.changed()
+}
+
+// Requeue puts w, refused again by a gate after it was woken, first in
+// line: a holder of a claim goes to the back of the front (the owner has
+// taken its reserved unit back), the head stays where it is. retry is
+// when the refusal expects room (0: unknown, or a concurrency slot: the
+// head then waits for a handoff).
+func (q *Queue) Requeue(w *Waiter, retry time.Duration) {
+	now := q.clock.Now()
+	switch w.state {
+	case stateClaimed:
+		q.claims.remove(w)
+		w.state, w.label = stateFront, ""
+		q.front.push(w)
+	case stateFront, stateWaiting:
+	default:
+		return
+	}
+	q.setDue(now, retry)
+	q.lapse(now)
+	q.changed()
+}
+
+// Leave removes w (its call was cancelled or reached its deadline). A
+// claim it held goes to the next waiter.
+func (q *Queue) Leave(w *Waiter) {
+	q.leave(q.clock.Now(), w)
+	q.changed()
+}
+
+func (q *Queue) leave(now time.Time, w *Waiter) {
+	switch w.state {
+	case stateWaiting:
+		q.ord.remove(w)
+	case stateFront:
+		q.front.remove(w)
+	case stateClaimed:
+		q.claims.remove(w)
+		if q.hand(now, w.label) == nil {
+			q.unclaimed(w.label)
+		}
+	default:
+		return
+	}
+	w.state = stateDone
+}
+
+// Lapse lets the claims not taken within ClaimTTL lapse: each goes to the
+// next waiter, and its holder loses its place (Wait reports Lapsed). The
+// other methods do it first; an owner calls it when it has nothing else
+// to do with the queue.
+func (q *Queue) Lapse() {
+	q.lapse(q.clock.Now())
+	q.changed()
+}
+
+func (q *Queue) lapse(now time.Time) {
+	for w := q.claims.first; w != nil && !now.Before(w.claimEnd); w = q.claims.first {
+		q.claims.remove(w)
+		w.state = stateLapsed
+		w.signal()
+		if q.hand(now, w.label) == nil {
+			q.unclaimed(w.label)
+		}
+	}
+}
+
+// setDue records when the head may find room: now+retry, or none.
+func (q *Queue) setDue(now time.Time, retry time.Duration) {
+	if retry > 0 {
+		q.due = now.Add(retry)
+	} else {
+		q.due = time.Time{}
+	}
+}
+
+// changed wakes the head when it is not the one last told, so that it
+// holds the timer for the room that is due.
+func (q *Queue) changed() {
+	h := q.peek()
+	if h == q.head {
+		return
+	}
+	q.head = h
+	if h != nil && !q.due.IsZero() {
+		h.signal()
+	}
+}
+
+// signal wakes w's Wait; a wake it has not consumed yet stands.
+func (w *Waiter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// EventKind says why Wait returned.
+type EventKind uint8
+
+// The events.
+const (
+	// Claimed: a unit was reserved for the waiter (Event.Label names it):
+	// it tries again now, with its claim.
+	Claimed EventKind = iota + 1
+	// Turn: the waiter is the head and the room it waits for is due: it
+	// tries again now.
+	Turn
+	// Lapsed: the waiter held a claim too long and lost its place: it
+	// tries again as a new call.
+	Lapsed
+)
+
+// Event is what Wait returns.
+type Event struct {
+	Kind  EventKind
+	Label string
+}
+
+// Wait blocks until w may try again or ctx ends. It starts no goroutine:
+// it waits on w's channel and, when w is the head and room is due, on
+// one timer of the queue's clock. When ctx ends, w leaves the queue (a
+// claim it held goes on) and Wait returns a *core.CanceledError. A waiter
+// already admitted or gone returns ErrDone.
+func (w *Waiter) Wait(ctx context.Context) (Event, error) {
+	q := w.q
+	for {
+		q.mu.Lock()
+		now := q.clock.Now()
+		q.lapse(now)
+		q.changed()
+		var d time.Duration = -1
+		switch w.state {
+		case stateClaimed:
+			q.mu.Unlock()
+			return Event{Kind: Claimed, Label: w.label}, nil
+		case stateLapsed:
+			w.state = stateDone
+			q.mu.Unlock()
+			return Event{Kind: Lapsed}, nil
+		case stateDone:
+			q.mu.Unlock()
+			return Event{}, ErrDone
+		}
+		if q.peek() == w && !q.due.IsZero() {
+			if !now.Before(q.due) {
+				q.mu.Unlock()
+				return Event{Kind: Turn}, nil
+			}
+			d = q.due.Sub(now)
+		}
+		q.mu.Unlock()
+		if err := w.block(ctx, d); err != nil {
+			return Event{}, err
+		}
+	}
+}
+
+// block waits for w's wake, d on the queue's clock (d < 0: no timer), or
+// ctx; when ctx ends, w leaves.
+func (w *Waiter) block(ctx context.Context, d time.Duration) error {
+	q := w.q
+	var (
+		tc <-chan time.Time
+		t  core.Timer
+	)
+	if d >= 0 {
+		t = q.clock.NewTimer(d)
+		tc = t.C()
+	}
+	select {
+	case <-ctx.Done():
+		q.mu.Lock()
+		q.Leave(w)
+		q.mu.Unlock()
+		if t != nil {
+			t.Stop()
+		}
+		return &core.CanceledError{Err: ctx.Err()}
+	case <-w.wake:
+	case <-tc:
+	}
+	if t != nil {
+		t.Stop()
+	}
+	return nil
+}
+
+// list is an intrusive list of waiters (front, claims).
+type list struct {
+	first, last *Waiter
+	n           int
+}
+
+func (l *list) push(w *Waiter) {
+	w.prev, w.next = l.last, nil
+	if l.last != nil {
+		l.last.next = w
+	} else {
+		l.first = w
+	}
+	l.last = w
+	l.n++
+}
+
+func (l *list) remove(w *Waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		l.first = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		l.last = w.prev
+	}
+	w.prev, w.next = nil, nil
+	l.n--
+}
