@@ -3,7 +3,7 @@ package polygateway
 import (
 	"context"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Call is one governed call as middleware sees it. Middleware may read it

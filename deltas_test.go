@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/kernel"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )

@@ -48,7 +48,7 @@ func TestDependencyRule(t *testing.T) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, modulePath), "/")
 		for _, imp := range imports {
 			switch {
-			case rel == "internal/core" && strings.Contains(strings.SplitN(imp, "/", 2)[0], "."):
+			case rel == "core" && strings.Contains(strings.SplitN(imp, "/", 2)[0], "."):
 				t.Errorf("%s imports %s: the kernel may import the standard library only", pkg, imp)
 			case imp == modulePath && (strings.HasPrefix(rel, "middleware") || strings.HasPrefix(rel, "transport") ||
 				strings.HasPrefix(rel, "backend") || strings.HasPrefix(rel, "telemetry") || strings.HasPrefix(rel, "internal")):

@@ -3,7 +3,7 @@ package polygateway
 import (
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Reason is the controlled vocabulary of why a source or a scope failed.

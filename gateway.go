@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/polygateway/polygateway/internal/config"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/kernel"
 	"github.com/polygateway/polygateway/transport"
 )

@@ -3,7 +3,7 @@ package polygateway
 import (
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Message is one chat message in OpenAI shape; multimodal content arrays are

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/kernel"
 )
 

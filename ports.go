@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Limiter is the rate-limit port: six gates ({concurrency, RPM, TPM} ×

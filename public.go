@@ -3,7 +3,7 @@ package polygateway
 import (
 	"unsafe"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/kernel"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/transport"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/kaptinlin/jsonrepair"
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // WithJSON requires the answer to be a JSON object or array. The text is

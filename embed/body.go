@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // errTooLarge is returned by bodyReader past its limit.

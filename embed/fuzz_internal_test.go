@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/transport"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/embed"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	pt "github.com/polygateway/polygateway/polygatewaytest"
 )
 

@@ -3,7 +3,7 @@ package embed
 import (
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 func TestEncodeRequestBody(t *testing.T) {

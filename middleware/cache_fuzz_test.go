@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // FuzzCacheEntry reads random bytes as a stored cache entry (a value from

@@ -6,7 +6,7 @@ import (
 	"hash"
 	"sync"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // A cache key is the SHA-256 of length-prefixed fields. keyHash gathers

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // streamedKey is the cache key as the fields fed one by one to a hash

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 const testScope = "LLM"

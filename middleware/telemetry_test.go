@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/backendtest"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 func telemetryFixture(sink core.TelemetrySink, inner *stubHandler) (core.Handler, *backendtest.FakeClock) {

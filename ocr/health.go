@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // CheckHealth probes GET /health of every source at the same time and

@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/redact"
 	"github.com/polygateway/polygateway/transport"
 )

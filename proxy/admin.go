@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // The admin endpoints need "Authorization: Bearer <AdminToken>" and are 404

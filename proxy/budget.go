@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/kernel"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // This file holds a chat request's fallbacks: other routed models whose

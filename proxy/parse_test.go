@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // parseChatStd is the reference reading of a chat request: encoding/json

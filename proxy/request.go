@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // chatRequest is a parsed OpenAI chat completion request.

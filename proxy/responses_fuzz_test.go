@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // responsesSeeds are bodies of the shapes the SDKs send, and broken ones.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // This file translates a Responses request's input into chat messages:

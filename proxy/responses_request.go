@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // This file translates a Responses API request (POST /v1/responses) into

@@ -3,7 +3,7 @@ package telemetry
 import (
 	"context"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Discard is the "none" sink: it accepts every record and keeps nothing.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Memory keeps every record in process memory, in arrival order. It is meant

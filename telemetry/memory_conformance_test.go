@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/telemetry"
 	"github.com/polygateway/polygateway/telemetry/telemetrytest"
 )

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 func TestMemoryKeepsRecordsInOrderAndTheFirstOnARepeatedCallID(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/redact"
 )
 

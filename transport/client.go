@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Defaults of Config's zero fields.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 func TestKeyNeverInErrorsOrLogs(t *testing.T) {

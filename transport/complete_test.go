@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // holdOpen writes the frames, then keeps the response open until the client

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Recorded-style payloads of each dialect (shapes as the providers send

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 const testKey = "sk-test-SECRET-0123456789abcdef"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // An attempt holds in memory what it reads of an answer: a non-streamed

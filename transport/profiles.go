@@ -3,7 +3,7 @@ package transport
 import (
 	"strings"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // DefaultProfiles returns the built-in provider profiles, keyed by

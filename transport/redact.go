@@ -1,7 +1,7 @@
 package transport
 
 import (
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/redact"
 )
 

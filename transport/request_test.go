@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 func boolPtr(b bool) *bool { return &b }

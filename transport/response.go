@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // readJSON reads a non-streaming (application/json) answer.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Send performs one HTTP exchange for a sibling protocol (embeddings, OCR)

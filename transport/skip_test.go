@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // wordChunk is a real chat.completion.chunk event carrying one word.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // pacedStream sends the given content tokens, each after its delay, then a

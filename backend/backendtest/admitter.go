@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // AdmitterBackend is what RunAdmitterSuite tests: an Admitter, and the

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 var admitterPushbackCases = []struct {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // SuiteBreakerConfig is the configuration the breaker suite starts from;

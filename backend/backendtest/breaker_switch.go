@@ -3,7 +3,7 @@ package backendtest
 import (
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 var breakerSwitchCases = []struct {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // RunCacheSuite runs the core.Cache conformance suite. newCache is called

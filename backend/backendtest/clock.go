@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // FakeClock is a core.Clock that moves only when told to; its timers fire

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // rateWindow is the length of the RPM and TPM windows.

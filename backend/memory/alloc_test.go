@@ -8,7 +8,7 @@ import (
 
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 var allocEpoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)

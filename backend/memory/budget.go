@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/internal/budget"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 var _ core.BudgetLimiter = (*Limiter)(nil)

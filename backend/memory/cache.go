@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Cache is the in-process core.Cache: a map with a time-to-live per entry

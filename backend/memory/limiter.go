@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/internal/budget"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // rateWindow is the length of the sliding RPM and TPM windows, in nanoseconds.

@@ -3,7 +3,7 @@ package memory
 import (
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // DefaultMaxEntries is the Cache's bound when WithMaxEntries is not given.

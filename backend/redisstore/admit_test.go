@@ -6,7 +6,7 @@ import (
 
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/redisstore"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 func TestNewAdmitterDeclinesAForeignBreaker(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/redisstore"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 var cmdusecRE = regexp.MustCompile(`(?m)^cmdstat_evalsha:calls=\d+,usec=(\d+)`)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/backend/redisstore"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // TestLimiterMatchesMemory drives the Redis limiter and the memory limiter

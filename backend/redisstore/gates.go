@@ -3,7 +3,7 @@ package redisstore
 import (
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // rateWindow is the sliding window of the RPM and TPM gates.

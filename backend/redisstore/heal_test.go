@@ -13,7 +13,7 @@ import (
 
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/redisstore"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // faultHook makes scripts fail on the client: lose drops the reply of a

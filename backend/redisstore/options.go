@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // DefaultPrefix is the first part of every key when WithPrefix is not given.

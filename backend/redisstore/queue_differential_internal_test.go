@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polygateway/polygateway/backend/backendtest"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/polygateway/polygateway/backend/redisstore"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 

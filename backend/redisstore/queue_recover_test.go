@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/redisstore"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // TestQueueWaiterSurvivesASubscriberReconnect: a waiter's process loses

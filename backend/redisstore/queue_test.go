@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/redisstore"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/redisstore"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // cmdLog is a go-redis hook that records the name of every command sent,

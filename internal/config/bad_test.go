@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 type badCase struct {

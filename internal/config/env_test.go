@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // The ReadEnv tests use t.Setenv or t.Chdir and therefore cannot run in

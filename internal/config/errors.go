@@ -3,7 +3,7 @@ package config
 import (
 	"strings"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Error reports what is wrong with a configuration: every bad or missing

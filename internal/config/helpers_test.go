@@ -5,7 +5,7 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // secretKey is the API key of every test config; no error may echo it. Every

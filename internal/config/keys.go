@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // KeyDoc documents one configuration key, or one family of keys when the

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // exampleEnv sets every key of the table to its example.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // LoadPricing reads a pricing JSON file of the form

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // source parses the keys {SCOPE}__{PROVIDER}__{N}__{FIELD} of one source,

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/registry"
 	"github.com/polygateway/polygateway/transport"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // handMade is the smallest valid settings made without Load: every optional

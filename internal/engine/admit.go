@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Bounds of the work around an attempt.

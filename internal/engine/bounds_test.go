@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // TestNoWaitOutlastsTheStallWindow holds every kind of wait to the stall

@@ -4,7 +4,7 @@ import (
 	"context"
 	"math"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // defaultOutputTokens is the answer size a budget reservation assumes for

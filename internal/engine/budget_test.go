@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 func TestEstimateCost(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // maxInline is the number of sources a call tracks without allocating.

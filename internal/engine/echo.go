@@ -3,7 +3,7 @@ package engine
 import (
 	"errors"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // A continuation's first bytes are compared with the start of the words

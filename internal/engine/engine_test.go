@@ -15,7 +15,7 @@ import (
 
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 func TestNewGovernorRejectsIncompleteConfig(t *testing.T) {

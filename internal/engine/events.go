@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // The engine's events go to three places: the Observer (metrics), the

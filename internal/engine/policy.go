@@ -3,7 +3,7 @@ package engine
 import (
 	"errors"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // This file is the one place that says what the end of an attempt means.

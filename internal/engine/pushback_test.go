@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // throttled is an upstream whose source "a" answers every request 429

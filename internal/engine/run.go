@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // run is the bookkeeping of one call's retry loop. It is used by one

@@ -4,7 +4,7 @@ import (
 	"context"
 	"math"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // CostAware returns the cost_aware selector: the cheapest priced healthy

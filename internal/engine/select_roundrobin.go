@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // maxRRSources bounds the per-source state a round-robin selector keeps.

@@ -3,7 +3,7 @@ package engine
 import (
 	"fmt"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // healthGatedSelector marks the built-in selectors that choose a weak

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // roundTripAdmitter is an admitter whose every Admit takes rtt, as a

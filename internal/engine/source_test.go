@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/backendtest"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 func TestEWMAHealthFollowsVerdicts(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // TestAnAnswerSettlesAtMostWhatItsRequestCouldUse: the usage an answer

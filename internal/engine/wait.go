@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Every wait of a call — a hold on its sources, a backoff before asking a

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // NoRetry is the retry of a call that queued without trying the gates

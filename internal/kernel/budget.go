@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/polygateway/polygateway/internal/config"
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // checkBudget refuses a budgeted scope that cannot keep its budget: its

@@ -9,7 +9,7 @@ import (
 
 	"github.com/polygateway/polygateway/transport"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // refusalPhrases are the openings of a refusal. They are only looked for in

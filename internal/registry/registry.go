@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Kind is the port a backend implements.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // Hooks for the external end-to-end tests of package pgsink_test.

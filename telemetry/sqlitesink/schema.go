@@ -3,7 +3,7 @@ package sqlitesink
 import (
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // TableName is the table every row goes to.

@@ -9,7 +9,7 @@ package budget
 import (
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // MaxAmount bounds every amount, in micro-USD (2^53, about 9 billion USD):

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/telemetry"
 	"github.com/polygateway/polygateway/telemetry/internal/sinktest"
 )

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 // LogCapture is a slog handler that keeps every record.

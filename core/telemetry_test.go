@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 func TestMessagesJSONStoresInlineImagesAsDigests(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/core"
+	"github.com/polygateway/polygateway/core"
 )
 
 const (
