@@ -14,6 +14,12 @@ type AdmitRequest struct {
 	Permit PermitRequest
 	// Breaker is the source's effective breaker configuration.
 	Breaker BreakerConfig
+	// Place is the call's class and tenant in the admission queue.
+	Place Place
+	// Waiter is the call's place in the queue when it was woken (after
+	// WaitClaimed or WaitTurn, on the source a claim names); nil for a
+	// new attempt.
+	Waiter Waiter
 }
 
 // Ticket is the answer to Admit: the breaker's admission and, when the
@@ -27,6 +33,10 @@ type Ticket struct {
 	// Breaker is the configuration the ticket was admitted under; Finish
 	// records the outcome with it.
 	Breaker BreakerConfig
+	// Queued is the call's place in the admission queue when a gate
+	// refused and the call queued (wait on it, then admit again with it);
+	// nil otherwise. A ticket with Queued set holds nothing else.
+	Queued Waiter
 }
 
 // Admitted reports whether the attempt may go upstream: the breaker
