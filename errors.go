@@ -47,6 +47,9 @@ var (
 	// estimated cost (Reason budget_exhausted; RetryAfter is when the
 	// budget's window ends). It also matches ErrAllSourcesExhausted.
 	ErrBudgetExhausted = core.ErrBudgetExhausted
+	// ErrTenantTooLong is returned for a WithTenant name longer than
+	// MaxTenant bytes.
+	ErrTenantTooLong = core.ErrTenantTooLong
 )
 
 // TransientError is one attempt's retryable failure: timeout, 5xx, network

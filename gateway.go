@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/internal/kernel"
 	"github.com/polygateway/polygateway/transport"
 )
@@ -94,6 +94,7 @@ func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
 		Events:         co.events,
 		Budgets:        co.budgets,
 		NoPushbackWait: co.noPushbackWait,
+		Place:          co.place,
 	}
 }
 

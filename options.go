@@ -158,6 +158,7 @@ type callOptions struct {
 	events                    core.AttemptListener
 	budgets                   []core.Budget
 	noPushbackWait            bool
+	place                     core.Place
 }
 
 // resolveCall applies opts over the defaults.
@@ -176,7 +177,7 @@ func (co callOptions) kernel() kernel.CallOptions {
 	return kernel.CallOptions{
 		SessionID: co.sessionID, ParentCallID: co.parentCallID, CacheSalt: co.cacheSalt, CacheNamespace: co.cacheNamespace,
 		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: kernelFallback(co.fallback), Events: co.events,
-		Budgets: co.budgets, NoPushbackWait: co.noPushbackWait,
+		Budgets: co.budgets, NoPushbackWait: co.noPushbackWait, Place: co.place,
 	}
 }
 
@@ -209,6 +210,21 @@ func WithBudget(b Budget) CallOption {
 // their own: the gateway sets it, so that its clients' SDKs get a 429 with
 // Retry-After rather than a held connection.
 func WithoutPushbackWait() CallOption { return func(o *callOptions) { o.noPushbackWait = true } }
+
+// WithPriority sets the call's priority class: when the gates it needs are
+// full, a waiting call of a higher class is admitted before any waiting
+// call of a lower one, in this process and, with a shared backend, in
+// every process sharing the scope (a share of admissions keeps lower
+// classes from starving; see docs/explanation-queue.md). The default is
+// PriorityNormal; an invalid value counts as normal.
+func WithPriority(p Priority) CallOption { return func(o *callOptions) { o.place.Priority = p } }
+
+// WithTenant names whose work the call is (a customer, a team, a job).
+// Within one priority class, waiting tenants are served in turn; within a
+// tenant, first come first served. The default is one anonymous tenant; a
+// name longer than MaxTenant bytes makes the call fail with
+// ErrTenantTooLong before any request.
+func WithTenant(id string) CallOption { return func(o *callOptions) { o.place.Tenant = id } }
 
 // WithSessionID links the call's telemetry row to a session.
 func WithSessionID(id string) CallOption { return func(o *callOptions) { o.sessionID = id } }

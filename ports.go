@@ -62,7 +62,19 @@ type (
 	BackpressureSettings = core.BackpressureSettings
 	Budget               = core.Budget
 	BudgetUsage          = core.BudgetUsage
+	// Priority is a call's priority class (WithPriority).
+	Priority = core.Priority
 )
+
+// The priority classes (WithPriority).
+const (
+	PriorityInteractive = core.PriorityInteractive
+	PriorityNormal      = core.PriorityNormal
+	PriorityBatch       = core.PriorityBatch
+)
+
+// MaxTenant is the longest tenant name (WithTenant), in bytes.
+const MaxTenant = core.MaxTenant
 
 // BudgetLimiter is a Limiter that enforces spend budgets (PermitRequest.
 // Budgets) in the same atomic step as its gates; a scope with a budget

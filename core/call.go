@@ -77,6 +77,9 @@ type Call struct {
 	// upstream's 429, instead of waiting the pushback out (a server whose
 	// clients retry a 429 on their own sets it).
 	NoPushbackWait bool
+	// Place is the call's priority class and tenant when it waits for full
+	// gates (zero: a normal call of the anonymous tenant).
+	Place Place
 	// Deltas, when set, receives a streamed answer as it arrives (a server
 	// relaying the stream to its own client). See DeltaSink.
 	Deltas DeltaSink

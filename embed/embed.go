@@ -123,6 +123,7 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 			ParentCallID:   parent,
 			Budgets:        co.Budgets,
 			NoPushbackWait: co.NoPushbackWait,
+			Place:          co.Place,
 			Tokens:         estimateTokens(texts[lo:hi]),
 			InputBytes:     textBytes(texts[lo:hi]),
 		}}

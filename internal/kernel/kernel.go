@@ -456,6 +456,8 @@ type CallOptions struct {
 	Budgets []core.Budget
 	// NoPushbackWait is WithoutPushbackWait.
 	NoPushbackWait bool
+	// Place is WithPriority and WithTenant.
+	Place core.Place
 }
 
 // ResolveCall turns the root package's call options (a
