@@ -92,6 +92,9 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 			observe: core.AttemptTransient, perSource: core.ReasonTaskFailed},
 		{name: "network error", err: transientErr("a"), breaker: core.OutcomeFailure, settle: core.SettleEstimate,
 			health: healthBad, memo: memoFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+		{name: "transient of another reason", err: &core.TransientError{Source: "a", Reason: core.ReasonCircuitOpen, Message: "an upstream gateway's circuit is open"},
+			breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad, memo: memoFailed, spends: true,
+			observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
 		{name: "source dead", err: deadErr("a"), breaker: core.OutcomeDead, settle: core.SettleRefund,
 			health: healthBad, memo: memoCircuitOpen, spends: true, observe: core.AttemptDead, perSource: core.ReasonSourceDead},
 		{name: "rejected", err: &core.RequestRejectedError{Source: "a", StatusCode: 400, Code: "invalid_request_error"},
@@ -267,6 +270,18 @@ func TestThePerSourceReasonOfEveryRow(t *testing.T) {
 		}
 		if !errors.As(err, &ue) || ue.PerSource["a"] != tc.want {
 			t.Errorf("%v: err %v, want PerSource a=%s", tc.err, err, tc.want)
+		}
+	}
+}
+
+// TestEveryRowThatLetsTheCallGoOnNamesItsPerSourceReason: a failure after
+// which the call goes on is named in GatewayUnavailableError.PerSource by
+// its row, so that the row alone says what an unavailable call reports.
+func TestEveryRowThatLetsTheCallGoOnNamesItsPerSourceReason(t *testing.T) {
+	t.Parallel()
+	for k, eff := range policy {
+		if (eff.end == endNo || eff.end == endOtherModel) && eff.perSource == "" {
+			t.Errorf("the policy row %v/%q lets the call go on but names no PerSource reason", k.class, k.reason)
 		}
 	}
 }

@@ -241,7 +241,7 @@ func (r *run) unavailable(ctx context.Context, reason core.Reason) *core.Gateway
 	if cancel != nil {
 		cancel()
 	}
-	if reason == core.ReasonCircuitOpen && r.retryAfter > 0 && (soonest <= 0 || r.retryAfter < soonest) {
+	if scopePolicy[reason].breakerRetryAfter && r.retryAfter > 0 && (soonest <= 0 || r.retryAfter < soonest) {
 		soonest = r.retryAfter
 	}
 	u.RetryAfter = max(soonest, 0)
