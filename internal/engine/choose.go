@@ -38,7 +38,7 @@ func (s *sourceSet) clear() {
 }
 
 // Eligibility levels, best first: never tried in this call and not in the
-// memo; tried but not in the memo; in a soft memo.
+// hold; tried but not in the hold; in a soft hold.
 const (
 	levelFresh = iota
 	levelTried
@@ -67,7 +67,7 @@ func (r *run) choose(ctx context.Context, now time.Time) (int, error) {
 }
 
 // choose picks the source for the next attempt, or -1 when none is eligible
-// (every source is excluded for this round, in a hard memo or of a model
+// (every source is excluded for this round, in a hard hold or of a model
 // that refused the request).
 //
 // Among eligible sources it keeps the best level, then the best group
@@ -81,8 +81,8 @@ func (r *run) choose(ctx context.Context, now time.Time) (int, error) {
 // spilling onto a source that just failed.
 //
 // With st (a call holding to a tier), only sources of st.group are
-// candidates, and st.source — whose own blip put it in the memo — is one
-// again once st.ready has passed and no hard memo holds it back.
+// candidates, and st.source — whose own blip put it in the hold — is one
+// again once st.ready has passed and no hard hold keeps it back.
 func (e *Engine) choose(ctx context.Context, now time.Time, tried, excluded, busy, wrong *sourceSet, st *stickiness) (int, error) {
 	n := len(e.sources)
 	ch := choices.Get().(*choice)
@@ -136,10 +136,10 @@ func (sc *scan) addHeld(s *sourceState, i int, now time.Time, st *stickiness) {
 // better placed than the busy sources seen so far.
 func (sc *scan) noteBusy(e *Engine, s *sourceState, now time.Time, tried bool) {
 	level := levelFresh
-	if kind, _ := s.memo(now); kind.hard() {
+	if kind, _ := s.hold(now); kind.hard() {
 		// Not eligible with a slot either: nothing to wait for.
 		return
-	} else if kind != memoNone {
+	} else if kind != holdNone {
 		level = levelSoft
 	} else if tried {
 		level = levelTried
@@ -158,7 +158,7 @@ func (sc *scan) noteBusy(e *Engine, s *sourceState, now time.Time, tried bool) {
 func (sc *scan) add(e *Engine, s *sourceState, i int, now time.Time, tried bool) {
 	level := levelFresh
 	kind, health := s.view(now)
-	if kind != memoNone {
+	if kind != holdNone {
 		if kind.hard() {
 			return
 		}

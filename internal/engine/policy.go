@@ -8,7 +8,7 @@ import (
 
 // This file is the one place that says what the end of an attempt means.
 // Every part of the engine that reacts to an attempt — the breaker, the
-// limiter's settlement, the health score, the cooldown memo, adaptive
+// limiter's settlement, the health score, the hold, adaptive
 // concurrency, the retry budget, whether the call ends, whether it waits in
 // its tier, whether a cut answer may be continued, which answer it keeps,
 // what the observer and PerSource see — reads the effect of the attempt's
@@ -25,26 +25,26 @@ const (
 	healthBad                    // the service failed
 )
 
-// memoRule says how an attempt sets its source's local cooldown memo.
-type memoRule uint8
+// holdRule says how an attempt sets its source's local hold.
+type holdRule uint8
 
 const (
-	// memoClear removes a soft memo (the source just worked).
-	memoClear memoRule = iota
-	// memoKeep leaves the memo as it is.
-	memoKeep
-	// memoBackoff: a soft memo for one backoff (the source just failed;
+	// holdClear removes a soft hold (the source just worked).
+	holdClear holdRule = iota
+	// holdKeep leaves the hold as it is.
+	holdKeep
+	// holdBackoff: a soft hold for one backoff (the source just failed;
 	// used again only when nothing else is eligible).
-	memoBackoff
-	// memoCooldown: a soft memo for the breaker's cooldown (timeouts: a
+	holdBackoff
+	// holdCooldown: a soft hold for the breaker's cooldown (timeouts: a
 	// slow source is not asked again soon).
-	memoCooldown
-	// memoPushback: a hard memo for max(Retry-After, backoff of the
+	holdCooldown
+	// holdPushback: a hard hold for max(Retry-After, backoff of the
 	// source's consecutive 429s).
-	memoPushback
-	// memoDead: a hard memo for the breaker's cooldown (the source's
+	holdPushback
+	// holdDead: a hard hold for the breaker's cooldown (the source's
 	// account is unusable; its breaker opened).
-	memoDead
+	holdDead
 )
 
 // aimdRule says how an attempt moves its source's adaptive concurrency.
@@ -125,8 +125,8 @@ type effect struct {
 	unbilled bool
 	// health is fed into the source's health score.
 	health verdict
-	// memo sets the source's cooldown memo.
-	memo memoRule
+	// hold sets the source's hold.
+	hold holdRule
 	// aimd moves the source's adaptive concurrency limit.
 	aimd aimdRule
 	// spends is true when the attempt consumes one of MAX_ATTEMPTS.
@@ -170,33 +170,33 @@ const classMemory = core.ClassOther + 101
 var policy = map[policyKey]effect{
 	// The source answered.
 	{classSuccess, anyReason}: {breaker: core.OutcomeSuccess, settle: core.SettleActual, health: healthGood,
-		memo: memoClear, aimd: aimdGrow, end: endAnswer, progress: true, observe: core.AttemptSuccess, cut: cutStands},
+		hold: holdClear, aimd: aimdGrow, end: endAnswer, progress: true, observe: core.AttemptSuccess, cut: cutStands},
 
 	// 429: pushback. Not a breaker failure, no budget spent, tokens
-	// refunded; the source waits out Retry-After (hard memo) and another
+	// refunded; the source waits out Retry-After (hard hold) and another
 	// source is preferred meanwhile. A call may wait for it in its tier;
 	// a cut answer is not continued (the sources are pushing back).
 	{core.ClassTransient, core.ReasonRateLimited}: {breaker: core.OutcomeRateLimited, settle: core.SettleRefund, health: healthBad,
-		memo: memoPushback, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited,
+		hold: holdPushback, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited,
 		patience: patiencePushback},
 	// Timeouts and stalls: a failure weighted by TIMEOUT_WEIGHT; the slow
 	// source is avoided for a cooldown, not waited for in its tier. A cut
 	// answer may be continued elsewhere.
 	{core.ClassTransient, core.ReasonTimeout}: {breaker: core.OutcomeTimeout, settle: core.SettleEstimate, health: healthBad,
-		memo: memoCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout, cut: cutContinues},
+		hold: holdCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout, cut: cutContinues},
 	{core.ClassTransient, core.ReasonStalled}: {breaker: core.OutcomeTimeout, settle: core.SettleEstimate, health: healthBad,
-		memo: memoCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout, cut: cutContinues},
+		hold: holdCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout, cut: cutContinues},
 	// 5xx, resets, cut or malformed streams. A 5xx answer is not billed.
 	// A 5xx or a network error of a source that was answering is a blip
 	// the call may wait out in its tier.
 	{core.ClassTransient, core.ReasonServerError}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, unbilled: true, health: healthBad,
-		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonServerError,
+		hold: holdBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonServerError,
 		patience: patienceBackoff, cut: cutContinues},
 	{core.ClassTransient, core.ReasonNetworkError}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
-		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError,
+		hold: holdBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError,
 		patience: patienceBackoff, cut: cutContinues},
 	{core.ClassTransient, anyReason}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
-		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError, cut: cutContinues},
+		hold: holdBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError, cut: cutContinues},
 	// The source answered that it could not do the task (an OCR server's
 	// "success": false): the answer proves it alive, so the breaker records
 	// a success; the failure is the source's, not the request's, so the call
@@ -204,30 +204,30 @@ var policy = map[policyKey]effect{
 	// selector away from a server that keeps failing tasks without opening
 	// its circuit.
 	{core.ClassTransient, core.ReasonTaskFailed}: {breaker: core.OutcomeSuccess, settle: core.SettleEstimate, health: healthBad,
-		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonTaskFailed, cut: cutContinues},
+		hold: holdBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonTaskFailed, cut: cutContinues},
 
 	// 401/403/402, insufficient quota: the breaker opens at once.
 	{core.ClassSourceDead, anyReason}: {breaker: core.OutcomeDead, settle: core.SettleRefund, health: healthBad,
-		memo: memoDead, spends: true, observe: core.AttemptDead, perSource: core.ReasonSourceDead},
+		hold: holdDead, spends: true, observe: core.AttemptDead, perSource: core.ReasonSourceDead},
 
 	// The request itself was refused: the service answered (alive for the
 	// breaker), nothing learned about its health, the call ends.
 	{core.ClassRejected, anyReason}: {breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral,
-		memo: memoKeep, end: endError, observe: core.AttemptRejected},
+		hold: holdKeep, end: endError, observe: core.AttemptRejected},
 	// ...unless it is too long for this model: another model may take it.
 	{core.ClassRejected, core.ReasonContextLength}: {breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral,
-		memo: memoKeep, spends: true, end: endOtherModel, observe: core.AttemptRejected, perSource: core.ReasonContextLength},
+		hold: holdKeep, spends: true, end: endOtherModel, observe: core.AttemptRejected, perSource: core.ReasonContextLength},
 
 	// A result that failed its check: billed and alive, not a bad service;
 	// the call ends with the answer and the error (structured output
 	// re-asks outside the engine).
 	{core.ClassInvalid, anyReason}: {breaker: core.OutcomeSuccess, settle: core.SettleActual, health: healthNeutral,
-		memo: memoClear, aimd: aimdGrow, end: endAnswerError, progress: true, observe: core.AttemptInvalid, keepsAnswer: true},
+		hold: holdClear, aimd: aimdGrow, end: endAnswerError, progress: true, observe: core.AttemptInvalid, keepsAnswer: true},
 	// The quality guard refused the answer: a bad answer, not a bad
 	// service; try another source while the budget lasts, and keep the
 	// answer to return with the error when the budget runs out.
 	{core.ClassInvalid, core.ReasonLowQuality}: {breaker: core.OutcomeSuccess, settle: core.SettleActual, health: healthNeutral,
-		memo: memoBackoff, aimd: aimdGrow, spends: true, progress: true, observe: core.AttemptInvalid, perSource: core.ReasonLowQuality,
+		hold: holdBackoff, aimd: aimdGrow, spends: true, progress: true, observe: core.AttemptInvalid, perSource: core.ReasonLowQuality,
 		keepsAnswer: true},
 
 	// The answer did not fit this process's memory budget for buffered
@@ -235,16 +235,16 @@ var policy = map[policyKey]effect{
 	// probe is given back); the call ends at once with the error, which
 	// another source's answer would not fit either.
 	{classMemory, anyReason}: {breaker: core.OutcomeAbandoned, settle: core.SettleEstimate, health: healthNeutral,
-		memo: memoKeep, end: endError, observe: core.AttemptCancelled},
+		hold: holdKeep, end: endError, observe: core.AttemptCancelled},
 
 	// The caller went away: no verdict, a held probe is given back; the
 	// call ends with the cancellation, even while continuing a cut answer.
 	{core.ClassCanceled, anyReason}: {breaker: core.OutcomeAbandoned, settle: core.SettleEstimate, health: healthNeutral,
-		memo: memoKeep, end: endError, observe: core.AttemptCancelled, cut: cutStands},
+		hold: holdKeep, end: endError, observe: core.AttemptCancelled, cut: cutStands},
 
 	// An error of no known class (a foreign upstream's): a failure.
 	{core.ClassOther, anyReason}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
-		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+		hold: holdBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
 }
 
 // effectOf returns the row for an attempt's end: err == nil is a success.

@@ -79,11 +79,11 @@ type stickiness struct {
 }
 
 // readyAt is when the source that blipped may be tried again: its own
-// ready time, or later when a hard memo holds it back (a 429 seen by
+// ready time, or later when a hard hold keeps it back (a 429 seen by
 // another call of the process or by another process, an open circuit):
 // the tier's patience never goes around the source's pushback.
 func (st *stickiness) readyAt(s *sourceState, now time.Time) time.Time {
-	if kind, until := s.memo(now); kind.hard() && until.After(st.ready) {
+	if kind, until := s.hold(now); kind.hard() && until.After(st.ready) {
 		return until
 	}
 	return st.ready
@@ -276,18 +276,18 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 }
 
 // apply carries an attempt's effect out: on the backends (release, settle,
-// record) and on the process-local state (health, memo, adaptive
+// record) and on the process-local state (health, hold, adaptive
 // concurrency, progress).
 func (r *run) apply(ctx context.Context, s *sourceState, t *core.Ticket, eff effect, latency time.Duration, resp *core.LLMResponse, err error) {
 	e := r.e
 	now := r.ended
-	n := s.settle(now, eff.health, eff.aimd, eff.memo == memoClear, latency)
+	n := s.settle(now, eff.health, eff.aimd, eff.hold == holdClear, latency)
 	var pushback time.Duration
-	if eff.memo != memoClear {
-		pushback = r.setMemo(s, now, eff.memo, err, n)
+	if eff.hold != holdClear {
+		pushback = r.setHold(s, now, eff.hold, err, n)
 	}
 	// Only now does the attempt's slot free: a call woken by it finds the
-	// source as this attempt left it (a 429's memo set, its limit halved),
+	// source as this attempt left it (a 429's hold set, its limit halved),
 	// never free to be asked again at once.
 	e.freeSlot(s)
 
@@ -307,7 +307,7 @@ func (r *run) apply(ctx context.Context, s *sourceState, t *core.Ticket, eff eff
 		if t.Admission.Probe {
 			// This process's probe closed the circuit: drop the block
 			// other calls put on the source while the probe was out.
-			s.clearAllMemo()
+			s.clearHolds()
 		}
 	}
 }
@@ -428,9 +428,9 @@ func (r *run) stick(ctx context.Context, i int, healthy bool, eff effect, err er
 	case eff.patience == patienceBackoff:
 		wait = backoff(set.BackoffBase, set.BackoffMax, max(r.spent, 1))
 	case eff.patience == patiencePushback:
-		// The memo holds max(Retry-After, backoff, floor) (see
+		// The hold lasts max(Retry-After, backoff, floor) (see
 		// pushbackWait): that is the wait.
-		if _, until := s.memo(now); until.After(now) {
+		if _, until := s.hold(now); until.After(now) {
 			wait = until.Sub(now)
 		}
 	default:
@@ -467,30 +467,30 @@ func (r *run) lowerTierLeft(group int) bool {
 	return false
 }
 
-// setMemo applies a memo rule that sets a memo to source s after an
-// attempt; n is the source's consecutive 429s or failures. (memoClear is
+// setHold applies a hold rule that sets a hold to source s after an
+// attempt; n is the source's consecutive 429s or failures. (holdClear is
 // carried out by sourceState.settle, with the rest of the local effect;
-// memoKeep does nothing.) It returns the pushback to share with other
-// processes (memoPushback), else 0.
-func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n int) time.Duration {
+// holdKeep does nothing.) It returns the pushback to share with other
+// processes (holdPushback), else 0.
+func (r *run) setHold(s *sourceState, now time.Time, rule holdRule, err error, n int) time.Duration {
 	set := r.e.settings
 	switch rule {
-	case memoBackoff:
+	case holdBackoff:
 		// A source that keeps failing is asked again later and later, never
 		// later than a breaker cooldown (so a recovered one comes back fast).
 		d := backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, max(n, 1))
 		if cd := s.breaker.Cooldown; cd > 0 {
 			d = min(d, cd)
 		}
-		s.setMemo(now, now.Add(d), memoFailed)
-	case memoCooldown:
-		s.setMemo(now, now.Add(s.breaker.Cooldown), memoTimeout)
-	case memoPushback:
+		s.setHold(now, now.Add(d), holdFailed)
+	case holdCooldown:
+		s.setHold(now, now.Add(s.breaker.Cooldown), holdTimeout)
+	case holdPushback:
 		wait := pushbackWait(retryAfterOf(err), set.Retry.BackoffBase, set.Retry.BackoffMax, n)
-		s.setMemo(now, now.Add(wait), memoPushedBack)
+		s.setHold(now, now.Add(wait), holdPushedBack)
 		return wait
-	case memoDead:
-		s.setMemo(now, now.Add(s.breaker.Cooldown), memoCircuitOpen)
+	case holdDead:
+		s.setHold(now, now.Add(s.breaker.Cooldown), holdCircuitOpen)
 	}
 	return 0
 }

@@ -30,7 +30,7 @@ import (
 )
 
 // Options are the resolved assembly options (the root package's With…
-// options, in kernel types). The zero value assembles everything from the
+// options, in core types). The zero value assembles everything from the
 // settings.
 type Options struct {
 	// Limiter, Breaker, Admitter, Cache and Telemetry replace the configured
@@ -474,7 +474,7 @@ func NewCallID() string {
 }
 
 // CallOptions are the resolved call options (the root package's With…
-// call options, in kernel types).
+// call options, in core types).
 type CallOptions struct {
 	SessionID, ParentCallID   string
 	CacheSalt, CacheNamespace string
@@ -504,7 +504,7 @@ var ResolveCall func(opts any) CallOptions
 // (given as any); set by the root package.
 var Unwrap func(gw any) (*Client, error)
 
-// PublicError rebuilds an error of the kernel's types as the root
+// PublicError rebuilds an error of core's types as the root
 // package's public ones; set by the root package. Sibling clients return
 // their callers what it gives.
 var PublicError = func(err error) error { return err }
