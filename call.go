@@ -47,7 +47,7 @@ func Chain(h Handler, mws ...Middleware) Handler {
 	return h
 }
 
-// publicCall is the middleware's view of a kernel call.
+// publicCall is the middleware's view of a core call.
 func publicCall(c *core.Call) *Call {
 	return &Call{
 		ID: c.ID, Scope: c.Scope, Messages: publicMessages(c.Messages), Params: c.Params, Stream: c.Stream,
@@ -56,27 +56,28 @@ func publicCall(c *core.Call) *Call {
 	}
 }
 
-// kernelCall is the kernel call behind pc: the one it came from, with what
+// coreCall is the core call behind pc: the one it came from, with what
 // a middleware may have set on the view, or a new chat call for a Call the
 // middleware built itself.
-func (pc *Call) kernelCall() *core.Call {
+func (pc *Call) coreCall() *core.Call {
 	c := pc.inner
 	if c == nil {
 		c = &core.Call{}
 	}
-	c.ID, c.Scope, c.Messages, c.Params, c.Stream = pc.ID, pc.Scope, kernelMessages(pc.Messages), pc.Params, pc.Stream
+	c.ID, c.Scope, c.Messages, c.Params, c.Stream = pc.ID, pc.Scope, coreMessages(pc.Messages), pc.Params, pc.Stream
 	c.SessionID, c.ParentCallID, c.CacheSalt, c.CacheNamespace = pc.SessionID, pc.ParentCallID, pc.CacheSalt, pc.CacheNamespace
 	return c
 }
 
-// kernelMiddleware puts a user's middleware into the kernel's onion.
-func kernelMiddleware(m Middleware) core.Middleware {
+// coreMiddleware puts a user's middleware into the onion internal/kernel
+// assembles.
+func coreMiddleware(m Middleware) core.Middleware {
 	if m == nil {
 		return nil
 	}
 	return func(next core.Handler) core.Handler {
 		h := m(func(ctx context.Context, pc *Call) (*LLMResponse, error) {
-			resp, err := next(ctx, pc.kernelCall())
+			resp, err := next(ctx, pc.coreCall())
 			return publicResponse(resp), publicError(err)
 		})
 		if h == nil {
@@ -84,7 +85,7 @@ func kernelMiddleware(m Middleware) core.Middleware {
 		}
 		return func(ctx context.Context, c *core.Call) (*core.LLMResponse, error) {
 			resp, err := h(ctx, publicCall(c))
-			return kernelResponse(resp), err
+			return coreResponse(resp), err
 		}
 	}
 }

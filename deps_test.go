@@ -32,7 +32,7 @@ func goList(t *testing.T, deps bool, pattern string) map[string][]string {
 	return pkgs
 }
 
-// TestDependencyRule enforces the layering of the architecture: the kernel
+// TestDependencyRule enforces the layering of the architecture: core
 // imports the standard library only; middleware, transport, backends and
 // telemetry sinks never import the root package; the root never links an
 // opt-in adapter or its driver.
@@ -49,7 +49,7 @@ func TestDependencyRule(t *testing.T) {
 		for _, imp := range imports {
 			switch {
 			case rel == "core" && strings.Contains(strings.SplitN(imp, "/", 2)[0], "."):
-				t.Errorf("%s imports %s: the kernel may import the standard library only", pkg, imp)
+				t.Errorf("%s imports %s: core may import the standard library only", pkg, imp)
 			case imp == modulePath && (strings.HasPrefix(rel, "middleware") || strings.HasPrefix(rel, "transport") ||
 				strings.HasPrefix(rel, "backend") || strings.HasPrefix(rel, "telemetry") || strings.HasPrefix(rel, "internal")):
 				t.Errorf("%s imports the root package: only the root, embed, ocr, metrics, proxy, cmd and examples may", pkg)

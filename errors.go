@@ -139,7 +139,7 @@ type GatewayUnavailableError struct {
 	// switched off).
 	Reason Reason
 	// RetryAfter is how long until a source can be used again (breaker
-	// cooldowns, memos, Retry-After; for budget_exhausted, the end of the
+	// cooldowns, holds, Retry-After; for budget_exhausted, the end of the
 	// budget's window); 0 = now.
 	RetryAfter time.Duration
 	// PerSource names every source of the scope with the reason it was not

@@ -78,19 +78,19 @@ func (c *GatewayClient) Chat(ctx context.Context, msgs []Message, opts ...CallOp
 	return publicResponse(resp), publicError(err)
 }
 
-// newCall builds the kernel call of a chat.
+// newCall builds the core call of a chat.
 func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
 	return &core.Call{
 		ID:             kernel.NewCallID(),
 		Scope:          c.k.Settings().Scope,
-		Messages:       kernelMessages(msgs),
+		Messages:       coreMessages(msgs),
 		Params:         co.params,
 		Stream:         co.stream,
 		SessionID:      co.sessionID,
 		ParentCallID:   co.parentCallID,
 		CacheSalt:      co.cacheSalt,
 		CacheNamespace: co.cacheNamespace,
-		Fallback:       kernelFallback(co.fallback),
+		Fallback:       coreFallback(co.fallback),
 		Events:         co.events,
 		Budgets:        co.budgets,
 		NoPushbackWait: co.noPushbackWait,
@@ -107,14 +107,15 @@ func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
 // it is ignored and the original error returned.
 type FallbackFunc = func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
 
-// kernelFallback puts a public fallback into the kernel's degradation step.
-func kernelFallback(fn FallbackFunc) func(context.Context, []core.Message, error) (*core.LLMResponse, error) {
+// coreFallback puts a public fallback into the degradation step of the
+// onion internal/kernel assembles.
+func coreFallback(fn FallbackFunc) func(context.Context, []core.Message, error) (*core.LLMResponse, error) {
 	if fn == nil {
 		return nil
 	}
 	return func(ctx context.Context, msgs []core.Message, cause error) (*core.LLMResponse, error) {
 		resp, err := fn(ctx, publicMessages(msgs), publicError(cause))
-		return kernelResponse(resp), err
+		return coreResponse(resp), err
 	}
 }
 

@@ -44,15 +44,15 @@ func (o *options) kernel() kernel.Options {
 		Clock: o.clock, Observer: o.observer, Selector: o.selector, Environment: o.environment,
 	}
 	if o.tracer != nil {
-		ko.Tracer = kernelTracer{o.tracer}
+		ko.Tracer = coreTracer{o.tracer}
 	}
 	for _, m := range o.middleware {
-		if km := kernelMiddleware(m); km != nil {
+		if km := coreMiddleware(m); km != nil {
 			ko.Middleware = append(ko.Middleware, km)
 		}
 	}
 	if o.fallback != nil {
-		ko.Fallback = kernelFallback(o.fallback)
+		ko.Fallback = coreFallback(o.fallback)
 	}
 	return ko
 }
@@ -113,16 +113,16 @@ func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpCli
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithMiddleware adds layers outside the built-in onion (cache → telemetry →
-// governor); the first listed is the outermost.
+// degradation → engine); the first listed is the outermost.
 func WithMiddleware(mw ...Middleware) Option {
 	return func(o *options) { o.middleware = append(o.middleware, slices.Clone(mw)...) }
 }
 
-// WithClock sets the clock used by the memory backends and the governor's
+// WithClock sets the clock used by the memory backends and the engine's
 // bookkeeping (default: the wall clock). Intended for tests.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 
-// WithObserver sends the governor's events (attempts, refusals, waits,
+// WithObserver sends the engine's events (attempts, refusals, waits,
 // breaker transitions) to obs, e.g. the metrics package's collector.
 func WithObserver(obs Observer) Option { return func(o *options) { o.observer = obs } }
 
@@ -176,7 +176,7 @@ func resolveCall(opts []CallOption) callOptions {
 func (co callOptions) kernel() kernel.CallOptions {
 	return kernel.CallOptions{
 		SessionID: co.sessionID, ParentCallID: co.parentCallID, CacheSalt: co.cacheSalt, CacheNamespace: co.cacheNamespace,
-		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: kernelFallback(co.fallback), Events: co.events,
+		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: coreFallback(co.fallback), Events: co.events,
 		Budgets: co.budgets, NoPushbackWait: co.noPushbackWait, Place: co.place,
 	}
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // Limiter is the rate-limit port: six gates ({concurrency, RPM, TPM} ×
-// {source, global}), all-or-nothing. See the method contracts in the
-// internal kernel; backend/memory and backend/redisstore implement it.
+// {source, global}), all-or-nothing. See the method contracts in package
+// core; backend/memory and backend/redisstore implement it.
 type Limiter = core.Limiter
 
 // Breaker is the circuit-breaker port, keyed by (scope, source).
@@ -24,7 +24,7 @@ type TelemetrySink = core.TelemetrySink
 // TelemetryRecord is one row of the llm_calls table.
 type TelemetryRecord = core.TelemetryRecord
 
-// Observer receives the governor's events, for metrics.
+// Observer receives the engine's events, for metrics.
 type Observer = core.Observer
 
 // AttemptEvent describes one finished upstream attempt.
@@ -162,20 +162,20 @@ type Tracer interface {
 	Inject(ctx context.Context, h http.Header)
 }
 
-// kernelTracer puts a public Tracer under the kernel.
-type kernelTracer struct{ t Tracer }
+// coreTracer puts a public Tracer in core's terms.
+type coreTracer struct{ t Tracer }
 
-func (k kernelTracer) StartCall(ctx context.Context, call CallInfo) (context.Context, func(*core.LLMResponse, error)) {
+func (k coreTracer) StartCall(ctx context.Context, call CallInfo) (context.Context, func(*core.LLMResponse, error)) {
 	ctx, end := k.t.StartCall(ctx, call)
 	return ctx, func(resp *core.LLMResponse, err error) { end(publicResponse(resp), publicError(err)) }
 }
 
-func (k kernelTracer) StartAttempt(ctx context.Context, ev AttemptEvent) (context.Context, func(AttemptEvent, error)) {
+func (k coreTracer) StartAttempt(ctx context.Context, ev AttemptEvent) (context.Context, func(AttemptEvent, error)) {
 	ctx, end := k.t.StartAttempt(ctx, ev)
 	return ctx, func(ev AttemptEvent, err error) { end(ev, publicError(err)) }
 }
 
-func (k kernelTracer) Inject(ctx context.Context, h http.Header) { k.t.Inject(ctx, h) }
+func (k coreTracer) Inject(ctx context.Context, h http.Header) { k.t.Inject(ctx, h) }
 
 // Selector chooses the source of each attempt among the eligible ones; see
 // WithSelector. Candidate is one eligible source as a Selector sees it.

@@ -8,10 +8,10 @@ import (
 )
 
 // The public types of this package are defined here, where go doc shows
-// their fields; the layers below work with the kernel's twins of identical
+// their fields; the layers below work with core's twins of identical
 // layout (the conversions below compile only while the two agree). Results
 // are converted where they leave the library, errors by rebuilding their
-// chain of the kernel's error types as the public ones.
+// chain of core's error types as the public ones.
 
 // SourceStatus is a read-only snapshot of one source, as Sources reports it.
 // It never contains the API key.
@@ -39,18 +39,18 @@ type SourceStatus struct {
 	Err error
 }
 
-// publicResponse is the public view of a kernel response (the same memory).
+// publicResponse is the public view of a core response (the same memory).
 func publicResponse(r *core.LLMResponse) *LLMResponse { return (*LLMResponse)(r) }
 
-// kernelResponse is the kernel view of a public response (the same memory).
-func kernelResponse(r *LLMResponse) *core.LLMResponse { return (*core.LLMResponse)(r) }
+// coreResponse is the core view of a public response (the same memory).
+func coreResponse(r *LLMResponse) *core.LLMResponse { return (*core.LLMResponse)(r) }
 
-// kernelMessages is the kernel view of msgs: the same memory, not a copy
+// coreMessages is the core view of msgs: the same memory, not a copy
 // (Message and core.Message have one layout: the conversion below compiles
 // only while they do). The call keeps referring to the caller's messages
 // only until it returns: the telemetry layer renders them into its row
 // before that (see middleware.Telemetry).
-func kernelMessages(msgs []Message) []core.Message {
+func coreMessages(msgs []Message) []core.Message {
 	if msgs == nil {
 		return nil
 	}
@@ -67,7 +67,7 @@ func publicMessages(msgs []core.Message) []Message {
 
 var _ = core.Message(Message{})
 
-// publicStatus copies the kernel's source statuses.
+// publicStatus copies core's source statuses.
 func publicStatus(in []core.SourceStatus) []SourceStatus {
 	out := make([]SourceStatus, len(in))
 	for i := range in {
@@ -79,10 +79,10 @@ func publicStatus(in []core.SourceStatus) []SourceStatus {
 // maxErrorDepth bounds how deep publicError rebuilds an error chain.
 const maxErrorDepth = 16
 
-// publicError rebuilds err's chain of kernel error types as the public
+// publicError rebuilds err's chain of core error types as the public
 // types (errors.As with *polygateway.TransientError and its kin then finds
 // them); errors of other types are kept as they are and end the rebuild.
-// A public error answers errors.As with its kernel twin too.
+// A public error answers errors.As with its core twin too.
 func publicError(err error) error { return publicErrorDepth(err, 0) }
 
 func publicErrorDepth(err error, depth int) error {
@@ -128,42 +128,42 @@ func publicErrorDepth(err error, depth int) error {
 	return err
 }
 
-// As lets errors.As find the kernel's twin of a public error (the library's
+// As lets errors.As find core's twin of a public error (the library's
 // own layers classify with it).
 func (e *TransientError) As(target any) bool { return asTwin(target, (*core.TransientError)(e)) }
 
-// As lets errors.As find the kernel's twin of a public error.
+// As lets errors.As find core's twin of a public error.
 func (e *SourceDeadError) As(target any) bool { return asTwin(target, (*core.SourceDeadError)(e)) }
 
-// As lets errors.As find the kernel's twin of a public error.
+// As lets errors.As find core's twin of a public error.
 func (e *RequestRejectedError) As(target any) bool {
 	return asTwin(target, (*core.RequestRejectedError)(e))
 }
 
-// As lets errors.As find the kernel's twin of a public error.
+// As lets errors.As find core's twin of a public error.
 func (e *ResultInvalidError) As(target any) bool {
 	return asTwin(target, (*core.ResultInvalidError)(e))
 }
 
-// As lets errors.As find the kernel's twin of a public error.
+// As lets errors.As find core's twin of a public error.
 func (e *GatewayUnavailableError) As(target any) bool {
 	return asTwin(target, (*core.GatewayUnavailableError)(e))
 }
 
-// As lets errors.As find the kernel's twin of a public error.
+// As lets errors.As find core's twin of a public error.
 func (e *GovernanceBackendError) As(target any) bool {
 	return asTwin(target, (*core.GovernanceBackendError)(e))
 }
 
-// As lets errors.As find the kernel's twin of a public error.
+// As lets errors.As find core's twin of a public error.
 func (e *CanceledError) As(target any) bool { return asTwin(target, (*core.CanceledError)(e)) }
 
-// As lets errors.As find the kernel's twin of a public error.
+// As lets errors.As find core's twin of a public error.
 func (e *UnknownSourceError) As(target any) bool {
 	return asTwin(target, (*core.UnknownSourceError)(e))
 }
 
-// As lets errors.As find the kernel's twin of a public error.
+// As lets errors.As find core's twin of a public error.
 func (e *SelectorError) As(target any) bool { return asTwin(target, (*core.SelectorError)(e)) }
 
 // asTwin stores twin in target when target is a **T of twin's type.

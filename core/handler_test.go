@@ -36,12 +36,12 @@ func TestChainFirstListedIsOutermost(t *testing.T) {
 		log.add("handler")
 		return &LLMResponse{Content: call.ID}, nil
 	}
-	chained := Chain(h, tracing(log, "cache"), tracing(log, "telemetry"), tracing(log, "governor"))
+	chained := Chain(h, tracing(log, "cache"), tracing(log, "telemetry"), tracing(log, "engine"))
 	resp, err := chained(context.Background(), &Call{ID: "c1"})
 	if err != nil || resp.Content != "c1" {
 		t.Fatalf("got (%v, %v), want the handler's answer", resp, err)
 	}
-	want := []string{"cache in", "telemetry in", "governor in", "handler", "governor out", "telemetry out", "cache out"}
+	want := []string{"cache in", "telemetry in", "engine in", "handler", "engine out", "telemetry out", "cache out"}
 	if !slices.Equal(log.events, want) {
 		t.Errorf("order = %v, want %v", log.events, want)
 	}

@@ -7,7 +7,7 @@ import (
 
 // Clock tells the time and waits. Implementations must be safe for
 // concurrent use. Backends and state machines read time only through it,
-// and the engine waits (backoffs, pushback, cooldown memos, slot waits)
+// and the engine waits (backoffs, pushback, holds, slot waits)
 // only on its timers, so tests can run cooldowns, windows and waits without
 // sleeping: with a fake clock, or with SystemClock inside a
 // testing/synctest bubble.
@@ -445,7 +445,7 @@ type TelemetrySink interface {
 
 // Upstream performs exactly one attempt of a call against one source and
 // classifies any failure into the four error classes. It is the transport
-// port the governor calls. Safe for concurrent use.
+// port the engine calls. Safe for concurrent use.
 type Upstream interface {
 	Do(ctx context.Context, src *SourceConfig, call *Call) (*LLMResponse, error)
 }

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkCallOverhead measures what the collector adds to one call: the
 // middleware around a handler that returns a streamed, priced answer at
-// once, plus the one attempt event the governor would report. "bare" is the
+// once, plus the one attempt event the engine would report. "bare" is the
 // same handler without the collector.
 func BenchmarkCallOverhead(b *testing.B) {
 	cost := 0.0001

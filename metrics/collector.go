@@ -78,7 +78,7 @@ func WithRuntimeMetrics() Option { return func(c *config) { c.runtime = true } }
 // Collector records a gateway's calls, attempts and source states as
 // Prometheus metrics.
 //
-// It is three things at once: a polygateway.Observer for the governor's
+// It is three things at once: a polygateway.Observer for the engine's
 // events (give it to polygateway.WithObserver), a call-level layer (give
 // Middleware() to polygateway.WithMiddleware), and, through WatchClient, a
 // scrape-time reader of the clients' breaker, health and limiter state. One
@@ -172,7 +172,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 	c.attemptITL = histogram("attempt_max_inter_token_seconds", "Largest gap between two tokens of streamed attempts.", lScope, lSource)
 	c.refusals = counter("refusals_total", "Sources refused before an attempt, by reason (circuit_open: breaker; rate_limited: limiter or adaptive limit).", lScope, lSource, lReason)
 	c.waits = histogram("limiter_wait_seconds", "Time calls spent waiting for quota or 429 pushback with no source eligible.", lScope)
-	c.transitions = counter("breaker_transitions_total", "Breaker state changes seen by the governor, by the state entered.", lScope, lSource, lState)
+	c.transitions = counter("breaker_transitions_total", "Breaker state changes seen by the engine, by the state entered.", lScope, lSource, lState)
 	c.bounded = counter("usage_bounded_total", "Answers that claimed more usage than their request could use, settled at the bound (an upstream anomaly).", lScope, lSource)
 
 	c.watch = newWatcher(ns, cfg.scrapeTimeout)

@@ -98,7 +98,7 @@
 //     (its breaker) or rate_limited (its limiter gates or adaptive limit).
 //   - limiter_wait_seconds: each wait of a call while no source was eligible
 //     (quota full or 429 pushback); its _sum is the total time waited.
-//   - breaker_transitions_total: state changes the governor saw, state being
+//   - breaker_transitions_total: state changes the engine saw, state being
 //     the state entered (closed, half_open, open).
 //   - breaker_state: 0 closed, 1 half_open, 2 open. breaker_opens: how many
 //     times the circuit opened, as the breaker backend counts it (a reset

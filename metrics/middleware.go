@@ -15,7 +15,7 @@ import (
 // cache hits and misses, in-flight calls and degraded answers.
 //
 // Give it to polygateway.WithMiddleware. Layers given there sit outside the
-// built-in onion (cache → telemetry → governor), so this one sees cache hits
+// built-in onion (cache → telemetry → degradation → engine), so this one sees cache hits
 // too; list it first to also time the caller's other layers. A structured
 // call's re-asks are separate calls and are counted as such.
 func (c *Collector) Middleware() polygateway.Middleware {

@@ -66,7 +66,7 @@ func (c *Collector) Waited(scope string, d time.Duration) {
 	c.scope(scope).wait.Observe(d.Seconds())
 }
 
-// BreakerState records a breaker transition the governor observed
+// BreakerState records a breaker transition the engine observed
 // (polygateway.Observer): breaker_transitions_total by the state entered.
 func (c *Collector) BreakerState(scope, source string, state polygateway.BreakerState) {
 	sm := c.source(scope, source)

@@ -59,13 +59,13 @@ const (
 )
 
 // attemptOutcomes is the closed vocabulary of attempt outcomes (the
-// kernel's Attempt* constants), by index; anything else is "other".
+// core's Attempt* constants), by index; anything else is "other".
 var attemptOutcomes = [...]polygateway.AttemptOutcome{
 	core.AttemptSuccess, core.AttemptTransient, core.AttemptTimeout, core.AttemptRateLimited,
 	core.AttemptDead, core.AttemptRejected, core.AttemptInvalid, core.AttemptCancelled,
 }
 
-// refusalReasons are the reasons the governor reports refusals with.
+// refusalReasons are the reasons the engine reports refusals with.
 var refusalReasons = [...]polygateway.Reason{polygateway.ReasonCircuitOpen, polygateway.ReasonRateLimited}
 
 // knownReasons is the whole Reason vocabulary; any other value is "other".

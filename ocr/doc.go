@@ -60,7 +60,7 @@
 // # Error classes
 //
 // Every failure is classified once, in the attempt, into polygateway's
-// classes; the governor acts on the class only.
+// classes; the engine acts on the class only.
 //
 //	failure                                        class (sentinel)                      governance
 //	---------------------------------------------  ------------------------------------  -----------------------------

@@ -18,7 +18,7 @@ import (
 // error status, another body or a slow answer is false. The whole check
 // takes about one probe timeout however many sources there are.
 //
-// Probes go straight to the servers, not through the governor: they use
+// Probes go straight to the servers, not through the engine: they use
 // no rate-limit permit, do not touch the breakers and write no telemetry.
 // They send no credentials (the endpoint is public). When ctx ends, the
 // probes still running report false.

@@ -43,7 +43,7 @@ func TestCheckHealth(t *testing.T) {
 	if n := healthy.Count(ocrfake.EndpointHealth); n != 1 {
 		t.Errorf("healthy source got %d probes, want 1", n)
 	}
-	// Probes bypass the governor: no in-flight attempts, breakers untouched.
+	// Probes bypass the engine: no in-flight attempts, breakers untouched.
 	for _, s := range c.Sources(t.Context()) {
 		if s.InFlight != 0 || s.Breaker.ConsecutiveFailures != 0 {
 			t.Errorf("%s: in flight %d, failures %v after health probes", s.Name, s.InFlight, s.Breaker.ConsecutiveFailures)

@@ -1,8 +1,8 @@
 // Package transport speaks the OpenAI-compatible chat completions protocol
 // over HTTP, streaming (SSE) and not, and classifies every failure into the
-// error classes of the kernel. Client implements core.Upstream: one Do is
+// error classes of core. Client implements core.Upstream: one Do is
 // exactly one attempt against one source; retries, source selection,
-// limits and breakers live in the governor above it.
+// limits and breakers live in the engine above it.
 //
 // # Requests
 //

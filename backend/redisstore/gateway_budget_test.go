@@ -93,7 +93,7 @@ func TestDisabledAcrossTwoClients(t *testing.T) {
 		if err := operator.EnableSource(t.Context(), "fake_1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := worker.ResetSource(t.Context(), "fake_1"); err != nil { // drop its local memo at once
+		if err := worker.ResetSource(t.Context(), "fake_1"); err != nil { // drop its local hold at once
 			t.Fatal(err)
 		}
 		if resp, err := chat(worker, "back"); err != nil || resp.SourceName != "fake_1" {

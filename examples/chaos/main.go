@@ -53,7 +53,7 @@
 // The baseline is not a textbook round robin: mechanisms of the library that
 // no setting turns off still act in it (see baselineEnv). In particular a
 // call whose untried sources are all at their adaptive concurrency limit is
-// sent to a source that has just failed (soft cooldown memo) instead of
+// sent to a source that has just failed (soft hold) instead of
 // waiting for a slot, so at concurrency 64 the fast-failing flapping and
 // bad-key sources absorb the overflow while the healthy sources' limits are
 // still growing from 8: the baseline's success rate is low and varies from
@@ -243,7 +243,7 @@ func governedEnv() map[string]string {
 // run's call count. A 401 (SourceDead) still opens a breaker at once — the
 // library has no setting against that — so COOLDOWN_S and MAX_COOLDOWN_S are
 // 1 ms: the bad-key source is back in the rotation right away (the timeout
-// memo also lasts one cooldown, so it is 1 ms as well). Two library
+// hold also lasts one cooldown, so it is 1 ms as well). Two library
 // constants still act and cannot be turned off: the per-source adaptive
 // concurrency limit (AIMD, starting at 8 in flight), which caps how many
 // calls can hang on the black hole and the slow source at once, and 429
@@ -384,7 +384,7 @@ func runOnce(label string, specs []sourceSpec, env map[string]string, calls, con
 	full := map[string]string{
 		"PGW_LIMITER_BACKEND":   "memory",
 		"PGW_BREAKER_BACKEND":   "memory",
-		"PGW_CACHE_BACKEND":     "none", // every call must reach the governor
+		"PGW_CACHE_BACKEND":     "none", // every call must reach the engine
 		"PGW_TELEMETRY_BACKEND": "none",
 	}
 	for k, v := range env {

@@ -67,7 +67,7 @@ func untilDeadline(ctx context.Context) (time.Duration, bool) {
 // claimed before the backends were asked (so calls racing for a cold or
 // halved source never exceed its limit), and freed by apply. ok=false
 // means the source was refused (it is excluded for this round and in the
-// memo as the refusal says); an error is a backend failure or the caller's
+// hold as the refusal says); an error is a backend failure or the caller's
 // cancellation, and ends the call. Neither holds a slot.
 func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err error) {
 	e, s := r.e, r.e.sources[i]
@@ -105,7 +105,7 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 	if t.Admission.Allowed && t.Grant.OK {
 		return t, true, nil
 	}
-	// The refusal's memo is set before the slot frees, as apply does.
+	// The refusal's hold is set before the slot frees, as apply does.
 	err = r.refusal(i, t)
 	e.freeSlot(s)
 	return t, false, err
@@ -113,7 +113,7 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 
 // refusal records why the backends refused source i (t is their answer,
 // with Admission.Allowed or Grant.OK false):
-// the source is excluded for this round and memoised for as long as the
+// the source is excluded for this round and held for as long as the
 // refusal says; a spend budget's refusal ends the call (the error).
 func (r *run) refusal(i int, t core.Ticket) error {
 	e, s := r.e, r.e.sources[i]
@@ -126,7 +126,7 @@ func (r *run) refusal(i int, t core.Ticket) error {
 		e.refused(name, core.ReasonDisabled)
 		r.excluded.add(i, n)
 		r.fail(name, core.ReasonDisabled)
-		s.setMemo(now, now.Add(disabledRecheck), memoDisabled)
+		s.setHold(now, now.Add(disabledRecheck), holdDisabled)
 		return nil
 	}
 	if !t.Admission.Allowed && t.Admission.PushedBack {
@@ -135,7 +135,7 @@ func (r *run) refusal(i int, t core.Ticket) error {
 		e.refused(name, core.ReasonRateLimited)
 		r.excluded.add(i, n)
 		r.fail(name, core.ReasonRateLimited)
-		s.setMemo(now, now.Add(max(t.Admission.RetryAfter, time.Millisecond)), memoPushedBack)
+		s.setHold(now, now.Add(max(t.Admission.RetryAfter, time.Millisecond)), holdPushedBack)
 		return nil
 	}
 	if !t.Admission.Allowed {
@@ -151,7 +151,7 @@ func (r *run) refusal(i int, t core.Ticket) error {
 			// lease ends, so look again soon rather than for the lease.
 			wait = min(wait, e.settings.Backpressure.PollInterval)
 		}
-		s.setMemo(now, now.Add(max(wait, time.Millisecond)), memoCircuitOpen)
+		s.setHold(now, now.Add(max(wait, time.Millisecond)), holdCircuitOpen)
 		return nil
 	}
 	if !t.Grant.OK && t.Grant.Gate == core.GateBudget {
@@ -172,7 +172,7 @@ func (r *run) refusal(i int, t core.Ticket) error {
 	if wait <= 0 || wait > e.settings.Backpressure.PollInterval {
 		wait = e.settings.Backpressure.PollInterval
 	}
-	s.setMemo(now, now.Add(wait), memoRateLimited)
+	s.setHold(now, now.Add(wait), holdRateLimited)
 	return nil
 }
 
@@ -195,7 +195,7 @@ func (e *Engine) finish(ctx context.Context, callID string, s *sourceState, t *c
 // pushBack shares the wait a 429 imposed on s with every process of the
 // breaker's backend (core.PushbackAdmitter), detached from the caller's
 // cancellation and bounded like finish. A failure is logged (rate-limited):
-// the process's own memo still holds the source back.
+// the process's own hold still holds the source back.
 func (e *Engine) pushBack(ctx context.Context, callID string, s *sourceState, d time.Duration) {
 	pa, ok := e.admitter.(core.PushbackAdmitter)
 	if !ok {

@@ -38,7 +38,7 @@ func (s *sourceSet) clear() {
 }
 
 // Eligibility levels, best first: never tried in this call and not in the
-// memo; tried but not in the memo; in a soft memo.
+// hold; tried but not in the hold; in a soft hold.
 const (
 	levelFresh = iota
 	levelTried
@@ -67,7 +67,7 @@ func (r *run) choose(ctx context.Context, now time.Time) (int, error) {
 }
 
 // choose picks the source for the next attempt, or -1 when none is eligible
-// (every source is excluded for this round, in a hard memo or of a model
+// (every source is excluded for this round, in a hard hold or of a model
 // that refused the request).
 //
 // Among eligible sources it keeps the best level, then the best group
@@ -81,99 +81,125 @@ func (r *run) choose(ctx context.Context, now time.Time) (int, error) {
 // spilling onto a source that just failed.
 //
 // With st (a call holding to a tier), only sources of st.group are
-// candidates, and st.source — whose own blip put it in the memo — is one
-// again once st.ready has passed and no hard memo holds it back.
+// candidates, and st.source — whose own blip put it in the hold — is one
+// again once st.ready has passed and no hard hold keeps it back.
 func (e *Engine) choose(ctx context.Context, now time.Time, tried, excluded, busy, wrong *sourceSet, st *stickiness) (int, error) {
 	n := len(e.sources)
-	busyLevel, busyGroup := levelNone, math.MaxInt
-	busyHealthy := false
 	ch := choices.Get().(*choice)
 	defer func() {
 		clear(ch.cands)
 		ch.cands, ch.idxs = ch.cands[:0], ch.idxs[:0]
 		choices.Put(ch)
 	}()
-	bestLevel, bestGroup := levelNone, math.MaxInt
+	sc := scan{choice: ch, bestLevel: levelNone, bestGroup: math.MaxInt, busyLevel: levelNone, busyGroup: math.MaxInt}
 	for i, s := range e.sources {
-		if wrong.has(i, n) || st != nil && e.group(s) != st.group {
-			continue
+		switch {
+		case wrong.has(i, n) || st != nil && e.group(s) != st.group:
+		case st != nil && i == st.source && !busy.has(i, n) && !excluded.has(i, n):
+			sc.addHeld(s, i, now, st)
+		case busy.has(i, n):
+			sc.noteBusy(e, s, now, tried.has(i, n))
+		case !excluded.has(i, n):
+			sc.add(e, s, i, now, tried.has(i, n))
 		}
-		if st != nil && i == st.source && !busy.has(i, n) && !excluded.has(i, n) {
-			if now.Before(st.readyAt(s, now)) {
-				continue
-			}
-			if bestLevel > levelTried || bestGroup > st.group {
-				bestLevel, bestGroup = levelTried, st.group
-				ch.cands, ch.idxs = ch.cands[:0], ch.idxs[:0]
-			}
-			if bestLevel == levelTried {
-				ch.idxs = append(ch.idxs, i)
-				ch.cands = append(ch.cands, s.candidate(now, true))
-			}
-			continue
-		}
-		if busy.has(i, n) {
-			level := levelFresh
-			if kind, _ := s.memo(now); kind.hard() {
-				// Not eligible with a slot either: nothing to wait for.
-				continue
-			} else if kind != memoNone {
-				level = levelSoft
-			} else if tried.has(i, n) {
-				level = levelTried
-			}
-			group := e.group(s)
-			if level < busyLevel || (level == busyLevel && group < busyGroup) {
-				busyLevel, busyGroup, busyHealthy = level, group, false
-			}
-			if level == busyLevel && group == busyGroup && e.healthGated && s.health(now) >= healthyScore {
-				busyHealthy = true
-			}
-			continue
-		}
-		if excluded.has(i, n) {
-			continue
-		}
-		level := levelFresh
-		kind, health := s.view(now)
-		if kind != memoNone {
-			if kind.hard() {
-				continue
-			}
-			level = levelSoft
-		} else if tried.has(i, n) {
-			level = levelTried
-		}
-		group := e.group(s)
-		if level > bestLevel || (level == bestLevel && group > bestGroup) {
-			continue
-		}
-		if level < bestLevel || group < bestGroup {
-			bestLevel, bestGroup = level, group
-			ch.cands, ch.idxs = ch.cands[:0], ch.idxs[:0]
-		}
-		ch.idxs = append(ch.idxs, i)
-		ch.cands = append(ch.cands, s.candidateAt(health, tried.has(i, n)))
 	}
-	if len(ch.cands) == 0 {
+	return e.chooseAmong(ctx, &sc)
+}
+
+// scan is what choose learns going over the sources: the candidates of the
+// best level and group so far, and the best placed busy source.
+type scan struct {
+	*choice
+	bestLevel, bestGroup int
+	busyLevel, busyGroup int
+	// busyHealthy: a busy source of the busy level and group is healthy.
+	busyHealthy bool
+}
+
+// addHeld considers the source a call holding to its tier waits for: a
+// candidate of the tried level once st's ready time has passed.
+func (sc *scan) addHeld(s *sourceState, i int, now time.Time, st *stickiness) {
+	if now.Before(st.readyAt(s, now)) {
+		return
+	}
+	if sc.bestLevel > levelTried || sc.bestGroup > st.group {
+		sc.bestLevel, sc.bestGroup = levelTried, st.group
+		sc.cands, sc.idxs = sc.cands[:0], sc.idxs[:0]
+	}
+	if sc.bestLevel == levelTried {
+		sc.idxs = append(sc.idxs, i)
+		sc.cands = append(sc.cands, s.candidate(now, true))
+	}
+}
+
+// noteBusy remembers a source at its adaptive concurrency limit when it is
+// better placed than the busy sources seen so far.
+func (sc *scan) noteBusy(e *Engine, s *sourceState, now time.Time, tried bool) {
+	level := levelFresh
+	if kind, _ := s.hold(now); kind.hard() {
+		// Not eligible with a slot either: nothing to wait for.
+		return
+	} else if kind != holdNone {
+		level = levelSoft
+	} else if tried {
+		level = levelTried
+	}
+	group := e.group(s)
+	if level < sc.busyLevel || (level == sc.busyLevel && group < sc.busyGroup) {
+		sc.busyLevel, sc.busyGroup, sc.busyHealthy = level, group, false
+	}
+	if level == sc.busyLevel && group == sc.busyGroup && e.healthGated && s.health(now) >= healthyScore {
+		sc.busyHealthy = true
+	}
+}
+
+// add makes source i a candidate when it is eligible and as well placed as
+// the best so far (a better one replaces the candidates).
+func (sc *scan) add(e *Engine, s *sourceState, i int, now time.Time, tried bool) {
+	level := levelFresh
+	kind, health := s.view(now)
+	if kind != holdNone {
+		if kind.hard() {
+			return
+		}
+		level = levelSoft
+	} else if tried {
+		level = levelTried
+	}
+	group := e.group(s)
+	if level > sc.bestLevel || (level == sc.bestLevel && group > sc.bestGroup) {
+		return
+	}
+	if level < sc.bestLevel || group < sc.bestGroup {
+		sc.bestLevel, sc.bestGroup = level, group
+		sc.cands, sc.idxs = sc.cands[:0], sc.idxs[:0]
+	}
+	sc.idxs = append(sc.idxs, i)
+	sc.cands = append(sc.cands, s.candidateAt(health, tried))
+}
+
+// chooseAmong returns the source chosen among the scan's candidates, or -1 when
+// there is none or the call should wait for a busy source's slot.
+func (e *Engine) chooseAmong(ctx context.Context, sc *scan) (int, error) {
+	if len(sc.cands) == 0 {
 		return -1, nil
 	}
-	if busyLevel != levelNone {
-		if busyLevel < bestLevel || (busyLevel == bestLevel && busyGroup < bestGroup) {
+	if sc.busyLevel != levelNone {
+		if sc.busyLevel < sc.bestLevel || (sc.busyLevel == sc.bestLevel && sc.busyGroup < sc.bestGroup) {
 			return -1, nil
 		}
-		if busyHealthy && busyLevel == bestLevel && busyGroup == bestGroup && allWeak(ch.cands) {
+		if sc.busyHealthy && sc.busyLevel == sc.bestLevel && sc.busyGroup == sc.bestGroup && allWeak(sc.cands) {
 			return -1, nil
 		}
 	}
-	if len(ch.cands) == 1 {
-		return ch.idxs[0], nil
+	if len(sc.cands) == 1 {
+		return sc.idxs[0], nil
 	}
-	k, err := e.selector.Select(ctx, ch.cands)
-	if err != nil || k < 0 || k >= len(ch.cands) {
-		return -1, &core.SelectorError{Choice: k, Candidates: len(ch.cands), Err: err}
+	k, err := e.selector.Select(ctx, sc.cands)
+	if err != nil || k < 0 || k >= len(sc.cands) {
+		return -1, &core.SelectorError{Choice: k, Candidates: len(sc.cands), Err: err}
 	}
-	return ch.idxs[k], nil
+	return sc.idxs[k], nil
 }
 
 // group orders sources: same region first when a region is preferred, then

@@ -205,7 +205,7 @@ func (e *Engine) Sources(ctx context.Context) []core.SourceStatus {
 }
 
 // Reset closes the breaker of source (the operators' emergency key) and
-// clears its local memo and health history. source "" resets every source
+// clears its local hold and health history. source "" resets every source
 // of the scope; the first failure is returned after all were tried. A
 // switched-off source stays off.
 func (e *Engine) Reset(ctx context.Context, source string) error {
@@ -248,7 +248,7 @@ func (e *Engine) SetEnabled(ctx context.Context, source string, enabled bool) er
 		if err := sw.SetEnabled(ctx, e.settings.Scope, source, s.breaker, enabled); err != nil {
 			return &core.GovernanceBackendError{Backend: "breaker", Op: "switch", Err: err}
 		}
-		s.switchMemo(e.clock.Now(), !enabled)
+		s.switchHold(e.clock.Now(), !enabled)
 		state := "enabled"
 		if !enabled {
 			state = "disabled"

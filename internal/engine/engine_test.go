@@ -18,7 +18,7 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-func TestNewGovernorRejectsIncompleteConfig(t *testing.T) {
+func TestNewRejectsIncompleteConfig(t *testing.T) {
 	t.Parallel()
 	up, lim, br := newScriptedUpstream(), memory.NewLimiter(), memory.NewBreaker()
 	tests := []struct {
@@ -32,12 +32,12 @@ func TestNewGovernorRejectsIncompleteConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		if g, err := New(tc.cfg); err == nil || g != nil {
-			t.Errorf("%s: NewGovernor = (%v, %v), want an error", tc.name, g, err)
+			t.Errorf("%s: New = (%v, %v), want an error", tc.name, g, err)
 		}
 	}
 }
 
-func TestGovernorFillsTheAnswerFromTheAnsweringSource(t *testing.T) {
+func TestEngineFillsTheAnswerFromTheAnsweringSource(t *testing.T) {
 	t.Parallel()
 	pricing := core.PricingTable{"model-a": {InputPer1M: 1, OutputPer1M: 2}}
 	f := newFixture(t, testSettings(src("a", 0)), withPricing(pricing))
@@ -59,7 +59,7 @@ func TestGovernorFillsTheAnswerFromTheAnsweringSource(t *testing.T) {
 	}
 }
 
-func TestGovernorKeepsWhatTheUpstreamReported(t *testing.T) {
+func TestEngineKeepsWhatTheUpstreamReported(t *testing.T) {
 	t.Parallel()
 	pricing := core.PricingTable{"model-a": {InputPer1M: 1, OutputPer1M: 2}}
 	cost := 0.5
@@ -74,7 +74,7 @@ func TestGovernorKeepsWhatTheUpstreamReported(t *testing.T) {
 	}
 }
 
-func TestGovernorLeavesCostNilWithoutAPrice(t *testing.T) {
+func TestEngineLeavesCostNilWithoutAPrice(t *testing.T) {
 	t.Parallel()
 	for _, pricing := range []core.PricingTable{nil, {"other": {InputPer1M: 1}}} {
 		f := newFixture(t, testSettings(src("a", 0)), withPricing(pricing))
@@ -88,7 +88,7 @@ func TestGovernorLeavesCostNilWithoutAPrice(t *testing.T) {
 	}
 }
 
-func TestGovernorFailsOverAndListsAttemptsInOrder(t *testing.T) {
+func TestEngineFailsOverAndListsAttemptsInOrder(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0), src("b", 1), src("c", 2)))
 	f.up.script("a", failStep(transientErr("a")))
@@ -106,7 +106,7 @@ func TestGovernorFailsOverAndListsAttemptsInOrder(t *testing.T) {
 	}
 }
 
-func TestGovernorRetriesTheSameSourceWhenItIsTheOnlyOne(t *testing.T) {
+func TestEngineRetriesTheSameSourceWhenItIsTheOnlyOne(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0)))
 	f.up.script("a", failStep(transientErr("a")), failStep(stalledErr("a")), okStep())
@@ -119,7 +119,7 @@ func TestGovernorRetriesTheSameSourceWhenItIsTheOnlyOne(t *testing.T) {
 	}
 }
 
-func TestGovernorSpentRetryBudgetReturnsRetryExhausted(t *testing.T) {
+func TestEngineSpentRetryBudgetReturnsRetryExhausted(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
@@ -164,7 +164,7 @@ func TestGovernorSpentRetryBudgetReturnsRetryExhausted(t *testing.T) {
 	}
 }
 
-func TestGovernorSingleAttemptReturnsTheRawClassifiedError(t *testing.T) {
+func TestEngineSingleAttemptReturnsTheRawClassifiedError(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name        string
@@ -195,7 +195,7 @@ func TestGovernorSingleAttemptReturnsTheRawClassifiedError(t *testing.T) {
 	}
 }
 
-func TestGovernorReturnsRejectedAndInvalidAtOnceWithoutChargingTheBreaker(t *testing.T) {
+func TestEngineReturnsRejectedAndInvalidAtOnceWithoutChargingTheBreaker(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
@@ -236,7 +236,7 @@ func TestGovernorReturnsRejectedAndInvalidAtOnceWithoutChargingTheBreaker(t *tes
 	}
 }
 
-func TestGovernorRateLimitDoesNotConsumeBudgetNorCountForTheBreaker(t *testing.T) {
+func TestEngineRateLimitDoesNotConsumeBudgetNorCountForTheBreaker(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
 		set := testSettings(src("a", 0))
@@ -263,7 +263,7 @@ func TestGovernorRateLimitDoesNotConsumeBudgetNorCountForTheBreaker(t *testing.T
 	})
 }
 
-func TestGovernorRateLimitPrefersAnotherSource(t *testing.T) {
+func TestEngineRateLimitPrefersAnotherSource(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
 		f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
@@ -289,7 +289,7 @@ func TestGovernorRateLimitPrefersAnotherSource(t *testing.T) {
 
 // Design §4: a 429 waits max(Retry-After, backoff, the 1 s floor) before
 // the source is tried again, not Retry-After plus another backoff.
-func TestGovernorPushbackWaitIsTheMaxOfRetryAfterAndBackoffNotTheirSum(t *testing.T) {
+func TestEnginePushbackWaitIsTheMaxOfRetryAfterAndBackoffNotTheirSum(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		set := testSettings(src("a", 0))
 		set.Retry.BackoffBase, set.Retry.BackoffMax = 400*time.Millisecond, 400*time.Millisecond
@@ -307,7 +307,7 @@ func TestGovernorPushbackWaitIsTheMaxOfRetryAfterAndBackoffNotTheirSum(t *testin
 	})
 }
 
-func TestGovernorSourceDeadOpensItsBreakerAtOnce(t *testing.T) {
+func TestEngineSourceDeadOpensItsBreakerAtOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
 	f.up.script("a", failStep(deadErr("a")))
@@ -331,7 +331,7 @@ func TestGovernorSourceDeadOpensItsBreakerAtOnce(t *testing.T) {
 	}
 }
 
-func TestGovernorConsecutiveFailuresOpenTheBreaker(t *testing.T) {
+func TestEngineConsecutiveFailuresOpenTheBreaker(t *testing.T) {
 	t.Parallel()
 	set := testSettings(src("a", 0))
 	set.Retry.MaxAttempts = 1
@@ -355,7 +355,7 @@ func TestGovernorConsecutiveFailuresOpenTheBreaker(t *testing.T) {
 	}
 }
 
-func TestGovernorAllBreakersOpenReturnsCircuitOpenWithoutCallingUpstream(t *testing.T) {
+func TestEngineAllBreakersOpenReturnsCircuitOpenWithoutCallingUpstream(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
 	f.openBreaker(t, "a")
@@ -379,7 +379,7 @@ func TestGovernorAllBreakersOpenReturnsCircuitOpenWithoutCallingUpstream(t *test
 	}
 }
 
-func TestGovernorQuotaFullFailFastReturnsRateLimitedAtOnce(t *testing.T) {
+func TestEngineQuotaFullFailFastReturnsRateLimitedAtOnce(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
 		limits := core.Limits{MaxConcurrency: 1}
@@ -414,7 +414,7 @@ func TestGovernorQuotaFullFailFastReturnsRateLimitedAtOnce(t *testing.T) {
 	})
 }
 
-func TestGovernorQuotaRefusalFailsOverToAnotherSource(t *testing.T) {
+func TestEngineQuotaRefusalFailsOverToAnotherSource(t *testing.T) {
 	t.Parallel()
 	limits := core.Limits{MaxConcurrency: 1}
 	a := src("a", 0)
@@ -429,7 +429,7 @@ func TestGovernorQuotaRefusalFailsOverToAnotherSource(t *testing.T) {
 	}
 }
 
-func TestGovernorQuotaWaitStallsAfterTheStallWindow(t *testing.T) {
+func TestEngineQuotaWaitStallsAfterTheStallWindow(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		limits := core.Limits{MaxConcurrency: 1}
 		a := src("a", 0)
@@ -456,7 +456,7 @@ func TestGovernorQuotaWaitStallsAfterTheStallWindow(t *testing.T) {
 	})
 }
 
-func TestGovernorQuotaWaitResumesWhenQuotaFrees(t *testing.T) {
+func TestEngineQuotaWaitResumesWhenQuotaFrees(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		limits := core.Limits{MaxConcurrency: 1}
 		a := src("a", 0)
@@ -485,7 +485,7 @@ func TestGovernorQuotaWaitResumesWhenQuotaFrees(t *testing.T) {
 	})
 }
 
-func TestGovernorBackendFailureNeverCallsUpstream(t *testing.T) {
+func TestEngineBackendFailureNeverCallsUpstream(t *testing.T) {
 	t.Parallel()
 	backendErr := errors.New("redis: connection refused")
 	tests := []struct {
@@ -523,7 +523,7 @@ func TestGovernorBackendFailureNeverCallsUpstream(t *testing.T) {
 	}
 }
 
-func TestGovernorLimiterFailureGivesBackAHeldProbe(t *testing.T) {
+func TestEngineLimiterFailureGivesBackAHeldProbe(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0)))
 	f.openBreaker(t, "a")
@@ -543,7 +543,7 @@ func TestGovernorLimiterFailureGivesBackAHeldProbe(t *testing.T) {
 	}
 }
 
-func TestGovernorCancelledBeforeStartingCallsNothing(t *testing.T) {
+func TestEngineCancelledBeforeStartingCallsNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0)))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -557,7 +557,7 @@ func TestGovernorCancelledBeforeStartingCallsNothing(t *testing.T) {
 	}
 }
 
-func TestGovernorCancellationDuringAnAttemptReturnsPromptlyAndFreesEverything(t *testing.T) {
+func TestEngineCancellationDuringAnAttemptReturnsPromptlyAndFreesEverything(t *testing.T) {
 	t.Parallel()
 	for _, probe := range []bool{false, true} {
 		name := "closed circuit"
@@ -623,7 +623,7 @@ func TestGovernorCancellationDuringAnAttemptReturnsPromptlyAndFreesEverything(t 
 	}
 }
 
-func TestGovernorDeadlineDuringAnAttemptMatchesDeadlineExceeded(t *testing.T) {
+func TestEngineDeadlineDuringAnAttemptMatchesDeadlineExceeded(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
 		f := newFixture(t, testSettings(src("a", 0)))
@@ -640,7 +640,7 @@ func TestGovernorDeadlineDuringAnAttemptMatchesDeadlineExceeded(t *testing.T) {
 	})
 }
 
-func TestGovernorCancellationDuringBackoffReturnsPromptly(t *testing.T) {
+func TestEngineCancellationDuringBackoffReturnsPromptly(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
 		set := testSettings(src("a", 0))
@@ -674,7 +674,7 @@ func TestGovernorCancellationDuringBackoffReturnsPromptly(t *testing.T) {
 	})
 }
 
-func TestGovernorCancellationDuringAQuotaWaitReturnsPromptly(t *testing.T) {
+func TestEngineCancellationDuringAQuotaWaitReturnsPromptly(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
 		limits := core.Limits{MaxConcurrency: 1}
@@ -718,7 +718,7 @@ func TestGovernorCancellationDuringAQuotaWaitReturnsPromptly(t *testing.T) {
 	})
 }
 
-func TestGovernorGivesBackAHalfOpenProbeThatIsNotUsed(t *testing.T) {
+func TestEngineGivesBackAHalfOpenProbeThatIsNotUsed(t *testing.T) {
 	t.Parallel()
 	t.Run("refused by the limiter", func(t *testing.T) {
 		t.Parallel()
@@ -769,7 +769,7 @@ func TestGovernorGivesBackAHalfOpenProbeThatIsNotUsed(t *testing.T) {
 	})
 }
 
-func TestGovernorProbeSuccessClosesTheBreaker(t *testing.T) {
+func TestEngineProbeSuccessClosesTheBreaker(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0)))
 	f.openBreaker(t, "a")
@@ -783,7 +783,7 @@ func TestGovernorProbeSuccessClosesTheBreaker(t *testing.T) {
 	}
 }
 
-func TestGovernorDeadlineShorterThanTheNextBackoffReturnsBeforeTheDeadline(t *testing.T) {
+func TestEngineDeadlineShorterThanTheNextBackoffReturnsBeforeTheDeadline(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
 		set := testSettings(src("a", 0))
@@ -812,7 +812,7 @@ func TestGovernorDeadlineShorterThanTheNextBackoffReturnsBeforeTheDeadline(t *te
 	})
 }
 
-func TestGovernorSourcesReportsBreakerHealthAndLimits(t *testing.T) {
+func TestEngineSourcesReportsBreakerHealthAndLimits(t *testing.T) {
 	t.Parallel()
 	a := weighted("a", 0, 0)
 	a.Limits = core.Limits{MaxConcurrency: 100, RPM: 60, TPM: 1000}
@@ -858,7 +858,7 @@ func TestGovernorSourcesReportsBreakerHealthAndLimits(t *testing.T) {
 	}
 }
 
-func TestGovernorSourcesReportsBackendReadFailures(t *testing.T) {
+func TestEngineSourcesReportsBackendReadFailures(t *testing.T) {
 	t.Parallel()
 	limErr, brErr := errors.New("limiter down"), errors.New("breaker down")
 	g, err := New(Config{
@@ -874,7 +874,7 @@ func TestGovernorSourcesReportsBackendReadFailures(t *testing.T) {
 	}
 }
 
-func TestGovernorResetClosesTheBreakerAndClearsTheMemo(t *testing.T) {
+func TestEngineResetClosesTheBreakerAndClearsTheHold(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
 	f.up.script("a", failStep(deadErr("a")), okStep())
@@ -899,7 +899,7 @@ func TestGovernorResetClosesTheBreakerAndClearsTheMemo(t *testing.T) {
 	}
 }
 
-func TestGovernorResetErrors(t *testing.T) {
+func TestEngineResetErrors(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0)))
 	if err := f.g.Reset(context.Background(), "nope"); err == nil {
@@ -966,7 +966,7 @@ func (l *releaseFailingLimiter) Release(context.Context, core.Permit, core.Settl
 
 // After a storm of concurrent calls with every outcome, cancellations and
 // opening circuits, nothing is left in flight and no probe is held.
-func TestGovernorStormLeavesNothingInFlight(t *testing.T) {
+func TestEngineStormLeavesNothingInFlight(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
 		names := []string{"a", "b", "c"}
@@ -1036,8 +1036,8 @@ func TestGovernorStormLeavesNothingInFlight(t *testing.T) {
 }
 
 // The caller's deadline is wall-clock time; an injected Clock (used for
-// health and memo bookkeeping) must not change how it is honoured.
-func TestGovernorHonoursTheDeadlineWithAnInjectedClock(t *testing.T) {
+// health and hold bookkeeping) must not change how it is honoured.
+func TestEngineHonoursTheDeadlineWithAnInjectedClock(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
 		set := testSettings(src("a", 0))
@@ -1058,7 +1058,7 @@ func TestGovernorHonoursTheDeadlineWithAnInjectedClock(t *testing.T) {
 
 // Design §4: a waiting call gives up only when its wait exceeds the stall
 // window and no progress happened anywhere in the scope.
-func TestGovernorStallsOnlyWithoutProgressAnywhereInTheScope(t *testing.T) {
+func TestEngineStallsOnlyWithoutProgressAnywhereInTheScope(t *testing.T) {
 	t.Parallel()
 	const window = 100 * time.Millisecond
 	tests := []struct {
@@ -1081,7 +1081,7 @@ func TestGovernorStallsOnlyWithoutProgressAnywhereInTheScope(t *testing.T) {
 				set.Backpressure.PollInterval = 5 * time.Millisecond
 				g := newFixture(t, set).g
 				now := time.Now()
-				g.sourceNamed("a").setMemo(now, now.Add(5*time.Millisecond), memoRateLimited)
+				g.sourceNamed("a").setHold(now, now.Add(5*time.Millisecond), holdRateLimited)
 				g.lastProgress.Store(now.Add(-tc.progressAgo).UnixNano())
 				r := &run{e: g, call: newCall(), waited: tc.waited, quotaRefused: true}
 				wait, _, err := r.nothingEligible(context.Background(), now)
@@ -1121,9 +1121,9 @@ func TestARefusalWhileAProbeIsOutBlocksTheSourceOnlyBriefly(t *testing.T) {
 		if _, admitted, err := r.admit(ctx, 0); admitted || err != nil {
 			t.Fatalf("admitted=%v err=%v, want a refusal", admitted, err)
 		}
-		kind, until := f.g.sources[0].memo(now)
-		if kind != memoCircuitOpen || until.Sub(now) > 100*time.Millisecond {
-			t.Fatalf("memo %v until +%v; want a short block (the poll interval), not the probe lease", kind, until.Sub(now))
+		kind, until := f.g.sources[0].hold(now)
+		if kind != holdCircuitOpen || until.Sub(now) > 100*time.Millisecond {
+			t.Fatalf("hold %v until +%v; want a short block (the poll interval), not the probe lease", kind, until.Sub(now))
 		}
 	})
 }

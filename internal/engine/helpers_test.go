@@ -305,7 +305,7 @@ func weighted(name string, priority int, weight float64) core.SourceConfig {
 	return s
 }
 
-// fixture is a governor over real memory backends; the breaker reads a fake
+// fixture is an engine over real memory backends; the breaker reads a fake
 // clock so that tests open and half-open circuits without sleeping.
 type fixture struct {
 	g       *Engine
@@ -330,7 +330,7 @@ func newFixture(t *testing.T, set core.GatewaySettings, opts ...func(*Config)) *
 	}
 	g, err := New(cfg)
 	if err != nil {
-		t.Fatalf("NewGovernor: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	f.g = g
 	return f
@@ -338,7 +338,7 @@ func newFixture(t *testing.T, set core.GatewaySettings, opts ...func(*Config)) *
 
 // withLiveBreaker gives the fixture a breaker on the time of the test (the
 // bubble's under synctest) instead of the fake clock the test advances: a
-// 429's pushback then ends as the engine's own memo does.
+// 429's pushback then ends as the engine's own hold does.
 func withLiveBreaker(cfg *Config) { cfg.Breaker = memory.NewBreaker() }
 
 func withClock(c core.Clock) func(*Config) {

@@ -8,10 +8,13 @@ import (
 
 // This file is the one place that says what the end of an attempt means.
 // Every part of the engine that reacts to an attempt — the breaker, the
-// limiter's settlement, the health score, the cooldown memo, adaptive
-// concurrency, the retry budget, whether the call ends, what the observer
-// and PerSource see — reads the effect of the attempt's class and reason
-// from the table below, and nowhere else.
+// limiter's settlement, the health score, the hold, adaptive
+// concurrency, the retry budget, whether the call ends, whether it waits in
+// its tier, whether a cut answer may be continued, which answer it keeps,
+// what the observer and PerSource see — reads the effect of the attempt's
+// class and reason from the table below, and nowhere else. No other file
+// of the engine compares error classes or reasons (a test reads the source
+// and holds it to that).
 
 // verdict is what an attempt says about its source's health.
 type verdict uint8
@@ -22,26 +25,26 @@ const (
 	healthBad                    // the service failed
 )
 
-// memoRule says how an attempt sets its source's local cooldown memo.
-type memoRule uint8
+// holdRule says how an attempt sets its source's local hold.
+type holdRule uint8
 
 const (
-	// memoClear removes a soft memo (the source just worked).
-	memoClear memoRule = iota
-	// memoKeep leaves the memo as it is.
-	memoKeep
-	// memoBackoff: a soft memo for one backoff (the source just failed;
+	// holdClear removes a soft hold (the source just worked).
+	holdClear holdRule = iota
+	// holdKeep leaves the hold as it is.
+	holdKeep
+	// holdBackoff: a soft hold for one backoff (the source just failed;
 	// used again only when nothing else is eligible).
-	memoBackoff
-	// memoCooldown: a soft memo for the breaker's cooldown (timeouts: a
+	holdBackoff
+	// holdCooldown: a soft hold for the breaker's cooldown (timeouts: a
 	// slow source is not asked again soon).
-	memoCooldown
-	// memoPushback: a hard memo for max(Retry-After, backoff of the
+	holdCooldown
+	// holdPushback: a hard hold for max(Retry-After, backoff of the
 	// source's consecutive 429s).
-	memoPushback
-	// memoDead: a hard memo for the breaker's cooldown (the source's
+	holdPushback
+	// holdDead: a hard hold for the breaker's cooldown (the source's
 	// account is unusable; its breaker opened).
-	memoDead
+	holdDead
 )
 
 // aimdRule says how an attempt moves its source's adaptive concurrency.
@@ -72,6 +75,42 @@ const (
 	endOtherModel
 )
 
+// patienceRule says whether a failure is a blip the call may wait out in
+// its PRIORITY tier (TIER_PATIENCE_S) before a lower tier is used, and how
+// long the source that blipped is waited for. It applies only to a source
+// that was answering; see run.stick.
+type patienceRule uint8
+
+const (
+	// patienceNone: fail over to a lower tier at once (timeouts, stalls,
+	// dead sources, refusals: an outage or a bad request, not a blip).
+	patienceNone patienceRule = iota
+	// patienceBackoff: the source is asked again after one backoff, or a
+	// sibling of its tier at once (a 5xx, a reset).
+	patienceBackoff
+	// patiencePushback: the source is asked again once its pushback hold
+	// (max of Retry-After, backoff and floor) has passed, or a sibling at
+	// once (a 429).
+	patiencePushback
+)
+
+// cutRule says what an attempt means for an answer part of which already
+// reached the caller (a committed stream).
+type cutRule uint8
+
+const (
+	// cutEnds: no source can complete the answer honestly after this; the
+	// call ends with the error that cut it (or this attempt's error, when
+	// nothing was continued yet).
+	cutEnds cutRule = iota
+	// cutContinues: the call may go on as a continuation on a source with
+	// CONTINUE=prefill (a reset, a 5xx, a stall mid-stream).
+	cutContinues
+	// cutStands: the attempt's own end stands even while continuing (the
+	// answer completed; the caller went away).
+	cutStands
+)
+
 // effect is everything the end of one attempt means.
 type effect struct {
 	// breaker is the outcome recorded on the source's circuit.
@@ -86,8 +125,8 @@ type effect struct {
 	unbilled bool
 	// health is fed into the source's health score.
 	health verdict
-	// memo sets the source's cooldown memo.
-	memo memoRule
+	// hold sets the source's hold.
+	hold holdRule
 	// aimd moves the source's adaptive concurrency limit.
 	aimd aimdRule
 	// spends is true when the attempt consumes one of MAX_ATTEMPTS.
@@ -99,8 +138,15 @@ type effect struct {
 	// observe is the outcome the observer and the logs see.
 	observe core.AttemptOutcome
 	// perSource is the reason recorded for the source in a
-	// GatewayUnavailableError ("" = the error's own reason).
+	// GatewayUnavailableError; every row whose call may go on names one.
 	perSource core.Reason
+	// patience says whether the call waits for the source in its tier.
+	patience patienceRule
+	// cut says what the attempt means for a committed, cut answer.
+	cut cutRule
+	// keepsAnswer is true when the attempt's answer, though refused, is
+	// kept: returned with the error when the retry budget runs out.
+	keepsAnswer bool
 }
 
 // policyKey selects a row: the class of the attempt's error and its reason.
@@ -124,24 +170,33 @@ const classMemory = core.ClassOther + 101
 var policy = map[policyKey]effect{
 	// The source answered.
 	{classSuccess, anyReason}: {breaker: core.OutcomeSuccess, settle: core.SettleActual, health: healthGood,
-		memo: memoClear, aimd: aimdGrow, end: endAnswer, progress: true, observe: core.AttemptSuccess},
+		hold: holdClear, aimd: aimdGrow, end: endAnswer, progress: true, observe: core.AttemptSuccess, cut: cutStands},
 
 	// 429: pushback. Not a breaker failure, no budget spent, tokens
-	// refunded; the source waits out Retry-After (hard memo) and another
-	// source is preferred meanwhile.
+	// refunded; the source waits out Retry-After (hard hold) and another
+	// source is preferred meanwhile. A call may wait for it in its tier;
+	// a cut answer is not continued (the sources are pushing back).
 	{core.ClassTransient, core.ReasonRateLimited}: {breaker: core.OutcomeRateLimited, settle: core.SettleRefund, health: healthBad,
-		memo: memoPushback, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited},
+		hold: holdPushback, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited,
+		patience: patiencePushback},
 	// Timeouts and stalls: a failure weighted by TIMEOUT_WEIGHT; the slow
-	// source is avoided for a cooldown.
+	// source is avoided for a cooldown, not waited for in its tier. A cut
+	// answer may be continued elsewhere.
 	{core.ClassTransient, core.ReasonTimeout}: {breaker: core.OutcomeTimeout, settle: core.SettleEstimate, health: healthBad,
-		memo: memoCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
+		hold: holdCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout, cut: cutContinues},
 	{core.ClassTransient, core.ReasonStalled}: {breaker: core.OutcomeTimeout, settle: core.SettleEstimate, health: healthBad,
-		memo: memoCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
+		hold: holdCooldown, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout, cut: cutContinues},
 	// 5xx, resets, cut or malformed streams. A 5xx answer is not billed.
+	// A 5xx or a network error of a source that was answering is a blip
+	// the call may wait out in its tier.
 	{core.ClassTransient, core.ReasonServerError}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, unbilled: true, health: healthBad,
-		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonServerError},
+		hold: holdBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonServerError,
+		patience: patienceBackoff, cut: cutContinues},
+	{core.ClassTransient, core.ReasonNetworkError}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
+		hold: holdBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError,
+		patience: patienceBackoff, cut: cutContinues},
 	{core.ClassTransient, anyReason}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
-		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+		hold: holdBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError, cut: cutContinues},
 	// The source answered that it could not do the task (an OCR server's
 	// "success": false): the answer proves it alive, so the breaker records
 	// a success; the failure is the source's, not the request's, so the call
@@ -149,44 +204,47 @@ var policy = map[policyKey]effect{
 	// selector away from a server that keeps failing tasks without opening
 	// its circuit.
 	{core.ClassTransient, core.ReasonTaskFailed}: {breaker: core.OutcomeSuccess, settle: core.SettleEstimate, health: healthBad,
-		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonTaskFailed},
+		hold: holdBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonTaskFailed, cut: cutContinues},
 
 	// 401/403/402, insufficient quota: the breaker opens at once.
 	{core.ClassSourceDead, anyReason}: {breaker: core.OutcomeDead, settle: core.SettleRefund, health: healthBad,
-		memo: memoDead, spends: true, observe: core.AttemptDead, perSource: core.ReasonSourceDead},
+		hold: holdDead, spends: true, observe: core.AttemptDead, perSource: core.ReasonSourceDead},
 
 	// The request itself was refused: the service answered (alive for the
 	// breaker), nothing learned about its health, the call ends.
 	{core.ClassRejected, anyReason}: {breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral,
-		memo: memoKeep, end: endError, observe: core.AttemptRejected},
+		hold: holdKeep, end: endError, observe: core.AttemptRejected},
 	// ...unless it is too long for this model: another model may take it.
 	{core.ClassRejected, core.ReasonContextLength}: {breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral,
-		memo: memoKeep, spends: true, end: endOtherModel, observe: core.AttemptRejected, perSource: core.ReasonContextLength},
+		hold: holdKeep, spends: true, end: endOtherModel, observe: core.AttemptRejected, perSource: core.ReasonContextLength},
 
 	// A result that failed its check: billed and alive, not a bad service;
 	// the call ends with the answer and the error (structured output
 	// re-asks outside the engine).
 	{core.ClassInvalid, anyReason}: {breaker: core.OutcomeSuccess, settle: core.SettleActual, health: healthNeutral,
-		memo: memoClear, aimd: aimdGrow, end: endAnswerError, progress: true, observe: core.AttemptInvalid},
+		hold: holdClear, aimd: aimdGrow, end: endAnswerError, progress: true, observe: core.AttemptInvalid, keepsAnswer: true},
 	// The quality guard refused the answer: a bad answer, not a bad
-	// service; try another source while the budget lasts.
+	// service; try another source while the budget lasts, and keep the
+	// answer to return with the error when the budget runs out.
 	{core.ClassInvalid, core.ReasonLowQuality}: {breaker: core.OutcomeSuccess, settle: core.SettleActual, health: healthNeutral,
-		memo: memoBackoff, aimd: aimdGrow, spends: true, progress: true, observe: core.AttemptInvalid, perSource: core.ReasonLowQuality},
+		hold: holdBackoff, aimd: aimdGrow, spends: true, progress: true, observe: core.AttemptInvalid, perSource: core.ReasonLowQuality,
+		keepsAnswer: true},
 
 	// The answer did not fit this process's memory budget for buffered
 	// bytes: no fault of the source and nothing learned about it (a held
 	// probe is given back); the call ends at once with the error, which
 	// another source's answer would not fit either.
 	{classMemory, anyReason}: {breaker: core.OutcomeAbandoned, settle: core.SettleEstimate, health: healthNeutral,
-		memo: memoKeep, end: endError, observe: core.AttemptCancelled},
+		hold: holdKeep, end: endError, observe: core.AttemptCancelled},
 
-	// The caller went away: no verdict, a held probe is given back.
+	// The caller went away: no verdict, a held probe is given back; the
+	// call ends with the cancellation, even while continuing a cut answer.
 	{core.ClassCanceled, anyReason}: {breaker: core.OutcomeAbandoned, settle: core.SettleEstimate, health: healthNeutral,
-		memo: memoKeep, end: endError, observe: core.AttemptCancelled},
+		hold: holdKeep, end: endError, observe: core.AttemptCancelled, cut: cutStands},
 
 	// An error of no known class (a foreign upstream's): a failure.
 	{core.ClassOther, anyReason}: {breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad,
-		memo: memoBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+		hold: holdBackoff, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
 }
 
 // effectOf returns the row for an attempt's end: err == nil is a success.
@@ -195,7 +253,8 @@ func effectOf(err error) (effect, core.Classified) {
 		return policy[policyKey{classSuccess, anyReason}], core.Classified{}
 	}
 	c := core.Classify(err)
-	if errors.Is(err, core.ErrMemoryBudget) {
+	// A cancellation stays one whatever it wraps.
+	if c.Class != core.ClassCanceled && errors.Is(err, core.ErrMemoryBudget) {
 		return policy[policyKey{classMemory, anyReason}], c
 	}
 	if e, ok := policy[policyKey{c.Class, c.Reason}]; ok {
@@ -206,4 +265,18 @@ func effectOf(err error) (effect, core.Classified) {
 	}
 	// Scope-level classes (an upstream that returned one) fail the attempt.
 	return policy[policyKey{core.ClassOther, anyReason}], c
+}
+
+// scopeRule is what the reason of a scope-level failure means for the
+// GatewayUnavailableError that reports it.
+type scopeRule struct {
+	// breakerRetryAfter: the error's RetryAfter is no later than the
+	// earliest RetryAfter a breaker gave in the call's last round.
+	breakerRetryAfter bool
+}
+
+// scopePolicy holds the scope-level reasons with a rule; any other reason
+// has the zero rule.
+var scopePolicy = map[core.Reason]scopeRule{
+	core.ReasonCircuitOpen: {breakerRetryAfter: true},
 }

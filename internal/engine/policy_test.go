@@ -53,7 +53,7 @@ func (o *recordingObserver) BreakerState(string, string, core.BreakerState) {}
 // of the policy table says, on source a (another source b, of another
 // model, is there to fail over to), and checks every effect the row names:
 // the breaker outcome and settlement reported to the admission port, the
-// health verdict, the memo, adaptive concurrency, the retry budget, whether
+// health verdict, the hold, adaptive concurrency, the retry budget, whether
 // the call ends, what the observer sees and the PerSource reason.
 func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 	t.Parallel()
@@ -69,7 +69,7 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 		settle    core.SettleKind
 		tokens    int // settled tokens (SettleActual)
 		health    verdict
-		memo      memoKind // a's memo after the attempt
+		hold      holdKind // a's hold after the attempt
 		aimd      aimdRule
 		ends      bool // the call ends with the attempt (b is never tried)
 		spends    bool // the retry budget is charged (visible with MAX_ATTEMPTS=1)
@@ -77,44 +77,47 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 		perSource core.Reason // in GatewayUnavailableError.PerSource once the budget is spent
 	}{
 		{name: "success", breaker: core.OutcomeSuccess, settle: core.SettleActual, tokens: 10, health: healthGood,
-			memo: memoNone, aimd: aimdGrow, ends: true, observe: core.AttemptSuccess},
+			hold: holdNone, aimd: aimdGrow, ends: true, observe: core.AttemptSuccess},
 		{name: "429", err: rateLimitedErr("a", 5*time.Second), breaker: core.OutcomeRateLimited, settle: core.SettleRefund,
-			health: healthBad, memo: memoPushedBack, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited},
+			health: healthBad, hold: holdPushedBack, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited},
 		{name: "timeout", err: timeoutErr("a"), breaker: core.OutcomeTimeout, settle: core.SettleEstimate,
-			health: healthBad, memo: memoTimeout, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
+			health: healthBad, hold: holdTimeout, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
 		{name: "stall", err: stalledErr("a"), breaker: core.OutcomeTimeout, settle: core.SettleEstimate,
-			health: healthBad, memo: memoTimeout, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
+			health: healthBad, hold: holdTimeout, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
 		{name: "5xx", err: &core.TransientError{Source: "a", Reason: core.ReasonServerError, StatusCode: 503},
-			breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad, memo: memoFailed, spends: true,
+			breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad, hold: holdFailed, spends: true,
 			observe: core.AttemptTransient, perSource: core.ReasonServerError},
 		{name: "task failed", err: &core.TransientError{Source: "a", Reason: core.ReasonTaskFailed, StatusCode: 200, Message: "OCR task failed: CUDA out of memory"},
-			breaker: core.OutcomeSuccess, settle: core.SettleEstimate, health: healthBad, memo: memoFailed, spends: true,
+			breaker: core.OutcomeSuccess, settle: core.SettleEstimate, health: healthBad, hold: holdFailed, spends: true,
 			observe: core.AttemptTransient, perSource: core.ReasonTaskFailed},
 		{name: "network error", err: transientErr("a"), breaker: core.OutcomeFailure, settle: core.SettleEstimate,
-			health: healthBad, memo: memoFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+			health: healthBad, hold: holdFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+		{name: "transient of another reason", err: &core.TransientError{Source: "a", Reason: core.ReasonCircuitOpen, Message: "an upstream gateway's circuit is open"},
+			breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad, hold: holdFailed, spends: true,
+			observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
 		{name: "source dead", err: deadErr("a"), breaker: core.OutcomeDead, settle: core.SettleRefund,
-			health: healthBad, memo: memoCircuitOpen, spends: true, observe: core.AttemptDead, perSource: core.ReasonSourceDead},
+			health: healthBad, hold: holdCircuitOpen, spends: true, observe: core.AttemptDead, perSource: core.ReasonSourceDead},
 		{name: "rejected", err: &core.RequestRejectedError{Source: "a", StatusCode: 400, Code: "invalid_request_error"},
-			breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral, memo: memoNone, ends: true,
+			breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral, hold: holdNone, ends: true,
 			observe: core.AttemptRejected},
 		{name: "content filter", err: &core.RequestRejectedError{Source: "a", StatusCode: 400, Reason: core.ReasonContentFilter},
-			breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral, memo: memoNone, ends: true,
+			breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral, hold: holdNone, ends: true,
 			observe: core.AttemptRejected},
 		{name: "context length", err: &core.RequestRejectedError{Source: "a", StatusCode: 400, Code: "context_length_exceeded", Reason: core.ReasonContextLength},
-			breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral, memo: memoNone, spends: true,
+			breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral, hold: holdNone, spends: true,
 			observe: core.AttemptRejected, perSource: core.ReasonContextLength},
 		{name: "check failed", err: &core.ResultInvalidError{Source: "a", Message: "not JSON"}, withAnswer: true,
-			breaker: core.OutcomeSuccess, settle: core.SettleActual, tokens: 10, health: healthNeutral, memo: memoNone,
+			breaker: core.OutcomeSuccess, settle: core.SettleActual, tokens: 10, health: healthNeutral, hold: holdNone,
 			aimd: aimdGrow, ends: true, observe: core.AttemptInvalid},
 		{name: "low quality", err: &core.ResultInvalidError{Source: "a", Reason: core.ReasonLowQuality, Message: "empty"}, withAnswer: true,
-			breaker: core.OutcomeSuccess, settle: core.SettleActual, tokens: 10, health: healthNeutral, memo: memoFailed,
+			breaker: core.OutcomeSuccess, settle: core.SettleActual, tokens: 10, health: healthNeutral, hold: holdFailed,
 			aimd: aimdGrow, spends: true, observe: core.AttemptInvalid, perSource: core.ReasonLowQuality},
 		{name: "foreign error", err: errors.New("something else"), breaker: core.OutcomeFailure, settle: core.SettleEstimate,
-			health: healthBad, memo: memoFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
+			health: healthBad, hold: holdFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
 		{name: "cancelled", err: &core.CanceledError{Err: context.Canceled}, breaker: core.OutcomeAbandoned, settle: core.SettleEstimate,
-			health: healthNeutral, memo: memoNone, ends: true, observe: core.AttemptCancelled},
+			health: healthNeutral, hold: holdNone, ends: true, observe: core.AttemptCancelled},
 		{name: "memory budget", err: fmt.Errorf("transport: the answer does not fit: %w", core.ErrMemoryBudget), breaker: core.OutcomeAbandoned,
-			settle: core.SettleEstimate, health: healthNeutral, memo: memoNone, ends: true, observe: core.AttemptCancelled},
+			settle: core.SettleEstimate, health: healthNeutral, hold: holdNone, ends: true, observe: core.AttemptCancelled},
 	}
 	// Every row of the table has a case.
 	covered := map[policyKey]bool{}
@@ -130,7 +133,7 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			for _, budget := range []int{3, 1} {
-				// In a bubble: the memo an attempt sets (1 ms with these backoffs)
+				// In a bubble: the hold an attempt sets (1 ms with these backoffs)
 				// is read at the time it was set, however loaded the machine.
 				inBubble(t, func(t *testing.T) {
 					set := testSettings(src("a", 0), src("b", 1))
@@ -166,8 +169,8 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 							t.Errorf("budget %d: health %.3f, want lowered", budget, h)
 						}
 					}
-					if kind, _ := a.memo(time.Now()); kind != tc.memo {
-						t.Errorf("budget %d: memo %v, want %v", budget, kind, tc.memo)
+					if kind, _ := a.hold(time.Now()); kind != tc.hold {
+						t.Errorf("budget %d: hold %v, want %v", budget, kind, tc.hold)
 					}
 					switch after := a.aimdLimit(); tc.aimd {
 					case aimdGrow:
@@ -267,6 +270,18 @@ func TestThePerSourceReasonOfEveryRow(t *testing.T) {
 		}
 		if !errors.As(err, &ue) || ue.PerSource["a"] != tc.want {
 			t.Errorf("%v: err %v, want PerSource a=%s", tc.err, err, tc.want)
+		}
+	}
+}
+
+// TestEveryRowThatLetsTheCallGoOnNamesItsPerSourceReason: a failure after
+// which the call goes on is named in GatewayUnavailableError.PerSource by
+// its row, so that the row alone says what an unavailable call reports.
+func TestEveryRowThatLetsTheCallGoOnNamesItsPerSourceReason(t *testing.T) {
+	t.Parallel()
+	for k, eff := range policy {
+		if (eff.end == endNo || eff.end == endOtherModel) && eff.perSource == "" {
+			t.Errorf("the policy row %v/%q lets the call go on but names no PerSource reason", k.class, k.reason)
 		}
 	}
 }

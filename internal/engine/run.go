@@ -79,11 +79,11 @@ type stickiness struct {
 }
 
 // readyAt is when the source that blipped may be tried again: its own
-// ready time, or later when a hard memo holds it back (a 429 seen by
+// ready time, or later when a hard hold keeps it back (a 429 seen by
 // another call of the process or by another process, an open circuit):
 // the tier's patience never goes around the source's pushback.
 func (st *stickiness) readyAt(s *sourceState, now time.Time) time.Time {
-	if kind, until := s.memo(now); kind.hard() && until.After(st.ready) {
+	if kind, until := s.hold(now); kind.hard() && until.After(st.ready) {
 		return until
 	}
 	return st.ready
@@ -217,7 +217,7 @@ func (r *run) attempt(ctx context.Context, i int, t *core.Ticket, now time.Time)
 		r.e.fillSource(s, resp)
 		resp.Attempts, resp.Breaker = r.attempts, t.Admission.State
 	}
-	return r.next(ctx, i, healthy, eff, class, ev, resp, err)
+	return r.next(ctx, i, healthy, eff, ev, resp, err)
 }
 
 // perform sends the attempt to s and reports its start and timing; end,
@@ -276,18 +276,18 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 }
 
 // apply carries an attempt's effect out: on the backends (release, settle,
-// record) and on the process-local state (health, memo, adaptive
+// record) and on the process-local state (health, hold, adaptive
 // concurrency, progress).
 func (r *run) apply(ctx context.Context, s *sourceState, t *core.Ticket, eff effect, latency time.Duration, resp *core.LLMResponse, err error) {
 	e := r.e
 	now := r.ended
-	n := s.settle(now, eff.health, eff.aimd, eff.memo == memoClear, latency)
+	n := s.settle(now, eff.health, eff.aimd, eff.hold == holdClear, latency)
 	var pushback time.Duration
-	if eff.memo != memoClear {
-		pushback = r.setMemo(s, now, eff.memo, err, n)
+	if eff.hold != holdClear {
+		pushback = r.setHold(s, now, eff.hold, err, n)
 	}
 	// Only now does the attempt's slot free: a call woken by it finds the
-	// source as this attempt left it (a 429's memo set, its limit halved),
+	// source as this attempt left it (a 429's hold set, its limit halved),
 	// never free to be asked again at once.
 	e.freeSlot(s)
 
@@ -307,16 +307,16 @@ func (r *run) apply(ctx context.Context, s *sourceState, t *core.Ticket, eff eff
 		if t.Admission.Probe {
 			// This process's probe closed the circuit: drop the block
 			// other calls put on the source while the probe was out.
-			s.clearAllMemo()
+			s.clearHolds()
 		}
 	}
 }
 
 // next decides, after an attempt's effect, whether the call ends (done)
 // and with what, or goes round again.
-func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class core.Classified, ev core.AttemptEvent, resp *core.LLMResponse, err error) (*core.LLMResponse, error, bool) {
+func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, ev core.AttemptEvent, resp *core.LLMResponse, err error) (*core.LLMResponse, error, bool) {
 	s := r.e.sources[i]
-	if r.cont.on && class.Class != core.ClassCanceled && eff.end != endAnswer && eff.end != endNo {
+	if r.cont.on && eff.end != endNo && eff.cut == cutEnds {
 		// A source refused to continue the prefill (or its answer failed
 		// a check): the honest end is the cut, never the refusal.
 		return nil, r.cont.cut, true
@@ -330,14 +330,10 @@ func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class c
 		return nil, err, true
 	}
 	r.lastErr = err
-	if class.Class == core.ClassInvalid {
+	if eff.keepsAnswer {
 		r.lastAnswer = resp
 	}
-	reason := eff.perSource
-	if reason == "" {
-		reason = class.Reason
-	}
-	r.fail(s.cfg.Name, reason)
+	r.fail(s.cfg.Name, eff.perSource)
 	if eff.spends {
 		r.spent++
 	}
@@ -347,7 +343,7 @@ func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class c
 			return nil, err, true
 		}
 	}
-	if r.call.Deltas != nil && r.call.Deltas.Committed() && !r.continueCut(class, err) {
+	if r.call.Deltas != nil && r.call.Deltas.Committed() && !r.continueCut(eff, err) {
 		// Part of this answer already went out and no source can continue
 		// it: no failover can complete it honestly.
 		if r.cont.on {
@@ -359,7 +355,7 @@ func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class c
 		switch {
 		case r.cont.on:
 			return nil, r.cont.cut, true
-		case r.lastAnswer != nil && class.Class == core.ClassInvalid:
+		case r.lastAnswer != nil && eff.keepsAnswer:
 			return resp, err, true
 		case max == 1:
 			return nil, err, true
@@ -367,7 +363,7 @@ func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class c
 		return nil, r.unavailable(ctx, core.ReasonRetryExhausted), true
 	}
 	if !r.cont.on {
-		r.stick(ctx, i, healthy, eff, class, err)
+		r.stick(ctx, i, healthy, eff, err)
 	}
 	r.failed = &failedAttempt{ev: ev, err: err}
 	return nil, nil, false
@@ -377,9 +373,10 @@ func (r *run) next(ctx context.Context, i int, healthy bool, eff effect, class c
 // was cut (a reset, a 5xx or a stall mid-stream), whether the call goes on
 // as a continuation: on a source with CONTINUE=prefill, given what was
 // delivered as an assistant prefill, whose deltas then follow the ones the
-// caller has. Only such sources remain eligible.
-func (r *run) continueCut(class core.Classified, err error) bool {
-	if class.Class != core.ClassTransient || class.Reason == core.ReasonRateLimited {
+// caller has (the cut column of the policy table says which ends allow
+// it). Only such sources remain eligible.
+func (r *run) continueCut(eff effect, err error) bool {
+	if eff.cut != cutContinues {
 		return false
 	}
 	e, n := r.e, len(r.e.sources)
@@ -413,10 +410,11 @@ func (r *run) continueCut(class core.Classified, err error) bool {
 // patience — is retried in the tier (the source itself once its backoff or
 // Retry-After passed, or a sibling at once) before a lower tier is used.
 // Timeouts, stalls, dead sources and refusals fail over at once, and so
-// does a source that was already failing (an outage, not a blip). The
+// does a source that was already failing (an outage, not a blip): which
+// failures are blips is the patience column of the policy table. The
 // patience never extends the call past its deadline, and never spends the
 // attempt a lower tier needs.
-func (r *run) stick(ctx context.Context, i int, healthy bool, eff effect, class core.Classified, err error) {
+func (r *run) stick(ctx context.Context, i int, healthy bool, eff effect, err error) {
 	e, st := r.e, &r.sticky
 	s := e.sources[i]
 	set := e.settings.Retry
@@ -427,12 +425,12 @@ func (r *run) stick(ctx context.Context, i int, healthy bool, eff effect, class 
 		// A refused connection is a server that is not there, not a blip.
 		st.on = false
 		return
-	case class.Class == core.ClassTransient && (class.Reason == core.ReasonNetworkError || class.Reason == core.ReasonServerError):
+	case eff.patience == patienceBackoff:
 		wait = backoff(set.BackoffBase, set.BackoffMax, max(r.spent, 1))
-	case class.Class == core.ClassTransient && class.Reason == core.ReasonRateLimited:
-		// The memo holds max(Retry-After, backoff, floor) (see
+	case eff.patience == patiencePushback:
+		// The hold lasts max(Retry-After, backoff, floor) (see
 		// pushbackWait): that is the wait.
-		if _, until := s.memo(now); until.After(now) {
+		if _, until := s.hold(now); until.After(now) {
 			wait = until.Sub(now)
 		}
 	default:
@@ -469,30 +467,30 @@ func (r *run) lowerTierLeft(group int) bool {
 	return false
 }
 
-// setMemo applies a memo rule that sets a memo to source s after an
-// attempt; n is the source's consecutive 429s or failures. (memoClear is
+// setHold applies a hold rule that sets a hold to source s after an
+// attempt; n is the source's consecutive 429s or failures. (holdClear is
 // carried out by sourceState.settle, with the rest of the local effect;
-// memoKeep does nothing.) It returns the pushback to share with other
-// processes (memoPushback), else 0.
-func (r *run) setMemo(s *sourceState, now time.Time, rule memoRule, err error, n int) time.Duration {
+// holdKeep does nothing.) It returns the pushback to share with other
+// processes (holdPushback), else 0.
+func (r *run) setHold(s *sourceState, now time.Time, rule holdRule, err error, n int) time.Duration {
 	set := r.e.settings
 	switch rule {
-	case memoBackoff:
+	case holdBackoff:
 		// A source that keeps failing is asked again later and later, never
 		// later than a breaker cooldown (so a recovered one comes back fast).
 		d := backoff(set.Retry.BackoffBase, set.Retry.BackoffMax, max(n, 1))
 		if cd := s.breaker.Cooldown; cd > 0 {
 			d = min(d, cd)
 		}
-		s.setMemo(now, now.Add(d), memoFailed)
-	case memoCooldown:
-		s.setMemo(now, now.Add(s.breaker.Cooldown), memoTimeout)
-	case memoPushback:
+		s.setHold(now, now.Add(d), holdFailed)
+	case holdCooldown:
+		s.setHold(now, now.Add(s.breaker.Cooldown), holdTimeout)
+	case holdPushback:
 		wait := pushbackWait(retryAfterOf(err), set.Retry.BackoffBase, set.Retry.BackoffMax, n)
-		s.setMemo(now, now.Add(wait), memoPushedBack)
+		s.setHold(now, now.Add(wait), holdPushedBack)
 		return wait
-	case memoDead:
-		s.setMemo(now, now.Add(s.breaker.Cooldown), memoCircuitOpen)
+	case holdDead:
+		s.setHold(now, now.Add(s.breaker.Cooldown), holdCircuitOpen)
 	}
 	return 0
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-// selectorGov builds a governor for choose tests.
-func selectorGov(t *testing.T, selector core.SelectorName, opts []func(*Config), sources ...core.SourceConfig) *Engine {
+// selectorEngine builds an engine for choose tests.
+func selectorEngine(t *testing.T, selector core.SelectorName, opts []func(*Config), sources ...core.SourceConfig) *Engine {
 	t.Helper()
 	set := testSettings(sources...)
 	set.Selector = selector
@@ -69,7 +69,7 @@ func TestChoosePrefersTheLowestPriorityTier(t *testing.T) {
 	for _, selector := range []core.SelectorName{core.SelectorHealthAware, core.SelectorRoundRobin, core.SelectorLeastInflight, core.SelectorCostAware} {
 		t.Run(string(selector), func(t *testing.T) {
 			t.Parallel()
-			g := selectorGov(t, selector, nil, src("backup", 1), src("main1", 0), src("last", 2), src("main2", 0))
+			g := selectorEngine(t, selector, nil, src("backup", 1), src("main1", 0), src("last", 2), src("main2", 0))
 			counts := picks(g, now, 400, sourceSet{}, sourceSet{})
 			if counts["backup"]+counts["last"]+counts[""] > 0 {
 				t.Errorf("a fallback tier was picked while tier 0 was eligible: %v", counts)
@@ -92,16 +92,16 @@ func TestChooseFallsBackATierOnlyWhenTheBestTierHasNoEligibleSource(t *testing.T
 		{"tier 0 excluded this round", func(g *Engine) (sourceSet, sourceSet) {
 			return sourceSet{}, setOf(g, "main")
 		}, "backup"},
-		{"tier 0 in a hard memo", func(g *Engine) (sourceSet, sourceSet) {
-			g.sourceNamed("main").setMemo(now, now.Add(time.Minute), memoCircuitOpen)
+		{"tier 0 in a hard hold", func(g *Engine) (sourceSet, sourceSet) {
+			g.sourceNamed("main").setHold(now, now.Add(time.Minute), holdCircuitOpen)
 			return sourceSet{}, sourceSet{}
 		}, "backup"},
 		{"tier 0 and 1 unavailable", func(g *Engine) (sourceSet, sourceSet) {
-			g.sourceNamed("main").setMemo(now, now.Add(time.Minute), memoRateLimited)
+			g.sourceNamed("main").setHold(now, now.Add(time.Minute), holdRateLimited)
 			return sourceSet{}, setOf(g, "backup")
 		}, "last"},
-		{"tier 0 in an expired hard memo", func(g *Engine) (sourceSet, sourceSet) {
-			g.sourceNamed("main").setMemo(now.Add(-time.Minute), now, memoCircuitOpen)
+		{"tier 0 in an expired hard hold", func(g *Engine) (sourceSet, sourceSet) {
+			g.sourceNamed("main").setHold(now.Add(-time.Minute), now, holdCircuitOpen)
 			return sourceSet{}, sourceSet{}
 		}, "main"},
 		{"tier 0 weak is still preferred over a healthy fallback tier", func(g *Engine) (sourceSet, sourceSet) {
@@ -112,18 +112,18 @@ func TestChooseFallsBackATierOnlyWhenTheBestTierHasNoEligibleSource(t *testing.T
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := selectorGov(t, core.SelectorHealthAware, nil, src("main", 0), src("backup", 1), src("last", 2))
+			g := selectorEngine(t, core.SelectorHealthAware, nil, src("main", 0), src("backup", 1), src("last", 2))
 			tried, excluded := tc.prepare(g)
 			onlyPicked(t, picks(g, now, 100, tried, excluded), tc.wantOnly)
 		})
 	}
 }
 
-func TestChooseReturnsNoneWhenEverySourceIsExcludedOrHardMemoed(t *testing.T) {
+func TestChooseReturnsNoneWhenEverySourceIsExcludedOrHardHeld(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	g := selectorGov(t, core.SelectorHealthAware, nil, src("a", 0), src("b", 1))
-	g.sourceNamed("a").setMemo(now, now.Add(time.Minute), memoRateLimited)
+	g := selectorEngine(t, core.SelectorHealthAware, nil, src("a", 0), src("b", 1))
+	g.sourceNamed("a").setHold(now, now.Add(time.Minute), holdRateLimited)
 	excluded := setOf(g, "b")
 	if i := g.pick(now, &sourceSet{}, &excluded, &sourceSet{}); i != -1 {
 		t.Errorf("choose = %d, want -1", i)
@@ -160,7 +160,7 @@ func TestChoosePrefersTheRegionOverTheTier(t *testing.T) {
 func TestSmoothWeightedRoundRobinIsExactlyProportionalOverEveryCycle(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	g := selectorGov(t, core.SelectorRoundRobin, nil, weighted("w1", 0, 1), weighted("w2", 0, 2), weighted("w3", 0, 3))
+	g := selectorEngine(t, core.SelectorRoundRobin, nil, weighted("w1", 0, 1), weighted("w2", 0, 2), weighted("w3", 0, 3))
 	total := map[string]int{}
 	for cycle := range 100 {
 		counts := picks(g, now, 6, sourceSet{}, sourceSet{})
@@ -179,7 +179,7 @@ func TestSmoothWeightedRoundRobinIsExactlyProportionalOverEveryCycle(t *testing.
 func TestSmoothWeightedRoundRobinInterleaves(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	g := selectorGov(t, core.SelectorRoundRobin, nil, weighted("a", 0, 1), weighted("b", 0, 1))
+	g := selectorEngine(t, core.SelectorRoundRobin, nil, weighted("a", 0, 1), weighted("b", 0, 1))
 	prev := ""
 	for i := range 50 {
 		var tried, excluded sourceSet
@@ -212,7 +212,7 @@ func TestLeastInflightPicksTheLeastLoadedPerWeight(t *testing.T) {
 			for i, w := range tc.weights {
 				srcs = append(srcs, weighted(fmt.Sprintf("s%d", i), 0, w))
 			}
-			g := selectorGov(t, core.SelectorLeastInflight, nil, srcs...)
+			g := selectorEngine(t, core.SelectorLeastInflight, nil, srcs...)
 			for i, n := range tc.inflight {
 				g.sources[i].inflight.Store(n)
 			}
@@ -224,7 +224,7 @@ func TestLeastInflightPicksTheLeastLoadedPerWeight(t *testing.T) {
 func TestLeastInflightBreaksTiesAtRandom(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	g := selectorGov(t, core.SelectorLeastInflight, nil, src("a", 0), src("b", 0), src("c", 0))
+	g := selectorEngine(t, core.SelectorLeastInflight, nil, src("a", 0), src("b", 0), src("c", 0))
 	counts := picks(g, now, 3000, sourceSet{}, sourceSet{})
 	for _, name := range []string{"a", "b", "c"} {
 		if counts[name] < 700 {
@@ -236,7 +236,7 @@ func TestLeastInflightBreaksTiesAtRandom(t *testing.T) {
 func TestHealthAwareAvoidsWeakSourcesWhileAHealthyOneIsInTheGroup(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	g := selectorGov(t, core.SelectorHealthAware, nil, src("weak", 0), src("ok1", 0), src("ok2", 0))
+	g := selectorEngine(t, core.SelectorHealthAware, nil, src("weak", 0), src("ok1", 0), src("ok2", 0))
 	makeWeak(g.sourceNamed("weak"), now)
 	counts := picks(g, now, 2000, sourceSet{}, sourceSet{})
 	if counts["weak"] > 0 {
@@ -252,19 +252,19 @@ func TestHealthAwarePicksAWeakSourceWhenNothingHealthierIsAvailable(t *testing.T
 	now := time.Now()
 	t.Run("alone", func(t *testing.T) {
 		t.Parallel()
-		g := selectorGov(t, core.SelectorHealthAware, nil, src("weak", 0))
+		g := selectorEngine(t, core.SelectorHealthAware, nil, src("weak", 0))
 		makeWeak(g.sourceNamed("weak"), now)
 		onlyPicked(t, picks(g, now, 10, sourceSet{}, sourceSet{}), "weak")
 	})
 	t.Run("healthy one excluded", func(t *testing.T) {
 		t.Parallel()
-		g := selectorGov(t, core.SelectorHealthAware, nil, src("weak", 0), src("ok", 0))
+		g := selectorEngine(t, core.SelectorHealthAware, nil, src("weak", 0), src("ok", 0))
 		makeWeak(g.sourceNamed("weak"), now)
 		onlyPicked(t, picks(g, now, 50, sourceSet{}, setOf(g, "ok")), "weak")
 	})
 	t.Run("all weak", func(t *testing.T) {
 		t.Parallel()
-		g := selectorGov(t, core.SelectorHealthAware, nil, src("w1", 0), src("w2", 0))
+		g := selectorEngine(t, core.SelectorHealthAware, nil, src("w1", 0), src("w2", 0))
 		makeWeak(g.sourceNamed("w1"), now)
 		makeWeak(g.sourceNamed("w2"), now)
 		counts := picks(g, now, 500, sourceSet{}, sourceSet{})
@@ -274,7 +274,7 @@ func TestHealthAwarePicksAWeakSourceWhenNothingHealthierIsAvailable(t *testing.T
 	})
 	t.Run("weak source is readmitted after idle recovery", func(t *testing.T) {
 		t.Parallel()
-		g := selectorGov(t, core.SelectorHealthAware, nil, src("weak", 0), src("busy", 0))
+		g := selectorEngine(t, core.SelectorHealthAware, nil, src("weak", 0), src("busy", 0))
 		makeWeak(g.sourceNamed("weak"), now)
 		g.sourceNamed("busy").inflight.Store(1)
 		// Weak: avoided even though the healthy source is busy.
@@ -304,7 +304,7 @@ func TestP2CShareIsRoughlyProportionalToWeight(t *testing.T) {
 				srcs = append(srcs, weighted(fmt.Sprintf("s%d", i), 0, w))
 				sum += w
 			}
-			g := selectorGov(t, core.SelectorHealthAware, nil, srcs...)
+			g := selectorEngine(t, core.SelectorHealthAware, nil, srcs...)
 			const n = 20000
 			counts := picks(g, now, n, sourceSet{}, sourceSet{})
 			for i, w := range tc.weights {
@@ -320,7 +320,7 @@ func TestP2CShareIsRoughlyProportionalToWeight(t *testing.T) {
 func TestP2CPrefersTheLessLoadedOfTwoEquallyHealthySources(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	g := selectorGov(t, core.SelectorHealthAware, nil, src("busy", 0), src("idle", 0))
+	g := selectorEngine(t, core.SelectorHealthAware, nil, src("busy", 0), src("idle", 0))
 	g.sourceNamed("busy").inflight.Store(5)
 	onlyPicked(t, picks(g, now, 200, sourceSet{}, sourceSet{}), "idle")
 }
@@ -334,7 +334,7 @@ func TestCostAwarePicksTheCheapestPricedHealthySource(t *testing.T) {
 		"model-mid":   {InputPer1M: 1, OutputPer1M: 3},
 	}
 	build := func(t *testing.T) *Engine {
-		return selectorGov(t, core.SelectorCostAware, []func(*Config){withPricing(pricing)},
+		return selectorEngine(t, core.SelectorCostAware, []func(*Config){withPricing(pricing)},
 			src("dear", 0), src("unpriced", 0), src("cheap", 0), src("mid", 0))
 	}
 	t.Run("cheapest", func(t *testing.T) {
@@ -355,7 +355,7 @@ func TestCostAwarePicksTheCheapestPricedHealthySource(t *testing.T) {
 	})
 	t.Run("nothing priced falls back to p2c", func(t *testing.T) {
 		t.Parallel()
-		g := selectorGov(t, core.SelectorCostAware, []func(*Config){withPricing(pricing)}, src("x", 0), src("y", 0))
+		g := selectorEngine(t, core.SelectorCostAware, []func(*Config){withPricing(pricing)}, src("x", 0), src("y", 0))
 		counts := picks(g, now, 1000, sourceSet{}, sourceSet{})
 		if counts["x"] < 300 || counts["y"] < 300 {
 			t.Errorf("unpriced sources not shared: %v", counts)
@@ -363,34 +363,34 @@ func TestCostAwarePicksTheCheapestPricedHealthySource(t *testing.T) {
 	})
 }
 
-func TestChooseTakesSoftMemoSourcesOnlyWhenNothingFreshIsEligible(t *testing.T) {
+func TestChooseTakesSoftHeldSourcesOnlyWhenNothingFreshIsEligible(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	for _, kind := range []memoKind{memoFailed, memoTimeout} {
+	for _, kind := range []holdKind{holdFailed, holdTimeout} {
 		t.Run(fmt.Sprint(kind), func(t *testing.T) {
 			t.Parallel()
-			g := selectorGov(t, core.SelectorHealthAware, nil, src("memo", 0), src("fresh", 0), src("backup", 1))
-			g.sourceNamed("memo").setMemo(now, now.Add(time.Minute), kind)
+			g := selectorEngine(t, core.SelectorHealthAware, nil, src("hold", 0), src("fresh", 0), src("backup", 1))
+			g.sourceNamed("hold").setHold(now, now.Add(time.Minute), kind)
 			onlyPicked(t, picks(g, now, 100, sourceSet{}, sourceSet{}), "fresh")
-			// A fresh source in a worse tier still beats a soft memo.
+			// A fresh source in a worse tier still beats a soft hold.
 			onlyPicked(t, picks(g, now, 100, sourceSet{}, setOf(g, "fresh")), "backup")
-			// Alone, a soft memo source is used.
-			onlyPicked(t, picks(g, now, 100, sourceSet{}, setOf(g, "fresh", "backup")), "memo")
+			// Alone, a soft-held source is used.
+			onlyPicked(t, picks(g, now, 100, sourceSet{}, setOf(g, "fresh", "backup")), "hold")
 		})
 	}
 }
 
-func TestChooseNeverTakesHardMemoSources(t *testing.T) {
+func TestChooseNeverTakesHardHeldSources(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	for _, kind := range []memoKind{memoRateLimited, memoCircuitOpen} {
-		g := selectorGov(t, core.SelectorHealthAware, nil, src("hard", 0), src("soft", 1))
-		g.sourceNamed("hard").setMemo(now, now.Add(time.Minute), kind)
-		g.sourceNamed("soft").setMemo(now, now.Add(time.Minute), memoFailed)
+	for _, kind := range []holdKind{holdRateLimited, holdCircuitOpen} {
+		g := selectorEngine(t, core.SelectorHealthAware, nil, src("hard", 0), src("soft", 1))
+		g.sourceNamed("hard").setHold(now, now.Add(time.Minute), kind)
+		g.sourceNamed("soft").setHold(now, now.Add(time.Minute), holdFailed)
 		onlyPicked(t, picks(g, now, 100, sourceSet{}, sourceSet{}), "soft")
 		excluded := setOf(g, "soft")
 		if i := g.pick(now, &sourceSet{}, &excluded, &sourceSet{}); i != -1 {
-			t.Errorf("kind %d: choose = %d, want -1 with only a hard memo source left", kind, i)
+			t.Errorf("kind %d: choose = %d, want -1 with only a hard-held source left", kind, i)
 		}
 	}
 }
@@ -398,15 +398,15 @@ func TestChooseNeverTakesHardMemoSources(t *testing.T) {
 func TestChooseTriesSourcesUsedInThisCallAfterFreshOnes(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	g := selectorGov(t, core.SelectorHealthAware, nil, src("a", 0), src("b", 0), src("c", 1))
+	g := selectorEngine(t, core.SelectorHealthAware, nil, src("a", 0), src("b", 0), src("c", 1))
 	onlyPicked(t, picks(g, now, 100, setOf(g, "a"), sourceSet{}), "b")
 	onlyPicked(t, picks(g, now, 100, setOf(g, "a", "b"), sourceSet{}), "c")
 	counts := picks(g, now, 400, setOf(g, "a", "b", "c"), sourceSet{})
 	if counts["a"] == 0 || counts["b"] == 0 || counts["c"] > 0 {
 		t.Errorf("with all tried, tier 0 should be shared again: %v", counts)
 	}
-	// A tried source beats a soft memo source.
-	g.sourceNamed("b").setMemo(now, now.Add(time.Minute), memoFailed)
+	// A tried source beats a soft hold source.
+	g.sourceNamed("b").setHold(now, now.Add(time.Minute), holdFailed)
 	onlyPicked(t, picks(g, now, 100, setOf(g, "a", "c"), sourceSet{}), "a")
 }
 
@@ -415,7 +415,7 @@ func TestChooseDoesNotAllocate(t *testing.T) {
 	pricing := core.PricingTable{"model-b": {InputPer1M: 1, OutputPer1M: 1}, "model-c": {InputPer1M: 2, OutputPer1M: 2}}
 	for _, selector := range []core.SelectorName{core.SelectorHealthAware, core.SelectorRoundRobin, core.SelectorLeastInflight, core.SelectorCostAware} {
 		t.Run(string(selector), func(t *testing.T) {
-			g := selectorGov(t, selector, []func(*Config){withPricing(pricing)},
+			g := selectorEngine(t, selector, []func(*Config){withPricing(pricing)},
 				weighted("a", 0, 1), weighted("b", 0, 2), weighted("c", 0, 3), weighted("d", 1, 1))
 			makeWeak(g.sourceNamed("a"), now)
 			var tried, excluded sourceSet
@@ -463,7 +463,7 @@ func TestChooseConsidersEverySourceBeyondInlineCapacity(t *testing.T) {
 	for i := range n {
 		srcs = append(srcs, src(fmt.Sprintf("s%03d", i), 0))
 	}
-	g := selectorGov(t, core.SelectorRoundRobin, nil, srcs...)
+	g := selectorEngine(t, core.SelectorRoundRobin, nil, srcs...)
 	counts := picks(g, now, 4*n, sourceSet{}, sourceSet{})
 	for i := range n {
 		if name := fmt.Sprintf("s%03d", i); counts[name] == 0 {
@@ -476,7 +476,7 @@ func TestChooseWaitsForABusyBetterSourceInsteadOfSpillingOntoAFailingOne(t *test
 	t.Parallel()
 	now := time.Unix(1_000_000, 0)
 	t.Run("health_aware: healthy busy, weak fresh", func(t *testing.T) {
-		g := selectorGov(t, core.SelectorHealthAware, nil, weighted("a", 0, 1), weighted("b", 0, 1))
+		g := selectorEngine(t, core.SelectorHealthAware, nil, weighted("a", 0, 1), weighted("b", 0, 1))
 		makeWeak(g.sourceNamed("b"), now)
 		var tried, excluded, busy sourceSet
 		excluded.add(0, 2)
@@ -490,9 +490,9 @@ func TestChooseWaitsForABusyBetterSourceInsteadOfSpillingOntoAFailingOne(t *test
 			t.Fatalf("chose %d, want the weak source when nothing better exists", i)
 		}
 	})
-	t.Run("round_robin: busy fresh, failing in its soft memo", func(t *testing.T) {
-		g := selectorGov(t, core.SelectorRoundRobin, nil, weighted("a", 0, 1), weighted("b", 0, 1))
-		g.sourceNamed("b").setMemo(now, now.Add(time.Second), memoFailed)
+	t.Run("round_robin: busy fresh, failing in its soft hold", func(t *testing.T) {
+		g := selectorEngine(t, core.SelectorRoundRobin, nil, weighted("a", 0, 1), weighted("b", 0, 1))
+		g.sourceNamed("b").setHold(now, now.Add(time.Second), holdFailed)
 		var tried, excluded, busy sourceSet
 		excluded.add(0, 2)
 		busy.add(0, 2)
@@ -501,7 +501,7 @@ func TestChooseWaitsForABusyBetterSourceInsteadOfSpillingOntoAFailingOne(t *test
 		}
 	})
 	t.Run("a worse busy source does not hold up a better candidate", func(t *testing.T) {
-		g := selectorGov(t, core.SelectorHealthAware, nil, weighted("a", 0, 1), weighted("b", 1, 1))
+		g := selectorEngine(t, core.SelectorHealthAware, nil, weighted("a", 0, 1), weighted("b", 1, 1))
 		var tried, excluded, busy sourceSet
 		excluded.add(1, 2)
 		busy.add(1, 2)

@@ -36,25 +36,25 @@ const (
 	slowStartLatency = 2.0
 )
 
-// memo kinds: why a source is in the local cooldown memo.
-type memoKind uint8
+// hold kinds: why a source is in the local hold.
+type holdKind uint8
 
 const (
-	memoNone memoKind = iota
-	// memoFailed: the source just failed; soft (used when nothing else is eligible).
-	memoFailed
-	// memoTimeout: the source just timed out or stalled; soft.
-	memoTimeout
-	// memoRateLimited: a gate of the limiter is full; hard until expiry.
-	memoRateLimited
-	// memoPushedBack: the source's upstream answered 429 (here, or in
+	holdNone holdKind = iota
+	// holdFailed: the source just failed; soft (used when nothing else is eligible).
+	holdFailed
+	// holdTimeout: the source just timed out or stalled; soft.
+	holdTimeout
+	// holdRateLimited: a gate of the limiter is full; hard until expiry.
+	holdRateLimited
+	// holdPushedBack: the source's upstream answered 429 (here, or in
 	// another process sharing the breaker); hard until the pushback ends.
-	memoPushedBack
-	// memoCircuitOpen: the breaker refused; hard until expiry.
-	memoCircuitOpen
-	// memoDisabled: an operator switched the source off; hard until
+	holdPushedBack
+	// holdCircuitOpen: the breaker refused; hard until expiry.
+	holdCircuitOpen
+	// holdDisabled: an operator switched the source off; hard until
 	// expiry (disabledRecheck), when the switch is read again.
-	memoDisabled
+	holdDisabled
 )
 
 // disabledRecheck is how long a switched-off source is skipped before its
@@ -62,11 +62,11 @@ const (
 // to receive calls from a process.
 const disabledRecheck = time.Second
 
-func (k memoKind) hard() bool {
-	return k == memoRateLimited || k == memoPushedBack || k == memoCircuitOpen || k == memoDisabled
+func (k holdKind) hard() bool {
+	return k == holdRateLimited || k == holdPushedBack || k == holdCircuitOpen || k == holdDisabled
 }
 
-// sourceState is the governor's process-local view of one source. Its fields
+// sourceState is the engine's process-local view of one source. Its fields
 // are safe for concurrent use.
 type sourceState struct {
 	cfg core.SourceConfig
@@ -92,10 +92,10 @@ type sourceState struct {
 	// fastest is the shortest successful attempt seen (the latency signal's
 	// reference).
 	fastest   time.Duration
-	memoUntil time.Time
-	memoKind  memoKind
+	holdUntil time.Time
+	holdKind  holdKind
 	pushbacks int
-	// failures counts the failed attempts since the last answer (the memo
+	// failures counts the failed attempts since the last answer (the hold
 	// of a source that keeps failing grows with it).
 	failures int
 }
@@ -171,8 +171,8 @@ func (s *sourceState) observeLocked(now time.Time, good bool) {
 // settle carries out the process-local part of an attempt's effect on s
 // in one step under one lock: the health verdict (an answer also resets
 // the failure count; a failure other than a 429 counts one), the adaptive
-// concurrency rule, and clearing a soft memo when clearSoft. It returns
-// the count a memo rule scales with: the 429s in a row after a halving,
+// concurrency rule, and clearing a soft hold when clearSoft. It returns
+// the count a hold rule scales with: the 429s in a row after a halving,
 // else the failures since the last answer (0 when nothing counted one).
 func (s *sourceState) settle(now time.Time, health verdict, aimd aimdRule, clearSoft bool, latency time.Duration) int {
 	s.mu.Lock()
@@ -198,8 +198,8 @@ func (s *sourceState) settle(now time.Time, health verdict, aimd aimdRule, clear
 		s.pushbacks++
 		n = max(n, s.pushbacks)
 	}
-	if clearSoft && !s.memoKind.hard() {
-		s.memoKind, s.memoUntil = memoNone, time.Time{}
+	if clearSoft && !s.holdKind.hard() {
+		s.holdKind, s.holdUntil = holdNone, time.Time{}
 	}
 	return n
 }
@@ -255,59 +255,59 @@ func (s *sourceState) aimdLimit() float64 {
 	return l
 }
 
-// setMemo puts the source in the local cooldown memo until until. An active
-// hard memo is only ever extended, never replaced by a soft one.
-func (s *sourceState) setMemo(now, until time.Time, kind memoKind) {
+// setHold puts the source in the local hold until until. An active
+// hard hold is only ever extended, never replaced by a soft one.
+func (s *sourceState) setHold(now, until time.Time, kind holdKind) {
 	s.mu.Lock()
-	activeHard := s.memoKind.hard() && now.Before(s.memoUntil)
+	activeHard := s.holdKind.hard() && now.Before(s.holdUntil)
 	switch {
 	case activeHard && !kind.hard():
-	case activeHard && !until.After(s.memoUntil):
+	case activeHard && !until.After(s.holdUntil):
 	default:
-		s.memoUntil, s.memoKind = until, kind
+		s.holdUntil, s.holdKind = until, kind
 	}
 	s.mu.Unlock()
 }
 
-// switchMemo sets (off=true) or clears the memo of a switched-off source,
-// whatever memo it had: the operator's word wins.
-func (s *sourceState) switchMemo(now time.Time, off bool) {
+// switchHold sets (off=true) or clears the hold of a switched-off source,
+// whatever hold it had: the operator's word wins.
+func (s *sourceState) switchHold(now time.Time, off bool) {
 	s.mu.Lock()
 	switch {
 	case off:
-		s.memoKind, s.memoUntil = memoDisabled, now.Add(disabledRecheck)
-	case s.memoKind == memoDisabled:
-		s.memoKind, s.memoUntil = memoNone, time.Time{}
+		s.holdKind, s.holdUntil = holdDisabled, now.Add(disabledRecheck)
+	case s.holdKind == holdDisabled:
+		s.holdKind, s.holdUntil = holdNone, time.Time{}
 	}
 	s.mu.Unlock()
 }
 
-// clearAllMemo removes any memo, hard ones included.
-func (s *sourceState) clearAllMemo() {
+// clearHolds removes any hold, hard ones included.
+func (s *sourceState) clearHolds() {
 	s.mu.Lock()
-	s.memoKind, s.memoUntil = memoNone, time.Time{}
+	s.holdKind, s.holdUntil = holdNone, time.Time{}
 	s.mu.Unlock()
 }
 
-// memo returns the active memo at now.
-func (s *sourceState) memo(now time.Time) (memoKind, time.Time) {
+// hold returns the active hold at now.
+func (s *sourceState) hold(now time.Time) (holdKind, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.memoLocked(now)
+	return s.holdLocked(now)
 }
 
-// memoLocked is memo; the caller holds mu.
-func (s *sourceState) memoLocked(now time.Time) (memoKind, time.Time) {
-	if s.memoKind == memoNone || !now.Before(s.memoUntil) {
-		return memoNone, time.Time{}
+// holdLocked is hold; the caller holds mu.
+func (s *sourceState) holdLocked(now time.Time) (holdKind, time.Time) {
+	if s.holdKind == holdNone || !now.Before(s.holdUntil) {
+		return holdNone, time.Time{}
 	}
-	return s.memoKind, s.memoUntil
+	return s.holdKind, s.holdUntil
 }
 
-// reset clears the memo and the health history (an operator's breaker reset).
+// reset clears the hold and the health history (an operator's breaker reset).
 func (s *sourceState) reset() {
 	s.mu.Lock()
-	s.memoKind, s.memoUntil, s.score, s.scoreAt = memoNone, time.Time{}, 1, time.Time{}
+	s.holdKind, s.holdUntil, s.score, s.scoreAt = holdNone, time.Time{}, 1, time.Time{}
 	s.mu.Unlock()
 }
 
@@ -325,28 +325,28 @@ func (s *sourceState) candidateAt(health float64, tried bool) core.Candidate {
 	}
 }
 
-// view returns the active memo's kind and the health score at now, read
+// view returns the active hold's kind and the health score at now, read
 // together (what choosing among the sources needs of each).
-func (s *sourceState) view(now time.Time) (memoKind, float64) {
+func (s *sourceState) view(now time.Time) (holdKind, float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	kind, _ := s.memoLocked(now)
+	kind, _ := s.holdLocked(now)
 	return kind, s.healthLocked(now)
 }
 
 // reason is the PerSource reason of a source this call did not try, from
-// its memo.
-func (k memoKind) reason() core.Reason {
+// its hold.
+func (k holdKind) reason() core.Reason {
 	switch k {
-	case memoFailed:
+	case holdFailed:
 		return core.ReasonNetworkError
-	case memoTimeout:
+	case holdTimeout:
 		return core.ReasonTimeout
-	case memoRateLimited, memoPushedBack:
+	case holdRateLimited, holdPushedBack:
 		return core.ReasonRateLimited
-	case memoCircuitOpen:
+	case holdCircuitOpen:
 		return core.ReasonCircuitOpen
-	case memoDisabled:
+	case holdDisabled:
 		return core.ReasonDisabled
 	}
 	return core.ReasonRetryExhausted

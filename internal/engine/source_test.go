@@ -184,61 +184,61 @@ func TestEffectiveBreakerThresholdIsTwiceTheSourceConcurrency(t *testing.T) {
 	}
 }
 
-func TestCooldownMemo(t *testing.T) {
+func TestCooldownHold(t *testing.T) {
 	t.Parallel()
 	t0 := testEpoch
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	type set struct {
 		at, until time.Duration
-		kind      memoKind
+		kind      holdKind
 	}
 	tests := []struct {
 		name      string
 		sets      []set
 		clear     bool
 		readAt    time.Duration
-		wantKind  memoKind
+		wantKind  holdKind
 		wantUntil time.Duration
 	}{
-		{"no memo", nil, false, 0, memoNone, 0},
-		{"soft memo while it lasts", []set{{0, 10, memoFailed}}, false, 5, memoFailed, 10},
-		{"memo ends at its expiry", []set{{0, 10, memoFailed}}, false, 10, memoNone, 0},
-		{"hard memo is not replaced by a soft one", []set{{0, 10, memoCircuitOpen}, {1, 20, memoTimeout}}, false, 5, memoCircuitOpen, 10},
-		{"hard memo is extended by a later hard one", []set{{0, 10, memoRateLimited}, {1, 20, memoCircuitOpen}}, false, 15, memoCircuitOpen, 20},
-		{"hard memo is not shortened", []set{{0, 10, memoCircuitOpen}, {1, 5, memoRateLimited}}, false, 7, memoCircuitOpen, 10},
-		{"expired hard memo is replaced by a soft one", []set{{0, 10, memoCircuitOpen}, {11, 20, memoFailed}}, false, 15, memoFailed, 20},
-		{"soft memo is replaced by a hard one", []set{{0, 20, memoTimeout}, {1, 10, memoRateLimited}}, false, 5, memoRateLimited, 10},
-		{"success clears a soft memo", []set{{0, 10, memoTimeout}}, true, 5, memoNone, 0},
-		{"success keeps a hard memo", []set{{0, 10, memoRateLimited}}, true, 5, memoRateLimited, 10},
+		{"no hold", nil, false, 0, holdNone, 0},
+		{"soft hold while it lasts", []set{{0, 10, holdFailed}}, false, 5, holdFailed, 10},
+		{"hold ends at its expiry", []set{{0, 10, holdFailed}}, false, 10, holdNone, 0},
+		{"hard hold is not replaced by a soft one", []set{{0, 10, holdCircuitOpen}, {1, 20, holdTimeout}}, false, 5, holdCircuitOpen, 10},
+		{"hard hold is extended by a later hard one", []set{{0, 10, holdRateLimited}, {1, 20, holdCircuitOpen}}, false, 15, holdCircuitOpen, 20},
+		{"hard hold is not shortened", []set{{0, 10, holdCircuitOpen}, {1, 5, holdRateLimited}}, false, 7, holdCircuitOpen, 10},
+		{"expired hard hold is replaced by a soft one", []set{{0, 10, holdCircuitOpen}, {11, 20, holdFailed}}, false, 15, holdFailed, 20},
+		{"soft hold is replaced by a hard one", []set{{0, 20, holdTimeout}, {1, 10, holdRateLimited}}, false, 5, holdRateLimited, 10},
+		{"success clears a soft hold", []set{{0, 10, holdTimeout}}, true, 5, holdNone, 0},
+		{"success keeps a hard hold", []set{{0, 10, holdRateLimited}}, true, 5, holdRateLimited, 10},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
 			for _, st := range tc.sets {
-				s.setMemo(at(st.at*time.Second), at(st.until*time.Second), st.kind)
+				s.setHold(at(st.at*time.Second), at(st.until*time.Second), st.kind)
 			}
 			if tc.clear {
 				s.settle(testEpoch, healthNeutral, aimdHold, true, 0)
 			}
-			kind, until := s.memo(at(tc.readAt * time.Second))
+			kind, until := s.hold(at(tc.readAt * time.Second))
 			if kind != tc.wantKind {
-				t.Errorf("memo kind = %d, want %d", kind, tc.wantKind)
+				t.Errorf("hold kind = %d, want %d", kind, tc.wantKind)
 			}
-			if tc.wantKind != memoNone && !until.Equal(at(tc.wantUntil*time.Second)) {
-				t.Errorf("memo until = %v, want %v", until, at(tc.wantUntil*time.Second))
+			if tc.wantKind != holdNone && !until.Equal(at(tc.wantUntil*time.Second)) {
+				t.Errorf("hold until = %v, want %v", until, at(tc.wantUntil*time.Second))
 			}
 		})
 	}
 }
 
-func TestMemoHardness(t *testing.T) {
+func TestHoldHardness(t *testing.T) {
 	t.Parallel()
-	for kind, hard := range map[memoKind]bool{
-		memoNone: false, memoFailed: false, memoTimeout: false, memoRateLimited: true, memoCircuitOpen: true,
+	for kind, hard := range map[holdKind]bool{
+		holdNone: false, holdFailed: false, holdTimeout: false, holdRateLimited: true, holdCircuitOpen: true,
 	} {
 		if kind.hard() != hard {
-			t.Errorf("memoKind(%d).hard() = %v, want %v", kind, kind.hard(), hard)
+			t.Errorf("holdKind(%d).hard() = %v, want %v", kind, kind.hard(), hard)
 		}
 	}
 }
@@ -261,11 +261,11 @@ func TestSlowStartEndsOnTheLatencySignal(t *testing.T) {
 	}
 }
 
-// TestSettleCountsWhatTheMemoRuleScalesWith: a failure other than a 429
+// TestSettleCountsWhatTheHoldRuleScalesWith: a failure other than a 429
 // counts one more failure since the last answer, a 429 one more pushback
 // in a row (and no failure), an answer resets the failures, a success
-// resets the pushbacks, and clearSoft drops a soft memo but not a hard one.
-func TestSettleCountsWhatTheMemoRuleScalesWith(t *testing.T) {
+// resets the pushbacks, and clearSoft drops a soft hold but not a hard one.
+func TestSettleCountsWhatTheHoldRuleScalesWith(t *testing.T) {
 	t.Parallel()
 	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
 	steps := []struct {
@@ -302,14 +302,14 @@ func TestSettleCountsWhatTheMemoRuleScalesWith(t *testing.T) {
 		t.Fatal("a healthy source that just answered is ready for a blip")
 	}
 	later := testEpoch.Add(time.Minute)
-	s.setMemo(testEpoch, later, memoFailed)
+	s.setHold(testEpoch, later, holdFailed)
 	s.settle(testEpoch, healthGood, aimdGrow, true, time.Second)
-	if k, _ := s.memo(testEpoch); k != memoNone {
-		t.Fatalf("a soft memo survived clearSoft: %d", k)
+	if k, _ := s.hold(testEpoch); k != holdNone {
+		t.Fatalf("a soft hold survived clearSoft: %d", k)
 	}
-	s.setMemo(testEpoch, later, memoRateLimited)
+	s.setHold(testEpoch, later, holdRateLimited)
 	s.settle(testEpoch, healthGood, aimdGrow, true, time.Second)
-	if k, _ := s.memo(testEpoch); k != memoRateLimited {
-		t.Fatalf("a hard memo was cleared by clearSoft: %d", k)
+	if k, _ := s.hold(testEpoch); k != holdRateLimited {
+		t.Fatalf("a hard hold was cleared by clearSoft: %d", k)
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // waitForEligible runs when no source can be tried right now: it gives up
 // (every circuit open, fail_fast, throttled upstream without waiting,
-// stalled, deadline) or waits until the earliest memo expires or, when a
+// stalled, deadline) or waits until the earliest hold expires or, when a
 // source is only waiting for an adaptive-concurrency slot, until an
 // attempt finishes in the scope — each within pause's bounds.
 func (r *run) waitForEligible(ctx context.Context, now time.Time) error {
@@ -98,7 +98,7 @@ func (r *run) nothingEligible(ctx context.Context, now time.Time) (wait time.Dur
 	case h.allCircuit:
 		return 0, false, r.unavailable(ctx, core.ReasonCircuitOpen)
 	case r.quotaRefused && e.settings.QuotaFull == core.QuotaFullFailFast:
-		// The limiter knows when its window frees; the memo only says when
+		// The limiter knows when its window frees; the hold only says when
 		// to look again.
 		u := r.unavailable(ctx, core.ReasonRateLimited)
 		u.RetryAfter = max(u.RetryAfter, h.earliest.Sub(now), r.quotaRetryAfter)
@@ -152,7 +152,7 @@ type holdView struct {
 // back by its upstream's 429.
 func (h holdView) throttled() bool { return h.pushed > 0 && h.others == 0 }
 
-// holds reads the memos of the sources the call may still use.
+// holds reads the holds of the sources the call may still use.
 func (r *run) holds(now time.Time) holdView {
 	e := r.e
 	n := len(e.sources)
@@ -161,22 +161,22 @@ func (r *run) holds(now time.Time) holdView {
 		if r.wrongModel.has(i, n) {
 			continue
 		}
-		kind, until := s.memo(now)
-		if kind == memoDisabled {
+		kind, until := s.hold(now)
+		if kind == holdDisabled {
 			// Switched off: never waited for.
 			continue
 		}
 		h.anyOn = true
 		switch kind {
-		case memoNone:
+		case holdNone:
 			// Excluded for this round only: the AIMD limit was full. Slots
 			// free as attempts finish: waitSlot wakes on that, and this is
 			// only the longest it waits.
 			h.allCircuit, h.slot = false, true
 			h.others++
 			until = now.Add(e.settings.Backpressure.PollInterval)
-		case memoCircuitOpen:
-		case memoPushedBack:
+		case holdCircuitOpen:
+		case holdPushedBack:
 			h.allCircuit = false
 			h.pushed++
 			if h.earliestPushback.IsZero() || until.Before(h.earliestPushback) {
@@ -198,7 +198,7 @@ const snapshotTimeout = 100 * time.Millisecond
 
 // unavailable builds the scope-level error from the call's history and the
 // sources' state: PerSource names every source (those this call did not
-// reach by their memo, else retry_exhausted), and RetryAfter is the
+// reach by their hold, else retry_exhausted), and RetryAfter is the
 // earliest time any source becomes usable again.
 func (r *run) unavailable(ctx context.Context, reason core.Reason) *core.GatewayUnavailableError {
 	e := r.e
@@ -210,21 +210,21 @@ func (r *run) unavailable(ctx context.Context, reason core.Reason) *core.Gateway
 	var cancel context.CancelFunc
 	for _, s := range e.sources {
 		name := s.cfg.Name
-		kind, until := s.memo(now)
+		kind, until := s.hold(now)
 		if why, ok := r.perSource[name]; ok {
 			u.PerSource[name] = why
 		} else {
 			u.PerSource[name] = kind.reason()
 		}
-		if kind == memoDisabled {
+		if kind == holdDisabled {
 			// Switched off: not usable until an operator says so.
 			continue
 		}
 		usable := time.Duration(0)
-		if kind != memoNone {
+		if kind != holdNone {
 			usable = until.Sub(now)
 		}
-		if kind != memoCircuitOpen && kind != memoRateLimited && kind != memoPushedBack {
+		if kind != holdCircuitOpen && kind != holdRateLimited && kind != holdPushedBack {
 			// The circuit may have opened under this call's failures:
 			// ask the breaker when it admits a probe again.
 			if sctx == nil {
@@ -241,7 +241,7 @@ func (r *run) unavailable(ctx context.Context, reason core.Reason) *core.Gateway
 	if cancel != nil {
 		cancel()
 	}
-	if reason == core.ReasonCircuitOpen && r.retryAfter > 0 && (soonest <= 0 || r.retryAfter < soonest) {
+	if scopePolicy[reason].breakerRetryAfter && r.retryAfter > 0 && (soonest <= 0 || r.retryAfter < soonest) {
 		soonest = r.retryAfter
 	}
 	u.RetryAfter = max(soonest, 0)
@@ -267,7 +267,7 @@ func (e *Engine) waitSlot(ctx context.Context, d time.Duration, busy *sourceSet)
 	n := len(e.sources)
 	for i, s := range e.sources {
 		if busy.has(i, n) && float64(s.inflight.Load()) < s.aimdLimit() {
-			if k, _ := s.memo(now); k == memoNone {
+			if k, _ := s.hold(now); k == holdNone {
 				return nil
 			}
 		}

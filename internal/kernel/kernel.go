@@ -30,7 +30,7 @@ import (
 )
 
 // Options are the resolved assembly options (the root package's With…
-// options, in kernel types). The zero value assembles everything from the
+// options, in core types). The zero value assembles everything from the
 // settings.
 type Options struct {
 	// Limiter, Breaker, Admitter, Cache and Telemetry replace the configured
@@ -156,78 +156,122 @@ func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
 		}
 	}()
 
-	limiter := o.Limiter
+	b, err := c.buildBackends(asm, s, o, clock)
+	if err != nil {
+		return nil, err
+	}
+	c.buildTransport(&s, o)
+	c.engine, err = engine.New(engine.Config{
+		Settings: s, Upstream: chatUpstream{t: c.transport, quality: s.Quality}, Limiter: b.limiter, Breaker: b.breaker,
+		Admitter: b.admitter, Selector: o.Selector, Pricing: b.pricing, Clock: clock, Logger: logger, Observer: o.Observer,
+		Tracer: o.Tracer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.closers = asm.Closers()
+	c.handler = core.Chain(c.engine.Handle, onion(s, o, b.cache, c.sink, clock, logger)...)
+	return c, nil
+}
+
+// backends are the governance backends of one scope.
+type backends struct {
+	limiter  core.Limiter
+	breaker  core.Breaker
+	admitter core.Admitter // nil: composed from limiter and breaker
+	cache    core.Cache    // nil: no response cache
+	pricing  core.PricingTable
+}
+
+// buildBackends builds the backends of s, the ones o gives first; the
+// telemetry sink goes to c (and is c's to close when it built it).
+func (c *Client) buildBackends(asm *registry.Assembly, s core.GatewaySettings, o Options, clock core.Clock) (b backends, err error) {
+	if b.limiter, b.breaker, b.admitter, err = buildAdmission(asm, s, o, clock); err != nil {
+		return b, err
+	}
+	b.cache = o.Cache
+	if o.NoCache {
+		b.cache = nil
+	} else if b.cache == nil && s.CacheBackend != "" && s.CacheBackend != "none" {
+		if b.cache, err = build[core.Cache](asm, registry.KindCache, "PGW_CACHE_BACKEND", s.CacheBackend, func() core.Cache {
+			return memory.NewCache(memory.WithClock(clock))
+		}); err != nil {
+			return b, err
+		}
+	}
+	if b.cache != nil && (s.CacheNamespace == "" || s.CacheTTL <= 0) {
+		return b, &config.Error{Key: "PGW_CACHE_NAMESPACE", Problem: "a cache needs PGW_CACHE_NAMESPACE and PGW_CACHE_TTL_S > 0"}
+	}
+	sink := o.Telemetry
+	if sink == nil && s.TelemetryBackend != "" && s.TelemetryBackend != "none" {
+		if sink, err = build[core.TelemetrySink](asm, registry.KindTelemetry, "PGW_TELEMETRY_BACKEND", s.TelemetryBackend, nil); err != nil {
+			return b, err
+		}
+		c.ownSink = true
+	}
+	c.sink = sink
+	b.pricing = o.Pricing
+	if b.pricing == nil && s.PricingPath != "" {
+		if b.pricing, err = config.LoadPricing(s.PricingPath); err != nil {
+			return b, err
+		}
+	}
+	if err := checkBudget(s, b.limiter, b.pricing); err != nil {
+		return b, err
+	}
+	probe := s
+	probe.Budget = core.Budget{Key: "probe", Limit: 1, Window: time.Second}
+	c.budgetErr = checkBudget(probe, b.limiter, b.pricing)
+	return b, nil
+}
+
+// buildAdmission builds the limiter and the breaker of s, the ones o gives
+// first, and the admitter of the store that holds both when it has one.
+func buildAdmission(asm *registry.Assembly, s core.GatewaySettings, o Options, clock core.Clock) (limiter core.Limiter, breaker core.Breaker, admitter core.Admitter, err error) {
+	limiter = o.Limiter
 	if limiter == nil {
 		if limiter, err = build[core.Limiter](asm, registry.KindLimiter, "PGW_LIMITER_BACKEND", s.LimiterBackend, func() core.Limiter {
 			return memory.NewLimiter(memory.WithClock(clock))
 		}); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 	}
-	breaker := o.Breaker
+	breaker = o.Breaker
 	if breaker == nil {
 		if breaker, err = build[core.Breaker](asm, registry.KindBreaker, "PGW_BREAKER_BACKEND", s.BreakerBackend, func() core.Breaker {
 			return memory.NewBreaker(memory.WithClock(clock))
 		}); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 	}
-	admitter := o.Admitter
+	admitter = o.Admitter
 	if admitter == nil && o.Limiter == nil && o.Breaker == nil && s.LimiterBackend == s.BreakerBackend {
 		// Both live in one store: pass attempts through it in one round trip.
 		if f, ok := registry.Lookup(registry.KindAdmitter, s.LimiterBackend); ok {
 			v, ferr := f(asm)
 			if ferr != nil {
-				return nil, fmt.Errorf("polygateway: admitter backend %q: %w", s.LimiterBackend, ferr)
+				return nil, nil, nil, fmt.Errorf("polygateway: admitter backend %q: %w", s.LimiterBackend, ferr)
 			}
 			if a, ok := v.(core.Admitter); ok && a != nil {
 				admitter = a
 			}
 		}
 	}
-	cache := o.Cache
-	if o.NoCache {
-		cache = nil
-	} else if cache == nil && s.CacheBackend != "" && s.CacheBackend != "none" {
-		if cache, err = build[core.Cache](asm, registry.KindCache, "PGW_CACHE_BACKEND", s.CacheBackend, func() core.Cache {
-			return memory.NewCache(memory.WithClock(clock))
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if cache != nil && (s.CacheNamespace == "" || s.CacheTTL <= 0) {
-		return nil, &config.Error{Key: "PGW_CACHE_NAMESPACE", Problem: "a cache needs PGW_CACHE_NAMESPACE and PGW_CACHE_TTL_S > 0"}
-	}
-	sink := o.Telemetry
-	if sink == nil && s.TelemetryBackend != "" && s.TelemetryBackend != "none" {
-		if sink, err = build[core.TelemetrySink](asm, registry.KindTelemetry, "PGW_TELEMETRY_BACKEND", s.TelemetryBackend, nil); err != nil {
-			return nil, err
-		}
-		c.ownSink = true
-	}
-	c.sink = sink
-	pricing := o.Pricing
-	if pricing == nil && s.PricingPath != "" {
-		if pricing, err = config.LoadPricing(s.PricingPath); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkBudget(s, limiter, pricing); err != nil {
-		return nil, err
-	}
-	probe := s
-	probe.Budget = core.Budget{Key: "probe", Limit: 1, Window: time.Second}
-	c.budgetErr = checkBudget(probe, limiter, pricing)
+	return limiter, breaker, admitter, nil
+}
+
+// buildTransport builds c's transport and settles each source's CONTINUE
+// left unset: its provider profile decides.
+func (c *Client) buildTransport(s *core.GatewaySettings, o Options) {
 	profiles := transport.DefaultProfiles()
 	maps.Copy(profiles, o.Profiles)
-	tc := transport.Config{HTTPClient: o.HTTPClient, Profiles: profiles, Logger: logger}
+	tc := transport.Config{HTTPClient: o.HTTPClient, Profiles: profiles, Logger: c.log}
 	if o.Tracer != nil {
 		tc.Inject = o.Tracer.Inject
 	}
 	c.transport = transport.New(tc)
 	c.tracer = o.Tracer
 	for i := range s.Sources {
-		// CONTINUE unset: the provider profile decides.
 		if src := &s.Sources[i]; src.Continue == core.ContinueDefault {
 			src.Continue = core.ContinueNone
 			if c.transport.Profile(src.ProfileName()).Continues {
@@ -235,17 +279,11 @@ func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
 			}
 		}
 	}
+}
 
-	c.engine, err = engine.New(engine.Config{
-		Settings: s, Upstream: chatUpstream{t: c.transport, quality: s.Quality}, Limiter: limiter, Breaker: breaker,
-		Admitter: admitter, Selector: o.Selector, Pricing: pricing, Clock: clock, Logger: logger, Observer: o.Observer,
-		Tracer: o.Tracer,
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.closers = asm.Closers()
-
+// onion returns the layers around the engine, outermost first: the user's
+// middleware, the cache (when there is one), telemetry and degradation.
+func onion(s core.GatewaySettings, o Options, cache core.Cache, sink core.TelemetrySink, clock core.Clock, logger *slog.Logger) []core.Middleware {
 	layers := append([]core.Middleware(nil), o.Middleware...)
 	if cache != nil {
 		models := make([]string, len(s.Sources))
@@ -257,13 +295,11 @@ func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
 			Clock: clock, Logger: logger, Stale: s.Fallback.Stale,
 		}))
 	}
-	layers = append(layers,
+	return append(layers,
 		middleware.Telemetry(middleware.TelemetryConfig{Sink: sink, Scope: s.Scope, Clock: clock, Logger: logger,
 			Content: s.TelemetryContent, Secrets: settingsSecrets(s)}),
 		middleware.Degrade(middleware.DegradeConfig{Fallback: o.Fallback, Logger: logger}),
 	)
-	c.handler = core.Chain(c.engine.Handle, layers...)
-	return c, nil
 }
 
 // settingsSecrets are the secrets of s: its sources' API keys and the
@@ -438,7 +474,7 @@ func NewCallID() string {
 }
 
 // CallOptions are the resolved call options (the root package's With…
-// call options, in kernel types).
+// call options, in core types).
 type CallOptions struct {
 	SessionID, ParentCallID   string
 	CacheSalt, CacheNamespace string
@@ -468,7 +504,7 @@ var ResolveCall func(opts any) CallOptions
 // (given as any); set by the root package.
 var Unwrap func(gw any) (*Client, error)
 
-// PublicError rebuilds an error of the kernel's types as the root
+// PublicError rebuilds an error of core's types as the root
 // package's public ones; set by the root package. Sibling clients return
 // their callers what it gives.
 var PublicError = func(err error) error { return err }
