@@ -75,7 +75,7 @@ func (c *GatewayClient) Chat(ctx context.Context, msgs []Message, opts ...CallOp
 		return c.chatStructured(ctx, msgs, co, nil, "")
 	}
 	resp, err := c.k.Handle(ctx, c.newCall(msgs, co))
-	return publicResponse(resp), publicError(err)
+	return resp, err
 }
 
 // newCall builds the core call of a chat.
@@ -83,14 +83,14 @@ func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
 	return &core.Call{
 		ID:             kernel.NewCallID(),
 		Scope:          c.k.Settings().Scope,
-		Messages:       coreMessages(msgs),
+		Messages:       msgs,
 		Params:         co.params,
 		Stream:         co.stream,
 		SessionID:      co.sessionID,
 		ParentCallID:   co.parentCallID,
 		CacheSalt:      co.cacheSalt,
 		CacheNamespace: co.cacheNamespace,
-		Fallback:       coreFallback(co.fallback),
+		Fallback:       co.fallback,
 		Events:         co.events,
 		Budgets:        co.budgets,
 		NoPushbackWait: co.noPushbackWait,
@@ -107,18 +107,6 @@ func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
 // it is ignored and the original error returned.
 type FallbackFunc = func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
 
-// coreFallback puts a public fallback into the degradation step of the
-// onion internal/kernel assembles.
-func coreFallback(fn FallbackFunc) func(context.Context, []core.Message, error) (*core.LLMResponse, error) {
-	if fn == nil {
-		return nil
-	}
-	return func(ctx context.Context, msgs []core.Message, cause error) (*core.LLMResponse, error) {
-		resp, err := fn(ctx, publicMessages(msgs), publicError(cause))
-		return coreResponse(resp), err
-	}
-}
-
 // NewCallID returns a fresh random call id (128-bit hex), as used for
 // telemetry rows.
 func NewCallID() string { return kernel.NewCallID() }
@@ -126,7 +114,7 @@ func NewCallID() string { return kernel.NewCallID() }
 // Sources reports every source's breaker state, in-flight count, health and
 // limits. It never includes API keys.
 func (c *GatewayClient) Sources(ctx context.Context) []SourceStatus {
-	return publicStatus(c.k.Sources(ctx))
+	return c.k.Sources(ctx)
 }
 
 // ResetSource closes the breaker of the named source at once and clears its
@@ -135,14 +123,14 @@ func (c *GatewayClient) ResetSource(ctx context.Context, source string) error {
 	if source == "" {
 		return &UnknownSourceError{Scope: c.k.Settings().Scope}
 	}
-	return publicError(c.k.Reset(ctx, source))
+	return c.k.Reset(ctx, source)
 }
 
 // ResetAllSources closes the breaker of every source of the scope and
 // clears their local health history. It tries every source and returns the
 // first failure. A switched-off source stays off.
 func (c *GatewayClient) ResetAllSources(ctx context.Context) error {
-	return publicError(c.k.Reset(ctx, ""))
+	return c.k.Reset(ctx, "")
 }
 
 // DisableSource switches the named source off at runtime: no request goes
@@ -151,12 +139,12 @@ func (c *GatewayClient) ResetAllSources(ctx context.Context) error {
 // second). Its circuit's state and history are kept. A call whose sources
 // are all off fails with a GatewayUnavailableError of reason disabled.
 func (c *GatewayClient) DisableSource(ctx context.Context, source string) error {
-	return publicError(c.k.SetEnabled(ctx, source, false))
+	return c.k.SetEnabled(ctx, source, false)
 }
 
 // EnableSource switches a source DisableSource switched off on again.
 func (c *GatewayClient) EnableSource(ctx context.Context, source string) error {
-	return publicError(c.k.SetEnabled(ctx, source, true))
+	return c.k.SetEnabled(ctx, source, true)
 }
 
 // Budgets reports the current window of the scope's spend budget
@@ -164,8 +152,7 @@ func (c *GatewayClient) EnableSource(ctx context.Context, source string) error {
 // reservations of calls in flight, across every process on a shared
 // backend) and when the window ends. Nil without a budget.
 func (c *GatewayClient) Budgets(ctx context.Context) ([]BudgetUsage, error) {
-	out, err := c.k.Budgets(ctx)
-	return out, publicError(err)
+	return c.k.Budgets(ctx)
 }
 
 // Settings returns a copy of the client's settings with API keys redacted.

@@ -43,17 +43,7 @@ func (o *options) kernel() kernel.Options {
 		Profiles: o.profiles, Pricing: o.pricing, HTTPClient: o.httpClient, Logger: o.logger,
 		Clock: o.clock, Observer: o.observer, Selector: o.selector, Environment: o.environment,
 	}
-	if o.tracer != nil {
-		ko.Tracer = coreTracer{o.tracer}
-	}
-	for _, m := range o.middleware {
-		if km := coreMiddleware(m); km != nil {
-			ko.Middleware = append(ko.Middleware, km)
-		}
-	}
-	if o.fallback != nil {
-		ko.Fallback = coreFallback(o.fallback)
-	}
+	ko.Tracer, ko.Middleware, ko.Fallback = o.tracer, o.middleware, o.fallback
 	return ko
 }
 
@@ -176,7 +166,7 @@ func resolveCall(opts []CallOption) callOptions {
 func (co callOptions) kernel() kernel.CallOptions {
 	return kernel.CallOptions{
 		SessionID: co.sessionID, ParentCallID: co.parentCallID, CacheSalt: co.cacheSalt, CacheNamespace: co.cacheNamespace,
-		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: coreFallback(co.fallback), Events: co.events,
+		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: co.fallback, Events: co.events,
 		Budgets: co.budgets, NoPushbackWait: co.noPushbackWait, Place: co.place,
 	}
 }

@@ -1,9 +1,6 @@
 package polygateway
 
 import (
-	"context"
-	"net/http"
-
 	"github.com/polygateway/polygateway/core"
 )
 
@@ -147,35 +144,9 @@ func Classify(err error) Classified { return core.Classify(err) }
 type CallInfo = core.CallInfo
 
 // Tracer puts calls and attempts in spans (see WithTracer; package tracing
-// implements it with OpenTelemetry).
-//
-// Contract: StartCall is called once per governed call before any of its
-// layers runs, StartAttempt once per upstream attempt; each returns the
-// context the call or attempt runs with (carrying its span) and an end
-// function that is called exactly once with the outcome. Inject writes the
-// trace context of ctx into the headers of an upstream request (W3C
-// traceparent). Methods are called on the call path: they must be cheap
-// and safe for concurrent use.
-type Tracer interface {
-	StartCall(ctx context.Context, call CallInfo) (context.Context, func(resp *LLMResponse, err error))
-	StartAttempt(ctx context.Context, ev AttemptEvent) (context.Context, func(ev AttemptEvent, err error))
-	Inject(ctx context.Context, h http.Header)
-}
-
-// coreTracer puts a public Tracer in core's terms.
-type coreTracer struct{ t Tracer }
-
-func (k coreTracer) StartCall(ctx context.Context, call CallInfo) (context.Context, func(*core.LLMResponse, error)) {
-	ctx, end := k.t.StartCall(ctx, call)
-	return ctx, func(resp *core.LLMResponse, err error) { end(publicResponse(resp), publicError(err)) }
-}
-
-func (k coreTracer) StartAttempt(ctx context.Context, ev AttemptEvent) (context.Context, func(AttemptEvent, error)) {
-	ctx, end := k.t.StartAttempt(ctx, ev)
-	return ctx, func(ev AttemptEvent, err error) { end(ev, publicError(err)) }
-}
-
-func (k coreTracer) Inject(ctx context.Context, h http.Header) { k.t.Inject(ctx, h) }
+// implements it with OpenTelemetry); go doc core.Tracer states its
+// contract.
+type Tracer = core.Tracer
 
 // Selector chooses the source of each attempt among the eligible ones; see
 // WithSelector. Candidate is one eligible source as a Selector sees it.

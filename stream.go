@@ -72,7 +72,7 @@ func (c *GatewayClient) ChatStream(ctx context.Context, msgs []Message, opts ...
 	call.Deltas = (*streamSink)(s)
 	go func() {
 		resp, err := c.k.Handle(ctx, call)
-		s.end(publicResponse(resp), publicError(err))
+		s.end(resp, err)
 	}()
 	return s
 }

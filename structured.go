@@ -211,11 +211,11 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 		}
 		resp, err := c.k.Handle(ctx, call)
 		if err == nil {
-			return publicResponse(resp), nil
+			return resp, nil
 		}
 		var invalid *core.ResultInvalidError
 		if !errors.As(err, &invalid) || resp == nil || attempt >= c.k.Settings().StructuredMaxRetries {
-			return publicResponse(resp), publicError(err)
+			return resp, err
 		}
 		conversation = append(conversation, Assistant(resp.Content), User(fmt.Sprintf(reaskPrompt, invalid.Message)))
 	}

@@ -80,31 +80,31 @@ func (c *Client) ResetSource(ctx context.Context, source string) error {
 	if source == "" {
 		return &polygateway.UnknownSourceError{Scope: c.k.Settings().Scope}
 	}
-	return kernel.PublicError(c.k.Reset(ctx, source))
+	return c.k.Reset(ctx, source)
 }
 
 // ResetAllSources closes every source's breaker (see
 // polygateway.GatewayClient.ResetAllSources).
 func (c *Client) ResetAllSources(ctx context.Context) error {
-	return kernel.PublicError(c.k.Reset(ctx, ""))
+	return c.k.Reset(ctx, "")
 }
 
 // DisableSource switches a source off at runtime, shared through the
 // breaker backend (see polygateway.GatewayClient.DisableSource).
 func (c *Client) DisableSource(ctx context.Context, source string) error {
-	return kernel.PublicError(c.k.SetEnabled(ctx, source, false))
+	return c.k.SetEnabled(ctx, source, false)
 }
 
 // EnableSource switches a source DisableSource switched off on again.
 func (c *Client) EnableSource(ctx context.Context, source string) error {
-	return kernel.PublicError(c.k.SetEnabled(ctx, source, true))
+	return c.k.SetEnabled(ctx, source, true)
 }
 
 // Budgets reports the current window of the scope's spend budget (see
 // polygateway.GatewayClient.Budgets).
 func (c *Client) Budgets(ctx context.Context) ([]polygateway.BudgetUsage, error) {
 	out, err := c.k.Budgets(ctx)
-	return out, kernel.PublicError(err)
+	return out, err
 }
 
 // Close releases connections and the backends the client created. It is

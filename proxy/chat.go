@@ -364,7 +364,7 @@ func modelNotFound(model string) *apiError {
 func govern(ctx context.Context, k *kernel.Client, call *core.Call) (*polygateway.LLMResponse, error) {
 	kr, err := k.Handle(ctx, call)
 	if err != nil {
-		return nil, kernel.PublicError(err)
+		return nil, err
 	}
-	return (*polygateway.LLMResponse)(kr), nil
+	return kr, nil
 }

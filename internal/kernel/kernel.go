@@ -503,8 +503,3 @@ var ResolveCall func(opts any) CallOptions
 // Unwrap returns the kernel client behind a *polygateway.GatewayClient
 // (given as any); set by the root package.
 var Unwrap func(gw any) (*Client, error)
-
-// PublicError rebuilds an error of core's types as the root
-// package's public ones; set by the root package. Sibling clients return
-// their callers what it gives.
-var PublicError = func(err error) error { return err }
