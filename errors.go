@@ -1,6 +1,9 @@
 package polygateway
 
-import "github.com/polygateway/polygateway/core"
+import (
+	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/kernel"
+)
 
 // Reason is the controlled vocabulary of why a source or a scope failed.
 type Reason = core.Reason
@@ -46,6 +49,8 @@ var (
 	// ErrTenantTooLong is returned for a WithTenant name longer than
 	// MaxTenant bytes.
 	ErrTenantTooLong = core.ErrTenantTooLong
+	// ErrClientClosed is returned by calls on a closed client.
+	ErrClientClosed = kernel.ErrClosed
 )
 
 // The error types of the library, matched with errors.As; their fields

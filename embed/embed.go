@@ -102,7 +102,7 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 		return nil, &polygateway.CanceledError{Err: err}
 	}
 	co := kernel.ResolveCall(opts)
-	parent := co.ParentCallID
+	parent := co.Call.ParentCallID
 	if parent == "" {
 		parent = out.CallID
 	}
@@ -118,12 +118,12 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 		batches[b] = batch{texts: texts[lo:hi:hi], call: &core.Call{
 			ID:             id,
 			Operation:      "embeddings",
-			Params:         co.Params,
-			SessionID:      co.SessionID,
+			Params:         co.Call.Params,
+			SessionID:      co.Call.SessionID,
 			ParentCallID:   parent,
-			Budgets:        co.Budgets,
-			NoPushbackWait: co.NoPushbackWait,
-			Place:          co.Place,
+			Budgets:        co.Call.Budgets,
+			NoPushbackWait: co.Call.NoPushbackWait,
+			Place:          co.Call.Place,
 			Tokens:         estimateTokens(texts[lo:hi]),
 			InputBytes:     textBytes(texts[lo:hi]),
 		}}
