@@ -265,7 +265,7 @@ func (l *loader) requiredEnum(key string) string {
 	if perr == nil {
 		return v
 	}
-	// A backend registered by another package (polygateway.Register…) is
+	// A backend registered by another package (backend.Register…) is
 	// as good as a built-in one.
 	kind := backendKinds[key]
 	if registry.Known(kind, e.val) {
