@@ -74,14 +74,9 @@ func (c *GatewayClient) newCall(msgs []Message, co kernel.CallOptions) *core.Cal
 	return &call
 }
 
-// FallbackFunc is the last step of the degradation chain: called when no
-// source produced an answer (GatewayUnavailableError, GovernanceBackendError,
-// or a TransientError/SourceDeadError with a budget of one attempt) and no
-// stale cache entry could stand in — never for a rejected request, an
-// invalid result or a cancellation. Its answer is returned marked Degraded
-// (DegradedBy "fallback") and recorded in telemetry as such; an error from
-// it is ignored and the original error returned.
-type FallbackFunc = func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
+// FallbackFunc is the scope's or a call's last-resort answer (WithFallback,
+// WithCallFallback); go doc core.FallbackFunc says when it is called.
+type FallbackFunc = core.FallbackFunc
 
 // NewCallID returns a fresh random call id (128-bit hex), as used for
 // telemetry rows.
