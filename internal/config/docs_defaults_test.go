@@ -207,8 +207,8 @@ func docProblems(name, text string) (problems []string, checked int) {
 				continue // a placeholder, a URL or a path
 			}
 			for _, d := range resolve(ex[0]) {
-				if d.Reader == ReaderTooling || d.Kind == KindRoutes {
-					continue
+				if d.Reader == ReaderTooling || d.Kind == KindRoutes || d.Kind == KindBackend {
+					continue // a backend may be any registered name
 				}
 				checked++
 				if _, err := parseValue(entry{key: ex[0], val: ex[1]}, d); err != nil && ex[1] != "" {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/registry"
 )
 
 // Defaults that are not a plain value of a key's row: derived from other
@@ -139,13 +138,21 @@ func (l *loader) load(scope string) *Error {
 	if len(l.sources) == 0 {
 		l.fail(noSources(l.scope))
 	}
-	l.assembly()
+	l.rows(known.assemblyFields, "", nil)
 	l.flat()
-	l.scopeValues()
+	l.rows(known.scopeFields, l.prefix, nil)
 	for _, id := range l.sources {
-		l.s.Sources = append(l.s.Sources, l.source(id))
+		n := strconv.Itoa(id.n)
+		sc := core.SourceConfig{Name: strings.ToLower(id.provider) + "_" + n, Provider: strings.ToLower(id.provider), Index: id.n}
+		l.rows(known.sourceFields, l.prefix+id.provider+"__"+n+"__", &sc)
+		l.s.Sources = append(l.s.Sources, sc)
 	}
-	l.derived()
+	// The defaults made of other values.
+	for _, d := range known.scopeFields {
+		if d.derive != nil && l.defaulted(d.key(l.prefix)) {
+			put(d.at.scope(&l.s), d.derive(&l.s))
+		}
+	}
 	// The relations, also between values already reported: a key named
 	// twice is named once.
 	named := map[string]bool{}
@@ -173,7 +180,15 @@ func scopeError(scope string) *Error {
 // plain default. It returns whether the key was set.
 func (l *loader) read(key string, d KeyDoc, field any) bool {
 	e := l.get(key)
-	if !e.present() {
+	switch {
+	case d.Required == "yes" && e.val == "":
+		what := "missing"
+		if e.present() {
+			what = "empty value"
+		}
+		l.fail(errf(key, fmt.Sprintf("%s: required; expected %s", what, d.want())))
+		return e.present()
+	case !e.present():
 		v, ok := l.flats[d.flat]
 		l.from(key, d.flat)
 		if !ok {
@@ -182,6 +197,8 @@ func (l *loader) read(key string, d KeyDoc, field any) bool {
 		}
 		if ok {
 			put(field, v)
+		} else if d.flat != "" && strings.HasPrefix(d.Required, "yes") {
+			l.fail(unlessFlat(key, d))
 		}
 		return false
 	}
@@ -194,15 +211,18 @@ func (l *loader) read(key string, d KeyDoc, field any) bool {
 	return true
 }
 
-// fields reads the rows of the table whose field is in the scope's
-// settings and that Load does not read by hand, keyed by prefix + the
-// row's name.
-func (l *loader) fields(assembly bool) {
-	for _, d := range known.scopeFields {
-		if d.hand || strings.HasPrefix(d.Pattern, scopeP) == assembly {
-			continue
+// rows reads the keys of rows under the prefix pre into the settings (into
+// sc for a source's keys): by the table, then those read by hand.
+func (l *loader) rows(rows []KeyDoc, pre string, sc *core.SourceConfig) {
+	for _, d := range rows {
+		if d.read == nil {
+			l.read(d.key(pre), d, d.at.ptr(&l.s, sc))
 		}
-		l.read(strings.Replace(d.Pattern, scopeP, l.prefix, 1), d, d.at.scope(&l.s))
+	}
+	for _, d := range rows {
+		if d.read != nil {
+			d.read(l, pre, sc)
+		}
 	}
 }
 
@@ -214,21 +234,6 @@ func (l *loader) allowed() *Error {
 		l.used[allowKey] = true
 	}
 	return err
-}
-
-// required returns the entry of a required key, or records a "missing"
-// error and returns false.
-func (l *loader) required(key, form, why string) (entry, bool) {
-	e := l.get(key)
-	if !e.present() || e.val == "" {
-		what := "missing"
-		if e.present() {
-			what = "empty value"
-		}
-		l.fail(errf(key, fmt.Sprintf("%s: required%s; expected %s", what, why, form)))
-		return entry{}, false
-	}
-	return e, true
 }
 
 // optSeconds parses key when present.
@@ -245,47 +250,6 @@ func (l *loader) optSeconds(key string, positive bool) optDur {
 	return optDur{d: d, key: key}
 }
 
-func (l *loader) assembly() {
-	s := &l.s
-	s.LimiterBackend = l.requiredEnum("PGW_LIMITER_BACKEND")
-	s.BreakerBackend = l.requiredEnum("PGW_BREAKER_BACKEND")
-	s.CacheBackend = l.requiredEnum("PGW_CACHE_BACKEND")
-	s.TelemetryBackend = l.requiredEnum("PGW_TELEMETRY_BACKEND")
-	// The companions are stored when present and checked even with their
-	// feature off (they are ours); Validate requires them with it on.
-	l.fields(true)
-}
-
-func (l *loader) requiredEnum(key string) string {
-	e, ok := l.required(key, "one of "+strings.Join(doc(key).Values, ", "), "")
-	if !ok {
-		return ""
-	}
-	v, perr := parseEnum(e, doc(key).Values)
-	if perr == nil {
-		return v
-	}
-	// A backend registered by another package (polygateway.Register…) is
-	// as good as a built-in one.
-	kind := backendKinds[key]
-	if registry.Known(kind, e.val) {
-		return e.val
-	}
-	if names := registry.Names(kind); names != "" {
-		perr.Problem += " (registered: " + names + ")"
-	}
-	l.fail(perr)
-	return ""
-}
-
-// backendKinds maps the backend keys to the registry's kinds.
-var backendKinds = map[string]registry.Kind{
-	"PGW_LIMITER_BACKEND":   registry.KindLimiter,
-	"PGW_BREAKER_BACKEND":   registry.KindBreaker,
-	"PGW_CACHE_BACKEND":     registry.KindCache,
-	"PGW_TELEMETRY_BACKEND": registry.KindTelemetry,
-}
-
 // flat parses the flat shortcuts set.
 func (l *loader) flat() {
 	for _, k := range known.flat {
@@ -299,19 +263,8 @@ func (l *loader) flat() {
 	}
 }
 
-// scopeValues reads the scope's keys.
-func (l *loader) scopeValues() {
-	l.fields(false)
-	l.budget(l.prefix)
-	// Unset, the cap is 8 s, or the cooldown when that is longer: a cap that
-	// keeps a recovered source's traffic coming back within seconds.
-	if b := &l.s.Breaker; l.defaulted(l.prefix + "BREAKER__MAX_COOLDOWN_S") {
-		b.MaxCooldown = max(b.MaxCooldown, b.Cooldown)
-	}
-}
-
 // budget reads {SCOPE}__BUDGET__USD and __WINDOW_S.
-func (l *loader) budget(p string) {
+func (l *loader) budget(p string, _ *core.SourceConfig) {
 	var window int // its default, a day, when unset
 	set := l.read(p+"BUDGET__WINDOW_S", doc(scopeP+"BUDGET__WINDOW_S"), &window)
 	b := core.Budget{Key: "scope:" + l.s.Scope, Window: time.Duration(window) * time.Second}
@@ -331,22 +284,6 @@ func (l *loader) budget(p string) {
 		return
 	}
 	l.s.Budget = b
-}
-
-// derived sets the scope values whose defaults depend on the sources.
-func (l *loader) derived() {
-	s, p := &l.s, l.prefix
-	var maxTimeout, maxTTFT time.Duration
-	for _, sc := range s.Sources {
-		maxTimeout = max(maxTimeout, sc.Timeout)
-		maxTTFT = max(maxTTFT, sc.TTFTTimeout)
-	}
-	if l.defaulted(p + "BREAKER__PROBE_TTL_S") {
-		s.Breaker.ProbeTTL = maxTimeout
-	}
-	if l.defaulted(p + "BACKPRESSURE__STALL_WINDOW_S") {
-		s.Backpressure.StallWindow = max(defaultStallWindowFloor, maxTTFT)
-	}
 }
 
 // allHandled guards the table/parser link: every key the table lets through

@@ -14,39 +14,6 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-// source parses the keys {SCOPE}__{PROVIDER}__{N}__{FIELD} of one source,
-// field by field in table order.
-func (l *loader) source(id sourceID) core.SourceConfig {
-	pre := l.prefix + id.provider + "__" + strconv.Itoa(id.n) + "__"
-	provider := strings.ToLower(id.provider)
-	sc := core.SourceConfig{Name: provider + "_" + strconv.Itoa(id.n), Provider: provider, Index: id.n}
-	if e, ok := l.required(pre+"BASE_URL", baseURLForm, ""); ok {
-		var err *Error
-		sc.BaseURL, err = checkBaseURL(e)
-		l.fail(err)
-	}
-	// API_KEY: never echoed.
-	if e, ok := l.required(pre+"API_KEY", apiKeyForm, ""); ok {
-		sc.APIKey = e.val
-		if strings.EqualFold(sc.APIKey, "none") {
-			sc.APIKey = "none"
-		}
-	}
-	if e, ok := l.required(pre+"MODEL", "the upstream model name", ""); ok {
-		sc.Model = e.val
-	}
-	if l.read(pre+"TIMEOUT_S", doc(sourceP+"TIMEOUT_S"), &sc.Timeout); l.defaulted(pre + "TIMEOUT_S") {
-		l.fail(missing(pre+"TIMEOUT_S", " unless the flat LLM_TIMEOUT is set", formSecPos))
-	}
-	for _, d := range known.sourceFields {
-		if !d.hand {
-			l.read(strings.Replace(d.Pattern, sourceP, pre, 1), d, d.at.source(&sc))
-		}
-	}
-	l.watchdog(pre, &sc)
-	return sc
-}
-
 // flatSeconds is the value of a flat shortcut of seconds, if set.
 func (l *loader) flatSeconds(key string) optDur {
 	d, ok := l.flats[key].(time.Duration)
@@ -58,6 +25,14 @@ func (l *loader) flatSeconds(key string) optDur {
 
 // apiKeyForm is the expected form of API_KEY.
 const apiKeyForm = `the key, or "none" for servers without authentication`
+
+// parseAPIKey keeps an API_KEY as it is, "none" in lower case.
+func parseAPIKey(e entry, _ KeyDoc) (any, *Error) {
+	if strings.EqualFold(e.val, "none") {
+		return "none", nil
+	}
+	return e.val, nil
+}
 
 // watchdog reads TTFT_TIMEOUT_S and INTER_TOKEN_TIMEOUT_S (or
 // LLM_TTFT_TIMEOUT, LLM_INTER_TOKEN_TIMEOUT): set together, or neither for
@@ -87,7 +62,11 @@ func (l *loader) watchdog(pre string, sc *core.SourceConfig) {
 	}
 }
 
-const baseURLForm = "an absolute http:// or https:// URL such as https://host/v1"
+// The expected forms of BASE_URL and REDIS_URL.
+const (
+	baseURLForm  = "an absolute http:// or https:// URL such as https://host/v1"
+	redisURLForm = "a redis://, rediss:// or unix:// URL"
+)
 
 // checkBaseURL validates an absolute http(s) URL and trims trailing slashes.
 // The value is never echoed: it may carry credentials.
@@ -114,7 +93,7 @@ func checkBaseURL(e entry) (string, *Error) {
 
 // checkRedisURL validates REDIS_URL without echoing it (it may carry a password).
 func checkRedisURL(e entry) *Error {
-	const form = "a redis://, rediss:// or unix:// URL"
+	const form = redisURLForm
 	u, err := url.Parse(e.val)
 	if err != nil {
 		return errf(e.key, "invalid URL ("+urlProblem(err)+"; value not shown); expected "+form)

@@ -128,9 +128,18 @@ func validate(s *core.GatewaySettings, from origins) *Error {
 	if len(s.Sources) == 0 {
 		return noSources(s.Scope)
 	}
-	v.assembly()
-	for _, d := range known.scopeFields {
-		v.field(strings.Replace(d.Pattern, scopeP, v.p, 1), d, d.at.scope(s))
+	// The backends and their companions, then every other value.
+	for _, d := range known.assemblyFields {
+		if d.Kind == KindBackend {
+			v.value(d.Pattern, d, nil)
+		} else if d.need != nil {
+			d.need(v, d.Pattern, d)
+		}
+	}
+	for _, d := range slices.Concat(known.scopeFields, known.assemblyFields) {
+		if d.at.scope != nil && d.Kind != KindBackend {
+			v.value(d.key(v.p), d, nil)
+		}
 	}
 	v.scopeRelations()
 	seen := map[string]bool{}
@@ -161,99 +170,130 @@ func missing(key, why, form string) *Error {
 	return errf(key, fmt.Sprintf("missing: required%s; expected %s", why, form))
 }
 
-// field checks the domain of the field of key, row d: settings made by hand
-// may hold any value (Load's are in it by construction). Zero is always
-// accepted (the default, or off; see Validate).
-func (v *validator) field(key string, d KeyDoc, ptr any) {
-	x := reflect.ValueOf(ptr).Elem()
-	switch {
-	case x.Type() == reflect.TypeFor[time.Duration]():
-		if dur := time.Duration(x.Int()); dur < 0 {
-			v.fail(negativeDur(v.blame(key), dur, d.Form))
-		}
-	case x.Kind() == reflect.Int:
-		if n := int(x.Int()); n < 0 && d.Kind != KindInt {
-			v.fail(negativeInt(v.blame(key), n, d.Form))
-		}
-	case x.Kind() == reflect.Float64:
-		hi := posInf
-		if d.Kind == KindFraction || d.Kind == KindUnit {
-			hi = 1
-		}
+// unlessFlat is the error of a key required unless its flat shortcut is set.
+func unlessFlat(key string, d KeyDoc) *Error {
+	return missing(key, " unless the flat "+d.flat+" is set", d.want())
+}
+
+// checkAPIKey refuses a key no header can carry; it is never echoed.
+func checkAPIKey(v *validator, key string, _ KeyDoc, sc *core.SourceConfig) {
+	if strings.IndexFunc(sc.APIKey, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		v.fail(errf(key, "invalid value: contains whitespace or control characters (value not shown)"))
+	}
+}
+
+// value checks the field of key, row d (of source sc, for a source's key):
+// settings made by hand may hold any value (Load's are in it by
+// construction).
+func (v *validator) value(key string, d KeyDoc, sc *core.SourceConfig) {
+	x := reflect.ValueOf(d.at.ptr(v.s, sc)).Elem()
+	switch check := kinds[d.Kind].check; {
+	case sc != nil && d.Required == "yes" && x.IsZero():
+		v.fail(missing(key, "", d.want()))
+	case d.check != nil:
+		d.check(v, key, d, sc)
+	case check != nil:
+		v.fail(check(v, key, d, x))
+	}
+}
+
+// The checks of the kinds. Zero is always accepted (the default, or off;
+// see Validate).
+
+func checkDur(v *validator, key string, d KeyDoc, x reflect.Value) *Error {
+	if dur := time.Duration(x.Int()); dur < 0 {
+		return negativeDur(v.blame(key), dur, d.Form)
+	}
+	return nil
+}
+
+func checkInt(v *validator, key string, d KeyDoc, x reflect.Value) *Error {
+	if n := int(x.Int()); n < 0 {
+		return negativeInt(v.blame(key), n, d.Form)
+	}
+	return nil
+}
+
+func checkFloat(hi float64) func(*validator, string, KeyDoc, reflect.Value) *Error {
+	return func(_ *validator, key string, d KeyDoc, x reflect.Value) *Error {
 		if f := x.Float(); math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > hi {
-			v.fail(errf(key, fmt.Sprintf("invalid value %s: out of range; expected %s", strconv.FormatFloat(f, 'g', -1, 64), d.Form)))
+			return errf(key, fmt.Sprintf("invalid value %s: out of range; expected %s", strconv.FormatFloat(f, 'g', -1, 64), d.Form))
 		}
-	case x.Kind() == reflect.String && x.String() != "":
-		switch d.Kind {
-		case KindEnum:
-			v.fail(oneOf(key, d.Pattern, x.String()))
-		case KindName:
-			if !validName(x.String()) {
-				v.fail(notAName(key, d, x.String()))
-			}
-		}
-	}
-}
-
-// oneOf checks an enumerated value.
-func oneOf(key, pattern, val string) *Error {
-	values := doc(pattern).Values
-	if slices.Contains(values, val) {
 		return nil
 	}
-	return errf(key, fmt.Sprintf("invalid value %s; expected one of %s", show(val), strings.Join(values, ", ")))
 }
 
-// backend checks a backend name: a built-in one or a registered one.
-func backend(key, val string) *Error {
-	if val == "" || slices.Contains(doc(key).Values, val) || registry.Known(backendKinds[key], val) {
+func checkEnum(_ *validator, key string, d KeyDoc, x reflect.Value) *Error {
+	if val := x.String(); val != "" && !slices.Contains(d.Values, val) {
+		return errf(key, fmt.Sprintf("invalid value %s; expected one of %s", show(val), strings.Join(d.Values, ", ")))
+	}
+	return nil
+}
+
+func checkName(_ *validator, key string, d KeyDoc, x reflect.Value) *Error {
+	if val := x.String(); val != "" && !validName(val) {
+		return notAName(key, d, val)
+	}
+	return nil
+}
+
+func checkURL(_ *validator, key string, _ KeyDoc, x reflect.Value) *Error {
+	if x.String() == "" {
 		return nil
 	}
-	msg := fmt.Sprintf("invalid value %s; expected one of %s", show(val), strings.Join(doc(key).Values, ", "))
-	if names := registry.Names(backendKinds[key]); names != "" {
-		msg += " (registered: " + names + ")"
-	}
-	return errf(key, msg)
+	_, err := checkBaseURL(entry{key: key, val: x.String()})
+	return err
 }
 
-// assembly checks the backends and their companions.
-func (v *validator) assembly() {
-	s := v.s
-	backends := []struct{ key, val string }{
-		{"PGW_LIMITER_BACKEND", s.LimiterBackend}, {"PGW_BREAKER_BACKEND", s.BreakerBackend},
-		{"PGW_CACHE_BACKEND", s.CacheBackend}, {"PGW_TELEMETRY_BACKEND", s.TelemetryBackend},
+// checkBackend checks a backend name: a built-in one or a registered one.
+func checkBackend(_ *validator, key string, d KeyDoc, x reflect.Value) *Error {
+	if val := x.String(); val != "" && !slices.Contains(d.Values, val) && !registry.Known(d.registry, val) {
+		return registered(invalidErr(entry{key: key, val: val}, "one of "+strings.Join(d.Values, ", ")), d)
 	}
-	var users []string
-	for _, b := range backends {
-		v.fail(backend(b.key, b.val))
-		if b.val == "redis" {
-			users = append(users, b.key+"=redis")
+	return nil
+}
+
+// neededBy is the need of a companion key: why says why the settings need
+// it ("" when they do not).
+func neededBy(why func(s *core.GatewaySettings) string) func(*validator, string, KeyDoc) {
+	return func(v *validator, key string, d KeyDoc) {
+		if w := why(v.s); w != "" && reflect.ValueOf(d.at.scope(v.s)).Elem().IsZero() {
+			v.fail(missing(key, " because "+w, d.want()))
 		}
 	}
+}
+
+func cacheOn(s *core.GatewaySettings) string {
 	if s.CacheBackend != "" && s.CacheBackend != "none" {
-		why := " because PGW_CACHE_BACKEND=" + s.CacheBackend
-		if s.CacheNamespace == "" {
-			v.fail(missing("PGW_CACHE_NAMESPACE", why, "a non-empty namespace"))
+		return "PGW_CACHE_BACKEND=" + s.CacheBackend
+	}
+	return ""
+}
+
+func telemetryIs(name string) func(s *core.GatewaySettings) string {
+	return func(s *core.GatewaySettings) string {
+		if s.TelemetryBackend != name {
+			return ""
 		}
-		if s.CacheTTL == 0 {
-			v.fail(missing("PGW_CACHE_TTL_S", why, formSecPos))
+		return "PGW_TELEMETRY_BACKEND=" + name
+	}
+}
+
+// redis checks REDIS_URL only when a redis backend uses it: the name is
+// generic enough that other software in the same environment may set it.
+func (v *validator) redis(key string, d KeyDoc) {
+	var users []string
+	for _, b := range known.assemblyFields {
+		if b.Kind == KindBackend && reflect.ValueOf(b.at.scope(v.s)).Elem().String() == "redis" {
+			users = append(users, b.Pattern+"=redis")
 		}
 	}
-	why := " because PGW_TELEMETRY_BACKEND=" + s.TelemetryBackend
-	switch {
-	case s.TelemetryBackend == "sqlite" && s.TelemetrySQLitePath == "":
-		v.fail(missing("PGW_TELEMETRY_SQLITE_PATH", why, "a file path"))
-	case s.TelemetryBackend == "postgres" && s.TelemetryPGDSN == "":
-		v.fail(missing("PGW_TELEMETRY_PG_DSN", why, "a Postgres DSN"))
-	}
-	// REDIS_URL is checked only when a redis backend uses it: the name is
-	// generic enough that other software in the same environment may set it.
 	switch {
 	case len(users) == 0:
-	case s.RedisURL == "":
-		v.fail(missing("REDIS_URL", " because "+strings.Join(users, " and "), "a redis://, rediss:// or unix:// URL"))
+	case v.s.RedisURL == "":
+		v.fail(missing(key, " because "+strings.Join(users, " and "), d.want()))
 	default:
-		v.fail(checkRedisURL(entry{key: "REDIS_URL", val: s.RedisURL}))
+		v.fail(checkRedisURL(entry{key: key, val: v.s.RedisURL}))
 	}
 }
 
@@ -331,23 +371,8 @@ func (v *validator) source(i int, seen map[string]bool) {
 	}
 	seen[pre] = true
 
-	// BASE_URL, API_KEY, MODEL: never echoed but MODEL.
-	if sc.BaseURL == "" {
-		v.fail(missing(pre+"BASE_URL", "", baseURLForm))
-	} else if _, err := checkBaseURL(entry{key: pre + "BASE_URL", val: sc.BaseURL}); err != nil {
-		v.fail(err)
-	}
-	if sc.APIKey == "" {
-		v.fail(missing(pre+"API_KEY", "", apiKeyForm))
-	} else if strings.IndexFunc(sc.APIKey, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		v.fail(errf(pre+"API_KEY", "invalid value: contains whitespace or control characters (value not shown)"))
-	}
-	if sc.Model == "" {
-		v.fail(missing(pre+"MODEL", "", "the upstream model name"))
-	}
-	v.timeout(pre, sc)
 	for _, d := range known.sourceFields {
-		v.field(strings.Replace(d.Pattern, sourceP, pre, 1), d, d.at.source(sc))
+		v.value(d.key(pre), d, sc)
 	}
 	v.profile(pre, sc)
 	v.estimate(pre, sc)
@@ -356,11 +381,11 @@ func (v *validator) source(i int, seen map[string]bool) {
 }
 
 // timeout checks a source's TIMEOUT_S, within the permit lease.
-func (v *validator) timeout(pre string, sc *core.SourceConfig) {
-	key, lease := v.blame(pre+"TIMEOUT_S"), v.s.LeaseTTL
+func (v *validator) timeout(key string, d KeyDoc, sc *core.SourceConfig) {
+	key, lease := v.blame(key), v.s.LeaseTTL
 	switch {
 	case sc.Timeout == 0:
-		v.fail(missing(key, " unless the flat LLM_TIMEOUT is set", formSecPos))
+		v.fail(unlessFlat(key, d))
 	case sc.Timeout < 0:
 		v.fail(errf(key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", secs(sc.Timeout), formSecPos)))
 	case lease > 0 && sc.Timeout > lease:

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/polygateway/polygateway/internal/registry"
 )
 
 // entry is one key found in the map, its value trimmed of surrounding
@@ -176,10 +179,47 @@ func parseEnum(e entry, values []string) (string, *Error) {
 	return "", invalidErr(e, form)
 }
 
-// Bounds used by callers of parseInt and parseRange.
-const minInt = math.MinInt
+// kindRule is how Load parses a value of a kind, and how Validate checks a
+// field of that kind in settings made by hand (where zero is always
+// accepted: the default, or off).
+type kindRule struct {
+	form  string                                                           // the value expected, in errors
+	parse func(e entry, d KeyDoc) (any, *Error)                            // nil: the value itself
+	check func(v *validator, key string, d KeyDoc, x reflect.Value) *Error // nil: any value
+	plain bool                                                             // a Default may be a plain value
+}
 
-var posInf = math.Inf(1)
+// kinds holds the rule of every kind.
+var kinds = map[Kind]kindRule{
+	KindString: {}, KindSecret: {}, KindPath: {}, KindList: {}, KindRoutes: {},
+	KindURL:           {form: baseURLForm, parse: func(e entry, _ KeyDoc) (any, *Error) { return wrap(checkBaseURL(e)) }, check: checkURL},
+	KindName:          {parse: parseName, check: checkName},
+	KindSecondsPos:    {form: formSecPos, parse: seconds(true), check: checkDur, plain: true},
+	KindSecondsNonNeg: {form: formSecNonNeg, parse: seconds(false), check: checkDur, plain: true},
+	KindInt:           {form: "integer", parse: integer(math.MinInt), plain: true},
+	KindIntNonNeg:     {form: formIntNonNeg, parse: integer(0), check: checkInt, plain: true},
+	KindIntPos:        {form: formIntPos, parse: integer(1), check: checkInt, plain: true},
+	KindDecimalPos:    {parse: decimal(true, math.Inf(1)), check: checkFloat(math.Inf(1)), plain: true},
+	KindDecimalNonNeg: {parse: decimal(false, math.Inf(1)), check: checkFloat(math.Inf(1)), plain: true},
+	KindFraction:      {parse: decimal(true, 1), check: checkFloat(1), plain: true},
+	KindUnit:          {parse: decimal(false, 1), check: checkFloat(1), plain: true},
+	KindBool:          {form: formBool, parse: func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseBool(e)) }, plain: true},
+	KindEnum:          {parse: func(e entry, d KeyDoc) (any, *Error) { return wrap(parseEnum(e, d.Values)) }, check: checkEnum, plain: true},
+	KindBackend:       {parse: parseBackend, check: checkBackend},
+	KindJSON:          {parse: func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseJSONObject(e)) }},
+}
+
+func seconds(positive bool) func(entry, KeyDoc) (any, *Error) {
+	return func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseSeconds(e, positive)) }
+}
+
+func integer(min int) func(entry, KeyDoc) (any, *Error) {
+	return func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseInt(e, min)) }
+}
+
+func decimal(loOpen bool, hi float64) func(entry, KeyDoc) (any, *Error) {
+	return func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseRange(e, 0, loOpen, hi, false)) }
+}
 
 // validName reports whether v is a non-empty name of letters, digits, '_'
 // and '-' (at most 64 bytes): safe inside backend keys.
@@ -196,33 +236,41 @@ func validName(v string) bool {
 	return true
 }
 
-// parseValue parses a present value by its row's kind, as Load reads it.
-func parseValue(e entry, d KeyDoc) (any, *Error) {
-	switch d.Kind {
-	case KindInt:
-		return wrap(parseInt(e, minInt))
-	case KindIntNonNeg:
-		return wrap(parseInt(e, 0))
-	case KindIntPos:
-		return wrap(parseInt(e, 1))
-	case KindSecondsPos, KindSecondsNonNeg:
-		return wrap(parseSeconds(e, d.Kind == KindSecondsPos))
-	case KindDecimalPos, KindDecimalNonNeg:
-		return wrap(parseRange(e, 0, d.Kind == KindDecimalPos, posInf, false))
-	case KindFraction, KindUnit:
-		return wrap(parseRange(e, 0, d.Kind == KindFraction, 1, false))
-	case KindBool:
-		return wrap(parseBool(e))
-	case KindEnum:
-		return wrap(parseEnum(e, d.Values))
-	case KindJSON:
-		return wrap(parseJSONObject(e))
-	case KindName:
-		if !validName(e.val) {
-			return nil, notAName(e.key, d, e.val)
-		}
+func parseName(e entry, d KeyDoc) (any, *Error) {
+	if !validName(e.val) {
+		return nil, notAName(e.key, d, e.val)
 	}
 	return e.val, nil
+}
+
+// parseBackend accepts a built-in backend or one registered by another
+// package (polygateway.Register…).
+func parseBackend(e entry, d KeyDoc) (any, *Error) {
+	v, perr := parseEnum(e, d.Values)
+	if perr == nil || registry.Known(d.registry, e.val) {
+		return cmp.Or(v, e.val), nil
+	}
+	return nil, registered(perr, d)
+}
+
+// registered adds the backends registered for d's kind to err.
+func registered(err *Error, d KeyDoc) *Error {
+	if names := registry.Names(d.registry); names != "" {
+		err.Problem += " (registered: " + names + ")"
+	}
+	return err
+}
+
+// parseValue parses a present value by its row, as Load reads it.
+func parseValue(e entry, d KeyDoc) (any, *Error) {
+	parse := kinds[d.Kind].parse
+	if d.parse != nil {
+		parse = d.parse
+	}
+	if parse == nil {
+		return e.val, nil
+	}
+	return parse(e, d)
 }
 
 // notAName is the error of a bad value of a KindName key.
@@ -238,14 +286,24 @@ func wrap[T any](v T, err *Error) (any, *Error) {
 	return v, nil
 }
 
+// want words the value row d expects, for a "missing" error.
+func (d KeyDoc) want() string {
+	switch {
+	case d.expect != "":
+		return d.expect
+	case d.Values != nil:
+		return "one of " + strings.Join(d.Values, ", ")
+	}
+	return kinds[d.Kind].form
+}
+
 // plainDefault parses the Default of a row of a number, boolean or
 // enumeration kind when it is a plain value of that kind ("0 (off)" is 0,
 // "8, or COOLDOWN_S when larger" 8), after its flat shortcut's ", else "
 // ("LLM_MAX_RETRIES, else 3" is 3); a Default made from other keys alone
 // ("LLM_TIMEOUT") is none.
 func plainDefault(d KeyDoc) (any, bool) {
-	switch d.Kind {
-	case KindString, KindName, KindURL, KindSecret, KindPath, KindJSON, KindList, KindRoutes, KindBackend:
+	if !kinds[d.Kind].plain {
 		return nil, false
 	}
 	word, ok := d.Default, true
