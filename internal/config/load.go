@@ -55,23 +55,6 @@ func Load(scope string, env map[string]string) (core.GatewaySettings, error) {
 	return l.s, nil
 }
 
-// optDur is an optional duration together with the key it came from
-// (key == "" means absent: the default applies).
-type optDur struct {
-	d   time.Duration
-	key string
-}
-
-func (o optDur) set() bool { return o.key != "" }
-
-// or returns o when set, else fallback.
-func (o optDur) or(fallback optDur) optDur {
-	if o.set() {
-		return o
-	}
-	return fallback
-}
-
 type sourceID struct {
 	provider string // as written (upper case)
 	n        int
@@ -234,20 +217,6 @@ func (l *loader) allowed() *Error {
 		l.used[allowKey] = true
 	}
 	return err
-}
-
-// optSeconds parses key when present.
-func (l *loader) optSeconds(key string, positive bool) optDur {
-	e := l.get(key)
-	if !e.present() {
-		return optDur{}
-	}
-	d, err := parseSeconds(e, positive)
-	if err != nil {
-		l.fail(err)
-		return optDur{}
-	}
-	return optDur{d: d, key: key}
 }
 
 // flat parses the flat shortcuts set.

@@ -14,15 +14,6 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-// flatSeconds is the value of a flat shortcut of seconds, if set.
-func (l *loader) flatSeconds(key string) optDur {
-	d, ok := l.flats[key].(time.Duration)
-	if !ok {
-		return optDur{}
-	}
-	return optDur{d: d, key: key}
-}
-
 // apiKeyForm is the expected form of API_KEY.
 const apiKeyForm = `the key, or "none" for servers without authentication`
 
@@ -34,23 +25,22 @@ func parseAPIKey(e entry, _ KeyDoc) (any, *Error) {
 	return e.val, nil
 }
 
-// watchdog reads TTFT_TIMEOUT_S and INTER_TOKEN_TIMEOUT_S (or
-// LLM_TTFT_TIMEOUT, LLM_INTER_TOKEN_TIMEOUT): set together, or neither for
-// the default pair; Validate checks their values.
+// watchdog reads TTFT_TIMEOUT_S and INTER_TOKEN_TIMEOUT_S (or their flat
+// shortcuts): set together, or neither for the default pair; Validate
+// checks their values.
 func (l *loader) watchdog(pre string, sc *core.SourceConfig) {
-	ttft := l.optSeconds(pre+"TTFT_TIMEOUT_S", false).or(l.flatSeconds("LLM_TTFT_TIMEOUT"))
-	inter := l.optSeconds(pre+"INTER_TOKEN_TIMEOUT_S", false).or(l.flatSeconds("LLM_INTER_TOKEN_TIMEOUT"))
-	l.from(pre+"TTFT_TIMEOUT_S", ttft.key)
-	l.from(pre+"INTER_TOKEN_TIMEOUT_S", inter.key)
+	t, i := doc(sourceP+"TTFT_TIMEOUT_S"), doc(sourceP+"INTER_TOKEN_TIMEOUT_S")
+	ttft, ttftFrom := l.half(t.key(pre), t)
+	inter, interFrom := l.half(i.key(pre), i)
 	const halves = "missing: the stream watchdog is set as a pair and %s is %s (from %s); set this key or %s"
 	switch {
-	case ttft.set() && !inter.set():
-		l.fail(errf(pre+"INTER_TOKEN_TIMEOUT_S", fmt.Sprintf(halves, "TTFT_TIMEOUT_S", secs(ttft.d), ttft.key, "LLM_INTER_TOKEN_TIMEOUT")))
-	case inter.set() && !ttft.set():
-		l.fail(errf(pre+"TTFT_TIMEOUT_S", fmt.Sprintf(halves, "INTER_TOKEN_TIMEOUT_S", secs(inter.d), inter.key, "LLM_TTFT_TIMEOUT")))
-	case ttft.set():
+	case ttftFrom != "" && interFrom == "":
+		l.fail(errf(i.key(pre), fmt.Sprintf(halves, "TTFT_TIMEOUT_S", secs(ttft), ttftFrom, i.flat)))
+	case interFrom != "" && ttftFrom == "":
+		l.fail(errf(t.key(pre), fmt.Sprintf(halves, "INTER_TOKEN_TIMEOUT_S", secs(inter), interFrom, t.flat)))
+	case ttftFrom != "":
 		// Both 0 is no watchdog (models that think silently for long).
-		sc.TTFTTimeout, sc.InterTokenTimeout = ttft.d, inter.d
+		sc.TTFTTimeout, sc.InterTokenTimeout = ttft, inter
 	case sc.Timeout/2 > 1:
 		// Neither set: a watchdog by default, so that a silent upstream is
 		// failed over long before the attempt's timeout. Thinking deltas
@@ -60,6 +50,26 @@ func (l *loader) watchdog(pre string, sc *core.SourceConfig) {
 		sc.TTFTTimeout = min(sc.Timeout/2, defaultMaxTTFT)
 		sc.InterTokenTimeout = sc.TTFTTimeout / 2
 	}
+}
+
+// half reads one key of the watchdog pair, else its flat shortcut: the
+// value and the key it came from ("" when neither gave one).
+func (l *loader) half(key string, d KeyDoc) (time.Duration, string) {
+	if e := l.get(key); e.present() {
+		v, err := parseValue(e, d)
+		l.fail(err)
+		if err == nil {
+			l.from(key, key)
+			return v.(time.Duration), key
+		}
+	}
+	v, ok := l.flats[d.flat].(time.Duration)
+	if !ok {
+		l.from(key, "")
+		return 0, ""
+	}
+	l.from(key, d.flat)
+	return v, d.flat
 }
 
 // The expected forms of BASE_URL and REDIS_URL.

@@ -158,14 +158,6 @@ func noSources(scope string) *Error {
 		scope, p, p))
 }
 
-func negativeInt(key string, n int, form string) *Error {
-	return errf(key, fmt.Sprintf("invalid value %d: must not be negative; expected %s", n, form))
-}
-
-func negativeDur(key string, d time.Duration, form string) *Error {
-	return errf(key, fmt.Sprintf("invalid value %s: must not be negative; expected %s", secs(d), form))
-}
-
 func missing(key, why, form string) *Error {
 	return errf(key, fmt.Sprintf("missing: required%s; expected %s", why, form))
 }
@@ -200,18 +192,16 @@ func (v *validator) value(key string, d KeyDoc, sc *core.SourceConfig) {
 // The checks of the kinds. Zero is always accepted (the default, or off;
 // see Validate).
 
-func checkDur(v *validator, key string, d KeyDoc, x reflect.Value) *Error {
-	if dur := time.Duration(x.Int()); dur < 0 {
-		return negativeDur(v.blame(key), dur, d.Form)
+// checkNonNeg refuses a negative number of seconds or integer.
+func checkNonNeg(v *validator, key string, d KeyDoc, x reflect.Value) *Error {
+	if x.Int() >= 0 {
+		return nil
 	}
-	return nil
-}
-
-func checkInt(v *validator, key string, d KeyDoc, x reflect.Value) *Error {
-	if n := int(x.Int()); n < 0 {
-		return negativeInt(v.blame(key), n, d.Form)
+	shown := strconv.FormatInt(x.Int(), 10)
+	if x.Type() == reflect.TypeFor[time.Duration]() {
+		shown = secs(time.Duration(x.Int()))
 	}
-	return nil
+	return errf(v.blame(key), fmt.Sprintf("invalid value %s: must not be negative; expected %s", shown, d.Form))
 }
 
 func checkFloat(hi float64) func(*validator, string, KeyDoc, reflect.Value) *Error {
