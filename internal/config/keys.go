@@ -100,14 +100,19 @@ func (d KeyDoc) key(pre string) string {
 // readWithPair is the read of a key that the row before it reads by hand.
 func readWithPair(*loader, string, *core.SourceConfig) {}
 
-// maxOver is the largest value of of among the sources of s.
-func maxOver(s *core.GatewaySettings, of func(core.SourceConfig) time.Duration) time.Duration {
-	var m time.Duration
+// largest is the largest value of among the sources of s, and the name of
+// the first source with it.
+func largest(s *core.GatewaySettings, of func(core.SourceConfig) time.Duration) (m time.Duration, name string) {
 	for _, sc := range s.Sources {
-		m = max(m, of(sc))
+		if of(sc) > m {
+			m, name = of(sc), sc.Name
+		}
 	}
-	return m
+	return m, name
 }
+
+func timeoutOf(sc core.SourceConfig) time.Duration { return sc.Timeout }
+func ttftOf(sc core.SourceConfig) time.Duration    { return sc.TTFTTimeout }
 
 // Readers of a key (KeyDoc.Reader). A key is known when any reader knows it:
 // the settings parser accepts the keys of the other readers without
@@ -281,9 +286,7 @@ var keyTable = []KeyDoc{
 		Meaning: "First open period; doubles on each failed probe, up to MAX_COOLDOWN_S.", Example: "5", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.Cooldown }), flat: "LLM_CIRCUIT_BREAKER_COOLDOWN"},
 	{Pattern: scopeP + "BREAKER__PROBE_TTL_S", Default: "the largest source TIMEOUT_S", Form: formSecPos + ", >= every source TIMEOUT_S",
 		Meaning: "Lease of the half-open probe.", Example: "120", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.ProbeTTL }),
-		derive: func(s *core.GatewaySettings) any {
-			return maxOver(s, func(c core.SourceConfig) time.Duration { return c.Timeout })
-		}},
+		derive: func(s *core.GatewaySettings) any { d, _ := largest(s, timeoutOf); return d }},
 	{Pattern: scopeP + "BREAKER__MIN_CALLS", Default: "20", Form: formIntPos,
 		Meaning: "Window samples needed before the failure-rate channel acts.", Example: "20", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.MinCalls })},
 	{Pattern: scopeP + "BREAKER__FAIL_RATE", Default: "0.5", Form: "decimal, 0 < x <= 1",
@@ -300,9 +303,7 @@ var keyTable = []KeyDoc{
 	{Pattern: scopeP + "BACKPRESSURE__STALL_WINDOW_S", Default: "max(60, the largest TTFT_TIMEOUT_S)",
 		Form:    formSecPos + ", >= every source TTFT_TIMEOUT_S, > POLL_INTERVAL_S",
 		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.StallWindow }),
-		derive: func(s *core.GatewaySettings) any {
-			return max(defaultStallWindowFloor, maxOver(s, func(c core.SourceConfig) time.Duration { return c.TTFTTimeout }))
-		}},
+		derive: func(s *core.GatewaySettings) any { d, _ := largest(s, ttftOf); return max(defaultStallWindowFloor, d) }},
 	{Pattern: scopeP + "BACKPRESSURE__POLL_INTERVAL_S", Default: "0.25", Form: formSecPos + ", < STALL_WINDOW_S",
 		Meaning: "How often a waiting call re-tries the limiter.", Example: "0.25", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.PollInterval })},
 	{Pattern: scopeP + "FALLBACK__STALE_S", Default: "0 (off)", Form: formSecNonNeg,

@@ -88,11 +88,7 @@ func checkBaseURL(e entry) (string, *Error) {
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		scheme := "none"
-		if u.Scheme != "" {
-			scheme = strconv.Quote(u.Scheme)
-		}
-		return "", errf(e.key, "invalid URL: scheme "+scheme+" (value not shown); expected "+form)
+		return "", badScheme(e.key, u, form)
 	case u.Host == "" || u.Opaque != "":
 		return "", errf(e.key, "invalid URL: no host (value not shown); expected "+form)
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(e.val, "#"):
@@ -118,13 +114,18 @@ func checkRedisURL(e entry) *Error {
 			return errf(e.key, "invalid URL: no socket path (value not shown); expected "+form+", e.g. unix:///run/redis.sock")
 		}
 	default:
-		scheme := "none"
-		if u.Scheme != "" {
-			scheme = strconv.Quote(u.Scheme)
-		}
-		return errf(e.key, "invalid URL: scheme "+scheme+" (value not shown); expected "+form)
+		return badScheme(e.key, u, form)
 	}
 	return nil
+}
+
+// badScheme is the error of a URL whose scheme is not one of form's.
+func badScheme(key string, u *url.URL, form string) *Error {
+	scheme := "none"
+	if u.Scheme != "" {
+		scheme = strconv.Quote(u.Scheme)
+	}
+	return errf(key, "invalid URL: scheme "+scheme+" (value not shown); expected "+form)
 }
 
 // urlProblem returns the reason of a url.Parse failure without the URL itself.

@@ -473,21 +473,13 @@ func (v *validator) watchdog(pre string, sc *core.SourceConfig) {
 // across checks the relations between the scope and its sources.
 func (v *validator) across() {
 	s, p := v.s, v.p
-	var maxTimeout, maxTTFT time.Duration
-	var timeoutOf, ttftOf string
-	for _, sc := range s.Sources {
-		if sc.Timeout > maxTimeout {
-			maxTimeout, timeoutOf = sc.Timeout, sc.Name
-		}
-		if sc.TTFTTimeout > maxTTFT {
-			maxTTFT, ttftOf = sc.TTFTTimeout, sc.Name
-		}
-	}
+	maxTimeout, timeoutSource := largest(s, timeoutOf)
+	maxTTFT, ttftSource := largest(s, ttftOf)
 	// Made by hand, a zero ProbeTTL gives the probe a lease without expiry.
 	probeKey := p + "BREAKER__PROBE_TTL_S"
 	if probe := s.Breaker.ProbeTTL; probe >= 0 && probe < maxTimeout && !(v.handMade() && probe == 0) {
 		v.fail(errf(v.blame(probeKey), fmt.Sprintf("%s must be >= the largest source TIMEOUT_S (%s, source %s): a probe's lease must outlive its attempt",
-			secs(probe), secs(maxTimeout), timeoutOf)))
+			secs(probe), secs(maxTimeout), timeoutSource)))
 	}
 	// Made by hand, a zero StallWindow turns the stall rule off.
 	stallKey, pollKey := p+"BACKPRESSURE__STALL_WINDOW_S", p+"BACKPRESSURE__POLL_INTERVAL_S"
@@ -497,7 +489,7 @@ func (v *validator) across() {
 	}
 	if stall < maxTTFT {
 		v.fail(errf(v.blame(stallKey), fmt.Sprintf("%s must be >= the largest source TTFT_TIMEOUT_S (%s, source %s)",
-			secs(stall), secs(maxTTFT), ttftOf)))
+			secs(stall), secs(maxTTFT), ttftSource)))
 	}
 	_, pollGiven := v.given(pollKey, true)
 	if v.handMade() && poll == 0 {

@@ -69,62 +69,55 @@ func parseDecimal(e entry, form string) (float64, *Error) {
 	return f, nil
 }
 
-// parseSeconds parses a non-negative number of seconds; with positive it
-// must also be greater than zero.
-func parseSeconds(e entry, positive bool) (time.Duration, *Error) {
-	form := formSecNonNeg
-	if positive {
-		form = formSecPos
+// seconds parses a non-negative number of seconds; with positive it must
+// also be greater than zero.
+func seconds(positive bool) func(entry, KeyDoc) (any, *Error) {
+	form := map[bool]string{false: formSecNonNeg, true: formSecPos}[positive]
+	return func(e entry, _ KeyDoc) (any, *Error) {
+		f, perr := parseDecimal(e, form)
+		if perr != nil {
+			return nil, perr
+		}
+		switch {
+		case f < 0:
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s: must not be negative; expected %s", show(e.val), form))
+		case positive && f == 0:
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", show(e.val), form))
+		case f > maxSeconds:
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s: too large (at most %.0f seconds)", show(e.val), math.Floor(maxSeconds)))
+		}
+		d := time.Duration(math.Round(f * float64(time.Second)))
+		if positive && d <= 0 {
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s: rounds to zero (the resolution is 1ns); expected %s", show(e.val), form))
+		}
+		return d, nil
 	}
-	f, perr := parseDecimal(e, form)
-	if perr != nil {
-		return 0, perr
-	}
-	switch {
-	case f < 0:
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s: must not be negative; expected %s", show(e.val), form))
-	case positive && f == 0:
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", show(e.val), form))
-	case f > maxSeconds:
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s: too large (at most %.0f seconds)", show(e.val), math.Floor(maxSeconds)))
-	}
-	d := time.Duration(math.Round(f * float64(time.Second)))
-	if positive && d <= 0 {
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s: rounds to zero (the resolution is 1ns); expected %s", show(e.val), form))
-	}
-	return d, nil
 }
 
-// parseInt parses a base-10 integer that must be at least min.
-func parseInt(e entry, min int) (int, *Error) {
-	form := "integer"
-	switch min {
-	case 0:
-		form = formIntNonNeg
-	case 1:
-		form = formIntPos
-	case math.MinInt:
-	default:
-		form = fmt.Sprintf("integer >= %d", min)
-	}
-	if e.val == "" {
-		return 0, emptyErr(e, form)
-	}
-	n, err := strconv.ParseInt(e.val, 10, 0)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return 0, errf(e.key, fmt.Sprintf("invalid value %s: out of range; expected %s", show(e.val), form))
+// integer parses a base-10 integer that must be at least min (MinInt, 0
+// or 1).
+func integer(min int) func(entry, KeyDoc) (any, *Error) {
+	form := map[int]string{math.MinInt: "integer", 0: formIntNonNeg, 1: formIntPos}[min]
+	return func(e entry, _ KeyDoc) (any, *Error) {
+		if e.val == "" {
+			return nil, emptyErr(e, form)
 		}
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s; expected a base-10 %s", show(e.val), form))
-	}
-	if int(n) < min {
-		what := fmt.Sprintf("must be at least %d", min)
-		if min == 0 {
-			what = "must not be negative"
+		n, err := strconv.ParseInt(e.val, 10, 0)
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				return nil, errf(e.key, fmt.Sprintf("invalid value %s: out of range; expected %s", show(e.val), form))
+			}
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s; expected a base-10 %s", show(e.val), form))
 		}
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s: %s; expected %s", show(e.val), what, form))
+		if int(n) < min {
+			what := fmt.Sprintf("must be at least %d", min)
+			if min == 0 {
+				what = "must not be negative"
+			}
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s: %s; expected %s", show(e.val), what, form))
+		}
+		return int(n), nil
 	}
-	return int(n), nil
 }
 
 // parseRange parses a decimal within [lo, hi], each end open or closed.
@@ -207,14 +200,6 @@ var kinds = map[Kind]kindRule{
 	KindEnum:          {parse: func(e entry, d KeyDoc) (any, *Error) { return wrap(parseEnum(e, d.Values)) }, check: checkEnum, plain: true},
 	KindBackend:       {parse: parseBackend, check: checkBackend},
 	KindJSON:          {parse: func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseJSONObject(e)) }},
-}
-
-func seconds(positive bool) func(entry, KeyDoc) (any, *Error) {
-	return func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseSeconds(e, positive)) }
-}
-
-func integer(min int) func(entry, KeyDoc) (any, *Error) {
-	return func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseInt(e, min)) }
 }
 
 func decimal(loOpen bool, hi float64) func(entry, KeyDoc) (any, *Error) {
