@@ -489,43 +489,24 @@ func Keys() []KeyDoc {
 	return out
 }
 
-// known is the parser's view of the table.
+// knownKeys is the parser's view of the table, each list in table order:
+// the single-part FIELDs of a source (source) and those of its groups
+// (sourceGroups, the groups in sourceGroupOrder); the FIELDs of the scope's
+// groups (groups, in groupOrder); the single-part scope keys the settings
+// parser reads (singles) and those other readers (embed) take from Extra
+// (extension); the keys without a scope the settings parser reads (flat);
+// every exact key without a scope (names) and every prefix of a {NAME}
+// pattern without one (prefixes, PGW_X_, PGW_TEST_), mapped to its
+// reader; the rows by pattern; the rows Load reads into the settings
+// (scope keys, assembly keys) or into a source; and the parsed Default of
+// the rows whose Default is a plain value of their kind.
 type knownKeys struct {
-	// source lists the single-part source FIELDs in table order.
-	source []string
-	// sourceGroups maps a source GROUP ({SCOPE}__{PROVIDER}__{N}__{GROUP}__
-	// {FIELD}) to its FIELDs in table order.
-	sourceGroups map[string][]string
-	// sourceGroupOrder lists the source groups in table order.
-	sourceGroupOrder []string
-	// groups maps GROUP to its FIELDs in table order.
-	groups map[string][]string
-	// groupOrder lists the groups in table order.
-	groupOrder []string
-	// singles lists the single-part scope keys the settings parser reads,
-	// in table order.
-	singles []string
-	// extension lists the single-part scope keys other readers (embed)
-	// take from Extra, in table order.
-	extension []string
-	// flat lists the keys without a scope the settings parser reads, in
-	// table order.
-	flat []string
-	// names is every exact key without a scope, of any reader, mapped to
-	// its reader.
-	names map[string]string
-	// prefixes are the key prefixes of the patterns ending in {NAME}
-	// without a scope (PGW_X_, PGW_TEST_), mapped to their reader.
-	prefixes map[string]string
-	// byPattern indexes the table.
-	byPattern map[string]KeyDoc
-	// scopeFields, assemblyFields and sourceFields are the rows Load reads
-	// into the settings (scope keys, assembly keys) or into a source, in
-	// table order.
-	scopeFields, assemblyFields, sourceFields []KeyDoc
-	// defaults holds the parsed Default of the rows whose Default is a
-	// plain value of their kind.
-	defaults map[string]any
+	source, sourceGroupOrder, groupOrder, singles, extension, flat []string
+	sourceGroups, groups                                           map[string][]string
+	names, prefixes                                                map[string]string
+	byPattern                                                      map[string]KeyDoc
+	scopeFields, assemblyFields, sourceFields                      []KeyDoc
+	defaults                                                       map[string]any
 }
 
 var known knownKeys
@@ -541,16 +522,6 @@ func deriveKnown(table []KeyDoc) knownKeys {
 			panic("config: duplicate key pattern " + d.Pattern)
 		}
 		k.byPattern[d.Pattern] = d
-		switch {
-		case d.at.scope == nil && (d.read == nil || d.at.source != nil):
-		case strings.HasPrefix(d.Pattern, scopeP):
-			k.scopeFields = append(k.scopeFields, d)
-		default:
-			k.assemblyFields = append(k.assemblyFields, d)
-		}
-		if d.at.source != nil {
-			k.sourceFields = append(k.sourceFields, d)
-		}
 		if v, ok := plainDefault(d); ok {
 			k.defaults[d.Pattern] = v
 		}
@@ -558,22 +529,20 @@ func deriveKnown(table []KeyDoc) knownKeys {
 		case d.Pattern == extraP:
 			// The escape: {SCOPE}__X_… goes to Extra unchecked.
 		case strings.HasPrefix(d.Pattern, sourceP):
+			k.sourceFields = append(k.sourceFields, d)
 			rest := strings.TrimPrefix(d.Pattern, sourceP)
 			if g, f, ok := strings.Cut(rest, "__"); ok {
-				if _, seen := k.sourceGroups[g]; !seen {
-					k.sourceGroupOrder = append(k.sourceGroupOrder, g)
-				}
-				k.sourceGroups[g] = append(k.sourceGroups[g], f)
+				k.sourceGroupOrder = addToGroup(k.sourceGroups, k.sourceGroupOrder, g, f)
 			} else {
 				k.source = append(k.source, rest)
 			}
 		case strings.HasPrefix(d.Pattern, scopeP):
+			if d.at.scope != nil || d.read != nil {
+				k.scopeFields = append(k.scopeFields, d)
+			}
 			rest := strings.TrimPrefix(d.Pattern, scopeP)
 			if g, f, ok := strings.Cut(rest, "__"); ok {
-				if _, seen := k.groups[g]; !seen {
-					k.groupOrder = append(k.groupOrder, g)
-				}
-				k.groups[g] = append(k.groups[g], f)
+				k.groupOrder = addToGroup(k.groups, k.groupOrder, g, f)
 			} else if d.Reader == ReaderSettings {
 				k.singles = append(k.singles, rest)
 			} else {
@@ -586,9 +555,21 @@ func deriveKnown(table []KeyDoc) knownKeys {
 			if d.Reader == ReaderSettings {
 				k.flat = append(k.flat, d.Pattern)
 			}
+			if d.at.scope != nil {
+				k.assemblyFields = append(k.assemblyFields, d)
+			}
 		}
 	}
 	return k
+}
+
+// addToGroup adds field f to group g, and g to order when it is new.
+func addToGroup(groups map[string][]string, order []string, g, f string) []string {
+	if _, seen := groups[g]; !seen {
+		order = append(order, g)
+	}
+	groups[g] = append(groups[g], f)
+	return order
 }
 
 // doc returns the table row of pattern; a missing row is a programming error.

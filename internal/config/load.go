@@ -244,7 +244,7 @@ func (l *loader) budget(p string, _ *core.SourceConfig) {
 		}
 		return
 	}
-	usd, err := parseRange(e, 0, true, maxBudgetUSD, false)
+	usd, err := parseRange(e, true, maxBudgetUSD)
 	if b.Limit = int64(math.Round(usd * 1e6)); err == nil && b.Limit <= 0 {
 		err = errf(e.key, fmt.Sprintf("invalid value %s: below one micro-USD", show(e.val)))
 	}
@@ -258,12 +258,7 @@ func (l *loader) budget(p string, _ *core.SourceConfig) {
 // allHandled guards the table/parser link: every key the table lets through
 // must have been read by the parser. Failing it is a bug in this package.
 func (l *loader) allHandled() *Error {
-	for _, k := range l.recognised {
-		if !l.used[k] {
-			return errf(k, "internal error: key is in the key table but was not parsed")
-		}
-	}
-	for _, k := range known.flat {
+	for _, k := range slices.Concat(l.recognised, known.flat) {
 		if _, ok := l.env[k]; ok && !l.used[k] {
 			return errf(k, "internal error: key is in the key table but was not parsed")
 		}

@@ -141,7 +141,9 @@ func validate(s *core.GatewaySettings, from origins) *Error {
 			v.value(d.key(v.p), d, nil)
 		}
 	}
-	v.scopeRelations()
+	for _, r := range scopeRelations {
+		r(v)
+	}
 	seen := map[string]bool{}
 	for i := range s.Sources {
 		v.source(i, seen)
@@ -287,17 +289,27 @@ func (v *validator) redis(key string, d KeyDoc) {
 	}
 }
 
-// scopeRelations checks the relations inside the scope's groups.
-func (v *validator) scopeRelations() {
-	s, p := v.s, v.p
-	v.budget()
-	// Made by hand, a zero BackoffMax puts no cap on the backoff, and a zero
-	// MaxCooldown keeps every open period at Cooldown.
-	if r := s.Retry; r.BackoffBase >= 0 && !(v.handMade() && r.BackoffMax == 0) {
-		v.notBelow(p+"RETRY__BACKOFF_BASE_S", r.BackoffBase, "the backoff base", p+"RETRY__BACKOFF_MAX_S", r.BackoffMax)
+// The relations between keys, in the order Validate reports them: inside
+// the scope's groups, then those of each source (after its values); the
+// relations between the scope and its sources come last (across).
+var (
+	scopeRelations  = []func(v *validator){(*validator).budget, (*validator).backoff, (*validator).cooldown}
+	sourceRelations = []func(v *validator, pre string, sc *core.SourceConfig){
+		(*validator).profile, (*validator).estimate, (*validator).watchdog, (*validator).sourceBreaker}
+)
+
+// backoff and cooldown check the caps of the doubling waits. Made by hand, a
+// zero BackoffMax puts no cap on the backoff, and a zero MaxCooldown keeps
+// every open period at Cooldown.
+func (v *validator) backoff() {
+	if r := v.s.Retry; r.BackoffBase >= 0 && !(v.handMade() && r.BackoffMax == 0) {
+		v.notBelow(v.p+"RETRY__BACKOFF_BASE_S", r.BackoffBase, "the backoff base", v.p+"RETRY__BACKOFF_MAX_S", r.BackoffMax)
 	}
-	if b := s.Breaker; b.Cooldown >= 0 && !(v.handMade() && b.MaxCooldown == 0) {
-		v.notBelow(p+"BREAKER__COOLDOWN_S", b.Cooldown, "the cooldown", p+"BREAKER__MAX_COOLDOWN_S", b.MaxCooldown)
+}
+
+func (v *validator) cooldown() {
+	if b := v.s.Breaker; b.Cooldown >= 0 && !(v.handMade() && b.MaxCooldown == 0) {
+		v.notBelow(v.p+"BREAKER__COOLDOWN_S", b.Cooldown, "the cooldown", v.p+"BREAKER__MAX_COOLDOWN_S", b.MaxCooldown)
 	}
 }
 
@@ -348,8 +360,7 @@ func (v *validator) sourcePrefix(i int, sc *core.SourceConfig) (string, *Error) 
 
 // source checks one source.
 func (v *validator) source(i int, seen map[string]bool) {
-	s := v.s
-	sc := &s.Sources[i]
+	sc := &v.s.Sources[i]
 	pre, err := v.sourcePrefix(i, sc)
 	if err != nil {
 		v.fail(err)
@@ -364,10 +375,9 @@ func (v *validator) source(i int, seen map[string]bool) {
 	for _, d := range known.sourceFields {
 		v.value(d.key(pre), d, sc)
 	}
-	v.profile(pre, sc)
-	v.estimate(pre, sc)
-	v.watchdog(pre, sc)
-	v.sourceBreaker(pre, sc)
+	for _, r := range sourceRelations {
+		r(v, pre, sc)
+	}
 }
 
 // timeout checks a source's TIMEOUT_S, within the permit lease.

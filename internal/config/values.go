@@ -120,24 +120,19 @@ func integer(min int) func(entry, KeyDoc) (any, *Error) {
 	}
 }
 
-// parseRange parses a decimal within [lo, hi], each end open or closed.
-func parseRange(e entry, lo float64, loOpen bool, hi float64, hiOpen bool) (float64, *Error) {
-	loSign, hiSign := "<=", "<="
-	if loOpen {
-		loSign = "<"
-	}
-	if hiOpen {
-		hiSign = "<"
-	}
-	form := fmt.Sprintf("a decimal %s %s x %s %s", strconv.FormatFloat(lo, 'f', -1, 64), loSign, hiSign, strconv.FormatFloat(hi, 'f', -1, 64))
+// parseRange parses a decimal x with 0 <= x <= hi, or 0 < x <= hi when
+// loOpen.
+func parseRange(e entry, loOpen bool, hi float64) (float64, *Error) {
+	lo := map[bool]string{true: "<", false: "<="}[loOpen]
+	form := fmt.Sprintf("a decimal 0 %s x <= %s", lo, strconv.FormatFloat(hi, 'f', -1, 64))
 	if math.IsInf(hi, 1) {
-		form = fmt.Sprintf("a decimal %s %s", map[bool]string{true: ">", false: ">="}[loOpen], strconv.FormatFloat(lo, 'f', -1, 64))
+		form = "a decimal " + map[bool]string{true: "> 0", false: ">= 0"}[loOpen]
 	}
 	f, perr := parseDecimal(e, form)
 	if perr != nil {
 		return 0, perr
 	}
-	if f < lo || (loOpen && f == lo) || f > hi || (hiOpen && f == hi) {
+	if f < 0 || (loOpen && f == 0) || f > hi {
 		return 0, errf(e.key, fmt.Sprintf("invalid value %s: out of range; expected %s", show(e.val), form))
 	}
 	return f, nil
@@ -203,7 +198,7 @@ var kinds = map[Kind]kindRule{
 }
 
 func decimal(loOpen bool, hi float64) func(entry, KeyDoc) (any, *Error) {
-	return func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseRange(e, 0, loOpen, hi, false)) }
+	return func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseRange(e, loOpen, hi)) }
 }
 
 // validName reports whether v is a non-empty name of letters, digits, '_'
