@@ -45,26 +45,26 @@ type KeyDoc struct {
 	at fieldAt
 	// flat is the flat shortcut that stands behind the key (LLM_TIMEOUT for
 	// TIMEOUT_S): its value when the key is absent, then the default after
-	// its ", else " in Default. A Required "yes, …" key with a flat and no
-	// plain default is missing when neither is set.
+	// its ", else " in Default; with neither, a key Required "yes, …" is
+	// missing.
 	flat string
-	// expect words the value expected in a "missing" error, when it is
-	// not the kind's form (or one of Values).
+	// expect words the value a "missing" error expects, when it is not the
+	// kind's form or one of Values.
 	expect string
 	// registry is the kind of backend a KindBackend key names.
 	registry registry.Kind
-	// parse replaces the kind's parse.
+	// parse and check replace the kind's: how Load parses the value, how
+	// Validate checks a source's value.
 	parse func(e entry, d KeyDoc) (any, *Error)
-	// check replaces the kind's check in Validate (a source's key).
 	check func(v *validator, key string, d KeyDoc, sc *core.SourceConfig)
-	// read reads the key by hand after the table loop of its family,
-	// together with the keys it goes with (readWithPair marks those).
+	// read reads the key by hand, after the others of its family, with
+	// the keys it goes with (whose read is readWithPair).
 	read func(l *loader, pre string, sc *core.SourceConfig)
-	// derive is the default made of other values, applied when the key is
+	// derive is the default made of other values, set when the key is
 	// absent, once every source is read.
 	derive func(s *core.GatewaySettings) any
-	// need is the rule that requires an assembly key with another's value;
-	// Validate applies it before the checks of the kinds.
+	// need requires an assembly key by another's value; Validate applies
+	// it before the checks of the kinds.
 	need func(v *validator, key string, d KeyDoc)
 }
 
@@ -365,17 +365,17 @@ var keyTable = []KeyDoc{
 		at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetryBackend }), registry: registry.KindTelemetry},
 	{Pattern: "PGW_CACHE_NAMESPACE", Required: "if PGW_CACHE_BACKEND is not none", Form: "non-empty string",
 		Meaning: "Cache namespace; keeps projects and tenants apart.", Example: "my-project", Kind: KindString, at: inScope(func(s *core.GatewaySettings) any { return &s.CacheNamespace }),
-		expect: "a non-empty namespace", need: neededBy(cacheOn)},
+		expect: "a non-empty namespace", need: neededBy("PGW_CACHE_BACKEND")},
 	{Pattern: "PGW_CACHE_TTL_S", Required: "if PGW_CACHE_BACKEND is not none", Form: formSecPos,
-		Meaning: "Lifetime of a cache entry.", Example: "604800", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.CacheTTL }), need: neededBy(cacheOn)},
+		Meaning: "Lifetime of a cache entry.", Example: "604800", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.CacheTTL }), need: neededBy("PGW_CACHE_BACKEND")},
 	{Pattern: "PGW_TELEMETRY_CONTENT", Default: "full", Values: []string{"full", "redacted", "none"}, Form: "full | redacted | none",
 		Meaning: "What a telemetry row keeps of the prompts, the answer and its thinking: full; redacted (every configured secret removed by the library's redaction rule); none (empty). Tokens, cost, sources, timings and errors are always kept.", Example: "full", Kind: KindEnum, at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetryContent })},
 	{Pattern: "PGW_TELEMETRY_SQLITE_PATH", Required: "if PGW_TELEMETRY_BACKEND=sqlite", Form: "file path",
 		Meaning: "SQLite database file.", Example: "logs/telemetry.db", Kind: KindPath, at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetrySQLitePath }),
-		expect: "a file path", need: neededBy(telemetryIs("sqlite"))},
+		expect: "a file path", need: neededBy("PGW_TELEMETRY_BACKEND", "sqlite")},
 	{Pattern: "PGW_TELEMETRY_PG_DSN", Required: "if PGW_TELEMETRY_BACKEND=postgres", Form: "Postgres DSN",
 		Meaning: "Postgres connection string. Never echoed.", Example: "postgres://user:pass@localhost:5432/polygateway", Kind: KindSecret, at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetryPGDSN }),
-		expect: "a Postgres DSN", need: neededBy(telemetryIs("postgres"))},
+		expect: "a Postgres DSN", need: neededBy("PGW_TELEMETRY_BACKEND", "postgres")},
 	{Pattern: "PGW_PRICING_PATH", Form: "file path",
 		Meaning: `Pricing JSON {"model": {"input_per_1m": 2.1, "output_per_1m": 8.4}}; stored only, read at assembly.`, Example: "config/prices.json", Kind: KindPath, at: inScope(func(s *core.GatewaySettings) any { return &s.PricingPath })},
 	{Pattern: "PGW_STRUCTURED_MAX_RETRIES", Default: "2", Form: formIntNonNeg,

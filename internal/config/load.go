@@ -67,7 +67,7 @@ type loader struct {
 	used   map[string]bool
 	s      core.GatewaySettings
 	allow  allowList
-	errs   []*Error
+	problems
 
 	recognised []string // scope keys the table knows, sorted
 	sources    []sourceID
@@ -78,13 +78,6 @@ type loader struct {
 	// origins records where the values that take part in a relation came
 	// from (see Validate).
 	origins origins
-}
-
-// fail records a problem (nil is none).
-func (l *loader) fail(err *Error) {
-	if err != nil {
-		l.errs = append(l.errs, err)
-	}
 }
 
 // from records that the value of key came from o's key ("" = the default).
@@ -117,7 +110,7 @@ func (l *loader) load(scope string) *Error {
 		return err
 	}
 	l.classify()
-	l.errs = append(l.errs, checkNames(l.env, l.allow)...)
+	l.problems = append(l.problems, checkNames(l.env, l.allow)...)
 	if len(l.sources) == 0 {
 		l.fail(noSources(l.scope))
 	}
@@ -139,7 +132,7 @@ func (l *loader) load(scope string) *Error {
 	// The relations, also between values already reported: a key named
 	// twice is named once.
 	named := map[string]bool{}
-	for _, e := range l.errs {
+	for _, e := range l.problems {
 		named[e.Key] = true
 	}
 	for _, e := range validate(&l.s, l.origins).Problems() {
@@ -147,10 +140,10 @@ func (l *loader) load(scope string) *Error {
 			l.fail(e)
 		}
 	}
-	if len(l.errs) == 0 {
+	if len(l.problems) == 0 {
 		l.fail(l.allHandled())
 	}
-	return Join(l.errs...)
+	return Join(l.problems...)
 }
 
 // scopeError is the error of an invalid scope name.

@@ -76,14 +76,7 @@ type validator struct {
 	// from is nil for settings made by hand: every value is then named by
 	// its own key and given when it is not zero.
 	from origins
-	errs []*Error
-}
-
-// fail records a problem (nil is none).
-func (v *validator) fail(err *Error) {
-	if err != nil {
-		v.errs = append(v.errs, err)
-	}
+	problems
 }
 
 // given returns the key to name for the value of key and whether the value
@@ -149,7 +142,7 @@ func validate(s *core.GatewaySettings, from origins) *Error {
 		v.source(i, seen)
 	}
 	v.across()
-	return Join(v.errs...)
+	return Join(v.problems...)
 }
 
 // noSources is the error of a scope without sources.
@@ -245,29 +238,15 @@ func checkBackend(_ *validator, key string, d KeyDoc, x reflect.Value) *Error {
 	return nil
 }
 
-// neededBy is the need of a companion key: why says why the settings need
-// it ("" when they do not).
-func neededBy(why func(s *core.GatewaySettings) string) func(*validator, string, KeyDoc) {
+// neededBy is the need of a companion of the backend key backend: with
+// one of values (any but none, without values) it is required.
+func neededBy(backend string, values ...string) func(*validator, string, KeyDoc) {
 	return func(v *validator, key string, d KeyDoc) {
-		if w := why(v.s); w != "" && reflect.ValueOf(d.at.scope(v.s)).Elem().IsZero() {
-			v.fail(missing(key, " because "+w, d.want()))
+		b := reflect.ValueOf(doc(backend).at.scope(v.s)).Elem().String()
+		on := b != "" && b != "none" && (values == nil || slices.Contains(values, b))
+		if on && reflect.ValueOf(d.at.scope(v.s)).Elem().IsZero() {
+			v.fail(missing(key, " because "+backend+"="+b, d.want()))
 		}
-	}
-}
-
-func cacheOn(s *core.GatewaySettings) string {
-	if s.CacheBackend != "" && s.CacheBackend != "none" {
-		return "PGW_CACHE_BACKEND=" + s.CacheBackend
-	}
-	return ""
-}
-
-func telemetryIs(name string) func(s *core.GatewaySettings) string {
-	return func(s *core.GatewaySettings) string {
-		if s.TelemetryBackend != name {
-			return ""
-		}
-		return "PGW_TELEMETRY_BACKEND=" + name
 	}
 }
 

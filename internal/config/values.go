@@ -315,7 +315,7 @@ func put(dst, v any) {
 func ReadKey(env map[string]string, key string, dst any) (bool, *Error) {
 	l := &loader{env: env, used: map[string]bool{}, origins: origins{}}
 	set := l.read(key, doc(key), dst)
-	return set, Join(l.errs...)
+	return set, Join(l.problems...)
 }
 
 // Scopes lists the scopes env has keys of (the SCOPE of every
