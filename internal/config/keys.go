@@ -63,8 +63,9 @@ type KeyDoc struct {
 	// derive is the default made of other values, set when the key is
 	// absent, once every source is read.
 	derive func(s *core.GatewaySettings) any
-	// need requires an assembly key by another's value; Validate applies
-	// it before the checks of the kinds.
+	// need requires an assembly key by another's value (a companion is
+	// parsed whenever present, its feature on or off); Validate applies it
+	// before the checks of the kinds.
 	need func(v *validator, key string, d KeyDoc)
 }
 
