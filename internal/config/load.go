@@ -248,6 +248,23 @@ func (l *loader) budget(p string, _ *core.SourceConfig) {
 	l.s.Budget = b
 }
 
+// budget checks the scope's spend budget.
+func (v *validator) budget() {
+	b, p := v.s.Budget, v.p
+	usd, window := p+"BUDGET__USD", p+"BUDGET__WINDOW_S"
+	switch {
+	case b.Limit < 0:
+		v.fail(errf(usd, fmt.Sprintf("invalid value %d micro-USD: must be greater than 0", b.Limit)))
+	case b.Limit == 0 && b.Window != 0:
+		v.fail(errf(window, "is set without "+usd))
+	case b.Limit == 0:
+	case float64(b.Limit) > maxBudgetUSD*1e6:
+		v.fail(errf(usd, fmt.Sprintf("invalid value %d micro-USD: out of range; expected at most %g USD", b.Limit, float64(maxBudgetUSD))))
+	case b.Window < time.Second || b.Window%time.Second != 0:
+		v.fail(errf(window, fmt.Sprintf("invalid value %s: expected integer seconds >= 1 (a budget with a limit needs its window)", secs(b.Window))))
+	}
+}
+
 // allHandled guards the table/parser link: every key the table lets through
 // must have been read by the parser. Failing it is a bug in this package.
 func (l *loader) allHandled() *Error {

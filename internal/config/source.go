@@ -10,12 +10,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/polygateway/polygateway/core"
 )
 
 // apiKeyForm is the expected form of API_KEY.
 const apiKeyForm = `the key, or "none" for servers without authentication`
+
+// checkAPIKey refuses a key no header can carry; it is never echoed.
+func checkAPIKey(v *validator, key string, _ KeyDoc, sc *core.SourceConfig) {
+	if strings.IndexFunc(sc.APIKey, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		v.fail(errf(key, "invalid value: contains whitespace or control characters (value not shown)"))
+	}
+}
 
 // parseAPIKey keeps an API_KEY as it is, "none" in lower case.
 func parseAPIKey(e entry, _ KeyDoc) (any, *Error) {
@@ -70,6 +78,49 @@ func (l *loader) half(key string, d KeyDoc) (time.Duration, string) {
 	}
 	l.from(key, d.flat)
 	return v, d.flat
+}
+
+// watchdog checks a source's stream watchdog pair: INTER < TTFT < TIMEOUT,
+// or both 0.
+func (v *validator) watchdog(pre string, sc *core.SourceConfig) {
+	ttftKey, interKey, timeoutKey := pre+"TTFT_TIMEOUT_S", pre+"INTER_TOKEN_TIMEOUT_S", pre+"TIMEOUT_S"
+	ttft, inter := sc.TTFTTimeout, sc.InterTokenTimeout
+	switch {
+	case ttft < 0 || inter < 0 || ttft == 0 && inter == 0:
+		// Negative: refused as such. Both 0: no watchdog (models that think
+		// silently for long).
+	case ttft == 0:
+		v.fail(errf(v.blame(ttftKey), fmt.Sprintf("0 (source %s) switches the watchdog off only together with INTER_TOKEN_TIMEOUT_S=0 (it is %s from %s)",
+			sc.Name, secs(inter), v.origin(interKey, true))))
+	case inter >= ttft:
+		v.fail(errf(v.blame(interKey), fmt.Sprintf("%s (source %s) must be < TTFT_TIMEOUT_S (%s from %s)",
+			secs(inter), sc.Name, secs(ttft), v.origin(ttftKey, true))))
+	case ttft >= sc.Timeout && sc.Timeout > 0:
+		v.fail(errf(v.blame(ttftKey), fmt.Sprintf("%s (source %s) must be < TIMEOUT_S (%s from %s)",
+			secs(ttft), sc.Name, secs(sc.Timeout), v.origin(timeoutKey, true))))
+	case inter == 0:
+		v.fail(errf(v.blame(interKey), fmt.Sprintf("0 (source %s) switches the watchdog off only together with TTFT_TIMEOUT_S=0 (it is %s from %s)",
+			sc.Name, secs(ttft), v.origin(ttftKey, true))))
+	}
+}
+
+// timeout checks a source's TIMEOUT_S, within the permit lease.
+func (v *validator) timeout(key string, d KeyDoc, sc *core.SourceConfig) {
+	key, lease := v.blame(key), v.s.LeaseTTL
+	switch {
+	case sc.Timeout == 0:
+		v.fail(unlessFlat(key, d))
+	case sc.Timeout < 0:
+		v.fail(errf(key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", secs(sc.Timeout), formSecPos)))
+	case lease > 0 && sc.Timeout > lease:
+		// Made by hand, a zero LeaseTTL leases each permit for its attempt.
+		shown := secs(lease)
+		if _, ok := v.given("PGW_LEASE_TTL_S", true); !ok {
+			shown += ", the default"
+		}
+		v.fail(errf(key, fmt.Sprintf("%s (source %s) exceeds the permit lease PGW_LEASE_TTL_S (%s); lower the timeout or raise PGW_LEASE_TTL_S",
+			secs(sc.Timeout), sc.Name, shown)))
+	}
 }
 
 // The expected forms of BASE_URL and REDIS_URL.

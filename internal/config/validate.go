@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/registry"
@@ -162,13 +161,6 @@ func unlessFlat(key string, d KeyDoc) *Error {
 	return missing(key, " unless the flat "+d.flat+" is set", d.want())
 }
 
-// checkAPIKey refuses a key no header can carry; it is never echoed.
-func checkAPIKey(v *validator, key string, _ KeyDoc, sc *core.SourceConfig) {
-	if strings.IndexFunc(sc.APIKey, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		v.fail(errf(key, "invalid value: contains whitespace or control characters (value not shown)"))
-	}
-}
-
 // value checks the field of key, row d (of source sc, for a source's key):
 // settings made by hand may hold any value (Load's are in it by
 // construction).
@@ -304,23 +296,6 @@ func (v *validator) notBelow(loKey string, lo time.Duration, loName, hiKey strin
 	}
 }
 
-// budget checks the scope's spend budget.
-func (v *validator) budget() {
-	b, p := v.s.Budget, v.p
-	usd, window := p+"BUDGET__USD", p+"BUDGET__WINDOW_S"
-	switch {
-	case b.Limit < 0:
-		v.fail(errf(usd, fmt.Sprintf("invalid value %d micro-USD: must be greater than 0", b.Limit)))
-	case b.Limit == 0 && b.Window != 0:
-		v.fail(errf(window, "is set without "+usd))
-	case b.Limit == 0:
-	case float64(b.Limit) > maxBudgetUSD*1e6:
-		v.fail(errf(usd, fmt.Sprintf("invalid value %d micro-USD: out of range; expected at most %g USD", b.Limit, float64(maxBudgetUSD))))
-	case b.Window < time.Second || b.Window%time.Second != 0:
-		v.fail(errf(window, fmt.Sprintf("invalid value %s: expected integer seconds >= 1 (a budget with a limit needs its window)", secs(b.Window))))
-	}
-}
-
 // sourcePrefix returns the key prefix {SCOPE}__{PROVIDER}__{N}__ of a
 // source, or an error when its Provider, Index and Name make none.
 func (v *validator) sourcePrefix(i int, sc *core.SourceConfig) (string, *Error) {
@@ -356,25 +331,6 @@ func (v *validator) source(i int, seen map[string]bool) {
 	}
 	for _, r := range sourceRelations {
 		r(v, pre, sc)
-	}
-}
-
-// timeout checks a source's TIMEOUT_S, within the permit lease.
-func (v *validator) timeout(key string, d KeyDoc, sc *core.SourceConfig) {
-	key, lease := v.blame(key), v.s.LeaseTTL
-	switch {
-	case sc.Timeout == 0:
-		v.fail(unlessFlat(key, d))
-	case sc.Timeout < 0:
-		v.fail(errf(key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", secs(sc.Timeout), formSecPos)))
-	case lease > 0 && sc.Timeout > lease:
-		// Made by hand, a zero LeaseTTL leases each permit for its attempt.
-		shown := secs(lease)
-		if _, ok := v.given("PGW_LEASE_TTL_S", true); !ok {
-			shown += ", the default"
-		}
-		v.fail(errf(key, fmt.Sprintf("%s (source %s) exceeds the permit lease PGW_LEASE_TTL_S (%s); lower the timeout or raise PGW_LEASE_TTL_S",
-			secs(sc.Timeout), sc.Name, shown)))
 	}
 }
 
@@ -432,30 +388,6 @@ func (v *validator) sourceBreaker(pre string, sc *core.SourceConfig) {
 	if o.MaxCooldown < cooldown {
 		v.fail(errf(bp+"MAX_COOLDOWN_S", fmt.Sprintf("%s (source %s) must be >= the cooldown (%s from %s)",
 			secs(o.MaxCooldown), sc.Name, secs(cooldown), from)))
-	}
-}
-
-// watchdog checks a source's stream watchdog pair: INTER < TTFT < TIMEOUT,
-// or both 0.
-func (v *validator) watchdog(pre string, sc *core.SourceConfig) {
-	ttftKey, interKey, timeoutKey := pre+"TTFT_TIMEOUT_S", pre+"INTER_TOKEN_TIMEOUT_S", pre+"TIMEOUT_S"
-	ttft, inter := sc.TTFTTimeout, sc.InterTokenTimeout
-	switch {
-	case ttft < 0 || inter < 0 || ttft == 0 && inter == 0:
-		// Negative: refused as such. Both 0: no watchdog (models that think
-		// silently for long).
-	case ttft == 0:
-		v.fail(errf(v.blame(ttftKey), fmt.Sprintf("0 (source %s) switches the watchdog off only together with INTER_TOKEN_TIMEOUT_S=0 (it is %s from %s)",
-			sc.Name, secs(inter), v.origin(interKey, true))))
-	case inter >= ttft:
-		v.fail(errf(v.blame(interKey), fmt.Sprintf("%s (source %s) must be < TTFT_TIMEOUT_S (%s from %s)",
-			secs(inter), sc.Name, secs(ttft), v.origin(ttftKey, true))))
-	case ttft >= sc.Timeout && sc.Timeout > 0:
-		v.fail(errf(v.blame(ttftKey), fmt.Sprintf("%s (source %s) must be < TIMEOUT_S (%s from %s)",
-			secs(ttft), sc.Name, secs(sc.Timeout), v.origin(timeoutKey, true))))
-	case inter == 0:
-		v.fail(errf(v.blame(interKey), fmt.Sprintf("0 (source %s) switches the watchdog off only together with TTFT_TIMEOUT_S=0 (it is %s from %s)",
-			sc.Name, secs(ttft), v.origin(ttftKey, true))))
 	}
 }
 
