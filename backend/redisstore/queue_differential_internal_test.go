@@ -43,16 +43,16 @@ func (g *memGate) give(s string)      { g.src[s]--; g.glob-- }
 type call struct {
 	source string
 	place  core.Place
-	permit core.Permit       // Redis's, while running
+	ticket core.Ticket       // Redis's, while running
 	mw     *fairqueue.Waiter // while queued
-	rw     *QueueWaiter      // while queued
+	rw     *qwaiter          // while queued
 	claim  string            // the label of the claim it holds
 	dl     time.Time         // its deadline (zero: none)
 }
 
 // TestQueueMatchesFairqueue drives the in-process queue (fairqueue, in
-// front of counters) and the Redis queue (the scripts, in front of the
-// Redis limiter's gates) with the same random operations on one fake
+// front of counters) and the Redis queue (the Admitter's scripts, in front
+// of the Redis limiter's gates) with the same random operations on one fake
 // clock — arrivals of every class, skewed tenants, either source, some
 // with deadlines; releases that hand slots on; claims taken; waiters
 // leaving, with and without a claim — and requires the same answer at
@@ -72,9 +72,10 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 	clk := backendtest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	share := 1 + rng.IntN(5)
 	l := NewLimiter(c, WithPrefix(prefix), WithClock(clk))
+	b := NewBreaker(c, WithPrefix(prefix), WithClock(clk))
 	// Claims and leases do not lapse here: the fake clock moves only a
 	// few seconds, and lapses are the other tests' subject.
-	q := NewQueue(l, QueueConfig{Share: share, ClaimTTL: time.Hour, Lease: time.Hour})
+	q := NewAdmitter(l, b, WithQueue(QueueConfig{Share: share, ClaimTTL: time.Hour, Lease: time.Hour}))
 	defer q.Close()
 	// Deadlines here are on the fake clock, as the in-process side has them.
 	q.until = func(ctx context.Context) (time.Duration, bool) {
@@ -84,9 +85,13 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 	mg := newMemGate(clk, fairqueue.Config{Share: share, ClaimTTL: time.Hour})
 	scope := fmt.Sprintf("DIFFQ%d", seed)
 	limits := core.Limits{MaxConcurrency: 2}
-	request := func(source string) core.PermitRequest {
-		return core.PermitRequest{Scope: scope, Source: source, SourceLimits: limits,
-			GlobalLimits: core.Limits{MaxConcurrency: 3}, LeaseTTL: 24 * time.Hour}
+	request := func(source string, place core.Place, w *qwaiter) core.AdmitRequest {
+		req := core.AdmitRequest{Place: place, Permit: core.PermitRequest{Scope: scope, Source: source, SourceLimits: limits,
+			GlobalLimits: core.Limits{MaxConcurrency: 3}, LeaseTTL: 24 * time.Hour}}
+		if w != nil {
+			req.Waiter = w
+		}
+		return req
 	}
 	tenants := []string{"big", "big", "big", "mid", "mid", "small", "tiny"}
 	var running, queued []*call
@@ -136,7 +141,7 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 		switch {
 		case op < 45:
 			cl := &call{source: []string{"a", "b"}[rng.IntN(2)],
-				place: core.Place{Priority: core.PriorityOfRank(rng.IntN(core.NumPriorities)), Tenant: tenants[rng.IntN(len(tenants))]}}
+				place: core.Place{Priority: core.Priority(rng.IntN(core.NumPriorities)), Tenant: tenants[rng.IntN(len(tenants))]}}
 			var dl time.Time
 			cctx := ctx
 			if rng.IntN(4) == 0 {
@@ -161,7 +166,9 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 			}
 			mg.mu.Unlock()
 			// The Redis side.
-			g, w, rErr := q.Admit(cctx, request(cl.source), cl.place, nil)
+			tk, rErr := q.Admit(cctx, request(cl.source, cl.place, nil))
+			g := tk.Grant
+			w, _ := tk.Queued.(*qwaiter)
 			cl.rw = w
 			var md, rd *core.QueueDeadlineError
 			switch {
@@ -176,11 +183,11 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 			case mRan != g.OK:
 				t.Fatalf("%s: arrival admitted in process %v, in Redis %v", where, mRan, g.OK)
 			case mRan:
-				cl.permit = g.Permit
+				cl.ticket = tk
 				running = append(running, cl)
 				admissions++
 			default:
-				if w == nil || w.ID() != cl.mw.ID() {
+				if w == nil || w.id != cl.mw.ID() {
 					t.Fatalf("%s: queued in process as %d, in Redis as %v", where, cl.mw.ID(), w)
 				}
 				queued = append(queued, cl)
@@ -197,7 +204,7 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 				mg.give(cl.source)
 			}
 			mg.mu.Unlock()
-			to, err := q.release(ctx, cl.permit, core.Settlement{Kind: core.SettleRefund})
+			_, to, err := q.finish(ctx, cl.ticket, core.Settlement{Kind: core.SettleRefund}, core.OutcomeSuccess)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,11 +234,11 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 			mg.q.Admitted(cl.mw)
 			mg.mu.Unlock()
 			cl.source = label
-			g, w, err := q.Admit(ctx, request(label), cl.place, cl.rw)
-			if err != nil || !g.OK || w != nil {
-				t.Fatalf("%s: the holder of a claim on %s: %+v %v %v", where, label, g, w, err)
+			tk, err := q.Admit(ctx, request(label, cl.place, cl.rw))
+			if err != nil || !tk.Admitted() || tk.Queued != nil {
+				t.Fatalf("%s: the holder of a claim on %s: %+v %v", where, label, tk, err)
 			}
-			cl.permit = g.Permit
+			cl.ticket = tk
 			running = append(running, cl)
 			admissions++
 		case op < 93 && (len(queued) > 0 || len(claimed) > 0):
@@ -267,11 +274,21 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 		if err != nil {
 			t.Fatal(err)
 		}
-		if md != rd {
+		if md != memDepth(rd) {
 			t.Fatalf("%s (op %d): depths %v in process, %v in Redis", where, lastOp, md, rd)
 		}
 	}
 	t.Logf("share %d: %d admissions, %d handoffs, %d refused for their deadline", share, admissions, handoffs, lates)
+}
+
+// memDepth orders the Admitter's depths, by priority, as the in-process
+// queue's, by rank.
+func memDepth(d [core.NumPriorities]int) [core.NumPriorities]int {
+	var out [core.NumPriorities]int
+	for p, n := range d {
+		out[core.Priority(p).Rank()] = n
+	}
+	return out
 }
 
 // takeCall moves the queued call id to the holders of a claim on label.
