@@ -307,6 +307,9 @@ func (q *Queue) Claim(w *Waiter) (label string, ok bool) {
 	return w.label, true
 }
 
+// Owns reports whether w is one of q's waiters.
+func (q *Queue) Owns(w *Waiter) bool { return w != nil && w.q == q }
+
 // Queued reports whether w is still in the queue (in line, or holding a
 // claim).
 func (q *Queue) Queued(w *Waiter) bool { return w.state <= stateClaimed }
