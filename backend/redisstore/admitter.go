@@ -169,27 +169,30 @@ func NewAdmitter(l *Limiter, b *Breaker, opts ...Option) *Admitter {
 // PushedBack, its pushback read in the same script), the scope's queue,
 // the six gates and the budgets (see The queue). A scope whose permit and
 // circuit name different pools (keys in different slots) is admitted as
-// core.ComposeAdmitter would, in two round trips and without the queue. A
-// budget that cannot be enforced, a place the queue cannot keep, or a
-// waiter that is not one of this Admitter's fails it with a
-// GovernanceBackendError, before any round trip.
+// core.ComposeAdmitter would, in two round trips and without the queue
+// (a waiter passed in leaves). A waiter that is not one of this
+// Admitter's counts as a new call. A budget that cannot be enforced or a
+// place the queue cannot keep fails it with a GovernanceBackendError,
+// before any round trip; after any error a waiter passed in has left the
+// queue.
 func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
 	p := req.Permit
 	c := admitCall{}
-	if req.Waiter != nil {
-		w, ok := req.Waiter.(*qwaiter)
-		if !ok || w.a != a {
-			return core.Ticket{}, admitErr(errForeignWaiter)
-		}
+	if w, ok := p.Waiter.(*qwaiter); ok && w.a == a && a.queuing {
 		c.w = w
 	}
+	p.Waiter = nil
 	if p.Pool != req.Breaker.Pool {
 		if c.w != nil {
 			c.w.Leave(ctx)
 		}
+		req.Permit = p
 		return core.ComposeAdmitter(a.l, a.b).Admit(ctx, req)
 	}
-	if err := checkPlace(req.Place); err != nil {
+	if err := checkPlace(p.Place); err != nil {
+		if c.w != nil {
+			c.w.Leave(ctx)
+		}
 		return core.Ticket{}, admitErr(err)
 	}
 	if len(p.Budgets) > 0 {
@@ -209,7 +212,7 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 	res, err := admitScript.Run(ctx, a.l.c, keys, arg).Int64Slice()
 	if err != nil {
 		if c.w != nil {
-			a.wake.forget(c.w)
+			c.w.Leave(context.WithoutCancel(ctx)) // bounded; else its entry lapses with its lease
 		}
 		if !errors.Is(err, redis.ErrClosed) {
 			j := &reclaim{permit: core.Permit{Scope: p.Scope, Source: p.Source, Lease: lease, Budgets: p.Budgets},
@@ -239,10 +242,6 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 	return t, nil
 }
 
-// errForeignWaiter is the error of an AdmitRequest.Waiter that another
-// Admitter returned.
-var errForeignWaiter = errors.New("polygateway: redisstore: admit: the waiter is not one of this admitter's")
-
 // admitErr wraps an error of Admit as the port says.
 func admitErr(err error) error {
 	return &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
@@ -268,7 +267,7 @@ func (a *Admitter) admitArgs(req *core.AdmitRequest, lease uint64, c *admitCall)
 	w.object("limiter")
 	a.l.writeAcquire(w, p, sk, lease, pushbackIndex+4)
 	w.close()
-	a.writeAdmitQueue(w, c, req.Place, sk, pushbackIndex+1)
+	a.writeAdmitQueue(w, c, p.Place, sk, pushbackIndex+1)
 	w.close()
 	return keys, w.String()
 }

@@ -254,11 +254,11 @@ func (a *Admitter) queued(ctx context.Context, t *core.Ticket, res []int64, req 
 	}
 	w := c.w
 	if w == nil || w.id != id {
-		w = a.wake.add(c.k, id, req.Place, req.Permit.Source, c.dl, c.hasDL)
+		w = a.wake.add(c.k, id, req.Permit.Place, req.Permit.Source, c.dl, c.hasDL)
 	}
 	w.source = req.Permit.Source
 	w.setTurn(res[4])
-	t.Queued = w
+	t.Queued, t.Grant.Queued = w, w
 	if !listening {
 		// The entry was made before this process heard its queue's
 		// channel: a word for it may have gone unheard. Listen, then ask

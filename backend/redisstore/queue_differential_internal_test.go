@@ -86,10 +86,10 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 	scope := fmt.Sprintf("DIFFQ%d", seed)
 	limits := core.Limits{MaxConcurrency: 2}
 	request := func(source string, place core.Place, w *qwaiter) core.AdmitRequest {
-		req := core.AdmitRequest{Place: place, Permit: core.PermitRequest{Scope: scope, Source: source, SourceLimits: limits,
-			GlobalLimits: core.Limits{MaxConcurrency: 3}, LeaseTTL: 24 * time.Hour}}
+		req := core.AdmitRequest{Permit: core.PermitRequest{Scope: scope, Source: source, SourceLimits: limits,
+			GlobalLimits: core.Limits{MaxConcurrency: 3}, LeaseTTL: 24 * time.Hour, Place: place}}
 		if w != nil {
-			req.Waiter = w
+			req.Permit.Waiter = w
 		}
 		return req
 	}

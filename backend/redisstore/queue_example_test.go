@@ -24,8 +24,8 @@ func ExampleAdmitter_queue() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req := core.AdmitRequest{
-		Permit: core.PermitRequest{Scope: "LLM", Source: "openai-1", SourceLimits: core.Limits{MaxConcurrency: 4}, LeaseTTL: time.Minute},
-		Place:  core.Place{Priority: core.PriorityInteractive, Tenant: "team-a"},
+		Permit: core.PermitRequest{Scope: "LLM", Source: "openai-1", SourceLimits: core.Limits{MaxConcurrency: 4}, LeaseTTL: time.Minute,
+			Place: core.Place{Priority: core.PriorityInteractive, Tenant: "team-a"}},
 	}
 	for {
 		ticket, err := admitter.Admit(ctx, req)
@@ -41,7 +41,7 @@ func ExampleAdmitter_queue() {
 		if ticket.Queued == nil { // refused and not queued: the circuit, or a spend budget
 			return
 		}
-		req.Waiter = ticket.Queued
+		req.Permit.Waiter = ticket.Queued
 		ev, err := ticket.Queued.Wait(ctx)
 		if err != nil { // the context ended; the waiter has left the line
 			return
@@ -50,7 +50,7 @@ func ExampleAdmitter_queue() {
 		case core.WaitClaimed: // a slot of ev.Source is reserved: ask there
 			req.Permit.Source = ev.Source
 		case core.WaitLapsed: // the place is gone: ask again as a new call
-			req.Waiter = nil
+			req.Permit.Waiter = nil
 		}
 	}
 }

@@ -31,7 +31,8 @@ func newQueueAdmitter(t testing.TB, c redis.UniversalClient, prefix string, cfg 
 // the admitted ticket and the first waiter it was given (nil: it never
 // waited).
 func queueAdmit(ctx context.Context, a *redisstore.Admitter, p core.PermitRequest, place core.Place) (core.Ticket, core.Waiter, error) {
-	req := core.AdmitRequest{Permit: p, Place: place, Breaker: core.BreakerConfig{Pool: p.Pool}}
+	p.Place = place
+	req := core.AdmitRequest{Permit: p, Breaker: core.BreakerConfig{Pool: p.Pool}}
 	var first core.Waiter
 	for {
 		t, err := a.Admit(ctx, req)
@@ -44,7 +45,7 @@ func queueAdmit(ctx context.Context, a *redisstore.Admitter, p core.PermitReques
 		if t.Queued == nil {
 			return t, first, errNotQueued
 		}
-		req.Waiter = t.Queued
+		req.Permit.Waiter = t.Queued
 		if first == nil {
 			first = t.Queued
 		}
@@ -56,14 +57,15 @@ func queueAdmit(ctx context.Context, a *redisstore.Admitter, p core.PermitReques
 		case core.WaitClaimed:
 			req.Permit.Source = ev.Source
 		case core.WaitLapsed:
-			req.Waiter = nil
+			req.Permit.Waiter = nil
 		}
 	}
 }
 
 // admitOnce asks once, as a new call.
 func admitOnce(ctx context.Context, a *redisstore.Admitter, p core.PermitRequest, place core.Place) (core.Ticket, error) {
-	return a.Admit(ctx, core.AdmitRequest{Permit: p, Place: place, Breaker: core.BreakerConfig{Pool: p.Pool}})
+	p.Place = place
+	return a.Admit(ctx, core.AdmitRequest{Permit: p, Breaker: core.BreakerConfig{Pool: p.Pool}})
 }
 
 // finish ends an admitted call: its slot is released (handed on) and a

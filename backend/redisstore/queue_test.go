@@ -103,7 +103,9 @@ func TestQueueRefusedCircuitIsNotQueued(t *testing.T) {
 	if err := b.SetEnabled(ctx, "QB", "a", core.BreakerConfig{}, false); err != nil {
 		t.Fatal(err)
 	}
-	tk, err = a.Admit(ctx, core.AdmitRequest{Permit: req, Place: core.Place{Tenant: "one"}, Waiter: w1.Queued})
+	woken := req
+	woken.Place, woken.Waiter = core.Place{Tenant: "one"}, w1.Queued
+	tk, err = a.Admit(ctx, core.AdmitRequest{Permit: woken})
 	if err != nil || tk.Admission.Allowed || tk.Queued != nil {
 		t.Fatalf("the holder of a claim on a source switched off: %+v %v", tk, err)
 	}

@@ -54,7 +54,7 @@ type backend struct {
 // (Redis), and the heap a waiting call costs its process.
 func BenchmarkQueue(b *testing.B) {
 	b.Run("memory", func(b *testing.B) {
-		l, br := memory.NewLimiter(), memory.NewBreaker()
+		l, br := memory.NewLimiter(memory.WithQueue(memory.QueueConfig{})), memory.NewBreaker()
 		run(b, backend{admitter: core.ComposeAdmitter(l, br)})
 	})
 	b.Run("redis", func(b *testing.B) {
@@ -80,8 +80,8 @@ const scope = "QBENCH"
 
 // request is the call of a caller of place.
 func request(place core.Place) core.AdmitRequest {
-	return core.AdmitRequest{Breaker: backendtest.SuiteBreakerConfig(), Place: place, Permit: core.PermitRequest{
-		Scope: scope, Source: "s", SourceLimits: core.Limits{MaxConcurrency: slots}, LeaseTTL: time.Minute}}
+	return core.AdmitRequest{Breaker: backendtest.SuiteBreakerConfig(), Permit: core.PermitRequest{
+		Scope: scope, Source: "s", SourceLimits: core.Limits{MaxConcurrency: slots}, LeaseTTL: time.Minute, Place: place}}
 }
 
 func run(b *testing.B, be backend) {
@@ -243,7 +243,7 @@ func admit(ctx context.Context, a core.Admitter, req core.AdmitRequest) (core.Ti
 			time.Sleep(maxDuration(t.Grant.RetryAfter, 500*time.Microsecond))
 			continue
 		}
-		req.Waiter = t.Queued
+		req.Permit.Waiter = t.Queued
 		ev, err := t.Queued.Wait(ctx)
 		if err != nil {
 			return core.Ticket{}, err
@@ -252,7 +252,7 @@ func admit(ctx context.Context, a core.Admitter, req core.AdmitRequest) (core.Ti
 		case core.WaitClaimed:
 			req.Permit.Source = ev.Source
 		case core.WaitLapsed:
-			req.Waiter = nil
+			req.Permit.Waiter = nil
 		}
 	}
 }

@@ -13,8 +13,9 @@
 --     line; otherwise it acquires, and queues when a gate refuses it (a
 --     concurrency gate, or a rate gate that says when it frees). A call
 --     whose deadline cannot be met given the line is refused.
---   * A waiter refused by a gate the queue does not wait out (a budget, a
---     request no window can ever fit) leaves; nothing queues for those.
+--   * A woken waiter refused by a gate that says when it frees (a budget
+--     too) keeps its place; refused otherwise (a request no window can
+--     ever fit) it leaves. A new call is not queued for a budget.
 --   * A probe the breaker granted to a call that is not admitted is given
 --     back, so a refusal leaves the circuit as it was.
 -- A source switched off or pushed back is refused by the breaker's part
@@ -82,13 +83,20 @@ end
 local g = { 0, 0, 0, now, 0 }
 local status, ahead, est = 1, 0, 0
 
-local function queueable(gate, retry)
+-- waitable: a gate's refusal that a woken waiter waits out in its place
+-- (a concurrency gate, or a gate that says when it frees); queueable:
+-- one that a new call queues for (a budget's is not).
+local function waitable(gate, retry)
   for _, c in ipairs(a.conc) do
     if c == gate then
       return true
     end
   end
-  return gate ~= 0 and retry > 0 and gate ~= a.bgate
+  return gate ~= 0 and retry > 0
+end
+
+local function queueable(gate, retry)
+  return waitable(gate, retry) and gate ~= a.bgate
 end
 
 if e and e.st == 'c' then
@@ -100,7 +108,7 @@ if e and e.st == 'c' then
   if g[1] == 1 then
     qforget(q, id)
     status = 0
-  elseif queueable(g[2], g[3]) then
+  elseif waitable(g[2], g[3]) then
     qtofront(q, id, e)
     qdue(q, g[3])
   else
@@ -118,7 +126,7 @@ elseif e then
       end
       qforget(q, id)
       status = 0
-    elseif queueable(g[2], g[3]) then
+    elseif waitable(g[2], g[3]) then
       qdue(q, g[3])
     else
       qleave(q, id, e)
