@@ -265,6 +265,20 @@ func queueNoBarging(h *queueHarness) {
 	h.release(t1)
 	h.release(h.take(h.claimed(late.name, "a")))
 	h.release(t2)
+	// A rate window's room goes to the head it was due for: a newcomer
+	// queues behind, though the window has room.
+	rpm := core.Limits{RPM: 1}
+	h.release(h.granted(h.req("r", rpm, core.Limits{}, 0)))
+	h.enqueue(h.call("head", "r", rpm, core.PriorityNormal, "t"))
+	h.clk.Advance(time.Minute)
+	e := h.next()
+	if e.c.name != "head" || e.err != nil || e.ev.Kind != core.WaitTurn {
+		h.t.Fatalf("woken: %s with %+v, %v; want head's turn", e.c.name, e.ev, e.err)
+	}
+	newcomer := h.queued(h.call("newcomer", "r", rpm, core.PriorityNormal, "u"))
+	h.release(h.take(e))
+	newcomer.w.Leave(h.t.Context())
+	h.wantUsage("r", core.LimiterUsage{Requests: 1})
 }
 
 func queueHandoffOrder(h *queueHarness) {
