@@ -1,0 +1,97 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/polygateway/polygateway/backend/backendtest"
+	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/core"
+)
+
+// queueConfig is the queue the conformance suite expects.
+var queueConfig = memory.QueueConfig{Share: backendtest.SuiteQueueShare, ClaimTTL: backendtest.SuiteClaimTTL}
+
+func TestAdmitterQueueSuite(t *testing.T) {
+	backendtest.RunAdmitterQueueSuite(t, func(_ *testing.T, clk *backendtest.FakeClock) backendtest.AdmitterBackend {
+		l := memory.NewLimiter(memory.WithClock(clk), memory.WithQueue(queueConfig))
+		b := memory.NewBreaker(memory.WithClock(clk))
+		return backendtest.AdmitterBackend{Admitter: core.ComposeAdmitter(l, b), Limiter: l, Breaker: b}
+	})
+}
+
+// TestQueuedCallsCostLittle measures 10,000 calls queued behind a full
+// gate: the heap they take, and that waiting starts no goroutine beyond
+// the waiting callers' own.
+func TestQueuedCallsCostLittle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.NewLimiter(memory.WithQueue(queueConfig))
+		a := core.ComposeAdmitter(l, memory.NewBreaker())
+		req := core.AdmitRequest{Breaker: backendtest.SuiteBreakerConfig(), Permit: core.PermitRequest{
+			Scope: "s", Source: "a", SourceLimits: core.Limits{MaxConcurrency: 1},
+		}}
+		hold, err := a.Admit(t.Context(), req)
+		if err != nil || !hold.Admitted() {
+			t.Fatalf("Admit = %+v, %v", hold, err)
+		}
+		tenants := make([]string, 100)
+		for i := range tenants {
+			tenants[i] = fmt.Sprintf("tenant-%03d", i)
+		}
+		const n = 10_000
+		ws := make([]core.Waiter, 0, n)
+		goroutines := runtime.NumGoroutine()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range n {
+			r := req
+			r.Permit.Place = core.Place{Priority: core.PriorityOfRank(i % core.NumPriorities), Tenant: tenants[i%len(tenants)]}
+			tk, err := a.Admit(t.Context(), r)
+			if err != nil || tk.Queued == nil {
+				t.Fatalf("Admit %d = %+v, %v; want queued", i, tk, err)
+			}
+			ws = append(ws, tk.Queued)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		per := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+		t.Logf("%d queued calls: %.0f bytes each on the heap", n, per)
+		if per > 2048 {
+			t.Fatalf("%.0f bytes per queued call, want at most 2048", per)
+		}
+		if g := runtime.NumGoroutine(); g != goroutines {
+			t.Fatalf("%d goroutines with %d calls queued, %d before", g, n, goroutines)
+		}
+		// Ten callers wait: ten goroutines, theirs, and no other.
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for _, w := range ws[:10] {
+			wg.Go(func() {
+				if _, err := w.Wait(ctx); !errors.Is(err, context.Canceled) {
+					t.Errorf("Wait = %v, want cancelled", err)
+				}
+			})
+		}
+		synctest.Wait()
+		if g := runtime.NumGoroutine(); g != goroutines+10 {
+			t.Fatalf("%d goroutines with 10 callers waiting, want %d", g, goroutines+10)
+		}
+		cancel()
+		wg.Wait()
+		for _, w := range ws[10:] {
+			w.Leave(t.Context())
+		}
+		if _, err := a.Finish(t.Context(), hold, core.Settlement{Kind: core.SettleRefund}, core.OutcomeSuccess); err != nil {
+			t.Fatal(err)
+		}
+		if u, _ := l.Usage(t.Context(), "s", "a"); u.InFlight != 0 {
+			t.Fatalf("usage %+v after every waiter left, want nothing held", u)
+		}
+	})
+}
