@@ -408,7 +408,9 @@ func queueClaimLapses(h *queueHarness) {
 }
 
 func queueHeadTurn(h *queueHarness) {
-	rpm := core.Limits{RPM: 2}
+	// A concurrency gate that never binds, so that InFlight counts the
+	// calls on every backend (Redis keeps slots only under such a gate).
+	rpm := core.Limits{RPM: 2, MaxConcurrency: 10}
 	for range 2 {
 		h.release(h.granted(h.req("a", rpm, core.Limits{}, 0)))
 	}
@@ -447,16 +449,16 @@ func queueNoIdleUnit(h *queueHarness) {
 	for waiting := 5; waiting > 0; waiting-- {
 		h.release(held[0])
 		held = held[1:]
-		h.wantUsage("", core.LimiterUsage{InFlight: 2}) // reserved for the claim
+		h.wantUsage("a", core.LimiterUsage{InFlight: 2}) // reserved for the claim
 		e := h.next()
 		if e.err != nil || e.ev.Kind != core.WaitClaimed || e.c == calls[3] {
 			h.t.Fatalf("woken: %s with %+v, %v; want a claim", e.c.name, e.ev, e.err)
 		}
 		held = append(held, h.take(e))
-		h.wantUsage("", core.LimiterUsage{InFlight: 2})
+		h.wantUsage("a", core.LimiterUsage{InFlight: 2})
 	}
 	for _, t := range held {
 		h.release(t)
 	}
-	h.wantUsage("", core.LimiterUsage{})
+	h.wantUsage("a", core.LimiterUsage{})
 }

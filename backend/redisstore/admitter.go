@@ -127,8 +127,6 @@ type Admitter struct {
 	qcfg    QueueConfig
 	proc    string
 	wake    *waker
-	keysMu  sync.RWMutex
-	keys    map[[2]string]*queueKeys
 	// until returns the time left before ctx's deadline (untilDeadline).
 	until func(ctx context.Context) (time.Duration, bool)
 }
@@ -148,7 +146,7 @@ func NewAdmitter(l *Limiter, b *Breaker, opts ...Option) *Admitter {
 	}
 	o := buildOptions(opts)
 	a := &Admitter{l: l, b: b, proc: fmt.Sprintf("%016x", rand.Uint64()),
-		keys: map[[2]string]*queueKeys{}, until: untilDeadline}
+		until: untilDeadline}
 	if o.queue != nil {
 		a.queuing, a.qcfg = true, *o.queue
 	}
@@ -202,7 +200,7 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 		a.l.noteBudgets(p.Scope, p.Pool, p.Budgets)
 	}
 	a.l.pools.note(p.Scope, p.Pool)
-	c.k = a.queueKeysOf(p.Scope, p.Pool)
+	c.k = a.l.queueKeysOf(p.Scope, p.Pool)
 	listening := a.wake.listens(c.k)
 	c.left, c.hasDL = a.until(ctx)
 	c.now = a.l.opt.clockOrSystem().Now()
@@ -309,7 +307,7 @@ func (a *Admitter) finish(ctx context.Context, t core.Ticket, s core.Settlement,
 		return applied, 0, err
 	}
 	sk := a.l.scriptKeys(p.Scope, p.Source, pool)
-	k := a.queueKeysOf(p.Scope, pool)
+	k := a.l.queueKeysOf(p.Scope, pool)
 	keys := append(append(make([]string, 0, circuitIndex+4+len(p.Budgets)), sk.withCircuit(a.l, a.b)...), k.keys[:]...)
 	if len(p.Budgets) > 0 {
 		keys = a.l.withBudgets(keys, p.Scope, pool, p.Budgets)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -82,17 +83,24 @@ type queueKeys struct {
 	prefix, tag string
 }
 
+// queueKeyCache maps (scope, pool) to the keys of its queue. It is safe
+// for concurrent use; its zero value is empty and ready.
+type queueKeyCache struct {
+	mu sync.RWMutex
+	m  map[[2]string]*queueKeys
+}
+
 // queueKeysOf returns the keys of scope's queue in pool.
-func (a *Admitter) queueKeysOf(scope, pool string) *queueKeys {
+func (l *Limiter) queueKeysOf(scope, pool string) *queueKeys {
 	id := [2]string{scope, pool}
-	a.keysMu.RLock()
-	k := a.keys[id]
-	a.keysMu.RUnlock()
+	l.qkeys.mu.RLock()
+	k := l.qkeys.m[id]
+	l.qkeys.mu.RUnlock()
 	if k != nil {
 		return k
 	}
 	k = &queueKeys{scope: scope, pool: pool}
-	base := queueBase(a.l.opt.prefix, scope, pool)
+	base := queueBase(l.opt.prefix, scope, pool)
 	for i, n := range []string{"s", "o", "r", "x"} {
 		k.keys[i] = base + n
 	}
@@ -101,11 +109,14 @@ func (a *Admitter) queueKeysOf(scope, pool string) *queueKeys {
 	if pool != "" {
 		k.tag = pool
 	}
-	a.keysMu.Lock()
-	if len(a.keys) < maxCachedKeys {
-		a.keys[id] = k
+	l.qkeys.mu.Lock()
+	if l.qkeys.m == nil {
+		l.qkeys.m = make(map[[2]string]*queueKeys)
 	}
-	a.keysMu.Unlock()
+	if len(l.qkeys.m) < maxCachedKeys {
+		l.qkeys.m[id] = k
+	}
+	l.qkeys.mu.Unlock()
 	return k
 }
 
@@ -123,16 +134,23 @@ func queueBase(prefix, scope, pool string) string {
 // channel returns the channel of this process for the queue.
 func (a *Admitter) channel(k *queueKeys) string { return k.prefix + a.proc }
 
-// writeQueue writes the fields every queue request has (lua/lib/queue.lua):
-// the queue's keys from KEYS[qs], the discipline, this process, and the
-// levels of source's units (label source) whose slots are at KEYS[1..].
+// writeQueue writes the fields every queue request of this Admitter has
+// (lua/lib/queue.lua): writeQueueKeys', the discipline and this process.
 func (a *Admitter) writeQueue(w *request, k *queueKeys, qs int64, sk *scriptKeys, slotsAt func(level int) int64) {
-	w.int("qs", qs)
+	a.l.writeQueueKeys(w, k, qs, sk, slotsAt)
 	w.int("share", int64(a.qcfg.Share))
 	w.int("claim", micros(a.qcfg.ClaimTTL))
 	w.int("keep", micros(a.qcfg.Lease))
-	w.str("chan", k.prefix)
 	w.str("proc", a.proc)
+}
+
+// writeQueueKeys writes the fields of a queue request that name the
+// queue: its keys from KEYS[qs], its processes' channels, and the levels
+// of source's units (label source) whose slots are at KEYS[slotsAt(i)]
+// (none when sk is nil). A request of the Limiter's own adds proc = "".
+func (l *Limiter) writeQueueKeys(w *request, k *queueKeys, qs int64, sk *scriptKeys, slotsAt func(level int) int64) {
+	w.int("qs", qs)
+	w.str("chan", k.prefix)
 	if sk == nil {
 		return
 	}
@@ -331,7 +349,7 @@ func (l *Limiter) writeNow(w *request) { w.now(&l.opt) }
 // are not counted. An error means Redis failed.
 func (a *Admitter) Depth(ctx context.Context, scope, pool string) ([core.NumPriorities]int, error) {
 	var d [core.NumPriorities]int
-	k := a.queueKeysOf(scope, pool)
+	k := a.l.queueKeysOf(scope, pool)
 	v, err := a.l.c.HMGet(ctx, k.keys[0], "w0", "w1", "w2").Result()
 	if err != nil {
 		return d, fmt.Errorf("polygateway: redisstore: queue depth: %w", err)

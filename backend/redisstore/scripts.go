@@ -33,7 +33,7 @@ func mustRead(name string) string {
 // The scripts. Every Limiter and Breaker method is exactly one of them.
 var (
 	acquireScript  = script("acquire.lua", "limiter.lua", "gates.lua", "budget.lua", "acquire.lua")
-	releaseScript  = script("release.lua", "limiter.lua", "budget.lua", "release.lua")
+	releaseScript  = script("release.lua", "limiter.lua", "budget.lua", "release.lua", "queue.lua")
 	usageScript    = script("usage.lua", "limiter.lua")
 	budgetsScript  = script("budgets.lua", "budget.lua")
 	allowScript    = script("allow.lua", "circuit.lua", "allow.lua")

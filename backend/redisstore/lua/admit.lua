@@ -76,6 +76,7 @@ end
 
 local q = qopen(a, now)
 qlapse(q)
+q.self = id
 local e
 if id > 0 then
   e = qget(q, id)
@@ -148,7 +149,7 @@ else
   if status == 1 then
     local nid, n, t = qpush(q, { class = a.class, tenant = a.tenant, left = a.left, lease = a.lease, retry = retry })
     if nid then
-      id = nid
+      id, q.self = nid, nid
     else
       id, status, ahead, est = 0, 2, n, t
     end
