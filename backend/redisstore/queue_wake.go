@@ -130,7 +130,11 @@ type waker struct {
 	// early holds messages for entries this process has not registered
 	// yet: the script that made an entry may tell it something before its
 	// reply reaches the caller.
-	early  map[waitKey]earlyMsg
+	early map[waitKey]earlyMsg
+	// acks holds the ends heard of claims this process granted before
+	// their grant was noted (the holder may take a claim before the
+	// granting script's reply is read), by when they were heard.
+	acks   map[waitKey]time.Time
 	pruned time.Time
 	// renewals holds, per queue with waiters of this process, when their
 	// leases are next renewed.
@@ -145,7 +149,7 @@ type waker struct {
 func newWaker(a *Admitter, logger *slog.Logger) *waker {
 	_, cluster := a.l.c.(*redis.ClusterClient)
 	return &waker{a: a, cluster: cluster, subs: map[string]*subscriber{}, listening: map[string]*queueKeys{}, chanKeys: map[string]*queueKeys{},
-		waiters: map[waitKey]*qwaiter{}, grants: map[waitKey]grant{}, early: map[waitKey]earlyMsg{},
+		waiters: map[waitKey]*qwaiter{}, grants: map[waitKey]grant{}, early: map[waitKey]earlyMsg{}, acks: map[waitKey]time.Time{},
 		renewals: map[*queueKeys]time.Time{}, kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), log: rateLog{log: logger, every: healLogEvery}}
 }
@@ -306,7 +310,11 @@ func (wk *waker) dispatch(ch, payload string) {
 	}
 	key := waitKey{k.prefix, m.ID}
 	if m.K == "ack" {
-		delete(wk.grants, key)
+		if _, ok := wk.grants[key]; ok {
+			delete(wk.grants, key)
+		} else if len(wk.acks) < maxEarly {
+			wk.acks[key] = time.Now()
+		}
 		wk.mu.Unlock()
 		return
 	}
@@ -356,11 +364,16 @@ func (wk *waker) add(k *queueKeys, id uint64, place core.Place, source string, d
 		wk.apply1(w, key, e.m)
 		w.signal()
 	}
-	if t := time.Now(); len(wk.early) > 0 && t.Sub(wk.pruned) > time.Second {
+	if t := time.Now(); len(wk.early)+len(wk.acks) > 0 && t.Sub(wk.pruned) > time.Second {
 		wk.pruned = t
 		for k, e := range wk.early {
 			if t.Sub(e.at) > earlyFor {
 				delete(wk.early, k)
+			}
+		}
+		for k, at := range wk.acks {
+			if t.Sub(at) > earlyFor {
+				delete(wk.acks, k)
 			}
 		}
 	}
@@ -383,7 +396,12 @@ func (wk *waker) granted(k *queueKeys, id uint64, label string) {
 	if wk.closed {
 		return
 	}
-	wk.grants[waitKey{k.prefix, id}] = grant{k: k, label: label, check: at}
+	key := waitKey{k.prefix, id}
+	if _, ok := wk.acks[key]; ok {
+		delete(wk.acks, key) // taken already
+		return
+	}
+	wk.grants[key] = grant{k: k, label: label, check: at}
 	wk.startChecks()
 }
 

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"net"
+	"math/rand/v2"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -23,8 +24,10 @@ import (
 )
 
 // The load: callers contending for the slots of one concurrency gate
-// (MAX_CONCURRENCY), each holding its slot for a short service time, in
-// the three classes in turn and four tenants.
+// (MAX_CONCURRENCY), each holding its slot for a service time drawn
+// uniformly between half and one and a half of service (so that the
+// releases do not come in step), in the three classes in turn and four
+// tenants.
 const (
 	slots       = 8
 	callers     = 48
@@ -213,7 +216,7 @@ func load(ctx context.Context, be backend, n int, r *result) error {
 					return
 				}
 				from := time.Now()
-				time.Sleep(service)
+				time.Sleep(service/2 + rand.N(service))
 				to := time.Now()
 				if _, err := be.admitter.Finish(ctx, t, core.Settlement{Kind: core.SettleEstimate}, core.OutcomeSuccess); err != nil {
 					errs <- err
