@@ -2,8 +2,8 @@ package queue
 
 import (
 	"context"
-	"net"
 	"math/rand/v2"
+	"net"
 	"os/exec"
 	"regexp"
 	"runtime"
