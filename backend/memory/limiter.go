@@ -72,6 +72,18 @@ const never = int64(math.MaxInt64)
 // start from fresh counts there, and permits of the old pool lapse with
 // their leases (as on Redis, where the keys move).
 //
+// Queues (WithQueue): each scope has a fair admission queue in its lock
+// domain (internal/fairqueue), and TryAcquire answers through it as
+// core.Limiter's contract says. A slot freed by Release while waiters are
+// in line stays held, reserved for the next waiter's claim (a slot entry
+// of a lease of its own on the released permit's source and global
+// levels, which InFlight counts); the claim holder's next TryAcquire
+// frees it before it checks the gates, and a claim that comes back to no
+// one frees it. The head of the line waits for a rate window or a budget
+// window on one timer of the clock, in its caller's goroutine. A slot that
+// frees by its lease ending is not handed on; the next Release is. In a
+// pool, a slot is handed within the releasing permit's scope.
+//
 // Time never runs backwards within a lock domain (a scope, or a pool and its
 // scopes): a clock reading older than one it has already acted at counts as
 // that later time.
