@@ -66,8 +66,8 @@ func (l *Limiter) queueOf(sc *limScope, scope string) *scopeQueue {
 
 // reserve holds a slot of src for the claim just handed on.
 func (sq *scopeQueue) reserve(sc *limScope, src *limSource, lease uint64) {
-	src.level.slots = append(src.level.slots, slot{lease: lease, expires: never})
-	sc.global.slots = append(sc.global.slots, slot{lease: lease, expires: never})
+	src.level.slots = append(src.level.slots, slot{lease: lease, expires: never, src: src})
+	sc.global.slots = append(sc.global.slots, slot{lease: lease, expires: never, src: src})
 	sq.reserved[src.key.source] = append(sq.reserved[src.key.source], reservation{lease: lease, src: src})
 }
 
@@ -97,6 +97,24 @@ func (l *Limiter) handOn(sc *limScope, src *limSource) {
 	}
 	if sq.q.Hand(src.key.source) != nil {
 		sq.reserve(sc, src, l.leases.Add(1))
+	}
+}
+
+// purgeGlobal purges sc's global level (sc.mu held); with queues, a slot
+// freed because its lease ended is handed on as a released one is.
+func (l *Limiter) purgeGlobal(sc *limScope, now int64) {
+	if sc.queues == nil {
+		sc.global.purge(now)
+		return
+	}
+	var buf [4]slot
+	expired := buf[:0]
+	sc.global.purgeInto(now, &expired)
+	for _, sl := range expired {
+		if sl.src != nil && sl.src.scope == sc {
+			sl.src.level.purge(now)
+			l.handOn(sc, sl.src)
+		}
 	}
 }
 

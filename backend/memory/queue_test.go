@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/memory"
@@ -94,4 +95,34 @@ func TestQueuedCallsCostLittle(t *testing.T) {
 			t.Fatalf("usage %+v after every waiter left, want nothing held", u)
 		}
 	})
+}
+
+// TestExpiredSlotHandedOn shows that a slot whose lease ends, its permit
+// never released, goes to the next waiter as a released one does: the
+// line does not stall behind a permit that is never finished.
+func TestExpiredSlotHandedOn(t *testing.T) {
+	t.Parallel()
+	clk := backendtest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := memory.NewLimiter(memory.WithClock(clk), memory.WithQueue(queueConfig))
+	req := core.PermitRequest{Scope: "s", Source: "a", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: 10 * time.Second}
+	if g, err := l.TryAcquire(t.Context(), req); err != nil || !g.OK {
+		t.Fatalf("TryAcquire = %+v, %v", g, err)
+	}
+	g, err := l.TryAcquire(t.Context(), req)
+	if err != nil || g.Queued == nil {
+		t.Fatalf("TryAcquire with the slot held = %+v, %v; want queued", g, err)
+	}
+	clk.Advance(10 * time.Second)
+	if u, _ := l.Usage(t.Context(), "s", ""); u.InFlight != 1 {
+		t.Fatalf("usage %+v after the lease ended, want the slot reserved for the waiter", u)
+	}
+	ev, err := g.Queued.Wait(t.Context())
+	if err != nil || ev.Kind != core.WaitClaimed || ev.Source != "a" {
+		t.Fatalf("Wait = %+v, %v; want a claim on a", ev, err)
+	}
+	w := req
+	w.Waiter = g.Queued
+	if g, err := l.TryAcquire(t.Context(), w); err != nil || !g.OK {
+		t.Fatalf("TryAcquire with the claim = %+v, %v", g, err)
+	}
 }
