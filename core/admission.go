@@ -137,7 +137,8 @@ func (c composed) Admit(ctx context.Context, req AdmitRequest) (Ticket, error) {
 	t.Admission = adm
 	if !adm.Allowed {
 		if p.Waiter != nil {
-			p.Waiter.Leave(ctx)
+			// Its claim passes on, whatever the caller's context.
+			p.Waiter.Leave(context.WithoutCancel(ctx))
 		}
 		return t, nil
 	}
