@@ -172,14 +172,20 @@ func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.
 	sc := src.scope
 	read := l.clk.now() // read outside the lock: a clock read can be slow
 	sc.mu.Lock()
-	defer sc.mu.Unlock()
 	now := sc.monotonic(read)
 	src.level.purge(now)
 	l.purgeGlobal(sc, now)
-	if l.queue != nil {
-		return l.admitQueued(ctx, &req, src, now)
+	if l.queue == nil {
+		g := l.acquireLocked(&req, src, now)
+		sc.mu.Unlock()
+		return g, nil
 	}
-	return l.acquireLocked(&req, src, now), nil
+	g, stray, err := l.admitQueued(ctx, &req, src, now)
+	sc.mu.Unlock()
+	if stray != nil {
+		stray.Leave(ctx) // a waiter of another queue: under its own lock
+	}
+	return g, err
 }
 
 // checkRequest refuses a request the Limiter cannot serve: a budget it

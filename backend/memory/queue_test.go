@@ -126,3 +126,44 @@ func TestExpiredSlotHandedOn(t *testing.T) {
 		t.Fatalf("TryAcquire with the claim = %+v, %v", g, err)
 	}
 }
+
+// TestWaiterThatNeverFitsPassesItsClaimOn shows that a woken waiter whose
+// request no window will ever fit is refused and leaves, and the unit
+// handed to it goes to the next waiter.
+func TestWaiterThatNeverFitsPassesItsClaimOn(t *testing.T) {
+	t.Parallel()
+	l := memory.NewLimiter(memory.WithQueue(queueConfig))
+	req := core.PermitRequest{Scope: "s", Source: "a", SourceLimits: core.Limits{MaxConcurrency: 1, TPM: 100}}
+	hold, err := l.TryAcquire(t.Context(), req)
+	if err != nil || !hold.OK {
+		t.Fatalf("TryAcquire = %+v, %v", hold, err)
+	}
+	huge := req
+	huge.Tokens = 1000 // more than the TPM: refused by the slot first, it queues
+	g1, err1 := l.TryAcquire(t.Context(), huge)
+	g2, err2 := l.TryAcquire(t.Context(), req)
+	if err1 != nil || err2 != nil || g1.Queued == nil || g2.Queued == nil {
+		t.Fatalf("TryAcquire with the slot held = %+v, %v / %+v, %v; want both queued", g1, err1, g2, err2)
+	}
+	if err := l.Release(t.Context(), hold.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := g1.Queued.Wait(t.Context()); err != nil || ev.Kind != core.WaitClaimed {
+		t.Fatalf("first waiter: Wait = %+v, %v; want a claim", ev, err)
+	}
+	huge.Waiter = g1.Queued
+	if g, err := l.TryAcquire(t.Context(), huge); err != nil || g.OK || g.Gate != core.GateSourceTPM || g.Queued != nil {
+		t.Fatalf("TryAcquire of a request no window fits, with its claim = %+v, %v; want refused by the TPM, not queued", g, err)
+	}
+	if ev, err := g2.Queued.Wait(t.Context()); err != nil || ev.Kind != core.WaitClaimed {
+		t.Fatalf("second waiter: Wait = %+v, %v; want the claim passed on", ev, err)
+	}
+	next := req
+	next.Waiter = g2.Queued
+	if g, err := l.TryAcquire(t.Context(), next); err != nil || !g.OK {
+		t.Fatalf("TryAcquire with the claim passed on = %+v, %v", g, err)
+	}
+	if u, _ := l.Usage(t.Context(), "s", "a"); u.InFlight != 1 {
+		t.Fatalf("usage %+v, want the one slot held", u)
+	}
+}
