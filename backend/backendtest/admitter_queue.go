@@ -54,7 +54,9 @@ const suiteWakeGuard = 20 * time.Second
 //     the next at the queue's next step, and its holder's Wait reports
 //     WaitLapsed.
 //   - The head of a line waiting for a rate window is told when room is
-//     due (WaitTurn, on the fake clock).
+//     due (WaitTurn, on the fake clock). A budget does not queue a new
+//     call, but a woken waiter that a budget refuses keeps its place, first
+//     in line, and is told when the budget's next window starts.
 //   - No unit stays free while waiters wait for one: the units reserved
 //     for claims count as held.
 func RunAdmitterQueueSuite(t *testing.T, newAdmitter func(t *testing.T, clk *FakeClock) AdmitterBackend) {
@@ -87,6 +89,7 @@ var admitterQueueCases = []struct {
 	{"CancelledWaiterLeaves", queueCancelledLeaves},
 	{"UnclaimedClaimLapsesToNext", queueClaimLapses},
 	{"HeadTurnWhenRateWindowFrees", queueHeadTurn},
+	{"BudgetRoomReachesHead", queueBudgetTurn},
 	{"NoUnitIdleWhileWaitersWait", queueNoIdleUnit},
 }
 
@@ -193,16 +196,21 @@ func (h *queueHarness) claimed(name, source string) queueEvent {
 	return e
 }
 
-// take admits the woken call of e with its waiter (on the claim's source):
-// it must be granted.
-func (h *queueHarness) take(e queueEvent) core.Ticket {
+// again admits the woken call of e with its waiter, on the claim's source.
+func (h *queueHarness) again(e queueEvent) core.Ticket {
 	h.t.Helper()
 	r := e.c.req
 	r.Permit.Waiter = e.c.w
 	if e.ev.Kind == core.WaitClaimed {
 		r.Permit.Source = e.ev.Source
 	}
-	t := h.admit(r)
+	return h.admit(r)
+}
+
+// take admits the woken call of e again: it must be granted.
+func (h *queueHarness) take(e queueEvent) core.Ticket {
+	h.t.Helper()
+	t := h.again(e)
 	if !t.Admitted() || t.Queued != nil {
 		h.t.Fatalf("Admit(%s) after %+v = %+v, want admitted", e.c.name, e.ev, t)
 	}
@@ -461,4 +469,31 @@ func queueNoIdleUnit(h *queueHarness) {
 		h.release(t)
 	}
 	h.wantUsage("a", core.LimiterUsage{})
+}
+
+func queueBudgetTurn(h *queueHarness) {
+	budgets := []core.Budget{{Key: h.scope + ":budget", Limit: 100, Window: time.Minute}}
+	c := h.call("w", "a", oneSlot, core.PriorityNormal, "t")
+	c.req.Permit.Budgets, c.req.Permit.Cost = budgets, 60
+	hold := h.granted(c.req)
+	h.enqueue(c) // the slot is held: it queues
+	h.finish(hold, core.Settlement{Kind: core.SettleEstimate}, core.OutcomeSuccess)
+	// Woken with the slot, it finds the budget spent: it keeps its place.
+	t := h.again(h.claimed("w", "a"))
+	if t.Admitted() || t.Grant.Gate != core.GateBudget || t.Queued == nil {
+		h.t.Fatalf("Admit(w) with its claim and the budget spent = %+v, want refused by the budget and still queued", t)
+	}
+	h.wantUsage("a", core.LimiterUsage{})
+	h.wait(c)
+	h.clk.Advance(time.Minute)
+	e := h.next()
+	if e.c != c || e.err != nil || e.ev.Kind != core.WaitTurn {
+		h.t.Fatalf("woken: %s with %+v, %v; want w's turn in the budget's next window", e.c.name, e.ev, e.err)
+	}
+	h.finish(h.take(e), core.Settlement{Kind: core.SettleEstimate}, core.OutcomeSuccess)
+	// With no one in line, a call the budget refuses is refused, not queued.
+	t = h.admit(c.req)
+	if t.Admitted() || t.Grant.Gate != core.GateBudget || t.Queued != nil {
+		h.t.Fatalf("Admit with the budget spent and no one in line = %+v, want refused by the budget, not queued", t)
+	}
 }

@@ -113,8 +113,10 @@ if e and e.st == 'c' then
     qtofront(q, id, e)
     qdue(q, g[3])
   else
+    -- No wait mends it: it leaves, and the unit reserved for it goes on.
     qforget(q, id)
     id, status = 0, 3
+    qhand(q, e.lb, e.rl or {})
   end
 elseif e then
   if qhead(q) == id then
