@@ -99,7 +99,7 @@ type qwaiter struct {
 // ID returns the waiter's entry in its queue.
 func (w *qwaiter) ID() uint64 { return w.id }
 
-var _ core.Waiter = (*QueueWaiter)(nil)
+var _ core.Waiter = (*qwaiter)(nil)
 
 // waitKey names a waiter: its queue's channel prefix and its id.
 type waitKey struct {
