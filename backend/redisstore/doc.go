@@ -131,8 +131,8 @@
 // source's concurrency, RPM and TPM gates; each budget adds 5 (a read and a write before,
 // a read and two writes after), still in the same two scripts. An
 // Admitter with its queue (WithQueue) reads the queue's state once more
-// in each (16 in all; 24 with the global concurrency and RPM gates on
-// too), and a call that waits runs a third script (the Admit that
+// in each (16 in all; 12 with a concurrency gate alone, 24 with the
+// global concurrency and RPM gates on too), and a call that waits runs a third script (the Admit that
 // queues it), about 44 commands in all, whatever the number of waiters;
 // waiting runs none (docs/explanation-queue.md). Expired slots and log entries are dropped lazily
 // (a log at least once a second, and everything whenever a gate would

@@ -18,9 +18,11 @@ import (
 )
 
 // The most commands a governed call that does not wait may run inside its
-// two scripts: with a source's concurrency, RPM and TPM gates; and with the
-// global concurrency and RPM gates besides.
+// two scripts: with a source's concurrency gate alone; with its
+// concurrency, RPM and TPM gates; and with the global concurrency and RPM
+// gates besides.
 const (
+	maxCommandsConc   = 12
 	maxCommandsSource = 16
 	maxCommandsGlobal = 24
 )
@@ -158,26 +160,29 @@ func sum(after, before map[string]int, counts func(string) bool) int {
 // TestQueueCostWithoutWaiting: a governed call that does not wait (Admit
 // and Finish through the Admitter, its queue empty) costs 2 round trips
 // and the commands its scripts run inside, counted on a private Redis for
-// the gates a scope commonly has: a source's concurrency, RPM and TPM
-// alone; and with the global concurrency and RPM gates besides.
+// the gates a scope commonly has: a source's concurrency gate alone; its
+// concurrency, RPM and TPM gates; and with the global concurrency and RPM
+// gates besides.
 func TestQueueCostWithoutWaiting(t *testing.T) {
 	rs := startPrivateRedis(t)
 	stats := privateClient(t, rs)
 	ctx := t.Context()
 	a := newQueueAdmitter(t, privateClient(t, rs), "qfree", redisstore.QueueConfig{})
+	conc := core.Limits{MaxConcurrency: 10}
 	source := core.Limits{MaxConcurrency: 10, RPM: 1 << 20, TPM: 1 << 30}
 	arms := []struct {
-		name   string
-		global core.Limits
-		most   float64 // commands per call at most
+		name           string
+		source, global core.Limits
+		most           float64 // commands per call at most
 	}{
-		{"source gates", core.Limits{}, maxCommandsSource},
-		{"source and global gates", core.Limits{MaxConcurrency: 100, RPM: 1 << 20}, maxCommandsGlobal},
+		{"a source's concurrency gate", conc, core.Limits{}, maxCommandsConc},
+		{"a source's concurrency, RPM and TPM gates", source, core.Limits{}, maxCommandsSource},
+		{"those and the global concurrency and RPM gates", source, core.Limits{MaxConcurrency: 100, RPM: 1 << 20}, maxCommandsGlobal},
 	}
 	const calls = 50
 	for _, arm := range arms {
 		req := core.AdmitRequest{Breaker: backendtest.SuiteBreakerConfig(), Permit: core.PermitRequest{Scope: "FREE", Source: "s",
-			SourceLimits: source, GlobalLimits: arm.global, Tokens: 10, LeaseTTL: time.Minute}}
+			SourceLimits: arm.source, GlobalLimits: arm.global, Tokens: 10, LeaseTTL: time.Minute}}
 		var per [2]float64
 		for round := range 2 { // the first round loads the scripts and makes the keys
 			before := commandStats(t, stats)
