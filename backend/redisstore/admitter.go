@@ -344,6 +344,14 @@ func (a *Admitter) finish(ctx context.Context, t core.Ticket, s core.Settlement,
 	a.heal.answered()
 	if res[1] > 0 {
 		a.wake.granted(k, uint64(res[1]), p.Source)
+		if !a.wake.listens(k) {
+			// Hear the ends of the claims this process grants, so that
+			// their holders' word spares it a check of each: once per
+			// queue, bounded; a failure only leaves the checks to run.
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueOpTimeout)
+			_ = a.wake.listen(lctx, k)
+			cancel()
+		}
 	}
 	return res[0] == 1, uint64(res[1]), nil
 }
