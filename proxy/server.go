@@ -41,10 +41,13 @@ type Server struct {
 	// X-PolyGateway-Timeout header says it.
 	defaultTimeout string
 	keyBudgets     []core.Budget // by key index; nil without client budgets
-	adminHash      [sha256.Size]byte
-	adminOn        bool
-	metricsHash    [sha256.Size]byte
-	metricsOn      bool
+	// keyPriorities is each key's default priority, by key index; nil
+	// without ClientPriorities.
+	keyPriorities []core.Priority
+	adminHash     [sha256.Size]byte
+	adminOn       bool
+	metricsHash   [sha256.Size]byte
+	metricsOn     bool
 
 	// hard is cancelled when a Shutdown runs out of time: the calls still
 	// running are cancelled.
@@ -52,6 +55,9 @@ type Server struct {
 	hardCancel context.CancelFunc
 
 	calls atomic.Int64 // governed calls being served (MaxInFlight)
+	// governing, when set (by tests, before the server serves), sees every
+	// chat call as it is handed to its scope's client.
+	governing func(*core.Call)
 
 	mu       sync.Mutex // serialises Swap and Shutdown
 	shut     bool
@@ -79,6 +85,9 @@ func New(cfg Config) (*Server, error) {
 		s.keyHashes, s.keyIDs = append(s.keyHashes, h), append(s.keyIDs, keyID(h))
 	}
 	if s.keyBudgets, err = cfg.keyBudgets(s.keyHashes); err != nil {
+		return nil, err
+	}
+	if s.keyPriorities, err = cfg.keyPriorities(s.keyHashes); err != nil {
 		return nil, err
 	}
 	if err := s.checkBudgets(&cfg.Backends); err != nil {
@@ -165,6 +174,13 @@ type reqInfo struct {
 	// deadline is when the request's governed call ends at the latest, set
 	// at its admission (enter).
 	deadline time.Time
+	// place is the governed call's priority and tenant, set at its
+	// admission (enter, placed true).
+	place  core.Place
+	placed bool
+	// queueWait is how long the answering call waited in an admission
+	// queue, when its result tells it (0: unknown).
+	queueWait time.Duration
 }
 
 type ctxKey struct{}
@@ -239,6 +255,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ri.source != "" {
 		attrs = append(attrs, slog.String("source", ri.source), slog.String("attempts", joinComma(ri.attempts)), slog.Bool("cache_hit", ri.cache))
 	}
+	attrs = ri.placeAttrs(attrs)
 	attrs = append(attrs, slog.String("outcome", outcome))
 	if ri.code != "" {
 		attrs = append(attrs, slog.String("error_code", ri.code))
@@ -630,6 +647,12 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, ri *reqInfo) (*ge
 		s.fail(w, ri, ae)
 		return nil, nil
 	}
+	if ri.place, ae = s.place(r, ri); ae != nil {
+		leaveUnread(w, r)
+		s.fail(w, ri, ae)
+		return nil, nil
+	}
+	ri.placed = true
 	g := s.acquire()
 	if g == nil {
 		leaveUnread(w, r)
