@@ -102,8 +102,8 @@ func New(cfg Config) (*Server, error) {
 	s.bodies.max = cfg.MaxBufferedBodyBytes
 	switch {
 	case cfg.ClientRate > 0 && len(cfg.ClientKeys) > 0:
-		s.keyed = newKeyLimiter(len(cfg.ClientKeys), tokenRate{cfg.ClientRate, float64(cfg.ClientBurst)},
-			tokenRate{cfg.ClientIDRate, float64(cfg.ClientIDBurst)}, max(1, cfg.MaxClients/len(cfg.ClientKeys)), cfg.Now)
+		s.keyed = newKeyLimiter(len(cfg.ClientKeys), tokenRate{cfg.ClientRate, cfg.ClientBurst},
+			tokenRate{cfg.ClientIDRate, cfg.ClientIDBurst}, max(1, cfg.MaxClients/len(cfg.ClientKeys)), cfg.Now)
 	case cfg.ClientRate > 0:
 		s.limiter = newClientLimiter(cfg.ClientRate, cfg.ClientBurst, cfg.MaxClients, cfg.Now)
 	}
