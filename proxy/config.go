@@ -267,7 +267,8 @@ type Config struct {
 // Validate checks cfg as New does, without serving anything: its values,
 // its Backends (every route and default names a client) and, with client
 // budgets, what they need of every chat scope (a price for every source's
-// model, a limiter that keeps budgets). The error names every problem
+// model, a limiter that keeps budgets), and that every ClientPriorities
+// entry names a client key and a priority. The error names every problem
 // found. The gateway command runs it on every configuration it reads, for
 // -check, at start and at every reload.
 func Validate(cfg Config) error {
