@@ -42,8 +42,9 @@ func (s *Server) admit() bool {
 
 func (s *Server) leave() { s.calls.Add(-1) }
 
-// enter pins the current generation of clients and admits the request
-// under MaxInFlight, before its body is read. On refusal it has answered
+// enter reads the request's deadline and its place in the queue (a bad
+// header is a 400), pins the current generation of clients and admits the
+// request under MaxInFlight, before its body is read. On refusal it has answered
 // the client and returns a nil generation; otherwise the caller defers
 // leave.
 func (s *Server) enter(w http.ResponseWriter, r *http.Request, ri *reqInfo) (*generation, func()) {
