@@ -54,6 +54,7 @@ FUZZ_TARGETS = \
 	./proxy:FuzzParseChat \
 	./proxy:FuzzParseChatProperties \
 	./proxy:FuzzParseEmbed \
+	./proxy:FuzzPlaceHeaders \
 	./proxy:FuzzResponsesRequest \
 	./proxy:FuzzScrubAddresses \
 	./tracing:FuzzClip \

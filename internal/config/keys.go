@@ -416,6 +416,8 @@ var keyTable = []KeyDoc{
 		Meaning: "Gateway: bearer token /metrics requires and the /readyz details need. Never logged.", Example: "replace-me", Kind: KindSecret},
 	{Pattern: "PGW_CLIENT_KEYS", Default: "no client auth", Form: "comma-separated keys", Reader: ReaderGateway,
 		Meaning: "Gateway: client API keys, kept as SHA-256 digests. Never logged.", Example: "key-a,key-b", Kind: KindList},
+	{Pattern: "PGW_CLIENT_PRIORITIES", Default: "normal for every key", Form: "key id=interactive|normal|batch,… (key id: key- and 12 hex digits)", Reader: ReaderGateway,
+		Meaning: "Gateway: default priority of a client key's calls, by the key's digest id (key- and the first 12 hex digits of its SHA-256; never the key); the X-PolyGateway-Priority header overrides it. Every id must be one of PGW_CLIENT_KEYS.", Example: "key-0123456789ab=batch", Kind: KindRoutes},
 	{Pattern: "PGW_CLIENT_BUDGET_USD", Default: "0 (off)", Form: "decimal >= 0 (USD)", Reader: ReaderGateway,
 		Meaning: "Gateway: spend budget of each client key per PGW_CLIENT_BUDGET_WINDOW_S, across every scope (needs PGW_CLIENT_KEYS, and prices for every routed chat scope); counted on the limiter backend, so gateways sharing Redis share it. A call that does not fit gets 429 budget_exhausted with Retry-After.", Example: "20", Kind: KindDecimalNonNeg},
 	{Pattern: "PGW_CLIENT_BUDGET_WINDOW_S", Default: "86400", Form: "integer seconds >= 1", Reader: ReaderGateway,
