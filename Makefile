@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test test-repeat bench bench-gateway faultbench lint demo chaos fuzz
+.PHONY: test test-repeat bench queuebench bench-gateway faultbench lint demo chaos fuzz
 
 # The test command of the README and of CI. Under CI (CI=true) every test
 # runs three times in a row, so a test that depends on timing or order fails
@@ -16,6 +16,15 @@ test-repeat:
 # Benchmarks: each governed arm beside a raw net/http arm in the same run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./bench/
+
+# The admission queue: callers contending for one concurrency gate through
+# each backend's Admitter (memory; Redis on a redis-server of its own):
+# utilization of the gate, wait p50/p99 per class, Redis scripts and
+# commands per admission and per waiter-second, heap per waiting call.
+# The figures are in docs/explanation-benchmarks.md.
+QUEUEBENCH_N ?= 2000x
+queuebench:
+	$(GO) test -run '^$$' -bench BenchmarkQueue -benchtime $(QUEUEBENCH_N) -count 1 ./bench/queue/
 
 # Fuzzing: each target for FUZZTIME (go test -fuzz takes one target per
 # run). Seeds are committed under each package's testdata/fuzz/<Target>/;
@@ -45,6 +54,7 @@ FUZZ_TARGETS = \
 	./proxy:FuzzParseChat \
 	./proxy:FuzzParseChatProperties \
 	./proxy:FuzzParseEmbed \
+	./proxy:FuzzPlaceHeaders \
 	./proxy:FuzzResponsesRequest \
 	./proxy:FuzzScrubAddresses \
 	./tracing:FuzzClip \

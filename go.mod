@@ -15,7 +15,10 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 )
 
-require github.com/google/jsonschema-go v0.4.3
+require (
+	github.com/google/jsonschema-go v0.4.3
+	golang.org/x/time v0.15.0
+)
 
 require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

@@ -320,6 +320,7 @@ func finite(f float64) float64 {
 // note records the answer in the request's log line.
 func (s *Server) note(ri *reqInfo, resp *polygateway.LLMResponse) {
 	ri.source, ri.attempts, ri.cache = resp.SourceName, resp.Attempts, resp.CacheHit
+	ri.queueWait = queueWait(resp)
 	if ri.source == "" && resp.CacheHit {
 		ri.source = "cache"
 	}
@@ -361,7 +362,10 @@ func modelNotFound(model string) *apiError {
 
 // govern runs one governed call on k and returns the library's public
 // answer and error types, as a library caller of the scope gets them.
-func govern(ctx context.Context, k *kernel.Client, call *core.Call) (*polygateway.LLMResponse, error) {
+func (s *Server) govern(ctx context.Context, k *kernel.Client, call *core.Call) (*polygateway.LLMResponse, error) {
+	if s.governing != nil {
+		s.governing(call)
+	}
 	kr, err := k.Handle(ctx, call)
 	if err != nil {
 		return nil, err

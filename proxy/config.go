@@ -197,6 +197,15 @@ type Config struct {
 	// that keeps budgets. A refused call gets 429 budget_exhausted with
 	// Retry-After (the window's end).
 	ClientBudget ClientBudget
+	// ClientPriorities sets the default priority of client keys' calls,
+	// by the key's digest id ("key-" and the first 12 hex digits of the
+	// key's SHA-256, as budgets and metrics name it — never the key):
+	// {"key-0123456789ab": polygateway.PriorityBatch}. A request's
+	// X-PolyGateway-Priority header overrides it; a key without an entry
+	// defaults to PriorityNormal (the default, nil, sets none). Every
+	// entry must name a key of ClientKeys. The tenant of a keyed request is
+	// its key's digest id (see docs/server.md).
+	ClientPriorities map[string]polygateway.Priority
 
 	// AdminToken guards POST /admin/breakers/{source}/reset (bearer token,
 	// constant-time compare). Empty disables the admin endpoints (404). It
@@ -258,7 +267,8 @@ type Config struct {
 // Validate checks cfg as New does, without serving anything: its values,
 // its Backends (every route and default names a client) and, with client
 // budgets, what they need of every chat scope (a price for every source's
-// model, a limiter that keeps budgets). The error names every problem
+// model, a limiter that keeps budgets), and that every ClientPriorities
+// entry names a client key and a priority. The error names every problem
 // found. The gateway command runs it on every configuration it reads, for
 // -check, at start and at every reload.
 func Validate(cfg Config) error {
@@ -271,7 +281,8 @@ func Validate(cfg Config) error {
 		hashes = append(hashes, sha256.Sum256([]byte(k)))
 	}
 	budgets, berr := c.keyBudgets(hashes)
-	return errors.Join(c.Backends.validate(), berr, checkBudgets(budgets, &c.Backends))
+	_, perr := c.keyPriorities(hashes)
+	return errors.Join(c.Backends.validate(), berr, perr, checkBudgets(budgets, &c.Backends))
 }
 
 // withDefaults returns c with every zero field set to its default.

@@ -59,6 +59,14 @@
 // still running when it passes ends with 504 timeout. With ClientKeys each
 // key's cached answers are its own unless Config.SharedCache is set.
 //
+// Every chat, responses and embeddings call is placed in the library's fair
+// queue (polygateway.WithPriority, polygateway.WithTenant): its priority is
+// the X-PolyGateway-Priority header (interactive, normal or batch), else
+// its client key's Config.ClientPriorities entry, else normal; its tenant
+// is its client key's digest id, else its X-Client-Id. An unknown priority
+// or an X-Client-Id that is not an id of at most 128 bytes is a 400 naming
+// the header, before the body is read.
+//
 // # Streams
 //
 // A streamed answer follows Config.StreamCommit. Under CommitFirstToken

@@ -69,7 +69,8 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	ctx, done := s.callContext(r)
 	defer done()
 	ctx = s.withBudget(ctx)
-	resp, err := client.Embed(ctx, req.input, append(s.budgetOptions(ri), polygateway.WithParams(req.params), polygateway.WithSessionID(ri.id), polygateway.WithoutPushbackWait())...)
+	opts := append(s.budgetOptions(ri), placeOptions(ri.place)...)
+	resp, err := client.Embed(ctx, req.input, append(opts, polygateway.WithParams(req.params), polygateway.WithSessionID(ri.id), polygateway.WithoutPushbackWait())...)
 	if err != nil {
 		s.fail(w, ri, s.callError(r, err))
 		return

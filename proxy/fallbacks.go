@@ -218,14 +218,14 @@ func (s *Server) governChat(ctx context.Context, w http.ResponseWriter, ri *reqI
 	for i := 0; ; i++ {
 		h := &chain[i]
 		call := &core.Call{Messages: req.messages, Params: req.params, Stream: h.cs.watched, SessionID: ri.id, Budgets: s.callBudgets(ri),
-			CacheNamespace: s.cacheNamespace(ri, h.cs.cacheNS), NoPushbackWait: true}
+			CacheNamespace: s.cacheNamespace(ri, h.cs.cacheNS), NoPushbackWait: true, Place: ri.place}
 		var seen *attemptLog
 		if len(chain) > 1 {
 			seen = &attemptLog{}
 			call.Events = seen
 		}
 		enterRoute(w.Header(), ri, chain, i)
-		resp, err := govern(ctx, h.cs.k, call)
+		resp, err := s.govern(ctx, h.cs.k, call)
 		if err == nil {
 			return withEarlier(resp, earlier), nil
 		}
@@ -256,9 +256,9 @@ func (s *Server) streamRoutes(ctx context.Context, w http.ResponseWriter, ri *re
 		callID := polygateway.NewCallID()
 		sink := s.newStreamSink(w, ri, callID, req.model, req.commit, ans)
 		sink.attempts = slices.Clip(earlier)
-		resp, err := govern(ctx, h.cs.k, &core.Call{
+		resp, err := s.govern(ctx, h.cs.k, &core.Call{
 			ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
-			Budgets: s.callBudgets(ri), CacheNamespace: s.cacheNamespace(ri, h.cs.cacheNS), NoPushbackWait: true,
+			Budgets: s.callBudgets(ri), CacheNamespace: s.cacheNamespace(ri, h.cs.cacheNS), NoPushbackWait: true, Place: ri.place,
 		})
 		if err == nil {
 			return withEarlier(resp, earlier), sink, nil

@@ -132,6 +132,42 @@ func lastGateway(t *testing.T, events []string) gatewayObject {
 	return gatewayObject{}
 }
 
+// fallbackAnswer reads the model, the text and the gateway object of a
+// chat answer that beta-model gave, streamed or not; every chunk of a
+// stream must name beta-model.
+func fallbackAnswer(t *testing.T, stream bool, body []byte) (model, content string, gw gatewayObject) {
+	t.Helper()
+	if stream {
+		events := sseEvents(body)
+		if lastEvent(events) != "[DONE]" || countErrorEvents(events) != 0 {
+			t.Fatalf("stream does not end cleanly: %v", events)
+		}
+		for _, ev := range events[:len(events)-1] {
+			var c struct {
+				Model string `json:"model"`
+			}
+			_ = json.Unmarshal([]byte(ev), &c)
+			if c.Model != "beta-model" {
+				t.Errorf("chunk %s names model %q, want beta-model", ev, c.Model)
+			}
+		}
+		return "beta-model", streamText(t, events), lastGateway(t, events)
+	}
+	var out struct {
+		Model   string `json:"model"`
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+		Gateway gatewayObject `json:"gateway"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Model, out.Choices[0].Message.Content, out.Gateway
+}
+
 func TestFallbacksAnswerFromTheNextRoute(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -157,39 +193,7 @@ func TestFallbacksAnswerFromTheNextRoute(t *testing.T) {
 				t.Fatalf("upstream requests a, b, c = %v, want A's then one to B", rt.requests())
 			}
 			wantAttempts := append(repeat("alpha_1", rt.a.Requests()), "beta_1")
-			var model, content string
-			var gw gatewayObject
-			if tc.stream {
-				events := sseEvents(body)
-				if lastEvent(events) != "[DONE]" || countErrorEvents(events) != 0 {
-					t.Fatalf("stream does not end cleanly: %v", events)
-				}
-				content, gw = streamText(t, events), lastGateway(t, events)
-				for _, ev := range events[:len(events)-1] {
-					var c struct {
-						Model string `json:"model"`
-					}
-					_ = json.Unmarshal([]byte(ev), &c)
-					if c.Model != "beta-model" {
-						t.Errorf("chunk %s names model %q, want beta-model", ev, c.Model)
-					}
-				}
-				model = "beta-model"
-			} else {
-				var out struct {
-					Model   string `json:"model"`
-					Choices []struct {
-						Message struct {
-							Content string `json:"content"`
-						} `json:"message"`
-					} `json:"choices"`
-					Gateway gatewayObject `json:"gateway"`
-				}
-				if err := json.Unmarshal(body, &out); err != nil {
-					t.Fatal(err)
-				}
-				model, content, gw = out.Model, out.Choices[0].Message.Content, out.Gateway
-			}
+			model, content, gw := fallbackAnswer(t, tc.stream, body)
 			if model != "beta-model" || content != tokens(4) {
 				t.Errorf("answer from model %q: %q, want beta-model's %q", model, content, tokens(4))
 			}

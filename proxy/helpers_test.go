@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/embed"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
@@ -109,6 +110,21 @@ func serve(t testing.TB, cfg proxy.Config) *fixture {
 // serveOn is serve with the listener wrapped by wrap (when not nil).
 func serveOn(t testing.TB, cfg proxy.Config, wrap func(net.Listener) net.Listener) *fixture {
 	t.Helper()
+	return startServer(t, cfg, wrap, nil)
+}
+
+// serveGoverned is serve with onCall seeing every chat call as the server
+// hands it to its client.
+func serveGoverned(t testing.TB, cfg proxy.Config, onCall func(*core.Call)) *fixture {
+	t.Helper()
+	return startServer(t, cfg, nil, func(s *proxy.Server) { proxy.OnGovern(s, onCall) })
+}
+
+// startServer builds the server of cfg, lets prep (when not nil) see it before
+// it serves, and serves it with the listener wrapped by wrap (when not
+// nil).
+func startServer(t testing.TB, cfg proxy.Config, wrap func(net.Listener) net.Listener, prep func(*proxy.Server)) *fixture {
+	t.Helper()
 	logs := &logBuffer{}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -116,6 +132,9 @@ func serveOn(t testing.TB, cfg proxy.Config, wrap func(net.Listener) net.Listene
 	s, err := proxy.New(cfg)
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
+	}
+	if prep != nil {
+		prep(s)
 	}
 	ts := httptest.NewUnstartedServer(s)
 	if wrap != nil {

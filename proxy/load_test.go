@@ -30,20 +30,7 @@ func TestLoadStreamingClients(t *testing.T) {
 	if os.Getenv("PGW_LOAD") != "1" {
 		t.Skip("load test: set PGW_LOAD=1")
 	}
-	clients := 1000
-	if v := os.Getenv("PGW_LOAD_CLIENTS"); v != "" {
-		if _, err := fmt.Sscan(v, &clients); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dur := 30 * time.Second
-	if v := os.Getenv("PGW_LOAD_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 || d > 5*time.Minute {
-			t.Fatalf("PGW_LOAD_DURATION %q", v)
-		}
-		dur = d
-	}
+	clients, dur := loadSize(t)
 	const toks = 20
 	up := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(toks).WithInterTokenDelay(5*time.Millisecond)),
 		fakeupstream.WithBodyHistory(0))
@@ -60,44 +47,20 @@ func TestLoadStreamingClients(t *testing.T) {
 	hc := &http.Client{Transport: tr}
 	want := tokens(toks)
 	body := chatBody("m", true, "")
-	var ok, failed atomic.Int64
+	lc := &loadClients{hc: hc, url: f.ts.URL + "/v1/chat/completions", body: body, want: want}
 	var mu sync.Mutex
 	var lats []time.Duration
-	var firstErr atomic.Value
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				req, _ := http.NewRequest("POST", f.ts.URL+"/v1/chat/completions", strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := hc.Do(req)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				b, err := io.ReadAll(bufio.NewReader(resp.Body))
-				resp.Body.Close()
-				events := sseEvents(b)
-				if err != nil || resp.StatusCode != http.StatusOK || lastEvent(events) != "[DONE]" || streamTextQuiet(events) != want {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, string(b))
-					continue
-				}
-				ok.Add(1)
-				mine = append(mine, time.Since(t0))
-			}
+		wg.Go(func() {
+			mine := lc.run(ctx)
 			mu.Lock()
 			lats = append(lats, mine...)
 			mu.Unlock()
-		}()
+		})
 	}
 	peakG := 0
 	var peakRSS int64
@@ -115,21 +78,16 @@ func TestLoadStreamingClients(t *testing.T) {
 	elapsed := time.Since(start)
 	tr.CloseIdleConnections()
 	slices.Sort(lats)
-	pct := func(p float64) time.Duration {
-		if len(lats) == 0 {
-			return 0
-		}
-		return lats[min(len(lats)-1, int(p*float64(len(lats))))]
-	}
+	pct := func(p float64) time.Duration { return percentile(lats, p) }
 	t.Logf("%d clients, %v: %d streams completed (%.0f/s), %d failed; latency p50 %v p99 %v max %v",
-		clients, elapsed.Round(time.Millisecond), ok.Load(), float64(ok.Load())/elapsed.Seconds(), failed.Load(),
+		clients, elapsed.Round(time.Millisecond), lc.ok.Load(), float64(lc.ok.Load())/elapsed.Seconds(), lc.failed.Load(),
 		pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), pct(1).Round(time.Millisecond))
 	t.Logf("goroutines: baseline %d, peak %d; RSS peak %d MiB, now %d MiB (VmHWM %d MiB; client, server and fake upstream in one process)",
 		base, peakG, peakRSS/1024, rssKB("VmRSS")/1024, rssKB("VmHWM")/1024)
-	if failed.Load() > 0 {
-		t.Errorf("%d streams failed; first: %.300v", failed.Load(), firstErr.Load())
+	if lc.failed.Load() > 0 {
+		t.Errorf("%d streams failed; first: %.300v", lc.failed.Load(), lc.firstErr.Load())
 	}
-	if ok.Load() == 0 {
+	if lc.ok.Load() == 0 {
 		t.Fatal("no stream completed")
 	}
 	// While the server keeps running, what remains beyond the baseline is
@@ -137,32 +95,104 @@ func TestLoadStreamingClients(t *testing.T) {
 	// gateway's side, one on the fake's, per connection; at most
 	// transport.DefaultMaxIdleConnsPerHost connections).
 	const poolBound = 3 * 128
-	settle := func(limit int, what string) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			runtime.GC()
-			n := runtime.NumGoroutine()
-			if n <= limit {
-				t.Logf("goroutines %s: %d (baseline %d)", what, n, base)
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Fatalf("goroutines %s: %d > %d\n%s", what, n, limit, buf[:runtime.Stack(buf, true)])
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	settle(base+poolBound+5, "after the run, server still up (idle upstream pool included)")
+	settleGoroutines(t, base, base+poolBound+5, "after the run, server still up (idle upstream pool included)")
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	if err := f.srv.Shutdown(sctx); err != nil {
 		t.Fatal(err)
 	}
-	settle(base+2, "after Shutdown")
+	settleGoroutines(t, base, base+2, "after Shutdown")
 	if up.InFlight() != 0 {
 		t.Errorf("upstream requests in flight after the run: %d", up.InFlight())
+	}
+}
+
+// loadSize is the number of clients (PGW_LOAD_CLIENTS, default 1,000)
+// and the duration (PGW_LOAD_DURATION, default 30 s, at most 5 min) of the
+// load test.
+func loadSize(t *testing.T) (clients int, dur time.Duration) {
+	t.Helper()
+	clients = 1000
+	if v := os.Getenv("PGW_LOAD_CLIENTS"); v != "" {
+		if _, err := fmt.Sscan(v, &clients); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dur = 30 * time.Second
+	if v := os.Getenv("PGW_LOAD_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > 5*time.Minute {
+			t.Fatalf("PGW_LOAD_DURATION %q", v)
+		}
+		dur = d
+	}
+	return clients, dur
+}
+
+// loadClients are the streaming clients of the load test: each sends body
+// to url again and again and counts a stream ok when it ends with [DONE]
+// and its text is want.
+type loadClients struct {
+	hc              *http.Client
+	url, body, want string
+	ok, failed      atomic.Int64
+	firstErr        atomic.Value
+}
+
+// run is one client until ctx ends; it returns the latency of each of its
+// streams that completed.
+func (lc *loadClients) run(ctx context.Context) []time.Duration {
+	var mine []time.Duration
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		req, _ := http.NewRequest("POST", lc.url, strings.NewReader(lc.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := lc.hc.Do(req)
+		if err != nil {
+			lc.failed.Add(1)
+			lc.firstErr.CompareAndSwap(nil, err.Error())
+			continue
+		}
+		b, err := io.ReadAll(bufio.NewReader(resp.Body))
+		resp.Body.Close()
+		events := sseEvents(b)
+		if err != nil || resp.StatusCode != http.StatusOK || lastEvent(events) != "[DONE]" || streamTextQuiet(events) != lc.want {
+			lc.failed.Add(1)
+			lc.firstErr.CompareAndSwap(nil, string(b))
+			continue
+		}
+		lc.ok.Add(1)
+		mine = append(mine, time.Since(t0))
+	}
+	return mine
+}
+
+// percentile is the p-quantile of the sorted lats (0 when empty).
+func percentile(lats []time.Duration, p float64) time.Duration {
+	if len(lats) == 0 {
+		return 0
+	}
+	return lats[min(len(lats)-1, int(p*float64(len(lats))))]
+}
+
+// settleGoroutines waits up to 15 s for the goroutines to number at most
+// limit (base is the baseline, for the log), and fails with every stack
+// when they do not.
+func settleGoroutines(t *testing.T, base, limit int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		runtime.GC()
+		n := runtime.NumGoroutine()
+		if n <= limit {
+			t.Logf("goroutines %s: %d (baseline %d)", what, n, base)
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines %s: %d > %d\n%s", what, n, limit, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

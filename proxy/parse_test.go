@@ -19,56 +19,11 @@ func parseChatStd(body []byte) (*chatRequest, error) {
 		return nil, badRequest("", "invalid_json", "request body is not a JSON object: %v", err)
 	}
 	req := &chatRequest{}
-	if raw, ok := fields["model"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &req.model); err != nil {
-			return nil, badRequest("model", "invalid_type", "model must be a string")
-		}
+	if err := stdScalars(fields, req); err != nil {
+		return nil, err
 	}
-	if raw, ok := fields["stream"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &req.stream); err != nil {
-			return nil, badRequest("stream", "invalid_type", "stream must be a boolean")
-		}
-	}
-	if raw, ok := fields["stream_options"]; ok && !isNull(raw) {
-		var so struct {
-			IncludeUsage bool `json:"include_usage"`
-		}
-		if err := json.Unmarshal(raw, &so); err != nil {
-			return nil, badRequest("stream_options", "invalid_type", "stream_options must be an object")
-		}
-		req.includeUsage = so.IncludeUsage
-	}
-	if raw, ok := fields["n"]; ok && !isNull(raw) {
-		var n float64
-		if err := json.Unmarshal(raw, &n); err != nil || n != 1 {
-			return nil, badRequest("n", "unsupported_value", "only n=1 is supported")
-		}
-	}
-	if raw, ok := fields[gatewayField]; ok && !isNull(raw) {
-		if err := req.gatewayOptions(raw); err != nil {
-			return nil, err
-		}
-	}
-	// An extra_body object loses its fallbacks member; the top-level
-	// fallbacks win over it.
-	var extraBody map[string]json.RawMessage
-	var top, inner []byte
-	if raw, ok := fields[extraBodyField]; ok && !isNull(raw) {
-		var eb map[string]json.RawMessage
-		if json.Unmarshal(raw, &eb) == nil {
-			if fb, ok := eb[fallbacksField]; ok {
-				delete(eb, fallbacksField)
-				extraBody = eb
-				if !isNull(fb) {
-					inner = fb
-				}
-			}
-		}
-	}
-	if raw, ok := fields[fallbacksField]; ok && !isNull(raw) {
-		top = raw
-	}
-	if err := req.setFallbacks(top, inner); err != nil {
+	extraBody, err := stdFallbacks(fields, req)
+	if err != nil {
 		return nil, err
 	}
 	raw, ok := fields["messages"]
@@ -90,6 +45,75 @@ func parseChatStd(body []byte) (*chatRequest, error) {
 		}
 		req.messages[i] = m
 	}
+	stdParams(fields, req, extraBody)
+	return req, nil
+}
+
+// stdScalars reads model, stream, stream_options, n and the gateway's
+// own options, as parseChat does.
+func stdScalars(fields map[string]json.RawMessage, req *chatRequest) error {
+	if raw, ok := fields["model"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &req.model); err != nil {
+			return badRequest("model", "invalid_type", "model must be a string")
+		}
+	}
+	if raw, ok := fields["stream"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &req.stream); err != nil {
+			return badRequest("stream", "invalid_type", "stream must be a boolean")
+		}
+	}
+	if raw, ok := fields["stream_options"]; ok && !isNull(raw) {
+		var so struct {
+			IncludeUsage bool `json:"include_usage"`
+		}
+		if err := json.Unmarshal(raw, &so); err != nil {
+			return badRequest("stream_options", "invalid_type", "stream_options must be an object")
+		}
+		req.includeUsage = so.IncludeUsage
+	}
+	if raw, ok := fields["n"]; ok && !isNull(raw) {
+		var n float64
+		if err := json.Unmarshal(raw, &n); err != nil || n != 1 {
+			return badRequest("n", "unsupported_value", "only n=1 is supported")
+		}
+	}
+	if raw, ok := fields[gatewayField]; ok && !isNull(raw) {
+		if err := req.gatewayOptions(raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stdFallbacks reads the fallbacks, at the top level and in extra_body,
+// and returns extra_body without its fallbacks member (nil when it had
+// none).
+func stdFallbacks(fields map[string]json.RawMessage, req *chatRequest) (map[string]json.RawMessage, error) {
+	// An extra_body object loses its fallbacks member; the top-level
+	// fallbacks win over it.
+	var extraBody map[string]json.RawMessage
+	var top, inner []byte
+	if raw, ok := fields[extraBodyField]; ok && !isNull(raw) {
+		var eb map[string]json.RawMessage
+		if json.Unmarshal(raw, &eb) == nil {
+			if fb, ok := eb[fallbacksField]; ok {
+				delete(eb, fallbacksField)
+				extraBody = eb
+				if !isNull(fb) {
+					inner = fb
+				}
+			}
+		}
+	}
+	if raw, ok := fields[fallbacksField]; ok && !isNull(raw) {
+		top = raw
+	}
+	return extraBody, req.setFallbacks(top, inner)
+}
+
+// stdParams keeps every field that is not the gateway's own as a
+// parameter, extra_body stripped of its fallbacks.
+func stdParams(fields map[string]json.RawMessage, req *chatRequest, extraBody map[string]json.RawMessage) {
 	for k, v := range fields {
 		if ownFields[k] || isNull(v) {
 			continue
@@ -111,7 +135,6 @@ func parseChatStd(body []byte) (*chatRequest, error) {
 	if len(req.params) == 0 {
 		req.params = nil
 	}
-	return req, nil
 }
 
 // FuzzParseChat holds the parser to the encoding/json reading of the whole

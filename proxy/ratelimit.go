@@ -3,31 +3,39 @@ package proxy
 import (
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
+
+// The per-client buckets are golang.org/x/time/rate limiters: a
+// maintained token bucket whose every method takes the time explicitly
+// (TokensAt, AllowN), so the server's clock (Config.Now) drives it and tests
+// step it by hand. The server only adds what rate does not do: a bounded
+// set of buckets by name, and two buckets taken together or not at all.
 
 // tokenRate is the refill rate (tokens per second) and size of a token
 // bucket.
-type tokenRate struct{ perSec, burst float64 }
-
-type bucket struct {
-	tokens float64
-	last   time.Time
+type tokenRate struct {
+	perSec float64
+	burst  int
 }
 
-// refill brings b's tokens up to now.
-func (r tokenRate) refill(b *bucket, now time.Time) {
-	if el := now.Sub(b.last); el > 0 {
-		b.tokens = min(r.burst, b.tokens+el.Seconds()*r.perSec)
-		b.last = now
-	}
-}
+// bucket returns a full bucket of r.
+func (r tokenRate) bucket() *rate.Limiter { return rate.NewLimiter(rate.Limit(r.perSec), r.burst) }
 
-// wait returns how long until b holds one token (0 when it does).
-func (r tokenRate) wait(b *bucket) time.Duration {
-	if b.tokens >= 1 {
+// wait returns how long from now until b holds one token (0 when it does).
+func (r tokenRate) wait(b *rate.Limiter, now time.Time) time.Duration {
+	tokens := b.TokensAt(now)
+	if tokens >= 1 {
 		return 0
 	}
-	return time.Duration((1 - b.tokens) / r.perSec * float64(time.Second))
+	return time.Duration((1 - tokens) / r.perSec * float64(time.Second))
+}
+
+// full reports whether b holds a whole burst at now: it is then no
+// different from a new bucket.
+func (r tokenRate) full(b *rate.Limiter, now time.Time) bool {
+	return b.TokensAt(now) >= float64(r.burst)
 }
 
 // bucketSet is a bounded set of buckets by name. A bucket that has been
@@ -39,36 +47,33 @@ func (r tokenRate) wait(b *bucket) time.Duration {
 type bucketSet struct {
 	rate    tokenRate
 	max     int
-	buckets map[string]*bucket
+	buckets map[string]*rate.Limiter
 }
 
-func newBucketSet(rate tokenRate, max int) bucketSet {
-	return bucketSet{rate: rate, max: max, buckets: make(map[string]*bucket)}
+func newBucketSet(r tokenRate, max int) bucketSet {
+	return bucketSet{rate: r, max: max, buckets: make(map[string]*rate.Limiter)}
 }
 
-// get returns name's bucket refilled up to now, creating a full one (and
-// evicting to make room) when there is none.
-func (s *bucketSet) get(name string, now time.Time) *bucket {
+// get returns name's bucket, creating a full one (and evicting to make
+// room) when there is none.
+func (s *bucketSet) get(name string, now time.Time) *rate.Limiter {
 	b, ok := s.buckets[name]
 	if !ok {
 		if len(s.buckets) >= s.max {
 			s.evict(now)
 		}
-		b = &bucket{tokens: s.rate.burst, last: now}
+		b = s.rate.bucket()
 		s.buckets[name] = b
-		return b
 	}
-	s.rate.refill(b, now)
 	return b
 }
 
 // evict drops every bucket that has refilled completely; if none has, it
 // drops one arbitrary bucket.
 func (s *bucketSet) evict(now time.Time) {
-	full := time.Duration(s.rate.burst / s.rate.perSec * float64(time.Second))
 	n := len(s.buckets)
 	for k, b := range s.buckets {
-		if now.Sub(b.last) >= full {
+		if s.rate.full(b, now) {
 			delete(s.buckets, k)
 		}
 	}
@@ -90,7 +95,7 @@ type clientLimiter struct {
 }
 
 func newClientLimiter(rate float64, burst, maxClients int, now func() time.Time) *clientLimiter {
-	return &clientLimiter{now: now, set: newBucketSet(tokenRate{rate, float64(burst)}, maxClients)}
+	return &clientLimiter{now: now, set: newBucketSet(tokenRate{rate, burst}, maxClients)}
 }
 
 // allow takes one token from key's bucket. When the bucket is empty it
@@ -100,10 +105,10 @@ func (l *clientLimiter) allow(key string) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.set.get(key, now)
-	if wait := l.set.rate.wait(b); wait > 0 {
+	if wait := l.set.rate.wait(b, now); wait > 0 {
 		return false, wait
 	}
-	b.tokens--
+	b.AllowN(now, 1)
 	return true, 0
 }
 
@@ -130,18 +135,17 @@ type keyLimiter struct {
 
 type keyBuckets struct {
 	mu    sync.Mutex
-	total bucket
+	total *rate.Limiter
 	ids   bucketSet
 }
 
 // newKeyLimiter makes the buckets of keys keys at rate; idRate.perSec 0
 // means ids do not sub-divide a key. Each key keeps at most maxIDs id
 // buckets.
-func newKeyLimiter(keys int, rate, idRate tokenRate, maxIDs int, now func() time.Time) *keyLimiter {
-	l := &keyLimiter{now: now, rate: rate, ids: idRate.perSec > 0, keys: make([]keyBuckets, keys)}
-	start := now()
+func newKeyLimiter(keys int, keyRate, idRate tokenRate, maxIDs int, now func() time.Time) *keyLimiter {
+	l := &keyLimiter{now: now, rate: keyRate, ids: idRate.perSec > 0, keys: make([]keyBuckets, keys)}
 	for i := range l.keys {
-		l.keys[i].total = bucket{tokens: rate.burst, last: start}
+		l.keys[i].total = keyRate.bucket()
 		if l.ids {
 			l.keys[i].ids = newBucketSet(idRate, maxIDs)
 		}
@@ -157,19 +161,19 @@ func (l *keyLimiter) allow(key int, id string) (bool, time.Duration) {
 	k := &l.keys[key]
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	l.rate.refill(&k.total, now)
-	wait := l.rate.wait(&k.total)
-	var ib *bucket
+	wait := l.rate.wait(k.total, now)
+	var ib *rate.Limiter
 	if l.ids && id != "" {
 		ib = k.ids.get(id, now)
-		wait = max(wait, k.ids.rate.wait(ib))
+		wait = max(wait, k.ids.rate.wait(ib, now))
 	}
 	if wait > 0 {
 		return false, wait
 	}
-	k.total.tokens--
+	// Both hold a token at now (checked under k.mu): both are taken.
+	k.total.AllowN(now, 1)
 	if ib != nil {
-		ib.tokens--
+		ib.AllowN(now, 1)
 	}
 	return true, 0
 }

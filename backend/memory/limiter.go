@@ -72,6 +72,19 @@ const never = int64(math.MaxInt64)
 // start from fresh counts there, and permits of the old pool lapse with
 // their leases (as on Redis, where the keys move).
 //
+// Queues (WithQueue): each scope has a fair admission queue in its lock
+// domain (internal/fairqueue), and TryAcquire answers through it as
+// core.Limiter's contract says. A slot freed by Release while waiters are
+// in line stays held, reserved for the next waiter's claim (a slot entry
+// of a lease of its own on the released permit's source and global
+// levels, which InFlight counts); the claim holder's next TryAcquire
+// frees it before it checks the gates, and a claim that comes back to no
+// one frees it. The head of the line waits for a rate window or a budget
+// window on one timer of the clock, in its caller's goroutine. A slot that
+// frees because its lease ended is handed on too, when the domain's global
+// gates are next looked at (TryAcquire, Release, Usage). In a pool, a slot
+// is handed within its permit's scope.
+//
 // Time never runs backwards within a lock domain (a scope, or a pool and its
 // scopes): a clock reading older than one it has already acted at counts as
 // that later time.
@@ -93,6 +106,8 @@ type Limiter struct {
 	own, pools map[string]*limScope
 	// budgets are the spends of every budget, shared across scopes.
 	budgets budgetBook
+	// queue is the admission queues' configuration; nil: no queues.
+	queue *QueueConfig
 }
 
 var _ core.Limiter = (*Limiter)(nil)
@@ -110,6 +125,9 @@ type limScope struct {
 	// never runs backwards inside a scope, which keeps every log in time
 	// order.
 	last int64
+	// queues are the admission queues of the domain's scopes (with
+	// WithQueue), one per scope, guarded by mu.
+	queues map[string]*scopeQueue
 }
 
 // monotonic returns now, or the scope's latest time if that is later.
@@ -125,14 +143,15 @@ func (sc *limScope) monotonic(now int64) int64 {
 // the pool that domain is ("" = the scope's own).
 type limSource struct {
 	scope *limScope
+	key   sourceKey
 	pool  string
 	level level
 }
 
-// NewLimiter returns an empty Limiter. Only WithClock applies.
+// NewLimiter returns an empty Limiter. WithClock and WithQueue apply.
 func NewLimiter(opts ...Option) *Limiter {
 	o := buildOptions(opts)
-	l := &Limiter{clk: newElapsed(o.clock), own: map[string]*limScope{}, pools: map[string]*limScope{}}
+	l := &Limiter{clk: newElapsed(o.clock), own: map[string]*limScope{}, pools: map[string]*limScope{}, queue: o.queue}
 	l.scopes.Store(&map[string]*limScope{})
 	l.sources.Store(&map[sourceKey]*limSource{})
 	return l
@@ -141,58 +160,86 @@ func NewLimiter(opts ...Option) *Limiter {
 // TryAcquire checks every enabled gate of req's source and scope, then
 // req's budgets, and takes them all, or refuses and takes none. It never
 // blocks on quota; it fails only for a budget that cannot be enforced
-// (*BudgetError). ctx is not used.
-func (l *Limiter) TryAcquire(_ context.Context, req core.PermitRequest) (core.Grant, error) {
-	if len(req.Budgets) > 0 {
-		if err := checkBudgets(req.Budgets); err != nil {
-			return core.Grant{}, err
-		}
+// (*BudgetError). With WithQueue it answers through the scope's queue as
+// core.Limiter's contract says (ctx gives the call's deadline); without,
+// ctx is not used.
+func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.Grant, error) {
+	if err := l.checkRequest(&req); err != nil {
+		leaveOnError(ctx, &req)
+		return core.Grant{}, err
 	}
 	src := l.source(req.Scope, req.Source, req.Pool)
 	sc := src.scope
-	tokens := int64(max(req.Tokens, 0))
-
 	read := l.clk.now() // read outside the lock: a clock read can be slow
 	sc.mu.Lock()
 	now := sc.monotonic(read)
-	nowT := l.clk.at(now)
 	src.level.purge(now)
-	sc.global.purge(now)
+	l.purgeGlobal(sc, now)
+	if l.queue == nil {
+		g := l.acquireLocked(&req, src, now)
+		sc.mu.Unlock()
+		return g, nil
+	}
+	g, stray, err := l.admitQueued(ctx, &req, src, now)
+	sc.mu.Unlock()
+	if stray != nil {
+		stray.Leave(ctx) // a waiter of another queue: under its own lock
+	}
+	return g, err
+}
+
+// checkRequest refuses a request the Limiter cannot serve: a budget it
+// cannot enforce, a place its queue cannot take.
+func (l *Limiter) checkRequest(req *core.PermitRequest) error {
+	if len(req.Budgets) > 0 {
+		if err := checkBudgets(req.Budgets); err != nil {
+			return err
+		}
+	}
+	if l.queue != nil {
+		return checkPlace(req.Place)
+	}
+	return nil
+}
+
+// acquireLocked checks the gates and budgets and takes them all, or
+// refuses (sc.mu held, the levels purged at now).
+func (l *Limiter) acquireLocked(req *core.PermitRequest, src *limSource, now int64) core.Grant {
+	sc := src.scope
+	tokens := int64(max(req.Tokens, 0))
 	gate, retry := src.level.check(req.SourceLimits, tokens, now, gatesOf(false))
 	if gate == core.GateNone {
 		gate, retry = sc.global.check(req.GlobalLimits, tokens, now, gatesOf(true))
 	}
 	if gate != core.GateNone {
-		sc.mu.Unlock()
-		return core.Grant{Gate: gate, RetryAfter: retry}, nil
+		return core.Grant{Gate: gate, RetryAfter: retry}
 	}
+	nowT := l.clk.at(now)
 	cost := budget.Clamp(req.Cost)
 	if len(req.Budgets) > 0 {
 		l.budgets.mu.Lock()
 		i, retry := l.budgets.acquire(req.Budgets, cost, nowT)
 		l.budgets.mu.Unlock()
 		if i >= 0 {
-			sc.mu.Unlock()
-			return core.Grant{Gate: core.GateBudget, Budget: req.Budgets[i].Key, RetryAfter: retry}, nil
+			return core.Grant{Gate: core.GateBudget, Budget: req.Budgets[i].Key, RetryAfter: retry}
 		}
 	}
 	lease := l.leases.Add(1)
 	expires := addSat(now, req.LeaseTTL)
-	src.level.take(req.SourceLimits, lease, expires, now, tokens)
-	sc.global.take(req.GlobalLimits, lease, expires, now, tokens)
-	sc.mu.Unlock()
-
+	src.level.take(req.SourceLimits, slot{lease, expires, src}, now, tokens)
+	sc.global.take(req.GlobalLimits, slot{lease, expires, src}, now, tokens)
 	return core.Grant{OK: true, Permit: core.Permit{
 		Scope: req.Scope, Source: req.Source,
 		Lease: lease, Tokens: int(tokens), AcquiredAt: nowT,
 		Budgets: req.Budgets, Cost: cost,
-	}}, nil
+	}}
 }
 
 // Release frees p's concurrency slots and settles its TPM entries and its
 // budgets as s says, in the windows of the acquire. It is a no-op for a
-// permit that expired, was already released or was never granted. It
-// never fails; ctx is not used.
+// permit that expired, was already released or was never granted. With
+// WithQueue a slot it frees is handed to the next waiter of the permit's
+// scope, reserved for its claim. It never fails; ctx is not used.
 func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) error {
 	src := l.lookupSource(p.Scope, p.Source)
 	if src == nil || p.Lease == 0 {
@@ -204,11 +251,14 @@ func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) e
 	defer sc.mu.Unlock()
 	now := sc.monotonic(read)
 	src.level.purge(now)
-	sc.global.purge(now)
+	l.purgeGlobal(sc, now)
 	if !src.level.removeSlot(p.Lease) {
 		return nil
 	}
 	sc.global.removeSlot(p.Lease)
+	if sc.queues != nil {
+		l.handOn(sc, src)
+	}
 	if len(p.Budgets) > 0 {
 		l.budgets.mu.Lock()
 		l.budgets.settle(&p, s, l.clk.at(now))
@@ -251,7 +301,12 @@ func (l *Limiter) Usage(_ context.Context, scope, source string) (core.LimiterUs
 	read := l.clk.now()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	lv.purge(sc.monotonic(read))
+	now := sc.monotonic(read)
+	if lv == &sc.global {
+		l.purgeGlobal(sc, now)
+	} else {
+		lv.purge(now)
+	}
 	return core.LimiterUsage{InFlight: len(lv.slots), Requests: lv.log.n, Tokens: int(lv.log.tokens)}, nil
 }
 
@@ -286,7 +341,7 @@ func (l *Limiter) source(scope, source, pool string) *limSource {
 		scopes[scope] = sc
 		l.scopes.Store(&scopes)
 	}
-	s := &limSource{scope: sc, pool: pool}
+	s := &limSource{scope: sc, key: key, pool: pool}
 	sources := make(map[sourceKey]*limSource, len(old)+1)
 	maps.Copy(sources, old)
 	sources[key] = s
@@ -320,15 +375,23 @@ type level struct {
 type slot struct {
 	lease   uint64
 	expires int64
+	src     *limSource // the permit's source
 }
 
 // purge drops expired slots and log entries that left the window.
-func (lv *level) purge(now int64) {
+func (lv *level) purge(now int64) { lv.purgeInto(now, nil) }
+
+// purgeInto is purge, appending the slots it drops to expired when it is
+// not nil.
+func (lv *level) purgeInto(now int64, expired *[]slot) {
 	if now >= lv.nextExpiry {
 		next := never
 		s := lv.slots
 		for i := 0; i < len(s); {
 			if s[i].expires <= now {
+				if expired != nil {
+					*expired = append(*expired, s[i])
+				}
 				s[i] = s[len(s)-1]
 				s = s[:len(s)-1]
 				continue
@@ -358,12 +421,12 @@ func (lv *level) check(lim core.Limits, tokens, now int64, g levelGates) (core.G
 	return core.GateNone, 0
 }
 
-// take counts one granted permit.
-func (lv *level) take(lim core.Limits, lease uint64, expires, now, tokens int64) {
-	lv.slots = append(lv.slots, slot{lease: lease, expires: expires})
-	lv.nextExpiry = min(lv.nextExpiry, expires)
+// take counts one granted permit, holding its slot sl.
+func (lv *level) take(lim core.Limits, sl slot, now, tokens int64) {
+	lv.slots = append(lv.slots, sl)
+	lv.nextExpiry = min(lv.nextExpiry, sl.expires)
 	if lim.RPM > 0 || lim.TPM > 0 {
-		lv.log.push(entry{at: now, lease: lease, amount: tokens})
+		lv.log.push(entry{at: now, lease: sl.lease, amount: tokens})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,11 +18,53 @@ import (
 )
 
 // Admitter is the native admission port of a Limiter and a Breaker of this
-// package on the same client: Admit runs the breaker's Allow and all the
-// gates in one script, Finish the release, the settlement and the record in
-// one script, so a governed call costs one round trip before the upstream
-// call and one after. It is a core.PushbackAdmitter: PushBack shares a
-// 429's wait through the Breaker, and Admit honours it in its one script.
+// package on the same client: Admit runs the breaker's Allow, the scope's
+// fair queue and all the gates in one script, Finish the release, the
+// handoff of what it frees, the settlement and the record in one script,
+// so a governed call costs one round trip before the upstream call and one
+// after. It is a core.PushbackAdmitter: PushBack shares a 429's wait
+// through the Breaker, and Admit honours it in its one script.
+//
+// # The queue
+//
+// With WithQueue, when a gate that frees by itself refuses (a concurrency
+// gate, or a rate window that says when it has room), the call does not
+// fail: it waits in
+// its scope's queue, shared by every process on the same Redis and prefix
+// (docs/explanation-queue.md): by priority class with a share rule for the
+// lower ones, tenants in turn, in arrival order. Admit returns a ticket
+// with Queued set; the caller waits on it and admits again with it
+// (AdmitRequest.Waiter), on the source a claim names. A new call never
+// passes waiters in line. A slot freed by Finish while waiters are in line
+// is handed to the next of them at once: it stays reserved for it for
+// QueueConfig.ClaimTTL and its process is woken. A circuit that refuses is
+// not queued; a spend budget's refusal and a request no window can ever
+// fit are not queued either (the ticket is refused as before); a deadline
+// (the context's) that the line ahead cannot meet is refused with a
+// *core.QueueDeadlineError. A call that does not wait costs nothing more
+// than its two scripts. Without WithQueue a gate's refusal is a refused
+// ticket, as core.ComposeAdmitter's.
+//
+// Every process has one subscriber connection (one per queue's slot on a
+// Redis Cluster: a shard channel lives on its slot's node), opened by its
+// first call that waits, on which the scripts publish (SPUBLISH) to the
+// process's channel of the queue: a claim handed to one of its waiters,
+// the head's turn when room in a rate window is due, an entry gone, a
+// claim it granted taken. The subscriber's one goroutine dispatches them
+// to the waiters in memory. A waiter waits on a channel of its own and, at
+// the head, one timer; waiting runs no command.
+//
+// A script publishes to a process before it hands anything to it: a
+// process whose subscriber is gone has its entries dropped as they come
+// up. Every entry has a lease (QueueConfig.Lease, or to its deadline): a
+// process that dies leaves no entry older, and scripts drop lapsed entries
+// as they pass; a process renews its waiters' leases together, one script
+// per queue every four fifths of the lease. A claim not taken within
+// ClaimTTL (its holder died after it was woken) goes to the next waiter:
+// the process that granted it checks it then, unless the holder's Admit
+// told it that it was taken. After a reconnection of its subscriber a
+// process asks for the state of its waiters, as it may have missed
+// messages.
 //
 // # Healing
 //
@@ -40,7 +83,9 @@ import (
 //     nothing. (A budget gets its tombstone only where its current window
 //     has been started; a late Admit that finds none, or arrives in a
 //     later window, keeps its reservation until that window ends, never
-//     settled: the budget errs on the safe side.)
+//     settled: the budget errs on the safe side.) A queue entry the lost
+//     script may have made is a stray: a claim handed to it lapses to the
+//     next waiter, and it lapses with its lease.
 //   - Finish fails: a reclaim releases the permit, settled as Finish would
 //     have (its budgets included), and gives back the probe if the attempt
 //     held it. The outcome
@@ -69,11 +114,21 @@ import (
 // GovernanceBackendError; nothing goes upstream unprotected.
 //
 // An Admitter is safe for concurrent use. Close it when done (it does not
-// close the client). Create one with NewAdmitter.
+// close the client; waiters still waiting are woken as lapsed). Create one
+// with NewAdmitter.
 type Admitter struct {
 	l    *Limiter
 	b    *Breaker
 	heal *healer
+
+	// The queue (queuing: WithQueue was given): its settings, this
+	// process's name in it, its waker.
+	queuing bool
+	qcfg    QueueConfig
+	proc    string
+	wake    *waker
+	// until returns the time left before ctx's deadline (untilDeadline).
+	until func(ctx context.Context) (time.Duration, bool)
 }
 
 var (
@@ -84,13 +139,18 @@ var (
 
 // NewAdmitter returns the native Admitter of l and b, or nil when they do
 // not share one client (compose them with core.ComposeAdmitter then).
-// WithLogger applies; l and b keep their own prefix and clock.
+// WithLogger and WithQueue apply; l and b keep their own prefix and clock.
 func NewAdmitter(l *Limiter, b *Breaker, opts ...Option) *Admitter {
 	if l == nil || b == nil || l.c != b.c {
 		return nil
 	}
 	o := buildOptions(opts)
-	a := &Admitter{l: l, b: b}
+	a := &Admitter{l: l, b: b, proc: fmt.Sprintf("%016x", rand.Uint64()),
+		until: untilDeadline}
+	if o.queue != nil {
+		a.queuing, a.qcfg = true, *o.queue
+	}
+	a.qcfg = a.qcfg.withDefaults()
 	logger := o.logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -98,63 +158,100 @@ func NewAdmitter(l *Limiter, b *Breaker, opts ...Option) *Admitter {
 	clock := l.opt.clockOrSystem()
 	a.heal = &healer{a: a, clock: clock, log: rateLog{log: logger, every: healLogEvery},
 		jobs: make(chan *reclaim, healQueue), wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	a.wake = newWaker(a, logger)
 	return a
 }
 
 // Admit implements core.Admitter: one script, the breaker's Allow (a
 // source switched off is refused with Disabled, one pushed back with
-// PushedBack, its pushback read in the same script), the six gates and the
-// budgets. A scope whose permit and circuit name different pools (keys in
-// different slots) is admitted as core.ComposeAdmitter would, in two round
-// trips. A budget that cannot be enforced fails it with a
-// GovernanceBackendError of a *BudgetError, before any round trip.
+// PushedBack, its pushback read in the same script), the scope's queue,
+// the six gates and the budgets (see The queue). A scope whose permit and
+// circuit name different pools (keys in different slots) is admitted as
+// core.ComposeAdmitter would, in two round trips and without the queue
+// (a waiter passed in leaves). A waiter that is not one of this
+// Admitter's counts as a new call. A budget that cannot be enforced or a
+// place the queue cannot keep fails it with a GovernanceBackendError,
+// before any round trip; after any error a waiter passed in has left the
+// queue.
 func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
 	p := req.Permit
+	c := admitCall{}
+	if w, ok := p.Waiter.(*qwaiter); ok && w.a == a && a.queuing {
+		c.w = w
+	}
+	p.Waiter = nil
 	if p.Pool != req.Breaker.Pool {
+		if c.w != nil {
+			c.w.Leave(ctx)
+		}
+		req.Permit = p
 		return core.ComposeAdmitter(a.l, a.b).Admit(ctx, req)
+	}
+	if err := checkPlace(p.Place); err != nil {
+		if c.w != nil {
+			c.w.Leave(ctx)
+		}
+		return core.Ticket{}, admitErr(err)
 	}
 	if len(p.Budgets) > 0 {
 		if err := checkBudgets(p.Budgets); err != nil {
-			return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
+			return core.Ticket{}, admitErr(err)
 		}
 		a.l.noteBudgets(p.Scope, p.Pool, p.Budgets)
 	}
 	a.l.pools.note(p.Scope, p.Pool)
+	c.k = a.l.queueKeysOf(p.Scope, p.Pool)
+	listening := a.wake.listens(c.k)
+	c.left, c.hasDL = a.until(ctx)
+	c.now = a.l.opt.clockOrSystem().Now()
+	c.dl = c.now.Add(c.left) // the deadline on the queue's clock
 	lease := newLease(&p)
-	keys, arg := a.admitArgs(&req, lease)
+	keys, arg := a.admitArgs(&req, lease, &c)
 	res, err := admitScript.Run(ctx, a.l.c, keys, arg).Int64Slice()
 	if err != nil {
+		if c.w != nil {
+			c.w.Leave(context.WithoutCancel(ctx)) // bounded; else its entry lapses with its lease
+		}
 		if !errors.Is(err, redis.ErrClosed) {
 			j := &reclaim{permit: core.Permit{Scope: p.Scope, Source: p.Source, Lease: lease, Budgets: p.Budgets},
 				pool: p.Pool, settle: core.Settlement{Kind: core.SettleRefund}, probe: true}
 			j.deadline, j.expires = leaseEnd(lease, a.heal.clock.Now())
 			a.heal.add(j)
 		}
-		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit",
-			Err: fmt.Errorf("polygateway: redisstore: admit: %w", err)}
+		return core.Ticket{}, admitErr(fmt.Errorf("polygateway: redisstore: admit: %w", err))
 	}
 	a.heal.answered()
-	if len(res) != allowReply+5 {
-		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit",
-			Err: fmt.Errorf("polygateway: redisstore: admit: unexpected reply %v", res)}
+	if len(res) != admitReply {
+		return core.Ticket{}, admitErr(fmt.Errorf("polygateway: redisstore: admit: unexpected reply %v", res))
 	}
 	t := core.Ticket{Admission: admission(res[:allowReply]), Breaker: req.Breaker}
 	if !t.Admission.Allowed {
+		if c.w != nil {
+			a.wake.forget(c.w) // the script took it out of the queue
+		}
 		return t, nil
 	}
-	if t.Grant, err = a.l.grant(res[allowReply:], &p, lease, "admit"); err != nil {
-		return core.Ticket{}, &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
+	if t.Grant, err = a.l.grant(res[allowReply:allowReply+5], &p, lease, "admit"); err != nil {
+		return core.Ticket{}, admitErr(err)
+	}
+	if err := a.queued(ctx, &t, res[allowReply+5:], &req, &c, listening); err != nil {
+		return core.Ticket{}, err
 	}
 	return t, nil
 }
 
+// admitErr wraps an error of Admit as the port says.
+func admitErr(err error) error {
+	return &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
+}
+
 // admitArgs returns the keys and the argument of the admit script of req
 // (lua/admit.lua) for an attempt holding lease: the levels' keys, the
-// circuit, its pushback, then the budgets' hashes.
-func (a *Admitter) admitArgs(req *core.AdmitRequest, lease uint64) ([]string, string) {
+// circuit, its pushback, the queue's four, then the budgets' hashes.
+func (a *Admitter) admitArgs(req *core.AdmitRequest, lease uint64, c *admitCall) ([]string, string) {
 	p := &req.Permit
 	sk := a.l.scriptKeys(p.Scope, p.Source, p.Pool)
-	keys := sk.admitKeys(a.l, a.b)
+	keys := append(append(make([]string, 0, pushbackIndex+4+len(p.Budgets)), sk.admitKeys(a.l, a.b)...), c.k.keys[:]...)
 	if len(p.Budgets) > 0 {
 		keys = a.l.withBudgets(keys, p.Scope, p.Pool, p.Budgets)
 	}
@@ -166,8 +263,9 @@ func (a *Admitter) admitArgs(req *core.AdmitRequest, lease uint64) ([]string, st
 	a.b.writeAllow(w, &req.Breaker, strconv.FormatUint(lease, 10))
 	w.close()
 	w.object("limiter")
-	a.l.writeAcquire(w, p, sk, lease, pushbackIndex)
+	a.l.writeAcquire(w, p, sk, lease, pushbackIndex+4)
 	w.close()
+	a.writeAdmitQueue(w, c, p.Place, sk, pushbackIndex+1)
 	w.close()
 	return keys, w.String()
 }
@@ -187,52 +285,87 @@ func (a *Admitter) PushBack(ctx context.Context, scope, source string, cfg core.
 	return nil
 }
 
-// Finish implements core.Admitter: one script. On failure the release is
-// retried in the background (see Healing); the outcome is dropped.
+// Finish implements core.Admitter: one script, which also hands a slot it
+// frees to the next waiter of the scope's queue (see The queue). On
+// failure the release is retried in the background (see Healing); the
+// outcome is dropped.
 func (a *Admitter) Finish(ctx context.Context, t core.Ticket, s core.Settlement, o core.Outcome) (bool, error) {
+	applied, _, err := a.finish(ctx, t, s, o)
+	return applied, err
+}
+
+// finish is Finish; it also returns the queue's entry a slot went to (0:
+// none).
+func (a *Admitter) finish(ctx context.Context, t core.Ticket, s core.Settlement, o core.Outcome) (bool, uint64, error) {
 	if !t.Admitted() {
-		return false, nil
+		return false, 0, nil
 	}
 	p := t.Grant.Permit
 	pool, ok := a.l.permitPool(p)
 	if !ok || pool != t.Breaker.Pool {
-		return core.ComposeAdmitter(a.l, a.b).Finish(ctx, t, s, o)
+		applied, err := core.ComposeAdmitter(a.l, a.b).Finish(ctx, t, s, o)
+		return applied, 0, err
 	}
 	sk := a.l.scriptKeys(p.Scope, p.Source, pool)
-	keys := sk.withCircuit(a.l, a.b)
+	k := a.l.queueKeysOf(p.Scope, pool)
+	keys := append(append(make([]string, 0, circuitIndex+4+len(p.Budgets)), sk.withCircuit(a.l, a.b)...), k.keys[:]...)
 	if len(p.Budgets) > 0 {
 		keys = a.l.withBudgets(keys, p.Scope, pool, p.Budgets)
 	}
 	w := newRequest()
 	w.open()
 	w.object("limiter")
-	a.l.writeRelease(w, p, s, sk, false, circuitIndex)
+	a.l.writeRelease(w, p, s, sk, false, circuitIndex+4)
 	w.close()
 	w.object("breaker")
 	w.int("key", circuitIndex)
 	a.b.writeRecord(w, t.Admission, o, &t.Breaker, p.Lease)
 	w.close()
+	w.object("queue")
+	if a.queuing {
+		a.writeQueue(w, k, circuitIndex+1, sk, func(i int) int64 { return int64(3*i + 1) })
+		w.str("label", p.Source)
+	} else {
+		w.bool("off", true)
+	}
 	w.close()
-	n, err := finishScript.Run(ctx, a.l.c, keys, w.String()).Int64()
+	w.close()
+	res, err := finishScript.Run(ctx, a.l.c, keys, w.String()).Int64Slice()
+	if err == nil && len(res) != 3 {
+		err = fmt.Errorf("unexpected reply %v", res)
+	}
 	if err != nil {
 		j := &reclaim{permit: p, pool: pool, settle: s, probe: t.Admission.Probe}
 		j.deadline, j.expires = leaseEnd(p.Lease, p.AcquiredAt)
 		a.heal.add(j)
-		return false, &core.GovernanceBackendError{Backend: "limiter", Op: "finish",
+		return false, 0, &core.GovernanceBackendError{Backend: "limiter", Op: "finish",
 			Err: fmt.Errorf("polygateway: redisstore: finish: %w", err)}
 	}
 	a.heal.answered()
-	return n == 1, nil
+	if res[1] > 0 {
+		a.wake.granted(k, uint64(res[1]), p.Source)
+		if !a.wake.listens(k) {
+			// Hear the ends of the claims this process grants, so that
+			// their holders' word spares it a check of each: once per
+			// queue, bounded; a failure only leaves the checks to run.
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueOpTimeout)
+			_ = a.wake.listen(lctx, k)
+			cancel()
+		}
+	}
+	return res[0] == 1, uint64(res[1]), nil
 }
 
 // Reclaiming reports how many reclaims are queued or waiting for a retry.
 func (a *Admitter) Reclaiming() int { return int(a.heal.pending.Load()) }
 
-// Close stops the reclaim worker after one last try of what it still
-// holds (bounded by one second when the client has ContextTimeoutEnabled;
-// by its read timeout otherwise). It is idempotent and does not close the
-// client.
+// Close stops the queue's subscriber and checks (waiters still waiting
+// are woken as lapsed), then the reclaim worker after one last try of what
+// it still holds (bounded by one second when the client has
+// ContextTimeoutEnabled; by its read timeout otherwise). It is idempotent
+// and does not close the client.
 func (a *Admitter) Close() error {
+	a.wake.close()
 	a.heal.close()
 	return nil
 }

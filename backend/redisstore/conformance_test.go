@@ -73,3 +73,20 @@ func TestAdmitterConformance(t *testing.T) {
 		})
 	})
 }
+
+// TestAdmitterQueueConformance holds the native Admitter with its queue
+// to the queue suite, on the single node and on the cluster: the fake
+// clock drives the scripts' time and the queue's timers.
+func TestAdmitterQueueConformance(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		prefix := freshPrefix(t, tg.client)
+		backendtest.RunAdmitterQueueSuite(t, func(t *testing.T, clk *backendtest.FakeClock) backendtest.AdmitterBackend {
+			l := redisstore.NewLimiter(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+			b := redisstore.NewBreaker(tg.client, redisstore.WithPrefix(prefix), redisstore.WithClock(clk))
+			a := redisstore.NewAdmitter(l, b, redisstore.WithQueue(redisstore.QueueConfig{
+				Share: backendtest.SuiteQueueShare, ClaimTTL: backendtest.SuiteClaimTTL}))
+			t.Cleanup(func() { _ = a.Close() })
+			return backendtest.AdmitterBackend{Admitter: a, Limiter: l, Breaker: b}
+		})
+	})
+}

@@ -42,6 +42,8 @@
 //	{prefix}:brk:{SCOPE}:{source}             HASH, one circuit (and its switch)
 //	{prefix}:brk:{SCOPE}:{source}:pb          STRING, the circuit's pushback: its end (µs), while it lasts
 //	{prefix}:bud:{budget key}:{window s}      HASH, one budget's current window
+//	{prefix}:lim:{SCOPE}:q:s|o|r|x            the scope's admission queue (Admitter with WithQueue)
+//	{prefix}:lim:{SCOPE}:q:w:{process}        SHARD CHANNEL, a process's wake-ups from that queue
 //	{prefix}:cache:{key}                      STRING, one cached answer
 //
 // A scope in a pool (PermitRequest.Pool and BreakerConfig.Pool, from
@@ -53,6 +55,7 @@
 //	{prefix}:pool:{POOL}:global:slots|log|tok  shared by the pool's scopes (members lease/scope:source)
 //	{prefix}:pool:{POOL}:brk:{scope}:{source}
 //	{prefix}:pool:{POOL}:brk:{scope}:{source}:pb
+//	{prefix}:pool:{POOL}:q:{scope}:s|o|r|x    and q:{scope}:w:{process}: the scope's queue, per scope
 //
 // A scope that changes its pool (or joins or leaves one) starts from fresh
 // counts and closed circuits under the new keys; the old keys expire. A
@@ -124,8 +127,14 @@
 //
 // The scripts are built for the common call: a grant, a release and a
 // success on a closed circuit run 14 Redis commands in all (8 before the
-// upstream call, one of them the GET of the pushback, 6 after); each budget adds 5 (a read and a write before,
-// a read and two writes after), still in the same two scripts. Expired slots and log entries are dropped lazily
+// upstream call, one of them the GET of the pushback, 6 after) with a
+// source's concurrency, RPM and TPM gates; each budget adds 5 (a read and a write before,
+// a read and two writes after), still in the same two scripts. An
+// Admitter with its queue (WithQueue) reads the queue's state once more
+// in each (16 in all; 12 with a concurrency gate alone, 24 with the
+// global concurrency and RPM gates on too), and a call that waits runs a third script (the Admit that
+// queues it), about 44 commands in all, whatever the number of waiters;
+// waiting runs none (docs/explanation-queue.md). Expired slots and log entries are dropped lazily
 // (a log at least once a second, and everything whenever a gate would
 // refuse, so refusals and RetryAfter are exact); the functions of those rare
 // paths are made only by a script run that takes them.

@@ -90,6 +90,7 @@ type Limiter struct {
 	c     redis.UniversalClient
 	opt   options
 	keys  keyCache
+	qkeys queueKeyCache
 	pools poolMap
 	// tagged: budget keys carry the scope's (pool's) hash tag (a cluster).
 	tagged  bool
@@ -304,7 +305,11 @@ func settleName(k core.SettleKind) string {
 // Release frees p's concurrency slots and settles its TPM entries as s
 // says, in the window of the acquire, in one atomic script. Releasing a
 // permit that expired, was already released or was never granted is a
-// no-op. An error means Redis failed.
+// no-op. A slot it frees while calls wait in the scope's queue (kept by
+// an Admitter with WithQueue on the same Redis and prefix) is handed to
+// the next of them in the same script; the claim, which no process of
+// this Limiter checks, lapses to the next waiter at the queue's next step
+// when it is not taken in time. An error means Redis failed.
 func (l *Limiter) Release(ctx context.Context, p core.Permit, s core.Settlement) error {
 	if p.Lease&leaseLevels == 0 && len(p.Budgets) == 0 {
 		return nil // no gate was on and no budget named: the acquire stored nothing
@@ -314,13 +319,21 @@ func (l *Limiter) Release(ctx context.Context, p core.Permit, s core.Settlement)
 		return nil
 	}
 	sk := l.scriptKeys(p.Scope, p.Source, pool)
-	keys := sk.keys[:circuitIndex-1]
+	k := l.queueKeysOf(p.Scope, pool)
+	keys := append(append(make([]string, 0, circuitIndex+3+len(p.Budgets)), sk.keys[:circuitIndex-1]...), k.keys[:]...)
 	if len(p.Budgets) > 0 {
 		keys = l.withBudgets(keys, p.Scope, pool, p.Budgets)
 	}
 	w := newRequest()
 	w.open()
-	l.writeRelease(w, p, s, sk, false, circuitIndex-1)
+	w.object("limiter")
+	l.writeRelease(w, p, s, sk, false, circuitIndex+3)
+	w.close()
+	w.object("queue")
+	l.writeQueueKeys(w, k, circuitIndex, sk, func(i int) int64 { return int64(3*i + 1) })
+	w.str("proc", "")
+	w.str("label", p.Source)
+	w.close()
 	w.close()
 	if err := releaseScript.Run(ctx, l.c, keys, w.String()).Err(); err != nil {
 		return fmt.Errorf("polygateway: redisstore: limiter release: %w", err)

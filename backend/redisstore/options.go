@@ -18,6 +18,7 @@ type options struct {
 	prefix string
 	clock  core.Clock
 	logger *slog.Logger
+	queue  *QueueConfig
 }
 
 func buildOptions(opts []Option) options {
@@ -51,9 +52,10 @@ func WithClock(c core.Clock) Option {
 	return func(o *options) { o.clock = c }
 }
 
-// WithLogger gives NewAdmitter the logger of its background reclaims
+// WithLogger gives NewAdmitter the logger of its background work
 // (rate-limited warnings when Redis cannot be reached to give back what a
-// failed call held). Default: discard. The other constructors ignore it.
+// failed call held, or when its queue's subscriber must reconnect).
+// Default: discard. The other constructors ignore it.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -23,23 +21,22 @@ const (
 	DefaultQueueLease = 5 * time.Minute
 )
 
-// QueueConfig tunes a Queue. The zero value is valid.
+// QueueConfig tunes the fair queue of an Admitter (WithQueue). The zero
+// value is valid.
 type QueueConfig struct {
-	// Share and ClaimTTL are the discipline's (fairqueue.Config): the
-	// passes a class with waiters lets go by before it is due (default
-	// fairqueue.DefaultShare), and how long a handed-on slot stays
-	// reserved for its waiter (default fairqueue.DefaultClaimTTL).
-	Share    int
+	// Share is how many consecutive choices of a higher class a class with
+	// waiters lets pass before it is due. Default (0 or less):
+	// fairqueue.DefaultShare (9).
+	Share int
+	// ClaimTTL is how long a handed-on slot stays reserved for its waiter.
+	// Default (0 or less): fairqueue.DefaultClaimTTL (2 s).
 	ClaimTTL time.Duration
 	// Lease is how long a waiter's place lasts in Redis when its process
 	// does not renew it: a process that dies leaves no place older. A
 	// waiter whose deadline comes sooner gets a lease to its deadline; one
 	// that waits longer renews it once per Lease (one script). Default
-	// (0 or less): DefaultQueueLease.
+	// (0 or less): DefaultQueueLease (5 minutes).
 	Lease time.Duration
-	// Logger receives the queue's rate-limited warnings (a subscriber that
-	// cannot reconnect, a check that fails). Default: discard.
-	Logger *slog.Logger
 }
 
 func (c QueueConfig) withDefaults() QueueConfig {
@@ -52,59 +49,16 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	if c.Lease <= 0 {
 		c.Lease = DefaultQueueLease
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
 	return c
 }
 
-// Queue is the fair queue of internal/fairqueue kept in Redis, shared by
-// every process using the same Redis and prefix: calls that find a scope's
-// gates full wait in one line per scope, by class, by tenant in turn, in
-// arrival order, and a slot that frees is handed to the next of them at
-// once, across processes.
-//
-// It works with the gates of its Limiter: Admit is the limiter's
-// TryAcquire and the queue in one script, Release its Release and the
-// handoff in one script. A call that does not wait costs no more round
-// trips than TryAcquire and Release do.
-//
-// # Waking without polling
-//
-// Every process has one subscriber connection (one per queue's slot on a
-// Redis Cluster: a shard channel lives on its slot's node), on which the
-// scripts publish (SPUBLISH) to the process's channel of the queue: a
-// claim handed to one of its waiters, the head's turn when room in a
-// rate window is due, an entry gone, a claim it granted taken. The
-// subscriber's one goroutine dispatches them to the waiters in memory. A
-// waiter waits on a channel of its own and, at the head, one timer;
-// waiting runs no command.
-//
-// # Failures
-//
-// A script publishes to a process before it hands anything to it: a
-// process whose subscriber is gone has its entries dropped as they come
-// up. Every entry has a lease (Lease, or to its deadline): a process that
-// dies leaves no entry older, and scripts drop lapsed entries as they
-// pass. A claim not taken within ClaimTTL (its holder died after it was
-// woken) goes to the next waiter: the process that granted it checks it
-// then, unless the holder's Admit told it that it was taken. After a
-// reconnection of its subscriber a process asks for the state of its
-// waiters, as it may have missed messages.
-//
-// A Queue is safe for concurrent use. Close it when done; it does not
-// close the client. Create one with NewQueue.
-type Queue struct {
-	l    *Limiter
-	cfg  QueueConfig
-	proc string
-	wake *waker
-
-	keysMu sync.RWMutex
-	keys   map[[2]string]*queueKeys
-
-	// until returns the time left before ctx's deadline (untilDeadline).
-	until func(ctx context.Context) (time.Duration, bool)
+// WithQueue gives NewAdmitter its fair queue, tuned by cfg (see
+// Admitter): a call that a gate refuses waits in line (Ticket.Queued)
+// rather than being refused. Without it a gate's refusal is a refused
+// ticket, for callers that do not wait on Ticket.Queued. The other
+// constructors ignore it.
+func WithQueue(cfg QueueConfig) Option {
+	return func(o *options) { o.queue = &cfg }
 }
 
 // untilDeadline is the time left before ctx's deadline. A deadline belongs
@@ -119,29 +73,6 @@ func untilDeadline(ctx context.Context) (time.Duration, bool) {
 	return time.Until(dl), true
 }
 
-// NewQueue returns the Queue of l's gates. Scopes whose limiter level is
-// a pool keep their queue in the pool's slot; each scope has its own.
-func NewQueue(l *Limiter, cfg QueueConfig) *Queue {
-	q := &Queue{l: l, cfg: cfg.withDefaults(), proc: fmt.Sprintf("%016x", rand.Uint64()), keys: map[[2]string]*queueKeys{},
-		until: untilDeadline}
-	q.wake = newWaker(q)
-	return q
-}
-
-// Close stops the subscriber and the checks. Waiters still waiting are
-// woken as gone. It is idempotent.
-func (q *Queue) Close() error {
-	q.wake.close()
-	return nil
-}
-
-// Place says where a call stands in the queue: its class and its tenant
-// (at most fairqueue.MaxTenant bytes; an opaque name, never a secret).
-type Place struct {
-	Class  fairqueue.Class
-	Tenant string
-}
-
 // queueKeys are the names of one scope's queue.
 type queueKeys struct {
 	scope, pool string
@@ -152,17 +83,24 @@ type queueKeys struct {
 	prefix, tag string
 }
 
+// queueKeyCache maps (scope, pool) to the keys of its queue. It is safe
+// for concurrent use; its zero value is empty and ready.
+type queueKeyCache struct {
+	mu sync.RWMutex
+	m  map[[2]string]*queueKeys
+}
+
 // queueKeysOf returns the keys of scope's queue in pool.
-func (q *Queue) queueKeysOf(scope, pool string) *queueKeys {
+func (l *Limiter) queueKeysOf(scope, pool string) *queueKeys {
 	id := [2]string{scope, pool}
-	q.keysMu.RLock()
-	k := q.keys[id]
-	q.keysMu.RUnlock()
+	l.qkeys.mu.RLock()
+	k := l.qkeys.m[id]
+	l.qkeys.mu.RUnlock()
 	if k != nil {
 		return k
 	}
 	k = &queueKeys{scope: scope, pool: pool}
-	base := queueBase(q.l.opt.prefix, scope, pool)
+	base := queueBase(l.opt.prefix, scope, pool)
 	for i, n := range []string{"s", "o", "r", "x"} {
 		k.keys[i] = base + n
 	}
@@ -171,11 +109,14 @@ func (q *Queue) queueKeysOf(scope, pool string) *queueKeys {
 	if pool != "" {
 		k.tag = pool
 	}
-	q.keysMu.Lock()
-	if len(q.keys) < maxCachedKeys {
-		q.keys[id] = k
+	l.qkeys.mu.Lock()
+	if l.qkeys.m == nil {
+		l.qkeys.m = make(map[[2]string]*queueKeys)
 	}
-	q.keysMu.Unlock()
+	if len(l.qkeys.m) < maxCachedKeys {
+		l.qkeys.m[id] = k
+	}
+	l.qkeys.mu.Unlock()
 	return k
 }
 
@@ -191,18 +132,25 @@ func queueBase(prefix, scope, pool string) string {
 }
 
 // channel returns the channel of this process for the queue.
-func (q *Queue) channel(k *queueKeys) string { return k.prefix + q.proc }
+func (a *Admitter) channel(k *queueKeys) string { return k.prefix + a.proc }
 
-// writeQueue writes the fields every queue request has (lua/lib/queue.lua):
-// the queue's keys from KEYS[qs], the discipline, this process, and the
-// levels of source's units (label source) whose slots are at KEYS[1..].
-func (q *Queue) writeQueue(w *request, k *queueKeys, qs int64, sk *scriptKeys, slotsAt func(level int) int64) {
+// writeQueue writes the fields every queue request of this Admitter has
+// (lua/lib/queue.lua): writeQueueKeys', the discipline and this process.
+func (a *Admitter) writeQueue(w *request, k *queueKeys, qs int64, sk *scriptKeys, slotsAt func(level int) int64) {
+	a.l.writeQueueKeys(w, k, qs, sk, slotsAt)
+	w.int("share", int64(a.qcfg.Share))
+	w.int("claim", micros(a.qcfg.ClaimTTL))
+	w.int("keep", micros(a.qcfg.Lease))
+	w.str("proc", a.proc)
+}
+
+// writeQueueKeys writes the fields of a queue request that name the
+// queue: its keys from KEYS[qs], its processes' channels, and the levels
+// of source's units (label source) whose slots are at KEYS[slotsAt(i)]
+// (none when sk is nil). A request of the Limiter's own adds proc = "".
+func (l *Limiter) writeQueueKeys(w *request, k *queueKeys, qs int64, sk *scriptKeys, slotsAt func(level int) int64) {
 	w.int("qs", qs)
-	w.int("share", int64(q.cfg.Share))
-	w.int("claim", micros(q.cfg.ClaimTTL))
-	w.int("keep", micros(q.cfg.Lease))
 	w.str("chan", k.prefix)
-	w.str("proc", q.proc)
 	if sk == nil {
 		return
 	}
@@ -225,7 +173,18 @@ func (q *Queue) writeQueue(w *request, k *queueKeys, qs int64, sk *scriptKeys, s
 // tenantHex is the tenant as the scripts keep it.
 func tenantHex(name string) string { return hex.EncodeToString([]byte(name)) }
 
-// queueStatus is the queue's answer to an Admit (lua/queue_admit.lua).
+// checkPlace refuses a place the queue cannot keep.
+func checkPlace(p core.Place) error {
+	if !p.Priority.Valid() {
+		return &core.PriorityError{Value: strconv.Itoa(int(p.Priority))}
+	}
+	if len(p.Tenant) > core.MaxTenant {
+		return core.ErrTenantTooLong
+	}
+	return nil
+}
+
+// The queue's part of an admit reply (lua/admit.lua): its status.
 const (
 	statusGranted = iota
 	statusQueued
@@ -233,79 +192,9 @@ const (
 	statusRefused
 )
 
-// Admit asks for req's permit through the queue, in one script. w is the
-// caller's waiter when it was woken (nil for a new call; a waiter woken
-// with a claim must ask for the claim's source, Event.Label).
-//
-// It returns a granted Grant; or a refused one and the waiter to Wait on
-// when the call queued (a new waiter, or w again); or a refused one and
-// no waiter when the call cannot queue (a spend budget, or a request that
-// no window will ever fit: the engine's answers to those stand); or a
-// *fairqueue.DeadlineError when its deadline (ctx's) cannot be met given
-// the line ahead. An error otherwise means Redis failed; w, if any, is
-// no longer waited on then (its place lapses with its lease).
-func (q *Queue) Admit(ctx context.Context, req core.PermitRequest, place Place, w *QueueWaiter) (core.Grant, *QueueWaiter, error) {
-	if !place.Class.Valid() {
-		return core.Grant{}, nil, &fairqueue.ClassError{Value: strconv.Itoa(int(place.Class))}
-	}
-	if len(place.Tenant) > fairqueue.MaxTenant {
-		return core.Grant{}, nil, fairqueue.ErrTenant
-	}
-	if len(req.Budgets) > 0 {
-		if err := checkBudgets(req.Budgets); err != nil {
-			return core.Grant{}, nil, err
-		}
-		q.l.noteBudgets(req.Scope, req.Pool, req.Budgets)
-	}
-	q.l.pools.note(req.Scope, req.Pool)
-	k := q.queueKeysOf(req.Scope, req.Pool)
-	if err := q.wake.listen(ctx, k); err != nil {
-		return core.Grant{}, nil, err
-	}
-	lease := newLease(&req)
-	sk := q.l.scriptKeys(req.Scope, req.Source, req.Pool)
-	keys := append(append(make([]string, 0, 3*numLevels+4+len(req.Budgets)), sk.keys[:3*numLevels]...), k.keys[:]...)
-	if len(req.Budgets) > 0 {
-		keys = q.l.withBudgets(keys, req.Scope, req.Pool, req.Budgets)
-	}
-	var id uint64
-	if w != nil {
-		id = w.id
-	}
-	left, hasDL := q.until(ctx)
-	now := q.l.opt.clockOrSystem().Now()
-	dl := now.Add(left) // the deadline on the queue's clock
-	wr := newRequest()
-	wr.open()
-	wr.object("limiter")
-	q.l.writeAcquire(wr, &req, sk, lease, int64(3*numLevels+4))
-	wr.close()
-	wr.object("queue")
-	q.l.writeNow(wr)
-	q.writeQueue(wr, k, 3*numLevels+1, sk, func(i int) int64 { return int64(3*i + 1) })
-	wr.uint("id", id)
-	wr.int("class", int64(place.Class))
-	wr.str("tenant", tenantHex(place.Tenant))
-	if hasDL {
-		wr.int("left", max(int64(left/time.Microsecond), 0))
-	}
-	wr.int("lease", micros(q.leaseEnd(now, dl, hasDL).Sub(now)))
-	wr.array("conc")
-	wr.elem(int64(core.GateSourceConcurrency))
-	wr.elem(int64(core.GateGlobalConcurrency))
-	wr.end()
-	wr.int("bgate", int64(core.GateBudget))
-	wr.close()
-	wr.close()
-	res, err := queueAdmitScript.Run(ctx, q.l.c, keys, wr.String()).Int64Slice()
-	if err != nil {
-		if w != nil {
-			q.wake.forget(w)
-		}
-		return core.Grant{}, nil, fmt.Errorf("polygateway: redisstore: queue admit: %w", err)
-	}
-	return q.admitted(res, &req, place, lease, w, k, dl, hasDL, left)
-}
+// admitReply is the length of an admit reply: the allow reply, the
+// acquire reply, then status, id, ahead, estimate and turn.
+const admitReply = allowReply + 5 + 5
 
 // queueDeadlineGrace is what a waiter's lease runs past its deadline: a
 // live waiter leaves at its deadline itself; the lease only clears the
@@ -315,99 +204,97 @@ const queueDeadlineGrace = 5 * time.Second
 // leaseEnd is when the lease of a waiter's entry made or renewed at now
 // ends: Lease later, or at its deadline dl plus queueDeadlineGrace when
 // that comes first.
-func (q *Queue) leaseEnd(now, dl time.Time, hasDL bool) time.Time {
-	end := now.Add(q.cfg.Lease)
+func (a *Admitter) leaseEnd(now, dl time.Time, hasDL bool) time.Time {
+	end := now.Add(a.qcfg.Lease)
 	if hasDL && dl.Add(queueDeadlineGrace).Before(end) {
 		end = dl.Add(queueDeadlineGrace)
 	}
 	return end
 }
 
-// admitted reads the reply of the admit script; dl is the call's deadline
-// on the queue's clock, left the time that was left to it.
-func (q *Queue) admitted(res []int64, req *core.PermitRequest, place Place, lease uint64, w *QueueWaiter,
-	k *queueKeys, dl time.Time, hasDL bool, left time.Duration) (core.Grant, *QueueWaiter, error) {
-	if len(res) != 10 {
-		return core.Grant{}, nil, fmt.Errorf("polygateway: redisstore: queue admit: unexpected reply %v", res)
+// admitCall is what an Admit knows of its call besides the request: its
+// queue, its waiter (nil for a new call) and its deadline on the queue's
+// clock.
+type admitCall struct {
+	k     *queueKeys
+	w     *qwaiter
+	now   time.Time
+	dl    time.Time
+	left  time.Duration
+	hasDL bool
+}
+
+// writeAdmitQueue writes the queue request of an admit (lua/admit.lua):
+// the queue's fields with its keys at qs, the caller's entry, its place
+// and deadline, and the gates the queue waits out.
+func (a *Admitter) writeAdmitQueue(w *request, c *admitCall, place core.Place, sk *scriptKeys, qs int64) {
+	w.object("queue")
+	if !a.queuing {
+		w.bool("off", true)
+		w.close()
+		return
 	}
-	g, err := q.l.grant(res[:5], req, lease, "queue admit")
-	if err != nil {
-		return core.Grant{}, nil, err
+	a.l.writeNow(w)
+	a.writeQueue(w, c.k, qs, sk, func(i int) int64 { return int64(3*i + 1) })
+	var id uint64
+	if c.w != nil {
+		id = c.w.id
 	}
-	status, id := res[5], uint64(res[6])
-	if w != nil && (status != statusQueued || id != w.id) {
-		q.wake.forget(w) // admitted, or its entry was gone
+	w.uint("id", id)
+	w.int("class", int64(place.Priority.Rank()))
+	w.str("tenant", tenantHex(place.Tenant))
+	if c.hasDL {
+		w.int("left", max(int64(c.left/time.Microsecond), 0))
+	}
+	w.int("lease", micros(a.leaseEnd(c.now, c.dl, c.hasDL).Sub(c.now)))
+	w.array("conc")
+	w.elem(int64(core.GateSourceConcurrency))
+	w.elem(int64(core.GateGlobalConcurrency))
+	w.end()
+	w.int("bgate", int64(core.GateBudget))
+	w.close()
+}
+
+// queued reads the queue's part of an admit reply (res: status, id,
+// ahead, estimate, turn) into t: a waiter to wait on, or a
+// *core.QueueDeadlineError.
+func (a *Admitter) queued(ctx context.Context, t *core.Ticket, res []int64, req *core.AdmitRequest, c *admitCall, listening bool) error {
+	status, id := res[0], uint64(res[1])
+	if c.w != nil && (status != statusQueued || id != c.w.id) {
+		a.wake.forget(c.w) // admitted, refused, or its entry was gone
 	}
 	switch status {
-	case statusGranted:
-		return g, nil, nil
 	case statusLate:
-		return core.Grant{}, nil, &fairqueue.DeadlineError{Ahead: int(res[7]), Estimate: fromMicros(res[8]), Left: max(left, 0)}
-	case statusRefused:
-		return g, nil, nil
+		return &core.QueueDeadlineError{Ahead: int(res[2]), Estimate: fromMicros(res[3]), Left: max(c.left, 0)}
+	case statusQueued:
+	default:
+		return nil
 	}
+	w := c.w
 	if w == nil || w.id != id {
-		w = q.wake.add(k, id, place, req.Source, dl, hasDL)
+		w = a.wake.add(c.k, id, req.Permit.Place, req.Permit.Source, c.dl, c.hasDL)
 	}
-	w.source = req.Source
-	w.setTurn(res[9])
-	return g, w, nil
-}
-
-// Release frees p's slots and settles it as Limiter.Release does, and
-// hands a slot that frees while waiters are in line to the next of them,
-// in one script. An error means Redis failed.
-func (q *Queue) Release(ctx context.Context, p core.Permit, s core.Settlement) error {
-	_, err := q.release(ctx, p, s)
-	return err
-}
-
-// release is Release; it returns the entry the slot went to (0: none).
-func (q *Queue) release(ctx context.Context, p core.Permit, s core.Settlement) (uint64, error) {
-	if p.Lease&leaseLevels == 0 && len(p.Budgets) == 0 {
-		return 0, nil
+	w.source = req.Permit.Source
+	w.setTurn(res[4])
+	t.Queued, t.Grant.Queued = w, w
+	if !listening {
+		// The entry was made before this process heard its queue's
+		// channel: a word for it may have gone unheard. Listen, then ask
+		// for its state.
+		if err := a.wake.listen(ctx, c.k); err != nil {
+			w.Leave(context.WithoutCancel(ctx))
+			return &core.GovernanceBackendError{Backend: "limiter", Op: "admit", Err: err}
+		}
+		a.wake.resync(c.k, []*qwaiter{w})
 	}
-	pool, ok := q.l.permitPool(p)
-	if !ok {
-		return 0, nil
-	}
-	k := q.queueKeysOf(p.Scope, pool)
-	if err := q.wake.listen(ctx, k); err != nil {
-		return 0, err
-	}
-	sk := q.l.scriptKeys(p.Scope, p.Source, pool)
-	keys := append(append(make([]string, 0, 3*numLevels+4+len(p.Budgets)), sk.keys[:3*numLevels]...), k.keys[:]...)
-	if len(p.Budgets) > 0 {
-		keys = q.l.withBudgets(keys, p.Scope, pool, p.Budgets)
-	}
-	w := newRequest()
-	w.open()
-	w.object("limiter")
-	q.l.writeRelease(w, p, s, sk, false, int64(3*numLevels+4))
-	w.close()
-	w.object("queue")
-	q.writeQueue(w, k, 3*numLevels+1, sk, func(i int) int64 { return int64(3*i + 1) })
-	w.str("label", p.Source)
-	w.close()
-	w.close()
-	res, err := queueFinishScript.Run(ctx, q.l.c, keys, w.String()).Int64Slice()
-	if err != nil {
-		return 0, fmt.Errorf("polygateway: redisstore: queue release: %w", err)
-	}
-	if len(res) != 2 {
-		return 0, fmt.Errorf("polygateway: redisstore: queue release: unexpected reply %v", res)
-	}
-	if res[0] > 0 {
-		q.wake.granted(k, uint64(res[0]), p.Source)
-	}
-	return uint64(res[0]), nil
+	return nil
 }
 
 // labelKeys returns the keys of a script on k's queue that may move the
 // reserved slots of label's unit: the queue's four, then label's levels'
 // slots (level i's at 5+i).
-func (q *Queue) labelKeys(k *queueKeys, label string) ([]string, *scriptKeys) {
-	sk := q.l.scriptKeys(k.scope, label, k.pool)
+func (a *Admitter) labelKeys(k *queueKeys, label string) ([]string, *scriptKeys) {
+	sk := a.l.scriptKeys(k.scope, label, k.pool)
 	keys := make([]string, 0, 4+numLevels)
 	keys = append(keys, k.keys[:]...)
 	for i := range numLevels {
@@ -419,28 +306,28 @@ func (q *Queue) labelKeys(k *queueKeys, label string) ([]string, *scriptKeys) {
 // runQueue runs a leave or check script on k's queue: the request is the
 // queue's fields plus what more adds; label names the unit whose slots it
 // may move ("" = none).
-func (q *Queue) runQueue(ctx context.Context, s *redis.Script, k *queueKeys, label string, more func(w *request)) *redis.Cmd {
+func (a *Admitter) runQueue(ctx context.Context, s *redis.Script, k *queueKeys, label string, more func(w *request)) *redis.Cmd {
 	keys := k.keys[:]
 	var sk *scriptKeys
 	if label != "" {
-		keys, sk = q.labelKeys(k, label)
+		keys, sk = a.labelKeys(k, label)
 	}
 	w := newRequest()
 	w.open()
 	w.object("queue")
-	q.l.writeNow(w)
-	q.writeQueue(w, k, 1, sk, func(i int) int64 { return int64(5 + i) })
+	a.l.writeNow(w)
+	a.writeQueue(w, k, 1, sk, func(i int) int64 { return int64(5 + i) })
 	more(w)
 	w.close()
 	w.close()
-	return s.Run(ctx, q.l.c, keys, w.String())
+	return s.Run(ctx, a.l.c, keys, w.String())
 }
 
 // leave takes the waiter id out of k's queue (label: the unit of the
 // claim it may hold, "" = none); a claim it held goes on, to the entry it
 // returns (0: none).
-func (q *Queue) leave(ctx context.Context, k *queueKeys, id uint64, label string) (uint64, error) {
-	res, err := q.runQueue(ctx, queueLeaveScript, k, label, func(w *request) { w.uint("id", id) }).Int64Slice()
+func (a *Admitter) leave(ctx context.Context, k *queueKeys, id uint64, label string) (uint64, error) {
+	res, err := a.runQueue(ctx, queueLeaveScript, k, label, func(w *request) { w.uint("id", id) }).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("polygateway: redisstore: queue leave: %w", err)
 	}
@@ -448,7 +335,7 @@ func (q *Queue) leave(ctx context.Context, k *queueKeys, id uint64, label string
 		return 0, fmt.Errorf("polygateway: redisstore: queue leave: unexpected reply %v", res)
 	}
 	if res[0] > 0 {
-		q.wake.granted(k, uint64(res[0]), label)
+		a.wake.granted(k, uint64(res[0]), label)
 	}
 	return uint64(res[0]), nil
 }
@@ -456,20 +343,21 @@ func (q *Queue) leave(ctx context.Context, k *queueKeys, id uint64, label string
 // writeNow writes the "now" of a test clock (see request.now).
 func (l *Limiter) writeNow(w *request) { w.now(&l.opt) }
 
-// Depth returns the number of waiters in line in scope's queue (of pool),
-// per class; holders of claims and waiters returned to the front are not
-// counted. An error means Redis failed.
-func (q *Queue) Depth(ctx context.Context, scope, pool string) ([fairqueue.NumClasses]int, error) {
-	var d [fairqueue.NumClasses]int
-	k := q.queueKeysOf(scope, pool)
-	v, err := q.l.c.HMGet(ctx, k.keys[0], "w0", "w1", "w2").Result()
+// Depth returns the number of calls waiting in line in scope's queue (of
+// pool; "" when the scope has none), per priority class (indexed by
+// core.Priority); holders of claims and waiters returned to the front
+// are not counted. An error means Redis failed.
+func (a *Admitter) Depth(ctx context.Context, scope, pool string) ([core.NumPriorities]int, error) {
+	var d [core.NumPriorities]int
+	k := a.l.queueKeysOf(scope, pool)
+	v, err := a.l.c.HMGet(ctx, k.keys[0], "w0", "w1", "w2").Result()
 	if err != nil {
 		return d, fmt.Errorf("polygateway: redisstore: queue depth: %w", err)
 	}
 	for i, x := range v {
 		if s, ok := x.(string); ok {
 			n, _ := strconv.Atoi(s)
-			d[i] = n
+			d[core.PriorityOfRank(i)] = n
 		}
 	}
 	return d, nil

@@ -8,7 +8,6 @@ import (
 
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
 // TestQueueOnEveryTarget: on the single node and on a Redis Cluster, two
@@ -18,7 +17,7 @@ import (
 func TestQueueOnEveryTarget(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		prefix := freshPrefix(t, tg.client)
-		var qs [2]*redisstore.Queue
+		var qs [2]*redisstore.Admitter
 		for i := range qs {
 			c := tg.client
 			if i == 1 { // a second process: its own connections
@@ -28,33 +27,32 @@ func TestQueueOnEveryTarget(t *testing.T) {
 					c = newClient(t)
 				}
 			}
-			qs[i] = redisstore.NewQueue(redisstore.NewLimiter(c, redisstore.WithPrefix(prefix)), redisstore.QueueConfig{})
-			defer qs[i].Close()
+			qs[i] = newQueueAdmitter(t, c, prefix, redisstore.QueueConfig{})
 		}
 		for _, pool := range []string{"", "POOLQ"} {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			req := core.PermitRequest{Scope: "EVERY", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1},
 				GlobalLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute, Pool: pool}
-			hold, _, err := qs[0].Admit(ctx, req, redisstore.Place{}, nil)
-			if err != nil || !hold.OK {
+			hold, err := admitOnce(ctx, qs[0], req, core.Place{})
+			if err != nil || !hold.Admitted() {
 				t.Fatalf("pool %q: %+v %v", pool, hold, err)
 			}
 			var led ledger
 			var wg sync.WaitGroup
 			names := []string{"batch@0", "normal@1", "interactive@0", "normal@0"}
-			classes := []fairqueue.Class{fairqueue.Batch, fairqueue.Normal, fairqueue.Interactive, fairqueue.Normal}
+			classes := []core.Priority{core.PriorityBatch, core.PriorityNormal, core.PriorityInteractive, core.PriorityNormal}
 			for i, name := range names {
 				q := qs[name[len(name)-1]-'0']
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					g, _, err := queueAcquire(ctx, q, req, redisstore.Place{Class: classes[i], Tenant: name})
-					if err != nil || !g.OK {
-						t.Errorf("%s: %+v %v", name, g, err)
+					tk, _, err := queueAdmit(ctx, q, req, core.Place{Priority: classes[i], Tenant: name})
+					if err != nil || !tk.Admitted() {
+						t.Errorf("%s: %+v %v", name, tk, err)
 						return
 					}
 					led.add(name)
-					if err := q.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+					if err := finish(ctx, q, tk); err != nil {
 						t.Error(err)
 					}
 				}()
@@ -69,7 +67,7 @@ func TestQueueOnEveryTarget(t *testing.T) {
 					<-time.After(2 * time.Millisecond)
 				}
 			}
-			if err := qs[0].Release(ctx, hold.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+			if err := finish(ctx, qs[0], hold); err != nil {
 				t.Fatal(err)
 			}
 			wg.Wait()

@@ -12,9 +12,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
+)
+
+// The most commands a governed call that does not wait may run inside its
+// two scripts: with a source's concurrency gate alone; with its
+// concurrency, RPM and TPM gates; and with the global concurrency and RPM
+// gates besides.
+const (
+	maxCommandsConc   = 12
+	maxCommandsSource = 16
+	maxCommandsGlobal = 24
 )
 
 // queueCost is what one run of TestQueueCost counted on the server.
@@ -69,37 +79,44 @@ func TestQueueCost(t *testing.T) {
 func measureQueue(t *testing.T, rs *privateRedis, stats *redis.Client, n int) queueCost {
 	t.Helper()
 	prefix := fmt.Sprintf("qcost%d", n)
-	var qs [2]*redisstore.Queue
-	for i := range qs {
-		l := redisstore.NewLimiter(privateClient(t, rs), redisstore.WithPrefix(prefix))
-		qs[i] = redisstore.NewQueue(l, redisstore.QueueConfig{})
-		defer qs[i].Close()
+	var as [2]*redisstore.Admitter
+	for i := range as {
+		as[i] = newQueueAdmitter(t, privateClient(t, rs), prefix, redisstore.QueueConfig{})
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	req := core.PermitRequest{Scope: "COST", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	hold, _, err := qs[0].Admit(ctx, req, redisstore.Place{}, nil)
-	if err != nil || !hold.OK {
+	hold, err := admitOnce(ctx, as[0], req, core.Place{})
+	if err != nil || !hold.Admitted() {
 		t.Fatalf("%+v %v", hold, err)
+	}
+	// Each process hears its queue's channel from its first wait on: a
+	// waiter that comes and goes starts it.
+	for _, a := range as {
+		tk, err := admitOnce(ctx, a, req, core.Place{Tenant: "warm"})
+		if err != nil || tk.Queued == nil {
+			t.Fatalf("%+v %v", tk, err)
+		}
+		tk.Queued.Leave(ctx)
 	}
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			q := qs[i%2]
-			place := redisstore.Place{Class: fairqueue.Class(i % fairqueue.NumClasses), Tenant: fmt.Sprint("t", i%5)}
-			g, _, err := queueAcquire(ctx, q, req, place)
-			if err != nil || !g.OK {
-				t.Errorf("%+v %v", g, err)
+			a := as[i%2]
+			place := core.Place{Priority: core.Priority(i % core.NumPriorities), Tenant: fmt.Sprint("t", i%5)}
+			tk, _, err := queueAdmit(ctx, a, req, place)
+			if err != nil || !tk.Admitted() {
+				t.Errorf("%+v %v", tk, err)
 				return
 			}
-			if err := q.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+			if err := finish(ctx, a, tk); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
-	waitDepth(t, ctx, qs[0], "COST", func(d int) bool { return d == n })
+	waitDepth(t, ctx, as[0], "COST", func(d int) bool { return d == n })
 	// Everyone waits: nothing runs.
 	before := commandStats(t, stats)
 	const idle = time.Second
@@ -109,7 +126,7 @@ func measureQueue(t *testing.T, rs *privateRedis, stats *redis.Client, n int) qu
 	c.idle = float64(sum(after, before, func(name string) bool { return name != "info" })) / (float64(n) * idle.Seconds())
 	// The slot is released: it goes from waiter to waiter.
 	before = after
-	if err := qs[0].Release(ctx, hold.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+	if err := finish(ctx, as[0], hold); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -140,63 +157,64 @@ func sum(after, before map[string]int, counts func(string) bool) int {
 	return n
 }
 
-// TestQueueCostWithoutWaiting: a call that does not wait costs, through
-// the queue, the round trips of the limiter alone (one script to admit,
-// one to release) and one command more in each: the read of the queue's
-// state. Counted on a private Redis, against the limiter's own
-// TryAcquire and Release in the same run.
+// TestQueueCostWithoutWaiting: a governed call that does not wait (Admit
+// and Finish through the Admitter, its queue empty) costs 2 round trips
+// and the commands its scripts run inside, counted on a private Redis for
+// the gates a scope commonly has: a source's concurrency gate alone; its
+// concurrency, RPM and TPM gates; and with the global concurrency and RPM
+// gates besides.
 func TestQueueCostWithoutWaiting(t *testing.T) {
 	rs := startPrivateRedis(t)
 	stats := privateClient(t, rs)
 	ctx := t.Context()
-	l := redisstore.NewLimiter(privateClient(t, rs), redisstore.WithPrefix("qfree"))
-	q := redisstore.NewQueue(l, redisstore.QueueConfig{})
-	defer q.Close()
-	req := core.PermitRequest{Scope: "FREE", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 10, RPM: 1 << 20, TPM: 1 << 30},
-		GlobalLimits: core.Limits{MaxConcurrency: 100}, Tokens: 10, LeaseTTL: time.Minute}
-	const calls = 50
+	a := newQueueAdmitter(t, privateClient(t, rs), "qfree", redisstore.QueueConfig{})
+	conc := core.Limits{MaxConcurrency: 10}
+	source := core.Limits{MaxConcurrency: 10, RPM: 1 << 20, TPM: 1 << 30}
 	arms := []struct {
-		name string
-		call func() error
+		name           string
+		source, global core.Limits
+		most           float64 // commands per call at most
 	}{
-		{"limiter", func() error {
-			g, err := l.TryAcquire(ctx, req)
-			if err != nil || !g.OK {
-				return fmt.Errorf("%+v %v", g, err)
-			}
-			return l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 8})
-		}},
-		{"queue", func() error {
-			g, w, err := q.Admit(ctx, req, redisstore.Place{}, nil)
-			if err != nil || !g.OK || w != nil {
-				return fmt.Errorf("%+v %v %v", g, w, err)
-			}
-			return q.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 8})
-		}},
+		{"a source's concurrency gate", conc, core.Limits{}, maxCommandsConc},
+		{"a source's concurrency, RPM and TPM gates", source, core.Limits{}, maxCommandsSource},
+		{"those and the global concurrency and RPM gates", source, core.Limits{MaxConcurrency: 100, RPM: 1 << 20}, maxCommandsGlobal},
 	}
-	per := map[string][2]float64{}
-	for round := range 2 { // the first round loads the scripts and makes the keys
-		for _, arm := range arms {
+	const calls = 50
+	for _, arm := range arms {
+		req := core.AdmitRequest{Breaker: backendtest.SuiteBreakerConfig(), Permit: core.PermitRequest{Scope: "FREE", Source: "s",
+			SourceLimits: arm.source, GlobalLimits: arm.global, Tokens: 10, LeaseTTL: time.Minute}}
+		var per [2]float64
+		for round := range 2 { // the first round loads the scripts and makes the keys
 			before := commandStats(t, stats)
 			for range calls {
-				if err := arm.call(); err != nil {
+				tk, err := a.Admit(ctx, req)
+				if err != nil || !tk.Admitted() || tk.Queued != nil {
+					t.Fatalf("%+v %v", tk, err)
+				}
+				if _, err := a.Finish(ctx, tk, core.Settlement{Kind: core.SettleActual, Tokens: 8}, core.OutcomeSuccess); err != nil {
 					t.Fatal(err)
 				}
 			}
 			after := commandStats(t, stats)
 			if round == 1 {
-				per[arm.name] = [2]float64{
+				per = [2]float64{
 					float64(sum(after, before, func(n string) bool { return strings.HasPrefix(n, "eval") })) / calls,
 					float64(sum(after, before, func(n string) bool { return n != "info" && !strings.HasPrefix(n, "eval") })) / calls,
 				}
+				var inside []string
+				for name, v := range after {
+					if d := v - before[name]; d > 0 && name != "info" && !strings.HasPrefix(name, "eval") {
+						inside = append(inside, fmt.Sprintf("%s=%.2f", name, float64(d)/calls))
+					}
+				}
+				slices.Sort(inside)
+				t.Logf("%s: a call that does not wait costs %.1f scripts (round trips), %.1f commands inside them (%s)",
+					arm.name, per[0], per[1], strings.Join(inside, " "))
 			}
 		}
-	}
-	lim, qu := per["limiter"], per["queue"]
-	t.Logf("a call that does not wait: limiter %.1f scripts, %.1f commands inside; through the queue %.1f scripts, %.1f commands inside",
-		lim[0], lim[1], qu[0], qu[1])
-	if qu[0] != lim[0] || qu[1] > lim[1]+2 {
-		t.Fatalf("the queue adds to a call that does not wait: %v against %v", qu, lim)
+		if per[0] != 2 || per[1] > arm.most {
+			t.Fatalf("%s: %.1f scripts and %.1f commands per call, want 2 and at most %.0f", arm.name, per[0], per[1], arm.most)
+		}
 	}
 }
 
@@ -206,32 +224,31 @@ func TestQueueCostWithoutWaiting(t *testing.T) {
 func TestQueueWaiterMemory(t *testing.T) {
 	c := newClient(t)
 	prefix := freshPrefix(t, c)
-	q := redisstore.NewQueue(redisstore.NewLimiter(c, redisstore.WithPrefix(prefix)), redisstore.QueueConfig{})
-	defer q.Close()
+	a := newQueueAdmitter(t, c, prefix, redisstore.QueueConfig{})
 	ctx := t.Context()
 	req := core.PermitRequest{Scope: "MEM", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	if g, _, err := q.Admit(ctx, req, redisstore.Place{}, nil); err != nil || !g.OK {
-		t.Fatalf("%+v %v", g, err)
+	if tk, err := admitOnce(ctx, a, req, core.Place{}); err != nil || !tk.Admitted() {
+		t.Fatalf("%+v %v", tk, err)
 	}
 	const n = 10_000
-	ws := make([]*redisstore.QueueWaiter, 0, n)
+	ws := make([]core.Waiter, 0, n)
 	// Warm up: the subscriber, the script, the client's buffers.
 	for range 100 {
-		_, w, err := q.Admit(ctx, req, redisstore.Place{Tenant: "warm"}, nil)
-		if err != nil || w == nil {
+		tk, err := admitOnce(ctx, a, req, core.Place{Tenant: "warm"})
+		if err != nil || tk.Queued == nil {
 			t.Fatal(err)
 		}
-		ws = append(ws, w)
+		ws = append(ws, tk.Queued)
 	}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range n {
-		_, w, err := q.Admit(ctx, req, redisstore.Place{Class: fairqueue.Class(i % 3), Tenant: fmt.Sprint("tenant-", i%100)}, nil)
-		if err != nil || w == nil {
+		tk, err := admitOnce(ctx, a, req, core.Place{Priority: core.Priority(i % 3), Tenant: fmt.Sprint("tenant-", i%100)})
+		if err != nil || tk.Queued == nil {
 			t.Fatal(err)
 		}
-		ws = append(ws, w)
+		ws = append(ws, tk.Queued)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)

@@ -9,48 +9,48 @@ import (
 
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
-// ExampleNewQueue admits calls through the fair queue of a Limiter's
-// gates: a call that finds them full waits in line, by class and tenant,
-// and is woken when a slot is handed to it or, at the head, when a rate
-// window has room; Release hands the slot it frees to the next waiter.
-func ExampleNewQueue() {
+// ExampleAdmitter_queue admits a call through the Admitter's fair queue: a
+// call that finds the gates full waits in line, by class and tenant, and
+// is woken when a slot is handed to it or, at the head, when a rate window
+// has room; Finish hands the slot it frees to the next waiter.
+func ExampleAdmitter_queue() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	queue := redisstore.NewQueue(redisstore.NewLimiter(rdb), redisstore.QueueConfig{})
-	defer queue.Close()
+	admitter := redisstore.NewAdmitter(redisstore.NewLimiter(rdb), redisstore.NewBreaker(rdb), redisstore.WithQueue(redisstore.QueueConfig{}))
+	defer admitter.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req := core.PermitRequest{Scope: "LLM", Source: "openai-1", SourceLimits: core.Limits{MaxConcurrency: 4}, LeaseTTL: time.Minute}
-	place := redisstore.Place{Class: fairqueue.Interactive, Tenant: "team-a"}
-	var waiter *redisstore.QueueWaiter
+	req := core.AdmitRequest{
+		Permit: core.PermitRequest{Scope: "LLM", Source: "openai-1", SourceLimits: core.Limits{MaxConcurrency: 4}, LeaseTTL: time.Minute,
+			Place: core.Place{Priority: core.PriorityInteractive, Tenant: "team-a"}},
+	}
 	for {
-		grant, w, err := queue.Admit(ctx, req, place, waiter)
-		if err != nil { // Redis failed, or the deadline cannot be met (*fairqueue.DeadlineError)
+		ticket, err := admitter.Admit(ctx, req)
+		if err != nil { // Redis failed, or the deadline cannot be met (*core.QueueDeadlineError)
 			log.Print(err)
 			return
 		}
-		if grant.OK {
+		if ticket.Admitted() {
 			// … the call, then:
-			_ = queue.Release(ctx, grant.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 512})
+			_, _ = admitter.Finish(ctx, ticket, core.Settlement{Kind: core.SettleActual, Tokens: 512}, core.OutcomeSuccess)
 			return
 		}
-		if w == nil { // refused and not queued: a spend budget
+		if ticket.Queued == nil { // refused and not queued: the circuit, or a spend budget
 			return
 		}
-		waiter = w
-		ev, err := waiter.Wait(ctx)
+		req.Permit.Waiter = ticket.Queued
+		ev, err := ticket.Queued.Wait(ctx)
 		if err != nil { // the context ended; the waiter has left the line
 			return
 		}
 		switch ev.Kind {
-		case fairqueue.Claimed: // a slot of ev.Label is reserved: ask there
-			req.Source = ev.Label
-		case fairqueue.Lapsed: // the place is gone: ask again as a new call
-			waiter = nil
+		case core.WaitClaimed: // a slot of ev.Source is reserved: ask there
+			req.Permit.Source = ev.Source
+		case core.WaitLapsed: // the place is gone: ask again as a new call
+			req.Permit.Waiter = nil
 		}
 	}
 }

@@ -12,23 +12,19 @@ import (
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
 // process is one process of a test: its own client (its own connections)
-// and its own Queue (its own subscriber).
+// and its own Admitter (its own subscriber).
 type process struct {
 	c *redis.Client
-	q *redisstore.Queue
+	a *redisstore.Admitter
 }
 
 func newProcess(t *testing.T, prefix string, cfg redisstore.QueueConfig, opts ...redisstore.Option) *process {
 	t.Helper()
 	c := newClient(t)
-	l := redisstore.NewLimiter(c, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
-	p := &process{c: c, q: redisstore.NewQueue(l, cfg)}
-	t.Cleanup(func() { _ = p.q.Close() })
-	return p
+	return &process{c: c, a: newQueueAdmitter(t, c, prefix, cfg, opts...)}
 }
 
 // ledger records admissions in order.
@@ -74,31 +70,31 @@ func TestQueueAcrossTwoProcesses(t *testing.T) {
 	req := core.PermitRequest{Scope: "TWO", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 2}, LeaseTTL: time.Minute}
 	var led ledger
 	var wg sync.WaitGroup
-	run := func(p *process, name string, place redisstore.Place, service time.Duration) {
+	run := func(p *process, name string, place core.Place, service time.Duration) {
 		defer wg.Done()
-		g, _, err := queueAcquire(ctx, p.q, req, place)
-		if err != nil || !g.OK {
-			t.Errorf("%s: %+v %v", name, g, err)
+		tk, _, err := queueAdmit(ctx, p.a, req, place)
+		if err != nil || !tk.Admitted() {
+			t.Errorf("%s: %+v %v", name, tk, err)
 			return
 		}
 		led.add(name)
 		<-time.After(service)
-		if err := p.q.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+		if err := finish(ctx, p.a, tk); err != nil {
 			t.Error(err)
 		}
 	}
 	for i := range 40 {
 		wg.Add(1)
-		go run(a, "batch", redisstore.Place{Class: fairqueue.Batch, Tenant: "bulk"}, 30*time.Millisecond)
+		go run(a, "batch", core.Place{Priority: core.PriorityBatch, Tenant: "bulk"}, 30*time.Millisecond)
 		_ = i
 	}
 	// Wait until batch calls are in line, then arrive.
 	for {
-		d, err := a.q.Depth(ctx, "TWO", "")
+		d, err := a.a.Depth(ctx, "TWO", "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d[fairqueue.Batch] >= 30 {
+		if d[core.PriorityBatch] >= 30 {
 			break
 		}
 		<-time.After(5 * time.Millisecond)
@@ -107,7 +103,7 @@ func TestQueueAcrossTwoProcesses(t *testing.T) {
 	before := len(led.names)
 	led.mu.Unlock()
 	wg.Add(1)
-	run(b, "interactive", redisstore.Place{Class: fairqueue.Interactive, Tenant: "person"}, 0)
+	run(b, "interactive", core.Place{Priority: core.PriorityInteractive, Tenant: "person"}, 0)
 	at := led.index("interactive")
 	wg.Wait()
 	if len(led.names) != 41 {
@@ -133,14 +129,14 @@ func TestQueueOutlivesAKilledProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	req := core.PermitRequest{Scope: "KILL", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	g, _, err := queueAcquire(ctx, holder.q, req, redisstore.Place{})
-	if err != nil || !g.OK {
-		t.Fatalf("holder: %+v %v", g, err)
+	hold, _, err := queueAdmit(ctx, holder.a, req, core.Place{})
+	if err != nil || !hold.Admitted() {
+		t.Fatalf("holder: %+v %v", hold, err)
 	}
 	// The dying process queues first: three waiters it never waits on.
 	for range 3 {
-		if g, w, err := dying.q.Admit(ctx, req, redisstore.Place{Tenant: "d"}, nil); err != nil || g.OK || w == nil {
-			t.Fatalf("dying: %+v %v %v", g, w, err)
+		if tk, err := admitOnce(ctx, dying.a, req, core.Place{Tenant: "d"}); err != nil || tk.Admitted() || tk.Queued == nil {
+			t.Fatalf("dying: %+v %v", tk, err)
 		}
 	}
 	var led ledger
@@ -149,31 +145,31 @@ func TestQueueOutlivesAKilledProcess(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g, _, err := queueAcquire(ctx, live.q, req, redisstore.Place{Tenant: "l"})
-			if err != nil || !g.OK {
-				t.Errorf("%s: %+v %v", name, g, err)
+			tk, _, err := queueAdmit(ctx, live.a, req, core.Place{Tenant: "l"})
+			if err != nil || !tk.Admitted() {
+				t.Errorf("%s: %+v %v", name, tk, err)
 				return
 			}
 			led.add(name)
-			if err := live.q.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+			if err := finish(ctx, live.a, tk); err != nil {
 				t.Error(err)
 			}
 		}()
-		waitDepth(t, ctx, live.q, "KILL", func(d int) bool { return d >= 4+i })
+		waitDepth(t, ctx, live.a, "KILL", func(d int) bool { return d >= 4+i })
 	}
 	// The slot goes to the dying process's first waiter, which it never
 	// takes; then the process dies.
-	if err := holder.q.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+	if err := finish(ctx, holder.a, hold); err != nil {
 		t.Fatal(err)
 	}
-	waitDepth(t, ctx, live.q, "KILL", func(d int) bool { return d == 4 })
+	waitDepth(t, ctx, live.a, "KILL", func(d int) bool { return d == 4 })
 	_ = dying.c.Close()
 	wg.Wait()
 	if len(led.names) != 2 {
 		t.Fatalf("admitted %v", led.names)
 	}
-	d, err := live.q.Depth(ctx, "KILL", "")
-	if err != nil || d != [fairqueue.NumClasses]int{} {
+	d, err := live.a.Depth(ctx, "KILL", "")
+	if err != nil || d != [core.NumPriorities]int{} {
 		t.Fatalf("depth after: %v %v", d, err)
 	}
 	if n := countKeys(t, live.c, prefix+":lim:{KILL}:q:x"); n != 0 {
@@ -182,10 +178,10 @@ func TestQueueOutlivesAKilledProcess(t *testing.T) {
 }
 
 // waitDepth waits until the scope's line holds what ok accepts.
-func waitDepth(t *testing.T, ctx context.Context, q *redisstore.Queue, scope string, ok func(int) bool) {
+func waitDepth(t *testing.T, ctx context.Context, a *redisstore.Admitter, scope string, ok func(int) bool) {
 	t.Helper()
 	for {
-		d, err := q.Depth(ctx, scope, "")
+		d, err := a.Depth(ctx, scope, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,8 +215,8 @@ func TestQueueHeadWaitsForTheWindow(t *testing.T) {
 	req := core.PermitRequest{Scope: "RPM", Source: "s", SourceLimits: core.Limits{RPM: 2}, LeaseTTL: time.Minute}
 	// Two grants, at 0 s and 10 s: they leave the window at 60 s and 70 s.
 	for range 2 {
-		if g, _, err := p.q.Admit(ctx, req, redisstore.Place{}, nil); err != nil || !g.OK {
-			t.Fatalf("%+v %v", g, err)
+		if tk, err := admitOnce(ctx, p.a, req, core.Place{}); err != nil || !tk.Admitted() {
+			t.Fatalf("%+v %v", tk, err)
 		}
 		clk.Advance(10 * time.Second)
 	}
@@ -230,15 +226,15 @@ func TestQueueHeadWaitsForTheWindow(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if g, _, err := queueAcquire(ctx, p.q, req, redisstore.Place{}); err != nil || !g.OK {
+			if tk, _, err := queueAdmit(ctx, p.a, req, core.Place{}); err != nil || !tk.Admitted() {
 				if ctx.Err() == nil {
-					t.Errorf("%s: %+v %v", name, g, err)
+					t.Errorf("%s: %+v %v", name, tk, err)
 				}
 				return
 			}
 			led.add(name)
 		}()
-		waitDepth(t, ctx, p.q, "RPM", func(d int) bool { return d >= i+1 })
+		waitDepth(t, ctx, p.a, "RPM", func(d int) bool { return d >= i+1 })
 	}
 	// Each grant leaves the window 60 s after it was made: the waiters
 	// are admitted at 60 s, 70 s, 120 s, 130 s, 180 s, 190 s.

@@ -19,21 +19,19 @@ func TestQueueWaiterSurvivesASubscriberReconnect(t *testing.T) {
 	admin := privateClient(t, rs)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	mk := func() *redisstore.Queue {
-		q := redisstore.NewQueue(redisstore.NewLimiter(privateClient(t, rs), redisstore.WithPrefix("qre")), redisstore.QueueConfig{})
-		t.Cleanup(func() { _ = q.Close() })
-		return q
+	mk := func() *redisstore.Admitter {
+		return newQueueAdmitter(t, privateClient(t, rs), "qre", redisstore.QueueConfig{})
 	}
 	holder, waiter := mk(), mk()
 	req := core.PermitRequest{Scope: "RE", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	hold, _, err := holder.Admit(ctx, req, redisstore.Place{}, nil)
-	if err != nil || !hold.OK {
+	hold, err := admitOnce(ctx, holder, req, core.Place{})
+	if err != nil || !hold.Admitted() {
 		t.Fatalf("%+v %v", hold, err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		g, _, err := queueAcquire(ctx, waiter, req, redisstore.Place{})
-		if err == nil && !g.OK {
+		tk, _, err := queueAdmit(ctx, waiter, req, core.Place{})
+		if err == nil && !tk.Admitted() {
 			err = errNotQueued
 		}
 		done <- err
@@ -44,7 +42,7 @@ func TestQueueWaiterSurvivesASubscriberReconnect(t *testing.T) {
 	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := holder.Release(ctx, hold.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+	if err := finish(ctx, holder, hold); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -69,33 +67,33 @@ func TestQueueLeasesAreRenewed(t *testing.T) {
 	defer time.AfterFunc(20*time.Second, cancel).Stop()
 	defer cancel()
 	req := core.PermitRequest{Scope: "LEASE", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	hold, _, err := live.q.Admit(ctx, req, redisstore.Place{}, nil)
-	if err != nil || !hold.OK {
+	hold, err := admitOnce(ctx, live.a, req, core.Place{})
+	if err != nil || !hold.Admitted() {
 		t.Fatalf("%+v %v", hold, err)
 	}
-	if _, w, err := dead.q.Admit(ctx, req, redisstore.Place{Tenant: "dead"}, nil); err != nil || w == nil {
-		t.Fatalf("%v %v", w, err)
+	if tk, err := admitOnce(ctx, dead.a, req, core.Place{Tenant: "dead"}); err != nil || tk.Queued == nil {
+		t.Fatalf("%+v %v", tk, err)
 	}
-	_ = dead.q.Close() // it no longer renews, nor listens
+	_ = dead.a.Close() // it no longer renews, nor listens
 	done := make(chan error, 1)
 	go func() {
-		g, _, err := queueAcquire(ctx, live.q, req, redisstore.Place{Tenant: "live"})
-		if err == nil && !g.OK {
+		tk, _, err := queueAdmit(ctx, live.a, req, core.Place{Tenant: "live"})
+		if err == nil && !tk.Admitted() {
 			err = errNotQueued
 		}
 		done <- err
 	}()
-	waitDepth(t, ctx, live.q, "LEASE", func(d int) bool { return d == 2 })
+	waitDepth(t, ctx, live.a, "LEASE", func(d int) bool { return d == 2 })
 	// Five leases long: the dead process's entry lapses (any script
 	// drops it), the live one's stays.
 	<-time.After(3 * time.Second)
-	if _, w, err := live.q.Admit(ctx, req, redisstore.Place{Tenant: "probe"}, nil); err != nil || w == nil {
-		t.Fatalf("%v %v", w, err)
+	if tk, err := admitOnce(ctx, live.a, req, core.Place{Tenant: "probe"}); err != nil || tk.Queued == nil {
+		t.Fatalf("%+v %v", tk, err)
 	} else {
-		w.Leave(ctx)
+		tk.Queued.Leave(ctx)
 	}
-	waitDepth(t, ctx, live.q, "LEASE", func(d int) bool { return d == 1 })
-	if err := live.q.Release(ctx, hold.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
+	waitDepth(t, ctx, live.a, "LEASE", func(d int) bool { return d == 1 })
+	if err := finish(ctx, live.a, hold); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
 // Bounds of the waking.
@@ -74,13 +74,14 @@ const (
 	evGone
 )
 
-// QueueWaiter is a call waiting in a Queue. Wait on it; when it returns,
-// ask again with Queue.Admit (on the claim's source after a claim).
-type QueueWaiter struct {
-	q      *Queue
+// qwaiter is a call waiting in an Admitter's queue: the core.Waiter of a
+// queued ticket. Wait on it; when it returns, admit again with it (on the
+// claim's source after a claim).
+type qwaiter struct {
+	a      *Admitter
 	k      *queueKeys
 	id     uint64
-	place  Place
+	place  core.Place
 	source string // the source of its last Admit
 	// dl is the call's deadline, on the queue's clock.
 	dl    time.Time
@@ -96,7 +97,9 @@ type QueueWaiter struct {
 }
 
 // ID returns the waiter's entry in its queue.
-func (w *QueueWaiter) ID() uint64 { return w.id }
+func (w *qwaiter) ID() uint64 { return w.id }
+
+var _ core.Waiter = (*qwaiter)(nil)
 
 // waitKey names a waiter: its queue's channel prefix and its id.
 type waitKey struct {
@@ -111,12 +114,12 @@ type grant struct {
 	check time.Time
 }
 
-// waker is a Queue's subscriber: one PubSub (one per slot's node on a
+// waker is an Admitter's queue subscriber: one PubSub (one per slot's node on a
 // cluster), one goroutine reading it, and the waiters it dispatches to;
 // and the checks of the claims it granted, run by a second goroutine
 // when one is due.
 type waker struct {
-	q       *Queue
+	a       *Admitter
 	cluster bool
 
 	mu        sync.Mutex
@@ -124,12 +127,16 @@ type waker struct {
 	subs      map[string]*subscriber // by tag on a cluster, "" otherwise
 	listening map[string]*queueKeys  // confirmed channels
 	chanKeys  map[string]*queueKeys  // every channel asked for
-	waiters   map[waitKey]*QueueWaiter
+	waiters   map[waitKey]*qwaiter
 	grants    map[waitKey]grant
 	// early holds messages for entries this process has not registered
 	// yet: the script that made an entry may tell it something before its
 	// reply reaches the caller.
-	early  map[waitKey]earlyMsg
+	early map[waitKey]earlyMsg
+	// acks holds the ends heard of claims this process granted before
+	// their grant was noted (the holder may take a claim before the
+	// granting script's reply is read), by when they were heard.
+	acks   map[waitKey]time.Time
 	pruned time.Time
 	// renewals holds, per queue with waiters of this process, when their
 	// leases are next renewed.
@@ -141,12 +148,12 @@ type waker struct {
 	log      rateLog
 }
 
-func newWaker(q *Queue) *waker {
-	_, cluster := q.l.c.(*redis.ClusterClient)
-	return &waker{q: q, cluster: cluster, subs: map[string]*subscriber{}, listening: map[string]*queueKeys{}, chanKeys: map[string]*queueKeys{},
-		waiters: map[waitKey]*QueueWaiter{}, grants: map[waitKey]grant{}, early: map[waitKey]earlyMsg{},
+func newWaker(a *Admitter, logger *slog.Logger) *waker {
+	_, cluster := a.l.c.(*redis.ClusterClient)
+	return &waker{a: a, cluster: cluster, subs: map[string]*subscriber{}, listening: map[string]*queueKeys{}, chanKeys: map[string]*queueKeys{},
+		waiters: map[waitKey]*qwaiter{}, grants: map[waitKey]grant{}, early: map[waitKey]earlyMsg{}, acks: map[waitKey]time.Time{},
 		renewals: map[*queueKeys]time.Time{}, kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), log: rateLog{log: q.cfg.Logger, every: healLogEvery}}
+		stop: make(chan struct{}), log: rateLog{log: logger, every: healLogEvery}}
 }
 
 // earlyMsg is a message kept for an entry not known yet.
@@ -164,11 +171,11 @@ type subscriber struct {
 // listen makes sure this process hears k's channel: the first time, it
 // subscribes and waits for the confirmation.
 func (wk *waker) listen(ctx context.Context, k *queueKeys) error {
-	ch := wk.q.channel(k)
+	ch := wk.a.channel(k)
 	wk.mu.Lock()
 	if wk.closed {
 		wk.mu.Unlock()
-		return errors.New("polygateway: redisstore: queue closed")
+		return errors.New("polygateway: redisstore: admitter closed")
 	}
 	if wk.listening[ch] != nil {
 		wk.mu.Unlock()
@@ -182,7 +189,7 @@ func (wk *waker) listen(ctx context.Context, k *queueKeys) error {
 	done := make(chan struct{})
 	if sub == nil {
 		sub = &subscriber{pending: map[string]chan struct{}{ch: done}}
-		sub.ps = wk.q.l.c.SSubscribe(ctx, ch)
+		sub.ps = wk.a.l.c.SSubscribe(ctx, ch)
 		wk.subs[tag] = sub
 		wk.wg.Add(1)
 		go wk.read(sub)
@@ -204,6 +211,14 @@ func (wk *waker) listen(ctx context.Context, k *queueKeys) error {
 	case <-ctx.Done():
 		return fmt.Errorf("polygateway: redisstore: queue subscribe: %w", ctx.Err())
 	}
+}
+
+// listens reports whether this process hears k's channel already.
+func (wk *waker) listens(k *queueKeys) bool {
+	ch := wk.a.channel(k)
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	return wk.listening[ch] != nil
 }
 
 // pendingKeys remembers which queue a channel is (mu held).
@@ -272,7 +287,7 @@ func (wk *waker) confirmed(sub *subscriber, ch string) {
 		wk.mu.Unlock()
 		return
 	}
-	var ws []*QueueWaiter
+	var ws []*qwaiter
 	for key, w := range wk.waiters {
 		if key.queue == k.prefix {
 			ws = append(ws, w)
@@ -297,7 +312,11 @@ func (wk *waker) dispatch(ch, payload string) {
 	}
 	key := waitKey{k.prefix, m.ID}
 	if m.K == "ack" {
-		delete(wk.grants, key)
+		if _, ok := wk.grants[key]; ok {
+			delete(wk.grants, key)
+		} else if len(wk.acks) < maxEarly {
+			wk.acks[key] = time.Now()
+		}
 		wk.mu.Unlock()
 		return
 	}
@@ -317,7 +336,7 @@ func (wk *waker) dispatch(ch, payload string) {
 }
 
 // apply1 applies message m to w (mu held).
-func (wk *waker) apply1(w *QueueWaiter, key waitKey, m wakeMsg) {
+func (wk *waker) apply1(w *qwaiter, key waitKey, m wakeMsg) {
 	switch m.K {
 	case "claim":
 		w.ev, w.label, w.turn = evClaim, m.Lb, false
@@ -325,21 +344,21 @@ func (wk *waker) apply1(w *QueueWaiter, key waitKey, m wakeMsg) {
 		w.ev = evGone
 		delete(wk.waiters, key)
 	case "turn":
-		w.turn, w.turnAt = true, wk.q.l.opt.clockOrSystem().Now().Add(fromMicros(m.At))
+		w.turn, w.turnAt = true, wk.a.l.opt.clockOrSystem().Now().Add(fromMicros(m.At))
 	}
 }
 
 // add registers the waiter of entry id.
-func (wk *waker) add(k *queueKeys, id uint64, place Place, source string, dl time.Time, hasDL bool) *QueueWaiter {
-	now := wk.q.l.opt.clockOrSystem().Now()
-	w := &QueueWaiter{q: wk.q, k: k, id: id, place: place, source: source, dl: dl, hasDL: hasDL, wake: make(chan struct{}, 1)}
-	w.lease = wk.q.leaseEnd(now, dl, hasDL)
+func (wk *waker) add(k *queueKeys, id uint64, place core.Place, source string, dl time.Time, hasDL bool) *qwaiter {
+	now := wk.a.l.opt.clockOrSystem().Now()
+	w := &qwaiter{a: wk.a, k: k, id: id, place: place, source: source, dl: dl, hasDL: hasDL, wake: make(chan struct{}, 1)}
+	w.lease = wk.a.leaseEnd(now, dl, hasDL)
 	key := waitKey{k.prefix, id}
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
 	wk.waiters[key] = w
 	if _, ok := wk.renewals[k]; !ok && !wk.closed {
-		wk.renewals[k] = now.Add(wk.q.cfg.Lease * 4 / 5)
+		wk.renewals[k] = now.Add(wk.a.qcfg.Lease * 4 / 5)
 		wk.startChecks()
 	}
 	if e, ok := wk.early[key]; ok {
@@ -347,11 +366,16 @@ func (wk *waker) add(k *queueKeys, id uint64, place Place, source string, dl tim
 		wk.apply1(w, key, e.m)
 		w.signal()
 	}
-	if t := time.Now(); len(wk.early) > 0 && t.Sub(wk.pruned) > time.Second {
+	if t := time.Now(); len(wk.early)+len(wk.acks) > 0 && t.Sub(wk.pruned) > time.Second {
 		wk.pruned = t
 		for k, e := range wk.early {
 			if t.Sub(e.at) > earlyFor {
 				delete(wk.early, k)
+			}
+		}
+		for k, at := range wk.acks {
+			if t.Sub(at) > earlyFor {
+				delete(wk.acks, k)
 			}
 		}
 	}
@@ -359,7 +383,7 @@ func (wk *waker) add(k *queueKeys, id uint64, place Place, source string, dl tim
 }
 
 // forget unregisters w.
-func (wk *waker) forget(w *QueueWaiter) {
+func (wk *waker) forget(w *qwaiter) {
 	wk.mu.Lock()
 	delete(wk.waiters, waitKey{w.k.prefix, w.id})
 	wk.mu.Unlock()
@@ -368,13 +392,18 @@ func (wk *waker) forget(w *QueueWaiter) {
 // granted notes a claim this process handed to entry id of k: unless the
 // claim's end is heard of first, it is checked after its end.
 func (wk *waker) granted(k *queueKeys, id uint64, label string) {
-	at := wk.q.l.opt.clockOrSystem().Now().Add(wk.q.cfg.ClaimTTL + checkGrace)
+	at := wk.a.l.opt.clockOrSystem().Now().Add(wk.a.qcfg.ClaimTTL + checkGrace)
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
 	if wk.closed {
 		return
 	}
-	wk.grants[waitKey{k.prefix, id}] = grant{k: k, label: label, check: at}
+	key := waitKey{k.prefix, id}
+	if _, ok := wk.acks[key]; ok {
+		delete(wk.acks, key) // taken already
+		return
+	}
+	wk.grants[key] = grant{k: k, label: label, check: at}
 	wk.startChecks()
 }
 
@@ -399,7 +428,7 @@ func (wk *waker) startChecks() {
 // four fifths of QueueConfig.Lease. It sleeps until the earliest is due.
 func (wk *waker) checks() {
 	defer wk.wg.Done()
-	clk := wk.q.l.opt.clockOrSystem()
+	clk := wk.a.l.opt.clockOrSystem()
 	for {
 		wk.mu.Lock()
 		now := clk.Now()
@@ -464,11 +493,11 @@ func (wk *waker) sleep(clk core.Clock, now, next time.Time) bool {
 // k that would end before the next renewal, and schedules that one (none
 // when k has no waiter of this process left).
 func (wk *waker) renew(k *queueKeys, now time.Time) {
-	lease := wk.q.cfg.Lease
+	lease := wk.a.qcfg.Lease
 	wk.mu.Lock()
-	var ws []*QueueWaiter
+	var ws []*qwaiter
 	for key, w := range wk.waiters {
-		if key.queue == k.prefix && w.lease.Before(now.Add(lease)) && w.lease.Before(wk.q.leaseEnd(now, w.dl, w.hasDL)) {
+		if key.queue == k.prefix && w.lease.Before(now.Add(lease)) && w.lease.Before(wk.a.leaseEnd(now, w.dl, w.hasDL)) {
 			ws = append(ws, w)
 		}
 	}
@@ -490,7 +519,7 @@ func (wk *waker) renew(k *queueKeys, now time.Time) {
 		batch := ws[:n]
 		ws = ws[n:]
 		ctx, cancel := context.WithTimeout(context.Background(), queueOpTimeout)
-		states, err := wk.q.states(ctx, k, batch, batch)
+		states, err := wk.a.states(ctx, k, batch, batch)
 		cancel()
 		if err != nil {
 			wk.log.warn(time.Now(), "polygateway: redisstore: cannot renew the leases of waiters; they lapse unless renewed",
@@ -502,7 +531,7 @@ func (wk *waker) renew(k *queueKeys, now time.Time) {
 		}
 		wk.mu.Lock()
 		for _, w := range batch {
-			w.lease = wk.q.leaseEnd(now, w.dl, w.hasDL)
+			w.lease = wk.a.leaseEnd(now, w.dl, w.hasDL)
 		}
 		wk.mu.Unlock()
 		wk.apply(batch, states)
@@ -514,20 +543,20 @@ func (wk *waker) renew(k *queueKeys, now time.Time) {
 func (wk *waker) check(k *queueKeys, label string) {
 	ctx, cancel := context.WithTimeout(context.Background(), queueOpTimeout)
 	defer cancel()
-	if err := wk.q.runQueue(ctx, queueCheckScript, k, label, func(*request) {}).Err(); err != nil {
+	if err := wk.a.runQueue(ctx, queueCheckScript, k, label, func(*request) {}).Err(); err != nil {
 		wk.log.warn(time.Now(), "polygateway: redisstore: cannot check a claim; it lapses at the next use of the queue",
 			"scope", k.scope, "err", err)
 	}
 }
 
 // resync asks for the state of ws, waiters of k, after a reconnection.
-func (wk *waker) resync(k *queueKeys, ws []*QueueWaiter) {
+func (wk *waker) resync(k *queueKeys, ws []*qwaiter) {
 	for len(ws) > 0 {
 		n := min(len(ws), resyncBatch)
 		batch := ws[:n]
 		ws = ws[n:]
 		ctx, cancel := context.WithTimeout(context.Background(), queueOpTimeout)
-		states, err := wk.q.states(ctx, k, batch, nil)
+		states, err := wk.a.states(ctx, k, batch, nil)
 		cancel()
 		if err != nil {
 			wk.log.warn(time.Now(), "polygateway: redisstore: cannot read the queue's state after a reconnection",
@@ -547,9 +576,9 @@ type waitState struct {
 
 // states runs the check script for ws (renewing the leases of renew) and
 // returns their states.
-func (q *Queue) states(ctx context.Context, k *queueKeys, ws, renew []*QueueWaiter) ([]waitState, error) {
-	now := q.l.opt.clockOrSystem().Now()
-	res, err := q.runQueue(ctx, queueCheckScript, k, "", func(w *request) {
+func (a *Admitter) states(ctx context.Context, k *queueKeys, ws, renew []*qwaiter) ([]waitState, error) {
+	now := a.l.opt.clockOrSystem().Now()
+	res, err := a.runQueue(ctx, queueCheckScript, k, "", func(w *request) {
 		w.array("ids")
 		for _, x := range ws {
 			w.elem(int64(x.id))
@@ -562,7 +591,7 @@ func (q *Queue) states(ctx context.Context, k *queueKeys, ws, renew []*QueueWait
 		w.end()
 		w.array("lease")
 		for _, x := range renew {
-			w.elem(micros(q.leaseEnd(now, x.dl, x.hasDL).Sub(now)))
+			w.elem(micros(a.leaseEnd(now, x.dl, x.hasDL).Sub(now)))
 		}
 		w.end()
 	}).Slice()
@@ -586,8 +615,8 @@ func (q *Queue) states(ctx context.Context, k *queueKeys, ws, renew []*QueueWait
 }
 
 // apply sets what the check script reported of ws and wakes them.
-func (wk *waker) apply(ws []*QueueWaiter, states []waitState) {
-	now := wk.q.l.opt.clockOrSystem().Now()
+func (wk *waker) apply(ws []*qwaiter, states []waitState) {
+	now := wk.a.l.opt.clockOrSystem().Now()
 	wk.mu.Lock()
 	for i, w := range ws {
 		switch s := states[i]; s.state {
@@ -618,7 +647,7 @@ func (wk *waker) close() {
 	wk.closed = true
 	close(wk.stop)
 	subs := wk.subs
-	ws := make([]*QueueWaiter, 0, len(wk.waiters))
+	ws := make([]*qwaiter, 0, len(wk.waiters))
 	for _, w := range wk.waiters {
 		w.ev = evGone
 		ws = append(ws, w)
@@ -634,7 +663,7 @@ func (wk *waker) close() {
 	}
 }
 
-func (w *QueueWaiter) signal() {
+func (w *qwaiter) signal() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -643,26 +672,27 @@ func (w *QueueWaiter) signal() {
 
 // setTurn notes the admit script's word on the head's room: µs until due,
 // or -1.
-func (w *QueueWaiter) setTurn(us int64) {
-	wk := w.q.wake
+func (w *qwaiter) setTurn(us int64) {
+	wk := w.a.wake
 	wk.mu.Lock()
 	w.turn = us >= 0
 	if w.turn {
-		w.turnAt = w.q.l.opt.clockOrSystem().Now().Add(fromMicros(us))
+		w.turnAt = w.a.l.opt.clockOrSystem().Now().Add(fromMicros(us))
 	}
 	wk.mu.Unlock()
 }
 
-// Wait blocks until w may ask again (Queue.Admit) or ctx ends. It returns
-// fairqueue.Claimed with the source whose slot is reserved for it,
-// fairqueue.Turn when it is the head and room is due, or fairqueue.Lapsed
-// when its place is gone (it asks again as a new call). It runs no command
+// Wait implements core.Waiter: it blocks until w may admit again or ctx
+// ends. It returns core.WaitClaimed with the source whose slot is reserved
+// for it, core.WaitTurn when it is the head and room is due, or
+// core.WaitLapsed when its place is gone (it admits again as a new call,
+// without its waiter). It runs no command
 // while it waits (its process renews the leases of all its waiters of a
-// queue together, see Queue). When ctx ends, w leaves the queue (a claim it
+// queue together, see Admitter). When ctx ends, w leaves the queue (a claim it
 // held goes on) and Wait returns a *core.CanceledError.
-func (w *QueueWaiter) Wait(ctx context.Context) (fairqueue.Event, error) {
-	wk := w.q.wake
-	clk := w.q.l.opt.clockOrSystem()
+func (w *qwaiter) Wait(ctx context.Context) (core.WaitEvent, error) {
+	wk := w.a.wake
+	clk := w.a.l.opt.clockOrSystem()
 	for {
 		wk.mu.Lock()
 		now := clk.Now()
@@ -671,30 +701,30 @@ func (w *QueueWaiter) Wait(ctx context.Context) (fairqueue.Event, error) {
 			w.ev = evNone
 			label := w.label
 			wk.mu.Unlock()
-			return fairqueue.Event{Kind: fairqueue.Claimed, Label: label}, nil
+			return core.WaitEvent{Kind: core.WaitClaimed, Source: label}, nil
 		case evGone:
 			wk.mu.Unlock()
-			return fairqueue.Event{Kind: fairqueue.Lapsed}, nil
+			return core.WaitEvent{Kind: core.WaitLapsed}, nil
 		}
 		d := time.Duration(-1)
 		if w.turn {
 			if !now.Before(w.turnAt) {
 				w.turn = false
 				wk.mu.Unlock()
-				return fairqueue.Event{Kind: fairqueue.Turn}, nil
+				return core.WaitEvent{Kind: core.WaitTurn}, nil
 			}
 			d = w.turnAt.Sub(now)
 		}
 		wk.mu.Unlock()
 		if err := w.block(ctx, clk, d); err != nil {
-			return fairqueue.Event{}, err
+			return core.WaitEvent{}, err
 		}
 	}
 }
 
 // block waits for w's wake, d on clk (d < 0: no timer), or ctx; when ctx
 // ends, w leaves the queue.
-func (w *QueueWaiter) block(ctx context.Context, clk core.Clock, d time.Duration) error {
+func (w *qwaiter) block(ctx context.Context, clk core.Clock, d time.Duration) error {
 	var tc <-chan time.Time
 	if d >= 0 {
 		t := clk.NewTimer(d)
@@ -715,11 +745,11 @@ func (w *QueueWaiter) block(ctx context.Context, clk core.Clock, d time.Duration
 // waiter), bounded by queueOpTimeout. Wait does it when its context
 // ends; a caller that stops waiting otherwise calls it. A failure leaves
 // the entry to lapse with its lease.
-func (w *QueueWaiter) Leave(ctx context.Context) { w.leave(ctx) }
+func (w *qwaiter) Leave(ctx context.Context) { w.leave(ctx) }
 
 // leave is Leave; it returns the entry a claim went to (0: none).
-func (w *QueueWaiter) leave(ctx context.Context) uint64 {
-	wk := w.q.wake
+func (w *qwaiter) leave(ctx context.Context) uint64 {
+	wk := w.a.wake
 	wk.mu.Lock()
 	label := ""
 	if w.ev == evClaim {
@@ -734,7 +764,7 @@ func (w *QueueWaiter) leave(ctx context.Context) uint64 {
 		// the likeliest.
 		label = w.source
 	}
-	to, err := w.q.leave(lctx, w.k, w.id, label)
+	to, err := w.a.leave(lctx, w.k, w.id, label)
 	if err != nil {
 		wk.log.warn(time.Now(), "polygateway: redisstore: cannot take a waiter out of a queue; it lapses with its lease",
 			"scope", w.k.scope, "err", err)

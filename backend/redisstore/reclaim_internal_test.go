@@ -127,7 +127,9 @@ func TestRetriedScriptsCountOnce(t *testing.T) {
 // rawAdmit runs the admit script for req with a lease of the test's choice.
 func rawAdmit(t *testing.T, a *Admitter, req core.AdmitRequest, lease uint64) []int64 {
 	t.Helper()
-	keys, arg := a.admitArgs(&req, lease)
+	k := a.l.queueKeysOf(req.Permit.Scope, req.Permit.Pool)
+	now := a.l.opt.clockOrSystem().Now()
+	keys, arg := a.admitArgs(&req, lease, &admitCall{k: k, now: now, dl: now})
 	res, err := admitScript.Run(context.Background(), a.l.c, keys, arg).Int64Slice()
 	if err != nil {
 		t.Fatal(err)

@@ -1,112 +1,113 @@
 package redisstore
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
-	"strconv"
 )
 
-// request writes the one argument every script takes: a JSON object with
+// request builds the one argument every script takes: a JSON object with
 // named fields, decoded by the script with cjson (see lua/lib/common.lua).
-// The requests are small and of a fixed shape, so they are written by hand
-// into one buffer rather than through encoding/json.
+// The writers add fields in the order of the script's header; the request
+// keeps them as a tree of objects and arrays and String encodes it with
+// encoding/json.
 type request struct {
-	b     []byte
-	comma bool
+	root  map[string]any
+	stack []frame
 }
 
-func newRequest() *request { return &request{b: make([]byte, 0, 384)} }
+// frame is an object or an array being written, and where it goes when
+// it ends: the field key of the object below it, or the next element of
+// the array below it.
+type frame struct {
+	obj   map[string]any
+	arr   []any
+	isArr bool
+	key   string
+}
 
-// String returns the request's text.
-func (r *request) String() string { return string(r.b) }
+func newRequest() *request { return &request{stack: make([]frame, 0, 4)} }
 
-func (r *request) sep() {
-	if r.comma {
-		r.b = append(r.b, ',')
+// String returns the request's text. The tree holds only numbers,
+// booleans, strings, objects and arrays, which encoding/json always
+// encodes; strings that are not valid UTF-8 have their invalid bytes
+// replaced, as encoding/json does.
+func (r *request) String() string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r.root); err != nil {
+		return "" // the script refuses an empty request
 	}
+	return string(bytes.TrimSuffix(b.Bytes(), []byte{'\n'}))
 }
 
-func (r *request) key(k string) {
-	r.sep()
-	r.b = append(r.b, '"')
-	r.b = append(r.b, k...)
-	r.b = append(r.b, '"', ':')
-	r.comma = false
+func (r *request) top() *frame { return &r.stack[len(r.stack)-1] }
+
+// set puts v under k in the innermost object, or appends it to the
+// innermost array (k unused).
+func (r *request) set(k string, v any) {
+	if len(r.stack) == 0 {
+		return
+	}
+	f := r.top()
+	if f.isArr {
+		f.arr = append(f.arr, v)
+		return
+	}
+	f.obj[k] = v
 }
 
 // open starts the request, or an object in an array.
-func (r *request) open() {
-	r.sep()
-	r.b = append(r.b, '{')
-	r.comma = false
-}
+func (r *request) open() { r.stack = append(r.stack, frame{obj: map[string]any{}}) }
 
 // object starts the object field k.
 func (r *request) object(k string) {
-	r.key(k)
-	r.b = append(r.b, '{')
-	r.comma = false
+	r.stack = append(r.stack, frame{obj: map[string]any{}, key: k})
 }
 
 // close ends the innermost object.
 func (r *request) close() {
-	r.b = append(r.b, '}')
-	r.comma = true
+	f := r.stack[len(r.stack)-1]
+	r.stack = r.stack[:len(r.stack)-1]
+	if len(r.stack) == 0 {
+		r.root = f.obj
+		return
+	}
+	r.set(f.key, f.obj)
 }
 
 // array starts the array field k.
 func (r *request) array(k string) {
-	r.key(k)
-	r.b = append(r.b, '[')
-	r.comma = false
+	r.stack = append(r.stack, frame{arr: []any{}, isArr: true, key: k})
 }
 
 // end ends the innermost array.
 func (r *request) end() {
-	r.b = append(r.b, ']')
-	r.comma = true
+	f := r.stack[len(r.stack)-1]
+	r.stack = r.stack[:len(r.stack)-1]
+	r.set(f.key, f.arr)
 }
 
-func (r *request) int(k string, v int64) {
-	r.key(k)
-	r.b = strconv.AppendInt(r.b, v, 10)
-	r.comma = true
-}
+func (r *request) int(k string, v int64) { r.set(k, v) }
 
 // elem writes v as the next element of the innermost array.
-func (r *request) elem(v int64) {
-	r.sep()
-	r.b = strconv.AppendInt(r.b, v, 10)
-	r.comma = true
-}
+func (r *request) elem(v int64) { r.set("", v) }
 
-func (r *request) uint(k string, v uint64) {
-	r.key(k)
-	r.b = strconv.AppendUint(r.b, v, 10)
-	r.comma = true
-}
+func (r *request) uint(k string, v uint64) { r.set(k, v) }
 
-// float writes v in its shortest exact form; NaN and infinities, which
-// JSON cannot carry, are written as 0.
+// float writes v; NaN and infinities, which JSON cannot carry, are
+// written as 0.
 func (r *request) float(k string, v float64) {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		v = 0
 	}
-	r.key(k)
-	r.b = strconv.AppendFloat(r.b, v, 'g', -1, 64)
-	r.comma = true
+	r.set(k, v)
 }
 
-func (r *request) bool(k string, v bool) {
-	r.key(k)
-	r.b = strconv.AppendBool(r.b, v)
-	r.comma = true
-}
+func (r *request) bool(k string, v bool) { r.set(k, v) }
 
-func (r *request) str(k, v string) {
-	r.key(k)
-	r.b = appendJSONString(r.b, v)
-	r.comma = true
-}
+func (r *request) str(k, v string) { r.set(k, v) }
 
 // now writes the "now" field of a test clock; without one the script reads
 // the server's TIME.
@@ -114,25 +115,4 @@ func (r *request) now(o *options) {
 	if o.clock != nil {
 		r.int("now", o.clock.Now().UnixMicro())
 	}
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string. Bytes other than the quote,
-// the backslash and control characters are copied as they are (cjson takes
-// them so), which keeps a name's bytes intact whatever they are.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
 }

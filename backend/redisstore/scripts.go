@@ -33,7 +33,7 @@ func mustRead(name string) string {
 // The scripts. Every Limiter and Breaker method is exactly one of them.
 var (
 	acquireScript  = script("acquire.lua", "limiter.lua", "gates.lua", "budget.lua", "acquire.lua")
-	releaseScript  = script("release.lua", "limiter.lua", "budget.lua", "release.lua")
+	releaseScript  = script("release.lua", "limiter.lua", "budget.lua", "release.lua", "queue.lua")
 	usageScript    = script("usage.lua", "limiter.lua")
 	budgetsScript  = script("budgets.lua", "budget.lua")
 	allowScript    = script("allow.lua", "circuit.lua", "allow.lua")
@@ -43,9 +43,14 @@ var (
 	switchScript   = script("switch.lua")
 	pushbackScript = script("pushback.lua")
 	// admitScript and finishScript are the Admitter's: one script before
-	// the upstream call, one after; reclaimScript gives back what a call
-	// whose reply was lost may hold.
-	admitScript   = script("admit.lua", "circuit.lua", "allow.lua", "limiter.lua", "gates.lua", "budget.lua", "acquire.lua")
-	finishScript  = script("finish.lua", "breaker.lua", "record.lua", "limiter.lua", "budget.lua", "release.lua")
+	// the upstream call, one after, both through the scope's fair queue;
+	// reclaimScript gives back what a call whose reply was lost may hold.
+	admitScript   = script("admit.lua", "circuit.lua", "allow.lua", "limiter.lua", "gates.lua", "budget.lua", "acquire.lua", "queue.lua")
+	finishScript  = script("finish.lua", "breaker.lua", "record.lua", "limiter.lua", "budget.lua", "release.lua", "queue.lua")
 	reclaimScript = script("reclaim.lua", "limiter.lua", "budget.lua", "release.lua")
+	// The two scripts of the queue a waiting process runs besides: a
+	// waiter leaving, and the check of its waiters and of the claims it
+	// granted (lua/queue_*.lua with lua/lib/queue.lua).
+	queueLeaveScript = script("queue_leave.lua", "queue.lua")
+	queueCheckScript = script("queue_check.lua", "queue.lua")
 )

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/proxy"
 )
@@ -115,6 +116,7 @@ func readServerConfig(r *keyReader) (serverConfig, *config.Error) {
 			p.ClientKeys = append(p.ClientKeys, k)
 		}
 	}
+	p.ClientPriorities = readPriorities(r)
 	r.get("PGW_CLIENT_BUDGET_USD", &p.ClientBudget.USD)
 	windowSet := r.get("PGW_CLIENT_BUDGET_WINDOW_S", &budgetWindow)
 	for _, f := range []struct {
@@ -150,6 +152,38 @@ func readServerConfig(r *keyReader) (serverConfig, *config.Error) {
 		r.fail(configError("PGW_CLIENT_ID_RATE", "sub-divides the rate of a client key: needs PGW_CLIENT_KEYS and PGW_CLIENT_RATE"))
 	}
 	return sc, config.Join(r.errs...)
+}
+
+// readPriorities reads PGW_CLIENT_PRIORITIES, "key-<digest id>=priority,…":
+// each key declared once, each priority one of the names (which keys the
+// ids must name is checked with the keys, by proxy.Validate).
+func readPriorities(r *keyReader) map[string]core.Priority {
+	const key = "PGW_CLIENT_PRIORITIES"
+	var v string
+	if !r.get(key, &v) {
+		return nil
+	}
+	out := map[string]core.Priority{}
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		id, name, ok := strings.Cut(item, "=")
+		id, name = strings.TrimSpace(id), strings.TrimSpace(name)
+		p, err := core.ParsePriority(name)
+		_, dup := out[id]
+		switch {
+		case !ok || id == "":
+			r.fail(configError(key, fmt.Sprintf("%q: want key-<digest id>=priority", item)))
+		case err != nil:
+			r.fail(configError(key, fmt.Sprintf("%s: %q is not a priority (interactive, normal or batch)", id, name)))
+		case dup:
+			r.fail(configError(key, fmt.Sprintf("%s is declared twice", id)))
+		default:
+			out[id] = p
+		}
+	}
+	return out
 }
 
 // defaultAddr is PGW_LISTEN_ADDR's default.

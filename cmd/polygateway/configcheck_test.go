@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"os"
 	"path/filepath"
@@ -61,5 +63,29 @@ func TestProductionProfileIsValid(t *testing.T) {
 	if code := run([]string{"-check", "-env-file", path}, io.Discard, bad, nil); code != 1 ||
 		!strings.Contains(bad.String(), "LLM__OPENAI__1__TTFT_TIMEOUT") {
 		t.Errorf("-check of the profile with a misspelt key: exit %d\n%s", code, bad.String())
+	}
+}
+
+// TestCheckHoldsClientPrioritiesToTheKeys: -check accepts a default
+// priority for a configured key, by its digest id, and refuses one for an
+// id no key has, naming the key.
+func TestCheckHoldsClientPrioritiesToTheKeys(t *testing.T) {
+	up := fakeupstream.NewServer(t)
+	dir := t.TempDir()
+	sum := sha256.Sum256([]byte("pgw-client-key-replace-me-2"))
+	known := "key-" + hex.EncodeToString(sum[:6])
+	for _, tc := range []struct {
+		priorities string
+		code       int
+	}{
+		{known + "=batch", 0},
+		{"key-000000000000=batch", 1},
+	} {
+		logs := &syncBuf{}
+		path := localProfile(t, dir, up.URL(), "\nPGW_CLIENT_PRIORITIES="+tc.priorities+"\n")
+		code := run([]string{"-check", "-env-file", path}, io.Discard, logs, nil)
+		if code != tc.code || tc.code == 1 && !strings.Contains(logs.String(), "key-000000000000") {
+			t.Errorf("-check with PGW_CLIENT_PRIORITIES=%s: exit %d, want %d\n%s", tc.priorities, code, tc.code, logs.String())
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/configfile"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/config"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
@@ -365,4 +366,22 @@ func TestWatchFileCallsOnChange(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+func TestClientPrioritiesFromAFileAreAMappingOfDigestIDs(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	writeFile(t, path, "server:\n  routes: {a: LLM}\n  client_keys: [k1]\n  client_priorities: {key-0123456789ab: batch, key-ba9876543210: interactive}\n")
+	_, sc, err := newApp(slog.New(slog.DiscardHandler), fileSource(path, noVars), nil).load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]core.Priority{"key-0123456789ab": core.PriorityBatch, "key-ba9876543210": core.PriorityInteractive}
+	if !maps.Equal(sc.proxy.ClientPriorities, want) {
+		t.Errorf("ClientPriorities = %v, want %v", sc.proxy.ClientPriorities, want)
+	}
+	writeFile(t, path, "server:\n  routes: {a: LLM}\n  client_keys: [k1]\n  client_priorities: {key-0123456789ab: urgent}\n")
+	if _, _, err := newApp(slog.New(slog.DiscardHandler), fileSource(path, noVars), nil).load(); err == nil || !strings.Contains(err.Error(), "client_priorities") {
+		t.Errorf("an unknown priority in a file: %v, want an error naming server.client_priorities", err)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/polygateway/polygateway/core"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -217,5 +218,24 @@ func TestParseServerConfig(t *testing.T) {
 	}
 	if _, err := parseServerConfig(map[string]string{}); err == nil {
 		t.Error("no routes accepted")
+	}
+}
+
+func TestClientPrioritiesAreDeclaredOnceByDigestID(t *testing.T) {
+	sc, err := parseServerConfig(map[string]string{
+		"PGW_ROUTES": "a=B", "PGW_CLIENT_KEYS": "k1,k2", "PGW_CLIENT_PRIORITIES": " key-0123456789ab = batch ,key-ba9876543210=interactive,",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]core.Priority{"key-0123456789ab": core.PriorityBatch, "key-ba9876543210": core.PriorityInteractive}
+	if !maps.Equal(sc.proxy.ClientPriorities, want) {
+		t.Errorf("ClientPriorities = %v, want %v", sc.proxy.ClientPriorities, want)
+	}
+	for _, bad := range []string{"key-0123456789ab", "=batch", "key-0123456789ab=urgent", "key-0123456789ab=batch,key-0123456789ab=normal"} {
+		_, err := parseServerConfig(map[string]string{"PGW_ROUTES": "a=B", "PGW_CLIENT_KEYS": "k1", "PGW_CLIENT_PRIORITIES": bad})
+		if err == nil || !strings.Contains(err.Error(), "PGW_CLIENT_PRIORITIES") {
+			t.Errorf("PGW_CLIENT_PRIORITIES=%s: err %v", bad, err)
+		}
 	}
 }

@@ -84,10 +84,12 @@
 //     relations between the scope and its sources (PROBE_TTL_S,
 //     STALL_WINDOW_S, POLL_INTERVAL_S).
 //
-// Each row of the key table declares a key once: its name, its kind (which
-// is how Load parses it and Validate checks it), its default (a plain
-// Default is the value Load uses) and its documentation; the keys a flat
-// shortcut or other keys stand behind are read by hand.
+// Each row of the key table declares a key once: its name, its kind (whose
+// rule says how Load parses it and Validate checks it), its default (a
+// plain Default is the value Load uses; a flat shortcut or a rule on other
+// values may stand before it), when it is required and its documentation.
+// Two short tables order the relations between keys; only the stream
+// watchdog pair and the budget are read by hand, each from its row.
 //
 // Validate is also what assembling a client from settings made by hand
 // runs (polygateway.FromSettings), so both refuse the same settings with

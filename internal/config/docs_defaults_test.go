@@ -182,6 +182,21 @@ func TestDocsCheckHasTeeth(t *testing.T) {
 	}
 }
 
+// examplesOf returns the examples of a line, KEY=VALUE lines and
+// `KEY=VALUE` tokens, and the rows of the key of a KEY=VALUE line.
+func examplesOf(line string) (examples [][2]string, lineKey []KeyDoc) {
+	if m := envLine.FindStringSubmatch(line); m != nil {
+		examples = append(examples, [2]string{m[1], strings.Trim(m[2], `"'`)})
+		lineKey = resolve(m[1])
+	}
+	for _, m := range ticked.FindAllStringSubmatch(line, -1) {
+		if k, v, ok := strings.Cut(m[1], "="); ok && envLine.MatchString(m[1]) {
+			examples = append(examples, [2]string{k, v})
+		}
+	}
+	return examples, lineKey
+}
+
 // docProblems checks one document and returns its problems and the count
 // of values checked.
 func docProblems(name, text string) (problems []string, checked int) {
@@ -190,25 +205,14 @@ func docProblems(name, text string) (problems []string, checked int) {
 		fail := func(format string, args ...any) {
 			problems = append(problems, fmt.Sprintf("%s:%d: ", name, i+1)+fmt.Sprintf(format, args...))
 		}
-		// Examples: KEY=VALUE lines, `KEY=VALUE` tokens.
-		var examples [][2]string
-		var lineKey []KeyDoc
-		if m := envLine.FindStringSubmatch(line); m != nil {
-			examples = append(examples, [2]string{m[1], strings.Trim(m[2], `"'`)})
-			lineKey = resolve(m[1])
-		}
-		for _, m := range ticked.FindAllStringSubmatch(line, -1) {
-			if k, v, ok := strings.Cut(m[1], "="); ok && envLine.MatchString(m[1]) {
-				examples = append(examples, [2]string{k, v})
-			}
-		}
+		examples, lineKey := examplesOf(line)
 		for _, ex := range examples {
 			if strings.ContainsAny(ex[1], "$<.…") && !regexp.MustCompile(`^[0-9.]+$`).MatchString(ex[1]) {
 				continue // a placeholder, a URL or a path
 			}
 			for _, d := range resolve(ex[0]) {
-				if d.Reader == ReaderTooling || d.Kind == KindRoutes {
-					continue
+				if d.Reader == ReaderTooling || d.Kind == KindRoutes || d.Kind == KindBackend {
+					continue // a backend may be any registered name
 				}
 				checked++
 				if _, err := parseValue(entry{key: ex[0], val: ex[1]}, d); err != nil && ex[1] != "" {

@@ -14,6 +14,16 @@ type Error = core.ConfigError
 
 func errf(key, problem string) *Error { return &Error{Key: key, Problem: problem} }
 
+// problems collects the problems found, in order.
+type problems []*Error
+
+// fail records a problem (nil is none).
+func (p *problems) fail(err *Error) {
+	if err != nil {
+		*p = append(*p, err)
+	}
+}
+
 // Join reports the problems of errs (nil ones skipped) as one *Error, nil
 // when there are none. A *Error with several problems is taken apart, so
 // that joining keeps one flat list.

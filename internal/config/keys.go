@@ -3,8 +3,10 @@ package config
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/registry"
 )
 
 // KeyDoc documents one configuration key, or one family of keys when the
@@ -41,13 +43,30 @@ type KeyDoc struct {
 	// at is where Load puts the value and Validate finds it; zero for the
 	// keys outside the settings.
 	at fieldAt
-	// hand is true when Load reads the key by hand (the stream watchdog
-	// pair, set together); Validate still checks the domain of its field.
-	hand bool
 	// flat is the flat shortcut that stands behind the key (LLM_TIMEOUT for
 	// TIMEOUT_S): its value when the key is absent, then the default after
-	// its ", else " in Default.
+	// its ", else " in Default; with neither, a key Required "yes, …" is
+	// missing.
 	flat string
+	// expect words the value a "missing" error expects, when it is not the
+	// kind's form or one of Values.
+	expect string
+	// registry is the kind of backend a KindBackend key names.
+	registry registry.Kind
+	// parse and check replace the kind's: how Load parses the value, how
+	// Validate checks a source's value.
+	parse func(e entry, d KeyDoc) (any, *Error)
+	check func(v *validator, key string, d KeyDoc, sc *core.SourceConfig)
+	// read reads the key by hand, after the others of its family, with
+	// the keys it goes with (whose read is readWithPair).
+	read func(l *loader, pre string, sc *core.SourceConfig)
+	// derive is the default made of other values, set when the key is
+	// absent, once every source is read.
+	derive func(s *core.GatewaySettings) any
+	// need requires an assembly key by another's value (a companion is
+	// parsed whenever present, its feature on or off); Validate applies it
+	// before the checks of the kinds.
+	need func(v *validator, key string, d KeyDoc)
 }
 
 // fieldAt is a key's field: in the scope's settings or in a source's.
@@ -58,6 +77,43 @@ type fieldAt struct {
 
 func inScope(f func(*core.GatewaySettings) any) fieldAt { return fieldAt{scope: f} }
 func inSource(f func(*core.SourceConfig) any) fieldAt   { return fieldAt{source: f} }
+
+// ptr points at the field in s, or in sc for a source's key.
+func (f fieldAt) ptr(s *core.GatewaySettings, sc *core.SourceConfig) any {
+	if f.source != nil {
+		return f.source(sc)
+	}
+	return f.scope(s)
+}
+
+// key is the row's key under pre, the prefix {SCOPE}__ of a scope key or
+// {SCOPE}__{PROVIDER}__{N}__ of a source's.
+func (d KeyDoc) key(pre string) string {
+	if rest, ok := strings.CutPrefix(d.Pattern, sourceP); ok {
+		return pre + rest
+	}
+	if rest, ok := strings.CutPrefix(d.Pattern, scopeP); ok {
+		return pre + rest
+	}
+	return d.Pattern
+}
+
+// readWithPair is the read of a key that the row before it reads by hand.
+func readWithPair(*loader, string, *core.SourceConfig) {}
+
+// largest is the largest value of among the sources of s, and the name of
+// the first source with it.
+func largest(s *core.GatewaySettings, of func(core.SourceConfig) time.Duration) (m time.Duration, name string) {
+	for _, sc := range s.Sources {
+		if of(sc) > m {
+			m, name = of(sc), sc.Name
+		}
+	}
+	return m, name
+}
+
+func timeoutOf(sc core.SourceConfig) time.Duration { return sc.Timeout }
+func ttftOf(sc core.SourceConfig) time.Duration    { return sc.TTFTTimeout }
 
 // Readers of a key (KeyDoc.Reader). A key is known when any reader knows it:
 // the settings parser accepts the keys of the other readers without
@@ -141,13 +197,16 @@ var keyTable = []KeyDoc{
 	// Source keys.
 	{Pattern: sourceP + "BASE_URL", Required: "yes", Form: "absolute http(s) URL without query or fragment",
 		Meaning: "OpenAI-style base including its version path; requests go to BASE_URL + /chat/completions. Trailing slashes are trimmed.",
-		Example: "https://api.example.com/v1", Kind: KindURL},
+		Example: "https://api.example.com/v1", Kind: KindURL, at: inSource(func(c *core.SourceConfig) any { return &c.BaseURL })},
 	{Pattern: sourceP + "API_KEY", Required: "yes", Form: "non-empty string; none = no Authorization header",
-		Meaning: "Bearer key of the source. Never echoed in errors or logs.", Example: "sk-replace-me", Kind: KindSecret},
+		Meaning: "Bearer key of the source. Never echoed in errors or logs.", Example: "sk-replace-me", Kind: KindSecret,
+		at: inSource(func(c *core.SourceConfig) any { return &c.APIKey }), expect: apiKeyForm, parse: parseAPIKey, check: checkAPIKey},
 	{Pattern: sourceP + "MODEL", Required: "yes", Form: "non-empty string",
-		Meaning: "Upstream model name sent in every request.", Example: "qwen-plus", Kind: KindString},
+		Meaning: "Upstream model name sent in every request.", Example: "qwen-plus", Kind: KindString,
+		at: inSource(func(c *core.SourceConfig) any { return &c.Model }), expect: "the upstream model name"},
 	{Pattern: sourceP + "TIMEOUT_S", Required: "yes, unless LLM_TIMEOUT is set", Default: "LLM_TIMEOUT",
-		Form: formSecPos + ", <= PGW_LEASE_TTL_S", Meaning: "Wall-clock cap of one attempt.", Example: "120", Kind: KindSecondsPos, flat: "LLM_TIMEOUT"},
+		Form: formSecPos + ", <= PGW_LEASE_TTL_S", Meaning: "Wall-clock cap of one attempt.", Example: "120", Kind: KindSecondsPos, flat: "LLM_TIMEOUT",
+		at: inSource(func(c *core.SourceConfig) any { return &c.Timeout }), check: (*validator).timeout},
 	{Pattern: sourceP + "MAX_CONCURRENCY", Default: "0 (off)", Form: formIntNonNeg,
 		Meaning: "Per-source in-flight cap.", Example: "8", Kind: KindIntNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.Limits.MaxConcurrency })},
 	{Pattern: sourceP + "RPM", Default: "0 (off)", Form: formIntNonNeg,
@@ -159,10 +218,10 @@ var keyTable = []KeyDoc{
 		Meaning: "Tokens pre-deducted from TPM per call, settled to the actual usage.", Example: "2000", Kind: KindIntPos, at: inSource(func(c *core.SourceConfig) any { return &c.EstTokens })},
 	{Pattern: sourceP + "TTFT_TIMEOUT_S", Required: "together with INTER_TOKEN_TIMEOUT_S", Default: "LLM_TTFT_TIMEOUT, else min(TIMEOUT_S / 2, 30)",
 		Form:    formSecNonNeg + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S < TIMEOUT_S; both 0 = no watchdog",
-		Meaning: "Stream watchdog: longest wait for the first token (a thinking delta counts; a keep-alive comment does not).", Example: "30", Kind: KindSecondsNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.TTFTTimeout }), hand: true, flat: "LLM_TTFT_TIMEOUT"},
+		Meaning: "Stream watchdog: longest wait for the first token (a thinking delta counts; a keep-alive comment does not).", Example: "30", Kind: KindSecondsNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.TTFTTimeout }), read: (*loader).watchdog, flat: "LLM_TTFT_TIMEOUT"},
 	{Pattern: sourceP + "INTER_TOKEN_TIMEOUT_S", Required: "together with TTFT_TIMEOUT_S", Default: "LLM_INTER_TOKEN_TIMEOUT, else TTFT_TIMEOUT_S / 2",
 		Form:    formSecNonNeg + "; INTER_TOKEN_TIMEOUT_S < TTFT_TIMEOUT_S; both 0 = no watchdog",
-		Meaning: "Stream watchdog: longest gap between two tokens.", Example: "10", Kind: KindSecondsNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.InterTokenTimeout }), hand: true, flat: "LLM_INTER_TOKEN_TIMEOUT"},
+		Meaning: "Stream watchdog: longest gap between two tokens.", Example: "10", Kind: KindSecondsNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.InterTokenTimeout }), read: readWithPair, flat: "LLM_INTER_TOKEN_TIMEOUT"},
 	{Pattern: sourceP + "CONTEXT_WINDOW", Default: "0 (unknown)", Form: formIntNonNeg,
 		Meaning: "The model's context window in tokens: a call whose estimated prompt plus max_tokens does not fit skips this source before any request.", Example: "128000", Kind: KindIntNonNeg, at: inSource(func(c *core.SourceConfig) any { return &c.ContextWindow })},
 	{Pattern: sourceP + "CONTINUE", Values: []string{"none", "prefill"},
@@ -204,9 +263,9 @@ var keyTable = []KeyDoc{
 	{Pattern: scopeP + "GLOBAL__POOL", Form: "name: letters, digits, _ and -",
 		Meaning: "Scopes naming the same pool share their GLOBAL gates (one count for all of them, in memory within a process and in Redis across processes); each scope's GLOBAL limits apply to the pool's count.", Example: "shared", Kind: KindName, at: inScope(func(s *core.GatewaySettings) any { return &s.GlobalPool })},
 	{Pattern: scopeP + "BUDGET__USD", Default: "none", Form: "decimal > 0 (USD)",
-		Meaning: "Spend budget of the scope per BUDGET__WINDOW_S: each attempt reserves its estimated cost (prompt at the input price, max_tokens, else EST_TOKENS, else 1024 tokens at the output price) in the admission step and settles it to the actual cost; a call that does not fit is refused before any request (budget_exhausted, with RetryAfter = the window's end). Needs a price for every source's model (PGW_PRICING_PATH).", Example: "50", Kind: KindDecimalPos},
+		Meaning: "Spend budget of the scope per BUDGET__WINDOW_S: each attempt reserves its estimated cost (prompt at the input price, max_tokens, else EST_TOKENS, else 1024 tokens at the output price) in the admission step and settles it to the actual cost; a call that does not fit is refused before any request (budget_exhausted, with RetryAfter = the window's end). Needs a price for every source's model (PGW_PRICING_PATH).", Example: "50", Kind: KindDecimalPos, read: (*loader).budget},
 	{Pattern: scopeP + "BUDGET__WINDOW_S", Default: "86400", Form: "integer seconds >= 1",
-		Meaning: "The budget's window: fixed windows aligned to the Unix epoch (86400 resets at 00:00 UTC), shared by every process on the backend.", Example: "3600", Kind: KindIntPos},
+		Meaning: "The budget's window: fixed windows aligned to the Unix epoch (86400 resets at 00:00 UTC), shared by every process on the backend.", Example: "3600", Kind: KindIntPos, read: readWithPair},
 	{Pattern: scopeP + "SELECTOR", Default: "health_aware",
 		Values: []string{"health_aware", "round_robin", "least_inflight", "cost_aware"},
 		Form:   "health_aware | round_robin | least_inflight | cost_aware", Meaning: "Source selection strategy.", Example: "health_aware", Kind: KindEnum, at: inScope(func(s *core.GatewaySettings) any { return &s.Selector })},
@@ -227,7 +286,8 @@ var keyTable = []KeyDoc{
 	{Pattern: scopeP + "BREAKER__COOLDOWN_S", Default: "LLM_CIRCUIT_BREAKER_COOLDOWN, else 5", Form: formSecPos,
 		Meaning: "First open period; doubles on each failed probe, up to MAX_COOLDOWN_S.", Example: "5", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.Cooldown }), flat: "LLM_CIRCUIT_BREAKER_COOLDOWN"},
 	{Pattern: scopeP + "BREAKER__PROBE_TTL_S", Default: "the largest source TIMEOUT_S", Form: formSecPos + ", >= every source TIMEOUT_S",
-		Meaning: "Lease of the half-open probe.", Example: "120", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.ProbeTTL })},
+		Meaning: "Lease of the half-open probe.", Example: "120", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.ProbeTTL }),
+		derive: func(s *core.GatewaySettings) any { d, _ := largest(s, timeoutOf); return d }},
 	{Pattern: scopeP + "BREAKER__MIN_CALLS", Default: "20", Form: formIntPos,
 		Meaning: "Window samples needed before the failure-rate channel acts.", Example: "20", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.MinCalls })},
 	{Pattern: scopeP + "BREAKER__FAIL_RATE", Default: "0.5", Form: "decimal, 0 < x <= 1",
@@ -235,14 +295,16 @@ var keyTable = []KeyDoc{
 	{Pattern: scopeP + "BREAKER__WINDOW_S", Default: "60", Form: formSecPos,
 		Meaning: "Length of the failure-rate window.", Example: "60", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.Window })},
 	{Pattern: scopeP + "BREAKER__MAX_COOLDOWN_S", Default: "8, or COOLDOWN_S when larger", Form: formSecPos + ", >= COOLDOWN_S",
-		Meaning: "Cap of the doubling cooldown: with the defaults a recovered source gets its traffic back within 10 s.", Example: "8", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.MaxCooldown })},
+		Meaning: "Cap of the doubling cooldown: with the defaults a recovered source gets its traffic back within 10 s.", Example: "8", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.MaxCooldown }),
+		derive: func(s *core.GatewaySettings) any { return max(s.Breaker.MaxCooldown, s.Breaker.Cooldown) }},
 	{Pattern: scopeP + "BREAKER__HALF_OPEN_SUCCESSES", Default: "1", Form: formIntPos,
 		Meaning: "Probe successes needed to close.", Example: "1", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.HalfOpenSuccesses })},
 	{Pattern: scopeP + "BREAKER__TIMEOUT_WEIGHT", Default: "1", Form: "decimal, 0 <= x <= 1",
 		Meaning: "Fraction of a failure a timeout counts as.", Example: "1", Kind: KindUnit, at: inScope(func(s *core.GatewaySettings) any { return &s.Breaker.TimeoutWeight })},
 	{Pattern: scopeP + "BACKPRESSURE__STALL_WINDOW_S", Default: "max(60, the largest TTFT_TIMEOUT_S)",
 		Form:    formSecPos + ", >= every source TTFT_TIMEOUT_S, > POLL_INTERVAL_S",
-		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.StallWindow })},
+		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.StallWindow }),
+		derive: func(s *core.GatewaySettings) any { d, _ := largest(s, ttftOf); return max(defaultStallWindowFloor, d) }},
 	{Pattern: scopeP + "BACKPRESSURE__POLL_INTERVAL_S", Default: "0.25", Form: formSecPos + ", < STALL_WINDOW_S",
 		Meaning: "How often a waiting call re-tries the limiter.", Example: "0.25", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.PollInterval })},
 	{Pattern: scopeP + "FALLBACK__STALE_S", Default: "0 (off)", Form: formSecNonNeg,
@@ -291,23 +353,30 @@ var keyTable = []KeyDoc{
 
 	// Assembly keys.
 	{Pattern: "PGW_LIMITER_BACKEND", Required: "yes", Values: []string{"memory", "redis"}, Form: "memory | redis | a registered name",
-		Meaning: "Where rate-limit state lives; many processes need redis.", Example: "memory", Kind: KindBackend},
+		Meaning: "Where rate-limit state lives; many processes need redis.", Example: "memory", Kind: KindBackend,
+		at: inScope(func(s *core.GatewaySettings) any { return &s.LimiterBackend }), registry: registry.KindLimiter},
 	{Pattern: "PGW_BREAKER_BACKEND", Required: "yes", Values: []string{"memory", "redis"}, Form: "memory | redis | a registered name",
-		Meaning: "Where breaker state lives; many processes need redis.", Example: "memory", Kind: KindBackend},
+		Meaning: "Where breaker state lives; many processes need redis.", Example: "memory", Kind: KindBackend,
+		at: inScope(func(s *core.GatewaySettings) any { return &s.BreakerBackend }), registry: registry.KindBreaker},
 	{Pattern: "PGW_CACHE_BACKEND", Required: "yes", Values: []string{"none", "memory", "redis"}, Form: "none | memory | redis | a registered name",
-		Meaning: "Response cache.", Example: "none", Kind: KindBackend},
-	{Pattern: "PGW_CACHE_NAMESPACE", Required: "if PGW_CACHE_BACKEND is not none", Form: "non-empty string",
-		Meaning: "Cache namespace; keeps projects and tenants apart.", Example: "my-project", Kind: KindString, at: inScope(func(s *core.GatewaySettings) any { return &s.CacheNamespace })},
-	{Pattern: "PGW_CACHE_TTL_S", Required: "if PGW_CACHE_BACKEND is not none", Form: formSecPos,
-		Meaning: "Lifetime of a cache entry.", Example: "604800", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.CacheTTL })},
+		Meaning: "Response cache.", Example: "none", Kind: KindBackend,
+		at: inScope(func(s *core.GatewaySettings) any { return &s.CacheBackend }), registry: registry.KindCache},
 	{Pattern: "PGW_TELEMETRY_BACKEND", Required: "yes", Values: []string{"none", "sqlite", "postgres"}, Form: "none | sqlite | postgres | a registered name",
-		Meaning: "Telemetry sink (one row per call).", Example: "none", Kind: KindBackend},
+		Meaning: "Telemetry sink (one row per call).", Example: "none", Kind: KindBackend,
+		at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetryBackend }), registry: registry.KindTelemetry},
+	{Pattern: "PGW_CACHE_NAMESPACE", Required: "if PGW_CACHE_BACKEND is not none", Form: "non-empty string",
+		Meaning: "Cache namespace; keeps projects and tenants apart.", Example: "my-project", Kind: KindString, at: inScope(func(s *core.GatewaySettings) any { return &s.CacheNamespace }),
+		expect: "a non-empty namespace", need: neededBy("PGW_CACHE_BACKEND")},
+	{Pattern: "PGW_CACHE_TTL_S", Required: "if PGW_CACHE_BACKEND is not none", Form: formSecPos,
+		Meaning: "Lifetime of a cache entry.", Example: "604800", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.CacheTTL }), need: neededBy("PGW_CACHE_BACKEND")},
 	{Pattern: "PGW_TELEMETRY_CONTENT", Default: "full", Values: []string{"full", "redacted", "none"}, Form: "full | redacted | none",
 		Meaning: "What a telemetry row keeps of the prompts, the answer and its thinking: full; redacted (every configured secret removed by the library's redaction rule); none (empty). Tokens, cost, sources, timings and errors are always kept.", Example: "full", Kind: KindEnum, at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetryContent })},
 	{Pattern: "PGW_TELEMETRY_SQLITE_PATH", Required: "if PGW_TELEMETRY_BACKEND=sqlite", Form: "file path",
-		Meaning: "SQLite database file.", Example: "logs/telemetry.db", Kind: KindPath, at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetrySQLitePath })},
+		Meaning: "SQLite database file.", Example: "logs/telemetry.db", Kind: KindPath, at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetrySQLitePath }),
+		expect: "a file path", need: neededBy("PGW_TELEMETRY_BACKEND", "sqlite")},
 	{Pattern: "PGW_TELEMETRY_PG_DSN", Required: "if PGW_TELEMETRY_BACKEND=postgres", Form: "Postgres DSN",
-		Meaning: "Postgres connection string. Never echoed.", Example: "postgres://user:pass@localhost:5432/polygateway", Kind: KindSecret, at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetryPGDSN })},
+		Meaning: "Postgres connection string. Never echoed.", Example: "postgres://user:pass@localhost:5432/polygateway", Kind: KindSecret, at: inScope(func(s *core.GatewaySettings) any { return &s.TelemetryPGDSN }),
+		expect: "a Postgres DSN", need: neededBy("PGW_TELEMETRY_BACKEND", "postgres")},
 	{Pattern: "PGW_PRICING_PATH", Form: "file path",
 		Meaning: `Pricing JSON {"model": {"input_per_1m": 2.1, "output_per_1m": 8.4}}; stored only, read at assembly.`, Example: "config/prices.json", Kind: KindPath, at: inScope(func(s *core.GatewaySettings) any { return &s.PricingPath })},
 	{Pattern: "PGW_STRUCTURED_MAX_RETRIES", Default: "2", Form: formIntNonNeg,
@@ -316,7 +385,8 @@ var keyTable = []KeyDoc{
 		Meaning: "Lease of a concurrency permit, so a dead process frees its slots.", Example: "1500", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.LeaseTTL })},
 	{Pattern: "REDIS_URL", Required: "if any PGW_*_BACKEND is redis", Form: "redis://, rediss:// or unix:// URL",
 		Meaning: "Shared by the redis backends. Never echoed. Validated only when a redis backend is selected.",
-		Example: "redis://localhost:6379/0", Kind: KindSecret, at: inScope(func(s *core.GatewaySettings) any { return &s.RedisURL })},
+		Example: "redis://localhost:6379/0", Kind: KindSecret, at: inScope(func(s *core.GatewaySettings) any { return &s.RedisURL }),
+		expect: redisURLForm, need: (*validator).redis},
 	{Pattern: "PGW_ALLOW_KEYS", Form: "comma-separated key names; a trailing * matches a prefix",
 		Meaning: "Keys of other software that look like ours (e.g. LLM_MODEL) and are not to be checked: listed keys are ignored instead of being unknown-key errors.",
 		Example: "LLM_MODEL,LLM_API_KEY", Kind: KindList},
@@ -346,6 +416,8 @@ var keyTable = []KeyDoc{
 		Meaning: "Gateway: bearer token /metrics requires and the /readyz details need. Never logged.", Example: "replace-me", Kind: KindSecret},
 	{Pattern: "PGW_CLIENT_KEYS", Default: "no client auth", Form: "comma-separated keys", Reader: ReaderGateway,
 		Meaning: "Gateway: client API keys, kept as SHA-256 digests. Never logged.", Example: "key-a,key-b", Kind: KindList},
+	{Pattern: "PGW_CLIENT_PRIORITIES", Default: "normal for every key", Form: "key id=interactive|normal|batch,… (key id: key- and 12 hex digits)", Reader: ReaderGateway,
+		Meaning: "Gateway: default priority of a client key's calls, by the key's digest id (key- and the first 12 hex digits of its SHA-256; never the key); the X-PolyGateway-Priority header overrides it. Every id must be one of PGW_CLIENT_KEYS.", Example: "key-0123456789ab=batch", Kind: KindRoutes},
 	{Pattern: "PGW_CLIENT_BUDGET_USD", Default: "0 (off)", Form: "decimal >= 0 (USD)", Reader: ReaderGateway,
 		Meaning: "Gateway: spend budget of each client key per PGW_CLIENT_BUDGET_WINDOW_S, across every scope (needs PGW_CLIENT_KEYS, and prices for every routed chat scope); counted on the limiter backend, so gateways sharing Redis share it. A call that does not fit gets 429 budget_exhausted with Retry-After.", Example: "20", Kind: KindDecimalNonNeg},
 	{Pattern: "PGW_CLIENT_BUDGET_WINDOW_S", Default: "86400", Form: "integer seconds >= 1", Reader: ReaderGateway,
@@ -420,45 +492,30 @@ func Keys() []KeyDoc {
 	return out
 }
 
-// known is the parser's view of the table.
+// knownKeys is the parser's view of the table, each list in table order:
+// the single-part FIELDs of a source (source) and those of its groups
+// (sourceGroups, the groups in sourceGroupOrder); the FIELDs of the scope's
+// groups (groups, in groupOrder); the single-part scope keys the settings
+// parser reads (singles) and those other readers (embed) take from Extra
+// (extension); the keys without a scope the settings parser reads (flat);
+// every exact key without a scope (names) and every prefix of a {NAME}
+// pattern without one (prefixes, PGW_X_, PGW_TEST_), mapped to its
+// reader; the rows by pattern; the rows Load reads into the settings
+// (scope keys, assembly keys) or into a source; and the parsed Default of
+// the rows whose Default is a plain value of their kind.
 type knownKeys struct {
-	// source lists the single-part source FIELDs in table order.
-	source []string
-	// sourceGroups maps a source GROUP ({SCOPE}__{PROVIDER}__{N}__{GROUP}__
-	// {FIELD}) to its FIELDs in table order.
-	sourceGroups map[string][]string
-	// sourceGroupOrder lists the source groups in table order.
-	sourceGroupOrder []string
-	// groups maps GROUP to its FIELDs in table order.
-	groups map[string][]string
-	// groupOrder lists the groups in table order.
-	groupOrder []string
-	// singles lists the single-part scope keys the settings parser reads,
-	// in table order.
-	singles []string
-	// extension lists the single-part scope keys other readers (embed)
-	// take from Extra, in table order.
-	extension []string
-	// flat lists the keys without a scope the settings parser reads, in
-	// table order.
-	flat []string
-	// names is every exact key without a scope, of any reader, mapped to
-	// its reader.
-	names map[string]string
-	// prefixes are the key prefixes of the patterns ending in {NAME}
-	// without a scope (PGW_X_, PGW_TEST_), mapped to their reader.
-	prefixes map[string]string
-	// byPattern indexes the table.
-	byPattern map[string]KeyDoc
-	// scopeFields and sourceFields are the rows whose field is in the
-	// settings or in a source, in table order.
-	scopeFields, sourceFields []KeyDoc
-	// defaults holds the parsed Default of the rows whose Default is a
-	// plain value of their kind.
-	defaults map[string]any
+	source, sourceGroupOrder, groupOrder, singles, extension, flat []string
+	sourceGroups, groups                                           map[string][]string
+	names, prefixes                                                map[string]string
+	byPattern                                                      map[string]KeyDoc
+	scopeFields, assemblyFields, sourceFields                      []KeyDoc
+	defaults                                                       map[string]any
 }
 
-var known = deriveKnown(keyTable)
+var known knownKeys
+
+// The table's closures use known: it is derived once the table exists.
+func init() { known = deriveKnown(keyTable) }
 
 func deriveKnown(table []KeyDoc) knownKeys {
 	k := knownKeys{groups: map[string][]string{}, sourceGroups: map[string][]string{}, byPattern: map[string]KeyDoc{},
@@ -468,12 +525,6 @@ func deriveKnown(table []KeyDoc) knownKeys {
 			panic("config: duplicate key pattern " + d.Pattern)
 		}
 		k.byPattern[d.Pattern] = d
-		if d.at.scope != nil {
-			k.scopeFields = append(k.scopeFields, d)
-		}
-		if d.at.source != nil {
-			k.sourceFields = append(k.sourceFields, d)
-		}
 		if v, ok := plainDefault(d); ok {
 			k.defaults[d.Pattern] = v
 		}
@@ -481,22 +532,20 @@ func deriveKnown(table []KeyDoc) knownKeys {
 		case d.Pattern == extraP:
 			// The escape: {SCOPE}__X_… goes to Extra unchecked.
 		case strings.HasPrefix(d.Pattern, sourceP):
+			k.sourceFields = append(k.sourceFields, d)
 			rest := strings.TrimPrefix(d.Pattern, sourceP)
 			if g, f, ok := strings.Cut(rest, "__"); ok {
-				if _, seen := k.sourceGroups[g]; !seen {
-					k.sourceGroupOrder = append(k.sourceGroupOrder, g)
-				}
-				k.sourceGroups[g] = append(k.sourceGroups[g], f)
+				k.sourceGroupOrder = addToGroup(k.sourceGroups, k.sourceGroupOrder, g, f)
 			} else {
 				k.source = append(k.source, rest)
 			}
 		case strings.HasPrefix(d.Pattern, scopeP):
+			if d.at.scope != nil || d.read != nil {
+				k.scopeFields = append(k.scopeFields, d)
+			}
 			rest := strings.TrimPrefix(d.Pattern, scopeP)
 			if g, f, ok := strings.Cut(rest, "__"); ok {
-				if _, seen := k.groups[g]; !seen {
-					k.groupOrder = append(k.groupOrder, g)
-				}
-				k.groups[g] = append(k.groups[g], f)
+				k.groupOrder = addToGroup(k.groups, k.groupOrder, g, f)
 			} else if d.Reader == ReaderSettings {
 				k.singles = append(k.singles, rest)
 			} else {
@@ -509,9 +558,21 @@ func deriveKnown(table []KeyDoc) knownKeys {
 			if d.Reader == ReaderSettings {
 				k.flat = append(k.flat, d.Pattern)
 			}
+			if d.at.scope != nil {
+				k.assemblyFields = append(k.assemblyFields, d)
+			}
 		}
 	}
 	return k
+}
+
+// addToGroup adds field f to group g, and g to order when it is new.
+func addToGroup(groups map[string][]string, order []string, g, f string) []string {
+	if _, seen := groups[g]; !seen {
+		order = append(order, g)
+	}
+	groups[g] = append(groups[g], f)
+	return order
 }
 
 // doc returns the table row of pattern; a missing row is a programming error.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/registry"
 )
 
 // Defaults that are not a plain value of a key's row: derived from other
@@ -56,23 +55,6 @@ func Load(scope string, env map[string]string) (core.GatewaySettings, error) {
 	return l.s, nil
 }
 
-// optDur is an optional duration together with the key it came from
-// (key == "" means absent: the default applies).
-type optDur struct {
-	d   time.Duration
-	key string
-}
-
-func (o optDur) set() bool { return o.key != "" }
-
-// or returns o when set, else fallback.
-func (o optDur) or(fallback optDur) optDur {
-	if o.set() {
-		return o
-	}
-	return fallback
-}
-
 type sourceID struct {
 	provider string // as written (upper case)
 	n        int
@@ -85,7 +67,7 @@ type loader struct {
 	used   map[string]bool
 	s      core.GatewaySettings
 	allow  allowList
-	errs   []*Error
+	problems
 
 	recognised []string // scope keys the table knows, sorted
 	sources    []sourceID
@@ -96,13 +78,6 @@ type loader struct {
 	// origins records where the values that take part in a relation came
 	// from (see Validate).
 	origins origins
-}
-
-// fail records a problem (nil is none).
-func (l *loader) fail(err *Error) {
-	if err != nil {
-		l.errs = append(l.errs, err)
-	}
 }
 
 // from records that the value of key came from o's key ("" = the default).
@@ -135,21 +110,29 @@ func (l *loader) load(scope string) *Error {
 		return err
 	}
 	l.classify()
-	l.errs = append(l.errs, checkNames(l.env, l.allow)...)
+	l.problems = append(l.problems, checkNames(l.env, l.allow)...)
 	if len(l.sources) == 0 {
 		l.fail(noSources(l.scope))
 	}
-	l.assembly()
+	l.rows(known.assemblyFields, "", nil)
 	l.flat()
-	l.scopeValues()
+	l.rows(known.scopeFields, l.prefix, nil)
 	for _, id := range l.sources {
-		l.s.Sources = append(l.s.Sources, l.source(id))
+		n := strconv.Itoa(id.n)
+		sc := core.SourceConfig{Name: strings.ToLower(id.provider) + "_" + n, Provider: strings.ToLower(id.provider), Index: id.n}
+		l.rows(known.sourceFields, l.prefix+id.provider+"__"+n+"__", &sc)
+		l.s.Sources = append(l.s.Sources, sc)
 	}
-	l.derived()
+	// The defaults made of other values.
+	for _, d := range known.scopeFields {
+		if d.derive != nil && l.defaulted(d.key(l.prefix)) {
+			put(d.at.scope(&l.s), d.derive(&l.s))
+		}
+	}
 	// The relations, also between values already reported: a key named
 	// twice is named once.
 	named := map[string]bool{}
-	for _, e := range l.errs {
+	for _, e := range l.problems {
 		named[e.Key] = true
 	}
 	for _, e := range validate(&l.s, l.origins).Problems() {
@@ -157,10 +140,10 @@ func (l *loader) load(scope string) *Error {
 			l.fail(e)
 		}
 	}
-	if len(l.errs) == 0 {
+	if len(l.problems) == 0 {
 		l.fail(l.allHandled())
 	}
-	return Join(l.errs...)
+	return Join(l.problems...)
 }
 
 // scopeError is the error of an invalid scope name.
@@ -173,7 +156,15 @@ func scopeError(scope string) *Error {
 // plain default. It returns whether the key was set.
 func (l *loader) read(key string, d KeyDoc, field any) bool {
 	e := l.get(key)
-	if !e.present() {
+	switch {
+	case d.Required == "yes" && e.val == "":
+		what := "missing"
+		if e.present() {
+			what = "empty value"
+		}
+		l.fail(errf(key, fmt.Sprintf("%s: required; expected %s", what, d.want())))
+		return e.present()
+	case !e.present():
 		v, ok := l.flats[d.flat]
 		l.from(key, d.flat)
 		if !ok {
@@ -182,6 +173,8 @@ func (l *loader) read(key string, d KeyDoc, field any) bool {
 		}
 		if ok {
 			put(field, v)
+		} else if d.flat != "" && strings.HasPrefix(d.Required, "yes") {
+			l.fail(unlessFlat(key, d))
 		}
 		return false
 	}
@@ -194,15 +187,18 @@ func (l *loader) read(key string, d KeyDoc, field any) bool {
 	return true
 }
 
-// fields reads the rows of the table whose field is in the scope's
-// settings and that Load does not read by hand, keyed by prefix + the
-// row's name.
-func (l *loader) fields(assembly bool) {
-	for _, d := range known.scopeFields {
-		if d.hand || strings.HasPrefix(d.Pattern, scopeP) == assembly {
-			continue
+// rows reads the keys of rows under the prefix pre into the settings (into
+// sc for a source's keys): by the table, then those read by hand.
+func (l *loader) rows(rows []KeyDoc, pre string, sc *core.SourceConfig) {
+	for _, d := range rows {
+		if d.read == nil {
+			l.read(d.key(pre), d, d.at.ptr(&l.s, sc))
 		}
-		l.read(strings.Replace(d.Pattern, scopeP, l.prefix, 1), d, d.at.scope(&l.s))
+	}
+	for _, d := range rows {
+		if d.read != nil {
+			d.read(l, pre, sc)
+		}
 	}
 }
 
@@ -214,76 +210,6 @@ func (l *loader) allowed() *Error {
 		l.used[allowKey] = true
 	}
 	return err
-}
-
-// required returns the entry of a required key, or records a "missing"
-// error and returns false.
-func (l *loader) required(key, form, why string) (entry, bool) {
-	e := l.get(key)
-	if !e.present() || e.val == "" {
-		what := "missing"
-		if e.present() {
-			what = "empty value"
-		}
-		l.fail(errf(key, fmt.Sprintf("%s: required%s; expected %s", what, why, form)))
-		return entry{}, false
-	}
-	return e, true
-}
-
-// optSeconds parses key when present.
-func (l *loader) optSeconds(key string, positive bool) optDur {
-	e := l.get(key)
-	if !e.present() {
-		return optDur{}
-	}
-	d, err := parseSeconds(e, positive)
-	if err != nil {
-		l.fail(err)
-		return optDur{}
-	}
-	return optDur{d: d, key: key}
-}
-
-func (l *loader) assembly() {
-	s := &l.s
-	s.LimiterBackend = l.requiredEnum("PGW_LIMITER_BACKEND")
-	s.BreakerBackend = l.requiredEnum("PGW_BREAKER_BACKEND")
-	s.CacheBackend = l.requiredEnum("PGW_CACHE_BACKEND")
-	s.TelemetryBackend = l.requiredEnum("PGW_TELEMETRY_BACKEND")
-	// The companions are stored when present and checked even with their
-	// feature off (they are ours); Validate requires them with it on.
-	l.fields(true)
-}
-
-func (l *loader) requiredEnum(key string) string {
-	e, ok := l.required(key, "one of "+strings.Join(doc(key).Values, ", "), "")
-	if !ok {
-		return ""
-	}
-	v, perr := parseEnum(e, doc(key).Values)
-	if perr == nil {
-		return v
-	}
-	// A backend registered by another package (backend.Register…) is
-	// as good as a built-in one.
-	kind := backendKinds[key]
-	if registry.Known(kind, e.val) {
-		return e.val
-	}
-	if names := registry.Names(kind); names != "" {
-		perr.Problem += " (registered: " + names + ")"
-	}
-	l.fail(perr)
-	return ""
-}
-
-// backendKinds maps the backend keys to the registry's kinds.
-var backendKinds = map[string]registry.Kind{
-	"PGW_LIMITER_BACKEND":   registry.KindLimiter,
-	"PGW_BREAKER_BACKEND":   registry.KindBreaker,
-	"PGW_CACHE_BACKEND":     registry.KindCache,
-	"PGW_TELEMETRY_BACKEND": registry.KindTelemetry,
 }
 
 // flat parses the flat shortcuts set.
@@ -299,19 +225,8 @@ func (l *loader) flat() {
 	}
 }
 
-// scopeValues reads the scope's keys.
-func (l *loader) scopeValues() {
-	l.fields(false)
-	l.budget(l.prefix)
-	// Unset, the cap is 8 s, or the cooldown when that is longer: a cap that
-	// keeps a recovered source's traffic coming back within seconds.
-	if b := &l.s.Breaker; l.defaulted(l.prefix + "BREAKER__MAX_COOLDOWN_S") {
-		b.MaxCooldown = max(b.MaxCooldown, b.Cooldown)
-	}
-}
-
 // budget reads {SCOPE}__BUDGET__USD and __WINDOW_S.
-func (l *loader) budget(p string) {
+func (l *loader) budget(p string, _ *core.SourceConfig) {
 	var window int // its default, a day, when unset
 	set := l.read(p+"BUDGET__WINDOW_S", doc(scopeP+"BUDGET__WINDOW_S"), &window)
 	b := core.Budget{Key: "scope:" + l.s.Scope, Window: time.Duration(window) * time.Second}
@@ -322,7 +237,7 @@ func (l *loader) budget(p string) {
 		}
 		return
 	}
-	usd, err := parseRange(e, 0, true, maxBudgetUSD, false)
+	usd, err := parseRange(e, true, maxBudgetUSD)
 	if b.Limit = int64(math.Round(usd * 1e6)); err == nil && b.Limit <= 0 {
 		err = errf(e.key, fmt.Sprintf("invalid value %s: below one micro-USD", show(e.val)))
 	}
@@ -333,31 +248,27 @@ func (l *loader) budget(p string) {
 	l.s.Budget = b
 }
 
-// derived sets the scope values whose defaults depend on the sources.
-func (l *loader) derived() {
-	s, p := &l.s, l.prefix
-	var maxTimeout, maxTTFT time.Duration
-	for _, sc := range s.Sources {
-		maxTimeout = max(maxTimeout, sc.Timeout)
-		maxTTFT = max(maxTTFT, sc.TTFTTimeout)
-	}
-	if l.defaulted(p + "BREAKER__PROBE_TTL_S") {
-		s.Breaker.ProbeTTL = maxTimeout
-	}
-	if l.defaulted(p + "BACKPRESSURE__STALL_WINDOW_S") {
-		s.Backpressure.StallWindow = max(defaultStallWindowFloor, maxTTFT)
+// budget checks the scope's spend budget.
+func (v *validator) budget() {
+	b, p := v.s.Budget, v.p
+	usd, window := p+"BUDGET__USD", p+"BUDGET__WINDOW_S"
+	switch {
+	case b.Limit < 0:
+		v.fail(errf(usd, fmt.Sprintf("invalid value %d micro-USD: must be greater than 0", b.Limit)))
+	case b.Limit == 0 && b.Window != 0:
+		v.fail(errf(window, "is set without "+usd))
+	case b.Limit == 0:
+	case float64(b.Limit) > maxBudgetUSD*1e6:
+		v.fail(errf(usd, fmt.Sprintf("invalid value %d micro-USD: out of range; expected at most %g USD", b.Limit, float64(maxBudgetUSD))))
+	case b.Window < time.Second || b.Window%time.Second != 0:
+		v.fail(errf(window, fmt.Sprintf("invalid value %s: expected integer seconds >= 1 (a budget with a limit needs its window)", secs(b.Window))))
 	}
 }
 
 // allHandled guards the table/parser link: every key the table lets through
 // must have been read by the parser. Failing it is a bug in this package.
 func (l *loader) allHandled() *Error {
-	for _, k := range l.recognised {
-		if !l.used[k] {
-			return errf(k, "internal error: key is in the key table but was not parsed")
-		}
-	}
-	for _, k := range known.flat {
+	for _, k := range slices.Concat(l.recognised, known.flat) {
 		if _, ok := l.env[k]; ok && !l.used[k] {
 			return errf(k, "internal error: key is in the key table but was not parsed")
 		}

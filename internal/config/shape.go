@@ -47,31 +47,25 @@ func (l *loader) classifyKey(k string, seen map[sourceID]bool) *Error {
 			return errf(k, unknownField(field, fields, "under "+l.prefix+group))
 		}
 		l.recognised = append(l.recognised, k)
-	case 3:
-		provider, n, field := parts[0], parts[1], parts[2]
-		if err := checkSourceID(k, l.prefix, provider, n, field); err != nil {
-			return err
-		}
-		src := l.prefix + provider + "__" + n + "__"
-		if !slices.Contains(known.source, field) {
-			if fields, isGroup := known.sourceGroups[field]; isGroup {
-				return errf(k, fmt.Sprintf("incomplete key: expected %s%s__{FIELD} with FIELD one of %s", src, field, strings.Join(fields, ", ")))
-			}
-			for _, g := range known.sourceGroupOrder {
-				if slices.Contains(known.sourceGroups[g], field) {
-					return errf(k, "incomplete key: "+field+" is a field of "+src+g+"__"+field+", not of a source itself")
-				}
-			}
-			return errf(k, unknownField(field, known.source, "of a source"))
-		}
-		return l.recognise(k, provider, n, seen)
-	case 4:
-		// A source's group: {PROVIDER}__{N}__{GROUP}__{FIELD}.
-		provider, n, group, field := parts[0], parts[1], parts[2], parts[3]
-		if err := checkSourceID(k, l.prefix, provider, n, group+"__"+field); err != nil {
-			return err
-		}
-		src := l.prefix + provider + "__" + n + "__"
+	case 3, 4:
+		return l.sourceKey(k, parts, seen)
+	default:
+		return errf(k, "malformed key: too many parts; "+l.shapes())
+	}
+	return nil
+}
+
+// sourceKey checks the shape of a source's key {PROVIDER}__{N}__{FIELD}
+// or {PROVIDER}__{N}__{GROUP}__{FIELD} and records it.
+func (l *loader) sourceKey(k string, parts []string, seen map[sourceID]bool) *Error {
+	provider, n, field := parts[0], parts[1], parts[len(parts)-1]
+	if err := checkSourceID(k, l.prefix, provider, n, strings.Join(parts[2:], "__")); err != nil {
+		return err
+	}
+	src := l.prefix + provider + "__" + n + "__"
+	if len(parts) == 4 {
+		// A source's group.
+		group := parts[2]
 		fields, isGroup := known.sourceGroups[group]
 		if !isGroup {
 			hint := ""
@@ -88,11 +82,18 @@ func (l *loader) classifyKey(k string, seen map[sourceID]bool) *Error {
 			}
 			return errf(k, msg)
 		}
-		return l.recognise(k, provider, n, seen)
-	default:
-		return errf(k, "malformed key: too many parts; "+l.shapes())
+	} else if !slices.Contains(known.source, field) {
+		if fields, isGroup := known.sourceGroups[field]; isGroup {
+			return errf(k, fmt.Sprintf("incomplete key: expected %s%s__{FIELD} with FIELD one of %s", src, field, strings.Join(fields, ", ")))
+		}
+		for _, g := range known.sourceGroupOrder {
+			if slices.Contains(known.sourceGroups[g], field) {
+				return errf(k, "incomplete key: "+field+" is a field of "+src+g+"__"+field+", not of a source itself")
+			}
+		}
+		return errf(k, unknownField(field, known.source, "of a source"))
 	}
-	return nil
+	return l.recognise(k, provider, n, seen)
 }
 
 // fieldHomes lists the key patterns in which name is a known FIELD, or nil.

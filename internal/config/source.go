@@ -10,72 +10,45 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/polygateway/polygateway/core"
 )
 
-// source parses the keys {SCOPE}__{PROVIDER}__{N}__{FIELD} of one source,
-// field by field in table order.
-func (l *loader) source(id sourceID) core.SourceConfig {
-	pre := l.prefix + id.provider + "__" + strconv.Itoa(id.n) + "__"
-	provider := strings.ToLower(id.provider)
-	sc := core.SourceConfig{Name: provider + "_" + strconv.Itoa(id.n), Provider: provider, Index: id.n}
-	if e, ok := l.required(pre+"BASE_URL", baseURLForm, ""); ok {
-		var err *Error
-		sc.BaseURL, err = checkBaseURL(e)
-		l.fail(err)
-	}
-	// API_KEY: never echoed.
-	if e, ok := l.required(pre+"API_KEY", apiKeyForm, ""); ok {
-		sc.APIKey = e.val
-		if strings.EqualFold(sc.APIKey, "none") {
-			sc.APIKey = "none"
-		}
-	}
-	if e, ok := l.required(pre+"MODEL", "the upstream model name", ""); ok {
-		sc.Model = e.val
-	}
-	if l.read(pre+"TIMEOUT_S", doc(sourceP+"TIMEOUT_S"), &sc.Timeout); l.defaulted(pre + "TIMEOUT_S") {
-		l.fail(missing(pre+"TIMEOUT_S", " unless the flat LLM_TIMEOUT is set", formSecPos))
-	}
-	for _, d := range known.sourceFields {
-		if !d.hand {
-			l.read(strings.Replace(d.Pattern, sourceP, pre, 1), d, d.at.source(&sc))
-		}
-	}
-	l.watchdog(pre, &sc)
-	return sc
-}
-
-// flatSeconds is the value of a flat shortcut of seconds, if set.
-func (l *loader) flatSeconds(key string) optDur {
-	d, ok := l.flats[key].(time.Duration)
-	if !ok {
-		return optDur{}
-	}
-	return optDur{d: d, key: key}
-}
-
 // apiKeyForm is the expected form of API_KEY.
 const apiKeyForm = `the key, or "none" for servers without authentication`
 
-// watchdog reads TTFT_TIMEOUT_S and INTER_TOKEN_TIMEOUT_S (or
-// LLM_TTFT_TIMEOUT, LLM_INTER_TOKEN_TIMEOUT): set together, or neither for
-// the default pair; Validate checks their values.
+// checkAPIKey refuses a key no header can carry; it is never echoed.
+func checkAPIKey(v *validator, key string, _ KeyDoc, sc *core.SourceConfig) {
+	if strings.IndexFunc(sc.APIKey, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		v.fail(errf(key, "invalid value: contains whitespace or control characters (value not shown)"))
+	}
+}
+
+// parseAPIKey keeps an API_KEY as it is, "none" in lower case.
+func parseAPIKey(e entry, _ KeyDoc) (any, *Error) {
+	if strings.EqualFold(e.val, "none") {
+		return "none", nil
+	}
+	return e.val, nil
+}
+
+// watchdog reads TTFT_TIMEOUT_S and INTER_TOKEN_TIMEOUT_S (or their flat
+// shortcuts): set together, or neither for the default pair; Validate
+// checks their values.
 func (l *loader) watchdog(pre string, sc *core.SourceConfig) {
-	ttft := l.optSeconds(pre+"TTFT_TIMEOUT_S", false).or(l.flatSeconds("LLM_TTFT_TIMEOUT"))
-	inter := l.optSeconds(pre+"INTER_TOKEN_TIMEOUT_S", false).or(l.flatSeconds("LLM_INTER_TOKEN_TIMEOUT"))
-	l.from(pre+"TTFT_TIMEOUT_S", ttft.key)
-	l.from(pre+"INTER_TOKEN_TIMEOUT_S", inter.key)
+	t, i := doc(sourceP+"TTFT_TIMEOUT_S"), doc(sourceP+"INTER_TOKEN_TIMEOUT_S")
+	ttft, ttftFrom := l.half(t.key(pre), t)
+	inter, interFrom := l.half(i.key(pre), i)
 	const halves = "missing: the stream watchdog is set as a pair and %s is %s (from %s); set this key or %s"
 	switch {
-	case ttft.set() && !inter.set():
-		l.fail(errf(pre+"INTER_TOKEN_TIMEOUT_S", fmt.Sprintf(halves, "TTFT_TIMEOUT_S", secs(ttft.d), ttft.key, "LLM_INTER_TOKEN_TIMEOUT")))
-	case inter.set() && !ttft.set():
-		l.fail(errf(pre+"TTFT_TIMEOUT_S", fmt.Sprintf(halves, "INTER_TOKEN_TIMEOUT_S", secs(inter.d), inter.key, "LLM_TTFT_TIMEOUT")))
-	case ttft.set():
+	case ttftFrom != "" && interFrom == "":
+		l.fail(errf(i.key(pre), fmt.Sprintf(halves, "TTFT_TIMEOUT_S", secs(ttft), ttftFrom, i.flat)))
+	case interFrom != "" && ttftFrom == "":
+		l.fail(errf(t.key(pre), fmt.Sprintf(halves, "INTER_TOKEN_TIMEOUT_S", secs(inter), interFrom, t.flat)))
+	case ttftFrom != "":
 		// Both 0 is no watchdog (models that think silently for long).
-		sc.TTFTTimeout, sc.InterTokenTimeout = ttft.d, inter.d
+		sc.TTFTTimeout, sc.InterTokenTimeout = ttft, inter
 	case sc.Timeout/2 > 1:
 		// Neither set: a watchdog by default, so that a silent upstream is
 		// failed over long before the attempt's timeout. Thinking deltas
@@ -87,7 +60,74 @@ func (l *loader) watchdog(pre string, sc *core.SourceConfig) {
 	}
 }
 
-const baseURLForm = "an absolute http:// or https:// URL such as https://host/v1"
+// half reads one key of the watchdog pair, else its flat shortcut: the
+// value and the key it came from ("" when neither gave one).
+func (l *loader) half(key string, d KeyDoc) (time.Duration, string) {
+	if e := l.get(key); e.present() {
+		v, err := parseValue(e, d)
+		l.fail(err)
+		if err == nil {
+			l.from(key, key)
+			return v.(time.Duration), key
+		}
+	}
+	v, ok := l.flats[d.flat].(time.Duration)
+	if !ok {
+		l.from(key, "")
+		return 0, ""
+	}
+	l.from(key, d.flat)
+	return v, d.flat
+}
+
+// watchdog checks a source's stream watchdog pair: INTER < TTFT < TIMEOUT,
+// or both 0.
+func (v *validator) watchdog(pre string, sc *core.SourceConfig) {
+	ttftKey, interKey, timeoutKey := pre+"TTFT_TIMEOUT_S", pre+"INTER_TOKEN_TIMEOUT_S", pre+"TIMEOUT_S"
+	ttft, inter := sc.TTFTTimeout, sc.InterTokenTimeout
+	switch {
+	case ttft < 0 || inter < 0 || ttft == 0 && inter == 0:
+		// Negative: refused as such. Both 0: no watchdog (models that think
+		// silently for long).
+	case ttft == 0:
+		v.fail(errf(v.blame(ttftKey), fmt.Sprintf("0 (source %s) switches the watchdog off only together with INTER_TOKEN_TIMEOUT_S=0 (it is %s from %s)",
+			sc.Name, secs(inter), v.origin(interKey, true))))
+	case inter >= ttft:
+		v.fail(errf(v.blame(interKey), fmt.Sprintf("%s (source %s) must be < TTFT_TIMEOUT_S (%s from %s)",
+			secs(inter), sc.Name, secs(ttft), v.origin(ttftKey, true))))
+	case ttft >= sc.Timeout && sc.Timeout > 0:
+		v.fail(errf(v.blame(ttftKey), fmt.Sprintf("%s (source %s) must be < TIMEOUT_S (%s from %s)",
+			secs(ttft), sc.Name, secs(sc.Timeout), v.origin(timeoutKey, true))))
+	case inter == 0:
+		v.fail(errf(v.blame(interKey), fmt.Sprintf("0 (source %s) switches the watchdog off only together with TTFT_TIMEOUT_S=0 (it is %s from %s)",
+			sc.Name, secs(ttft), v.origin(ttftKey, true))))
+	}
+}
+
+// timeout checks a source's TIMEOUT_S, within the permit lease.
+func (v *validator) timeout(key string, d KeyDoc, sc *core.SourceConfig) {
+	key, lease := v.blame(key), v.s.LeaseTTL
+	switch {
+	case sc.Timeout == 0:
+		v.fail(unlessFlat(key, d))
+	case sc.Timeout < 0:
+		v.fail(errf(key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", secs(sc.Timeout), formSecPos)))
+	case lease > 0 && sc.Timeout > lease:
+		// Made by hand, a zero LeaseTTL leases each permit for its attempt.
+		shown := secs(lease)
+		if _, ok := v.given("PGW_LEASE_TTL_S", true); !ok {
+			shown += ", the default"
+		}
+		v.fail(errf(key, fmt.Sprintf("%s (source %s) exceeds the permit lease PGW_LEASE_TTL_S (%s); lower the timeout or raise PGW_LEASE_TTL_S",
+			secs(sc.Timeout), sc.Name, shown)))
+	}
+}
+
+// The expected forms of BASE_URL and REDIS_URL.
+const (
+	baseURLForm  = "an absolute http:// or https:// URL such as https://host/v1"
+	redisURLForm = "a redis://, rediss:// or unix:// URL"
+)
 
 // checkBaseURL validates an absolute http(s) URL and trims trailing slashes.
 // The value is never echoed: it may carry credentials.
@@ -99,11 +139,7 @@ func checkBaseURL(e entry) (string, *Error) {
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		scheme := "none"
-		if u.Scheme != "" {
-			scheme = strconv.Quote(u.Scheme)
-		}
-		return "", errf(e.key, "invalid URL: scheme "+scheme+" (value not shown); expected "+form)
+		return "", badScheme(e.key, u, form)
 	case u.Host == "" || u.Opaque != "":
 		return "", errf(e.key, "invalid URL: no host (value not shown); expected "+form)
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(e.val, "#"):
@@ -114,7 +150,7 @@ func checkBaseURL(e entry) (string, *Error) {
 
 // checkRedisURL validates REDIS_URL without echoing it (it may carry a password).
 func checkRedisURL(e entry) *Error {
-	const form = "a redis://, rediss:// or unix:// URL"
+	const form = redisURLForm
 	u, err := url.Parse(e.val)
 	if err != nil {
 		return errf(e.key, "invalid URL ("+urlProblem(err)+"; value not shown); expected "+form)
@@ -129,13 +165,18 @@ func checkRedisURL(e entry) *Error {
 			return errf(e.key, "invalid URL: no socket path (value not shown); expected "+form+", e.g. unix:///run/redis.sock")
 		}
 	default:
-		scheme := "none"
-		if u.Scheme != "" {
-			scheme = strconv.Quote(u.Scheme)
-		}
-		return errf(e.key, "invalid URL: scheme "+scheme+" (value not shown); expected "+form)
+		return badScheme(e.key, u, form)
 	}
 	return nil
+}
+
+// badScheme is the error of a URL whose scheme is not one of form's.
+func badScheme(key string, u *url.URL, form string) *Error {
+	scheme := "none"
+	if u.Scheme != "" {
+		scheme = strconv.Quote(u.Scheme)
+	}
+	return errf(key, "invalid URL: scheme "+scheme+" (value not shown); expected "+form)
 }
 
 // urlProblem returns the reason of a url.Parse failure without the URL itself.

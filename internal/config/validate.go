@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/registry"
@@ -76,14 +75,7 @@ type validator struct {
 	// from is nil for settings made by hand: every value is then named by
 	// its own key and given when it is not zero.
 	from origins
-	errs []*Error
-}
-
-// fail records a problem (nil is none).
-func (v *validator) fail(err *Error) {
-	if err != nil {
-		v.errs = append(v.errs, err)
-	}
+	problems
 }
 
 // given returns the key to name for the value of key and whether the value
@@ -128,17 +120,28 @@ func validate(s *core.GatewaySettings, from origins) *Error {
 	if len(s.Sources) == 0 {
 		return noSources(s.Scope)
 	}
-	v.assembly()
-	for _, d := range known.scopeFields {
-		v.field(strings.Replace(d.Pattern, scopeP, v.p, 1), d, d.at.scope(s))
+	// The backends and their companions, then every other value.
+	for _, d := range known.assemblyFields {
+		if d.Kind == KindBackend {
+			v.value(d.Pattern, d, nil)
+		} else if d.need != nil {
+			d.need(v, d.Pattern, d)
+		}
 	}
-	v.scopeRelations()
+	for _, d := range slices.Concat(known.scopeFields, known.assemblyFields) {
+		if d.at.scope != nil && d.Kind != KindBackend {
+			v.value(d.key(v.p), d, nil)
+		}
+	}
+	for _, r := range scopeRelations {
+		r(v)
+	}
 	seen := map[string]bool{}
 	for i := range s.Sources {
 		v.source(i, seen)
 	}
 	v.across()
-	return Join(v.errs...)
+	return Join(v.problems...)
 }
 
 // noSources is the error of a scope without sources.
@@ -149,125 +152,135 @@ func noSources(scope string) *Error {
 		scope, p, p))
 }
 
-func negativeInt(key string, n int, form string) *Error {
-	return errf(key, fmt.Sprintf("invalid value %d: must not be negative; expected %s", n, form))
-}
-
-func negativeDur(key string, d time.Duration, form string) *Error {
-	return errf(key, fmt.Sprintf("invalid value %s: must not be negative; expected %s", secs(d), form))
-}
-
 func missing(key, why, form string) *Error {
 	return errf(key, fmt.Sprintf("missing: required%s; expected %s", why, form))
 }
 
-// field checks the domain of the field of key, row d: settings made by hand
-// may hold any value (Load's are in it by construction). Zero is always
-// accepted (the default, or off; see Validate).
-func (v *validator) field(key string, d KeyDoc, ptr any) {
-	x := reflect.ValueOf(ptr).Elem()
-	switch {
-	case x.Type() == reflect.TypeFor[time.Duration]():
-		if dur := time.Duration(x.Int()); dur < 0 {
-			v.fail(negativeDur(v.blame(key), dur, d.Form))
-		}
-	case x.Kind() == reflect.Int:
-		if n := int(x.Int()); n < 0 && d.Kind != KindInt {
-			v.fail(negativeInt(v.blame(key), n, d.Form))
-		}
-	case x.Kind() == reflect.Float64:
-		hi := posInf
-		if d.Kind == KindFraction || d.Kind == KindUnit {
-			hi = 1
-		}
+// unlessFlat is the error of a key required unless its flat shortcut is set.
+func unlessFlat(key string, d KeyDoc) *Error {
+	return missing(key, " unless the flat "+d.flat+" is set", d.want())
+}
+
+// value checks the field of key, row d (of source sc, for a source's key):
+// settings made by hand may hold any value (Load's are in it by
+// construction).
+func (v *validator) value(key string, d KeyDoc, sc *core.SourceConfig) {
+	x := reflect.ValueOf(d.at.ptr(v.s, sc)).Elem()
+	switch check := kinds[d.Kind].check; {
+	case sc != nil && d.Required == "yes" && x.IsZero():
+		v.fail(missing(key, "", d.want()))
+	case d.check != nil:
+		d.check(v, key, d, sc)
+	case check != nil:
+		v.fail(check(v, key, d, x))
+	}
+}
+
+// The checks of the kinds. Zero is always accepted (the default, or off;
+// see Validate).
+
+// checkNonNeg refuses a negative number of seconds or integer.
+func checkNonNeg(v *validator, key string, d KeyDoc, x reflect.Value) *Error {
+	if x.Int() >= 0 {
+		return nil
+	}
+	shown := strconv.FormatInt(x.Int(), 10)
+	if x.Type() == reflect.TypeFor[time.Duration]() {
+		shown = secs(time.Duration(x.Int()))
+	}
+	return errf(v.blame(key), fmt.Sprintf("invalid value %s: must not be negative; expected %s", shown, d.Form))
+}
+
+func checkFloat(hi float64) func(*validator, string, KeyDoc, reflect.Value) *Error {
+	return func(_ *validator, key string, d KeyDoc, x reflect.Value) *Error {
 		if f := x.Float(); math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > hi {
-			v.fail(errf(key, fmt.Sprintf("invalid value %s: out of range; expected %s", strconv.FormatFloat(f, 'g', -1, 64), d.Form)))
+			return errf(key, fmt.Sprintf("invalid value %s: out of range; expected %s", strconv.FormatFloat(f, 'g', -1, 64), d.Form))
 		}
-	case x.Kind() == reflect.String && x.String() != "":
-		switch d.Kind {
-		case KindEnum:
-			v.fail(oneOf(key, d.Pattern, x.String()))
-		case KindName:
-			if !validName(x.String()) {
-				v.fail(notAName(key, d, x.String()))
-			}
-		}
-	}
-}
-
-// oneOf checks an enumerated value.
-func oneOf(key, pattern, val string) *Error {
-	values := doc(pattern).Values
-	if slices.Contains(values, val) {
 		return nil
 	}
-	return errf(key, fmt.Sprintf("invalid value %s; expected one of %s", show(val), strings.Join(values, ", ")))
 }
 
-// backend checks a backend name: a built-in one or a registered one.
-func backend(key, val string) *Error {
-	if val == "" || slices.Contains(doc(key).Values, val) || registry.Known(backendKinds[key], val) {
+func checkEnum(_ *validator, key string, d KeyDoc, x reflect.Value) *Error {
+	if val := x.String(); val != "" && !slices.Contains(d.Values, val) {
+		return errf(key, fmt.Sprintf("invalid value %s; expected one of %s", show(val), strings.Join(d.Values, ", ")))
+	}
+	return nil
+}
+
+func checkName(_ *validator, key string, d KeyDoc, x reflect.Value) *Error {
+	if val := x.String(); val != "" && !validName(val) {
+		return notAName(key, d, val)
+	}
+	return nil
+}
+
+func checkURL(_ *validator, key string, _ KeyDoc, x reflect.Value) *Error {
+	if x.String() == "" {
 		return nil
 	}
-	msg := fmt.Sprintf("invalid value %s; expected one of %s", show(val), strings.Join(doc(key).Values, ", "))
-	if names := registry.Names(backendKinds[key]); names != "" {
-		msg += " (registered: " + names + ")"
-	}
-	return errf(key, msg)
+	_, err := checkBaseURL(entry{key: key, val: x.String()})
+	return err
 }
 
-// assembly checks the backends and their companions.
-func (v *validator) assembly() {
-	s := v.s
-	backends := []struct{ key, val string }{
-		{"PGW_LIMITER_BACKEND", s.LimiterBackend}, {"PGW_BREAKER_BACKEND", s.BreakerBackend},
-		{"PGW_CACHE_BACKEND", s.CacheBackend}, {"PGW_TELEMETRY_BACKEND", s.TelemetryBackend},
+// checkBackend checks a backend name: a built-in one or a registered one.
+func checkBackend(_ *validator, key string, d KeyDoc, x reflect.Value) *Error {
+	if val := x.String(); val != "" && !slices.Contains(d.Values, val) && !registry.Known(d.registry, val) {
+		return registered(invalidErr(entry{key: key, val: val}, "one of "+strings.Join(d.Values, ", ")), d)
 	}
+	return nil
+}
+
+// neededBy is the need of a companion of the backend key backend: with
+// one of values (any but none, without values) it is required.
+func neededBy(backend string, values ...string) func(*validator, string, KeyDoc) {
+	return func(v *validator, key string, d KeyDoc) {
+		b := reflect.ValueOf(doc(backend).at.scope(v.s)).Elem().String()
+		on := b != "" && b != "none" && (values == nil || slices.Contains(values, b))
+		if on && reflect.ValueOf(d.at.scope(v.s)).Elem().IsZero() {
+			v.fail(missing(key, " because "+backend+"="+b, d.want()))
+		}
+	}
+}
+
+// redis checks REDIS_URL only when a redis backend uses it: the name is
+// generic enough that other software in the same environment may set it.
+func (v *validator) redis(key string, d KeyDoc) {
 	var users []string
-	for _, b := range backends {
-		v.fail(backend(b.key, b.val))
-		if b.val == "redis" {
-			users = append(users, b.key+"=redis")
+	for _, b := range known.assemblyFields {
+		if b.Kind == KindBackend && reflect.ValueOf(b.at.scope(v.s)).Elem().String() == "redis" {
+			users = append(users, b.Pattern+"=redis")
 		}
 	}
-	if s.CacheBackend != "" && s.CacheBackend != "none" {
-		why := " because PGW_CACHE_BACKEND=" + s.CacheBackend
-		if s.CacheNamespace == "" {
-			v.fail(missing("PGW_CACHE_NAMESPACE", why, "a non-empty namespace"))
-		}
-		if s.CacheTTL == 0 {
-			v.fail(missing("PGW_CACHE_TTL_S", why, formSecPos))
-		}
-	}
-	why := " because PGW_TELEMETRY_BACKEND=" + s.TelemetryBackend
-	switch {
-	case s.TelemetryBackend == "sqlite" && s.TelemetrySQLitePath == "":
-		v.fail(missing("PGW_TELEMETRY_SQLITE_PATH", why, "a file path"))
-	case s.TelemetryBackend == "postgres" && s.TelemetryPGDSN == "":
-		v.fail(missing("PGW_TELEMETRY_PG_DSN", why, "a Postgres DSN"))
-	}
-	// REDIS_URL is checked only when a redis backend uses it: the name is
-	// generic enough that other software in the same environment may set it.
 	switch {
 	case len(users) == 0:
-	case s.RedisURL == "":
-		v.fail(missing("REDIS_URL", " because "+strings.Join(users, " and "), "a redis://, rediss:// or unix:// URL"))
+	case v.s.RedisURL == "":
+		v.fail(missing(key, " because "+strings.Join(users, " and "), d.want()))
 	default:
-		v.fail(checkRedisURL(entry{key: "REDIS_URL", val: s.RedisURL}))
+		v.fail(checkRedisURL(entry{key: key, val: v.s.RedisURL}))
 	}
 }
 
-// scopeRelations checks the relations inside the scope's groups.
-func (v *validator) scopeRelations() {
-	s, p := v.s, v.p
-	v.budget()
-	// Made by hand, a zero BackoffMax puts no cap on the backoff, and a zero
-	// MaxCooldown keeps every open period at Cooldown.
-	if r := s.Retry; r.BackoffBase >= 0 && !(v.handMade() && r.BackoffMax == 0) {
-		v.notBelow(p+"RETRY__BACKOFF_BASE_S", r.BackoffBase, "the backoff base", p+"RETRY__BACKOFF_MAX_S", r.BackoffMax)
+// The relations between keys, in the order Validate reports them: inside
+// the scope's groups, then those of each source (after its values); the
+// relations between the scope and its sources come last (across).
+var (
+	scopeRelations  = []func(v *validator){(*validator).budget, (*validator).backoff, (*validator).cooldown}
+	sourceRelations = []func(v *validator, pre string, sc *core.SourceConfig){
+		(*validator).profile, (*validator).estimate, (*validator).watchdog, (*validator).sourceBreaker}
+)
+
+// backoff and cooldown check the caps of the doubling waits. Made by hand, a
+// zero BackoffMax puts no cap on the backoff, and a zero MaxCooldown keeps
+// every open period at Cooldown.
+func (v *validator) backoff() {
+	if r := v.s.Retry; r.BackoffBase >= 0 && !(v.handMade() && r.BackoffMax == 0) {
+		v.notBelow(v.p+"RETRY__BACKOFF_BASE_S", r.BackoffBase, "the backoff base", v.p+"RETRY__BACKOFF_MAX_S", r.BackoffMax)
 	}
-	if b := s.Breaker; b.Cooldown >= 0 && !(v.handMade() && b.MaxCooldown == 0) {
-		v.notBelow(p+"BREAKER__COOLDOWN_S", b.Cooldown, "the cooldown", p+"BREAKER__MAX_COOLDOWN_S", b.MaxCooldown)
+}
+
+func (v *validator) cooldown() {
+	if b := v.s.Breaker; b.Cooldown >= 0 && !(v.handMade() && b.MaxCooldown == 0) {
+		v.notBelow(v.p+"BREAKER__COOLDOWN_S", b.Cooldown, "the cooldown", v.p+"BREAKER__MAX_COOLDOWN_S", b.MaxCooldown)
 	}
 }
 
@@ -280,23 +293,6 @@ func (v *validator) notBelow(loKey string, lo time.Duration, loName, hiKey strin
 		v.fail(errf(k, fmt.Sprintf("%s must be >= %s (%s from %s)", secs(hi), loName, secs(lo), v.origin(loKey, lo != 0))))
 	default:
 		v.fail(errf(v.blame(loKey), fmt.Sprintf("%s exceeds the default %s (%s); lower it or set %s", secs(lo), hiKey, secs(hi), hiKey)))
-	}
-}
-
-// budget checks the scope's spend budget.
-func (v *validator) budget() {
-	b, p := v.s.Budget, v.p
-	usd, window := p+"BUDGET__USD", p+"BUDGET__WINDOW_S"
-	switch {
-	case b.Limit < 0:
-		v.fail(errf(usd, fmt.Sprintf("invalid value %d micro-USD: must be greater than 0", b.Limit)))
-	case b.Limit == 0 && b.Window != 0:
-		v.fail(errf(window, "is set without "+usd))
-	case b.Limit == 0:
-	case float64(b.Limit) > maxBudgetUSD*1e6:
-		v.fail(errf(usd, fmt.Sprintf("invalid value %d micro-USD: out of range; expected at most %g USD", b.Limit, float64(maxBudgetUSD))))
-	case b.Window < time.Second || b.Window%time.Second != 0:
-		v.fail(errf(window, fmt.Sprintf("invalid value %s: expected integer seconds >= 1 (a budget with a limit needs its window)", secs(b.Window))))
 	}
 }
 
@@ -318,8 +314,7 @@ func (v *validator) sourcePrefix(i int, sc *core.SourceConfig) (string, *Error) 
 
 // source checks one source.
 func (v *validator) source(i int, seen map[string]bool) {
-	s := v.s
-	sc := &s.Sources[i]
+	sc := &v.s.Sources[i]
 	pre, err := v.sourcePrefix(i, sc)
 	if err != nil {
 		v.fail(err)
@@ -331,46 +326,11 @@ func (v *validator) source(i int, seen map[string]bool) {
 	}
 	seen[pre] = true
 
-	// BASE_URL, API_KEY, MODEL: never echoed but MODEL.
-	if sc.BaseURL == "" {
-		v.fail(missing(pre+"BASE_URL", "", baseURLForm))
-	} else if _, err := checkBaseURL(entry{key: pre + "BASE_URL", val: sc.BaseURL}); err != nil {
-		v.fail(err)
-	}
-	if sc.APIKey == "" {
-		v.fail(missing(pre+"API_KEY", "", apiKeyForm))
-	} else if strings.IndexFunc(sc.APIKey, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		v.fail(errf(pre+"API_KEY", "invalid value: contains whitespace or control characters (value not shown)"))
-	}
-	if sc.Model == "" {
-		v.fail(missing(pre+"MODEL", "", "the upstream model name"))
-	}
-	v.timeout(pre, sc)
 	for _, d := range known.sourceFields {
-		v.field(strings.Replace(d.Pattern, sourceP, pre, 1), d, d.at.source(sc))
+		v.value(d.key(pre), d, sc)
 	}
-	v.profile(pre, sc)
-	v.estimate(pre, sc)
-	v.watchdog(pre, sc)
-	v.sourceBreaker(pre, sc)
-}
-
-// timeout checks a source's TIMEOUT_S, within the permit lease.
-func (v *validator) timeout(pre string, sc *core.SourceConfig) {
-	key, lease := v.blame(pre+"TIMEOUT_S"), v.s.LeaseTTL
-	switch {
-	case sc.Timeout == 0:
-		v.fail(missing(key, " unless the flat LLM_TIMEOUT is set", formSecPos))
-	case sc.Timeout < 0:
-		v.fail(errf(key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", secs(sc.Timeout), formSecPos)))
-	case lease > 0 && sc.Timeout > lease:
-		// Made by hand, a zero LeaseTTL leases each permit for its attempt.
-		shown := secs(lease)
-		if _, ok := v.given("PGW_LEASE_TTL_S", true); !ok {
-			shown += ", the default"
-		}
-		v.fail(errf(key, fmt.Sprintf("%s (source %s) exceeds the permit lease PGW_LEASE_TTL_S (%s); lower the timeout or raise PGW_LEASE_TTL_S",
-			secs(sc.Timeout), sc.Name, shown)))
+	for _, r := range sourceRelations {
+		r(v, pre, sc)
 	}
 }
 
@@ -431,48 +391,16 @@ func (v *validator) sourceBreaker(pre string, sc *core.SourceConfig) {
 	}
 }
 
-// watchdog checks a source's stream watchdog pair: INTER < TTFT < TIMEOUT,
-// or both 0.
-func (v *validator) watchdog(pre string, sc *core.SourceConfig) {
-	ttftKey, interKey, timeoutKey := pre+"TTFT_TIMEOUT_S", pre+"INTER_TOKEN_TIMEOUT_S", pre+"TIMEOUT_S"
-	ttft, inter := sc.TTFTTimeout, sc.InterTokenTimeout
-	switch {
-	case ttft < 0 || inter < 0 || ttft == 0 && inter == 0:
-		// Negative: refused as such. Both 0: no watchdog (models that think
-		// silently for long).
-	case ttft == 0:
-		v.fail(errf(v.blame(ttftKey), fmt.Sprintf("0 (source %s) switches the watchdog off only together with INTER_TOKEN_TIMEOUT_S=0 (it is %s from %s)",
-			sc.Name, secs(inter), v.origin(interKey, true))))
-	case inter >= ttft:
-		v.fail(errf(v.blame(interKey), fmt.Sprintf("%s (source %s) must be < TTFT_TIMEOUT_S (%s from %s)",
-			secs(inter), sc.Name, secs(ttft), v.origin(ttftKey, true))))
-	case ttft >= sc.Timeout && sc.Timeout > 0:
-		v.fail(errf(v.blame(ttftKey), fmt.Sprintf("%s (source %s) must be < TIMEOUT_S (%s from %s)",
-			secs(ttft), sc.Name, secs(sc.Timeout), v.origin(timeoutKey, true))))
-	case inter == 0:
-		v.fail(errf(v.blame(interKey), fmt.Sprintf("0 (source %s) switches the watchdog off only together with TTFT_TIMEOUT_S=0 (it is %s from %s)",
-			sc.Name, secs(ttft), v.origin(ttftKey, true))))
-	}
-}
-
 // across checks the relations between the scope and its sources.
 func (v *validator) across() {
 	s, p := v.s, v.p
-	var maxTimeout, maxTTFT time.Duration
-	var timeoutOf, ttftOf string
-	for _, sc := range s.Sources {
-		if sc.Timeout > maxTimeout {
-			maxTimeout, timeoutOf = sc.Timeout, sc.Name
-		}
-		if sc.TTFTTimeout > maxTTFT {
-			maxTTFT, ttftOf = sc.TTFTTimeout, sc.Name
-		}
-	}
+	maxTimeout, timeoutSource := largest(s, timeoutOf)
+	maxTTFT, ttftSource := largest(s, ttftOf)
 	// Made by hand, a zero ProbeTTL gives the probe a lease without expiry.
 	probeKey := p + "BREAKER__PROBE_TTL_S"
 	if probe := s.Breaker.ProbeTTL; probe >= 0 && probe < maxTimeout && !(v.handMade() && probe == 0) {
 		v.fail(errf(v.blame(probeKey), fmt.Sprintf("%s must be >= the largest source TIMEOUT_S (%s, source %s): a probe's lease must outlive its attempt",
-			secs(probe), secs(maxTimeout), timeoutOf)))
+			secs(probe), secs(maxTimeout), timeoutSource)))
 	}
 	// Made by hand, a zero StallWindow turns the stall rule off.
 	stallKey, pollKey := p+"BACKPRESSURE__STALL_WINDOW_S", p+"BACKPRESSURE__POLL_INTERVAL_S"
@@ -482,7 +410,7 @@ func (v *validator) across() {
 	}
 	if stall < maxTTFT {
 		v.fail(errf(v.blame(stallKey), fmt.Sprintf("%s must be >= the largest source TTFT_TIMEOUT_S (%s, source %s)",
-			secs(stall), secs(maxTTFT), ttftOf)))
+			secs(stall), secs(maxTTFT), ttftSource)))
 	}
 	_, pollGiven := v.given(pollKey, true)
 	if v.handMade() && poll == 0 {

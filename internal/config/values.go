@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/polygateway/polygateway/internal/registry"
 )
 
 // entry is one key found in the map, its value trimmed of surrounding
@@ -66,82 +69,70 @@ func parseDecimal(e entry, form string) (float64, *Error) {
 	return f, nil
 }
 
-// parseSeconds parses a non-negative number of seconds; with positive it
-// must also be greater than zero.
-func parseSeconds(e entry, positive bool) (time.Duration, *Error) {
-	form := formSecNonNeg
-	if positive {
-		form = formSecPos
+// seconds parses a non-negative number of seconds; with positive it must
+// also be greater than zero.
+func seconds(positive bool) func(entry, KeyDoc) (any, *Error) {
+	form := map[bool]string{false: formSecNonNeg, true: formSecPos}[positive]
+	return func(e entry, _ KeyDoc) (any, *Error) {
+		f, perr := parseDecimal(e, form)
+		if perr != nil {
+			return nil, perr
+		}
+		switch {
+		case f < 0:
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s: must not be negative; expected %s", show(e.val), form))
+		case positive && f == 0:
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", show(e.val), form))
+		case f > maxSeconds:
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s: too large (at most %.0f seconds)", show(e.val), math.Floor(maxSeconds)))
+		}
+		d := time.Duration(math.Round(f * float64(time.Second)))
+		if positive && d <= 0 {
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s: rounds to zero (the resolution is 1ns); expected %s", show(e.val), form))
+		}
+		return d, nil
 	}
-	f, perr := parseDecimal(e, form)
-	if perr != nil {
-		return 0, perr
-	}
-	switch {
-	case f < 0:
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s: must not be negative; expected %s", show(e.val), form))
-	case positive && f == 0:
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", show(e.val), form))
-	case f > maxSeconds:
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s: too large (at most %.0f seconds)", show(e.val), math.Floor(maxSeconds)))
-	}
-	d := time.Duration(math.Round(f * float64(time.Second)))
-	if positive && d <= 0 {
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s: rounds to zero (the resolution is 1ns); expected %s", show(e.val), form))
-	}
-	return d, nil
 }
 
-// parseInt parses a base-10 integer that must be at least min.
-func parseInt(e entry, min int) (int, *Error) {
-	form := "integer"
-	switch min {
-	case 0:
-		form = formIntNonNeg
-	case 1:
-		form = formIntPos
-	case math.MinInt:
-	default:
-		form = fmt.Sprintf("integer >= %d", min)
-	}
-	if e.val == "" {
-		return 0, emptyErr(e, form)
-	}
-	n, err := strconv.ParseInt(e.val, 10, 0)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return 0, errf(e.key, fmt.Sprintf("invalid value %s: out of range; expected %s", show(e.val), form))
+// integer parses a base-10 integer that must be at least min (MinInt, 0
+// or 1).
+func integer(min int) func(entry, KeyDoc) (any, *Error) {
+	form := map[int]string{math.MinInt: "integer", 0: formIntNonNeg, 1: formIntPos}[min]
+	return func(e entry, _ KeyDoc) (any, *Error) {
+		if e.val == "" {
+			return nil, emptyErr(e, form)
 		}
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s; expected a base-10 %s", show(e.val), form))
-	}
-	if int(n) < min {
-		what := fmt.Sprintf("must be at least %d", min)
-		if min == 0 {
-			what = "must not be negative"
+		n, err := strconv.ParseInt(e.val, 10, 0)
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				return nil, errf(e.key, fmt.Sprintf("invalid value %s: out of range; expected %s", show(e.val), form))
+			}
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s; expected a base-10 %s", show(e.val), form))
 		}
-		return 0, errf(e.key, fmt.Sprintf("invalid value %s: %s; expected %s", show(e.val), what, form))
+		if int(n) < min {
+			what := fmt.Sprintf("must be at least %d", min)
+			if min == 0 {
+				what = "must not be negative"
+			}
+			return nil, errf(e.key, fmt.Sprintf("invalid value %s: %s; expected %s", show(e.val), what, form))
+		}
+		return int(n), nil
 	}
-	return int(n), nil
 }
 
-// parseRange parses a decimal within [lo, hi], each end open or closed.
-func parseRange(e entry, lo float64, loOpen bool, hi float64, hiOpen bool) (float64, *Error) {
-	loSign, hiSign := "<=", "<="
-	if loOpen {
-		loSign = "<"
-	}
-	if hiOpen {
-		hiSign = "<"
-	}
-	form := fmt.Sprintf("a decimal %s %s x %s %s", strconv.FormatFloat(lo, 'f', -1, 64), loSign, hiSign, strconv.FormatFloat(hi, 'f', -1, 64))
+// parseRange parses a decimal x with 0 <= x <= hi, or 0 < x <= hi when
+// loOpen.
+func parseRange(e entry, loOpen bool, hi float64) (float64, *Error) {
+	lo := map[bool]string{true: "<", false: "<="}[loOpen]
+	form := fmt.Sprintf("a decimal 0 %s x <= %s", lo, strconv.FormatFloat(hi, 'f', -1, 64))
 	if math.IsInf(hi, 1) {
-		form = fmt.Sprintf("a decimal %s %s", map[bool]string{true: ">", false: ">="}[loOpen], strconv.FormatFloat(lo, 'f', -1, 64))
+		form = "a decimal " + map[bool]string{true: "> 0", false: ">= 0"}[loOpen]
 	}
 	f, perr := parseDecimal(e, form)
 	if perr != nil {
 		return 0, perr
 	}
-	if f < lo || (loOpen && f == lo) || f > hi || (hiOpen && f == hi) {
+	if f < 0 || (loOpen && f == 0) || f > hi {
 		return 0, errf(e.key, fmt.Sprintf("invalid value %s: out of range; expected %s", show(e.val), form))
 	}
 	return f, nil
@@ -176,10 +167,39 @@ func parseEnum(e entry, values []string) (string, *Error) {
 	return "", invalidErr(e, form)
 }
 
-// Bounds used by callers of parseInt and parseRange.
-const minInt = math.MinInt
+// kindRule is how Load parses a value of a kind, and how Validate checks a
+// field of that kind in settings made by hand (where zero is always
+// accepted: the default, or off).
+type kindRule struct {
+	form  string                                                           // the value expected, in errors
+	parse func(e entry, d KeyDoc) (any, *Error)                            // nil: the value itself
+	check func(v *validator, key string, d KeyDoc, x reflect.Value) *Error // nil: any value
+	plain bool                                                             // a Default may be a plain value
+}
 
-var posInf = math.Inf(1)
+// kinds holds the rule of every kind.
+var kinds = map[Kind]kindRule{
+	KindString: {}, KindSecret: {}, KindPath: {}, KindList: {}, KindRoutes: {},
+	KindURL:           {form: baseURLForm, parse: func(e entry, _ KeyDoc) (any, *Error) { return wrap(checkBaseURL(e)) }, check: checkURL},
+	KindName:          {parse: parseName, check: checkName},
+	KindSecondsPos:    {form: formSecPos, parse: seconds(true), check: checkNonNeg, plain: true},
+	KindSecondsNonNeg: {form: formSecNonNeg, parse: seconds(false), check: checkNonNeg, plain: true},
+	KindInt:           {form: "integer", parse: integer(math.MinInt), plain: true},
+	KindIntNonNeg:     {form: formIntNonNeg, parse: integer(0), check: checkNonNeg, plain: true},
+	KindIntPos:        {form: formIntPos, parse: integer(1), check: checkNonNeg, plain: true},
+	KindDecimalPos:    {parse: decimal(true, math.Inf(1)), check: checkFloat(math.Inf(1)), plain: true},
+	KindDecimalNonNeg: {parse: decimal(false, math.Inf(1)), check: checkFloat(math.Inf(1)), plain: true},
+	KindFraction:      {parse: decimal(true, 1), check: checkFloat(1), plain: true},
+	KindUnit:          {parse: decimal(false, 1), check: checkFloat(1), plain: true},
+	KindBool:          {form: formBool, parse: func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseBool(e)) }, plain: true},
+	KindEnum:          {parse: func(e entry, d KeyDoc) (any, *Error) { return wrap(parseEnum(e, d.Values)) }, check: checkEnum, plain: true},
+	KindBackend:       {parse: parseBackend, check: checkBackend},
+	KindJSON:          {parse: func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseJSONObject(e)) }},
+}
+
+func decimal(loOpen bool, hi float64) func(entry, KeyDoc) (any, *Error) {
+	return func(e entry, _ KeyDoc) (any, *Error) { return wrap(parseRange(e, loOpen, hi)) }
+}
 
 // validName reports whether v is a non-empty name of letters, digits, '_'
 // and '-' (at most 64 bytes): safe inside backend keys.
@@ -196,33 +216,41 @@ func validName(v string) bool {
 	return true
 }
 
-// parseValue parses a present value by its row's kind, as Load reads it.
-func parseValue(e entry, d KeyDoc) (any, *Error) {
-	switch d.Kind {
-	case KindInt:
-		return wrap(parseInt(e, minInt))
-	case KindIntNonNeg:
-		return wrap(parseInt(e, 0))
-	case KindIntPos:
-		return wrap(parseInt(e, 1))
-	case KindSecondsPos, KindSecondsNonNeg:
-		return wrap(parseSeconds(e, d.Kind == KindSecondsPos))
-	case KindDecimalPos, KindDecimalNonNeg:
-		return wrap(parseRange(e, 0, d.Kind == KindDecimalPos, posInf, false))
-	case KindFraction, KindUnit:
-		return wrap(parseRange(e, 0, d.Kind == KindFraction, 1, false))
-	case KindBool:
-		return wrap(parseBool(e))
-	case KindEnum:
-		return wrap(parseEnum(e, d.Values))
-	case KindJSON:
-		return wrap(parseJSONObject(e))
-	case KindName:
-		if !validName(e.val) {
-			return nil, notAName(e.key, d, e.val)
-		}
+func parseName(e entry, d KeyDoc) (any, *Error) {
+	if !validName(e.val) {
+		return nil, notAName(e.key, d, e.val)
 	}
 	return e.val, nil
+}
+
+// parseBackend accepts a built-in backend or one registered by another
+// package (backend.Register…).
+func parseBackend(e entry, d KeyDoc) (any, *Error) {
+	v, perr := parseEnum(e, d.Values)
+	if perr == nil || registry.Known(d.registry, e.val) {
+		return cmp.Or(v, e.val), nil
+	}
+	return nil, registered(perr, d)
+}
+
+// registered adds the backends registered for d's kind to err.
+func registered(err *Error, d KeyDoc) *Error {
+	if names := registry.Names(d.registry); names != "" {
+		err.Problem += " (registered: " + names + ")"
+	}
+	return err
+}
+
+// parseValue parses a present value by its row, as Load reads it.
+func parseValue(e entry, d KeyDoc) (any, *Error) {
+	parse := kinds[d.Kind].parse
+	if d.parse != nil {
+		parse = d.parse
+	}
+	if parse == nil {
+		return e.val, nil
+	}
+	return parse(e, d)
 }
 
 // notAName is the error of a bad value of a KindName key.
@@ -238,14 +266,24 @@ func wrap[T any](v T, err *Error) (any, *Error) {
 	return v, nil
 }
 
+// want words the value row d expects, for a "missing" error.
+func (d KeyDoc) want() string {
+	switch {
+	case d.expect != "":
+		return d.expect
+	case d.Values != nil:
+		return "one of " + strings.Join(d.Values, ", ")
+	}
+	return kinds[d.Kind].form
+}
+
 // plainDefault parses the Default of a row of a number, boolean or
 // enumeration kind when it is a plain value of that kind ("0 (off)" is 0,
 // "8, or COOLDOWN_S when larger" 8), after its flat shortcut's ", else "
 // ("LLM_MAX_RETRIES, else 3" is 3); a Default made from other keys alone
 // ("LLM_TIMEOUT") is none.
 func plainDefault(d KeyDoc) (any, bool) {
-	switch d.Kind {
-	case KindString, KindName, KindURL, KindSecret, KindPath, KindJSON, KindList, KindRoutes, KindBackend:
+	if !kinds[d.Kind].plain {
 		return nil, false
 	}
 	word, ok := d.Default, true
@@ -277,7 +315,7 @@ func put(dst, v any) {
 func ReadKey(env map[string]string, key string, dst any) (bool, *Error) {
 	l := &loader{env: env, used: map[string]bool{}, origins: origins{}}
 	set := l.read(key, doc(key), dst)
-	return set, Join(l.errs...)
+	return set, Join(l.problems...)
 }
 
 // Scopes lists the scopes env has keys of (the SCOPE of every

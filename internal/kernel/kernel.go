@@ -475,8 +475,9 @@ func NewCallID() string {
 // (the call they shape, before it gets its id, scope and messages) and
 // the few that are not the call's.
 type CallOptions struct {
-	// Call is the call as the options shape it; Stream defaults to true.
-	Call core.Call
+	// Call is the call as the options shape it (its fields are promoted:
+	// co.Place is co.Call.Place); Stream defaults to true.
+	core.Call
 	// JSON is set by WithJSON and WithJSONSchema (which sets
 	// Call.JSONSchema): the answer must be valid JSON.
 	JSON bool

@@ -1,29 +1,172 @@
--- Admit: the breaker's Allow and, when it admits, the limiter's TryAcquire,
--- in one script. A probe granted here is given back when the limiter
--- refuses, so a refusal leaves the circuit as it was.
+-- Admit: the breaker's Allow, then the limiter's TryAcquire through the
+-- scope's fair queue (lib/queue.lua), in one script.
+--   * The breaker first: a circuit that refuses is not queued, and a
+--     caller woken in the queue whose circuit now refuses leaves it (a
+--     claim it held goes on to the next waiter, with its reserved slots).
+--   * A waiter holding a claim takes it — its reserved slots become free
+--     for its own acquire — and acquires; refused by a gate the queue
+--     waits out, it goes to the front.
+--   * A waiter at the head acquires; refused by a gate the queue waits
+--     out, it stays, and the refusal says when room is due.
+--   * Another waiter stays in line.
+--   * A new call (or one whose entry is gone) queues behind waiters in
+--     line; otherwise it acquires, and queues when a gate refuses it (a
+--     concurrency gate, or a rate gate that says when it frees). A call
+--     whose deadline cannot be met given the line is refused.
+--   * A woken waiter refused by a gate that says when it frees (a budget
+--     too) keeps its place; refused otherwise (a request no window can
+--     ever fit) it leaves. A new call is not queued for a budget.
+--   * A probe the breaker granted to a call that is not admitted is given
+--     back, so a refusal leaves the circuit as it was.
 -- A source switched off or pushed back is refused by the breaker's part
 -- (lib/allow.lua): the gates are not asked, nothing is taken.
--- KEYS: the levels' keys, the circuit, its pushback, then the budgets'
--- hashes.
--- ARGV[1]: { breaker = the allow request (lib/allow.lua), key = the
---            circuit's index in KEYS and pkey = its pushback's, limiter =
---            the acquire request (lib/acquire.lua) }.
--- Returns the allow reply (7 values) followed by the acquire reply (5).
+-- KEYS: the levels' keys, the circuit, its pushback, the queue's four
+-- (lib/queue.lua), then the budgets' hashes.
+-- ARGV[1]: { breaker = the allow request (lib/allow.lua) with key = the
+--   circuit's index in KEYS and pkey = its pushback's, limiter = the
+--   acquire request (lib/acquire.lua), queue = the queue request
+--   (lib/queue.lua) with id = the caller's entry (0: none), class, tenant
+--   (hex), left = µs to its deadline (absent: none), lease = µs its entry
+--   lasts unless renewed, conc = array of the concurrency gates' numbers,
+--   bgate = the budget gate's; its labels name the unit of the request's
+--   own source; or only off = true for an Admitter without a queue, whose
+--   gates refuse as TryAcquire does }.
+-- Returns the allow reply (7 values), the acquire reply (5), then: status
+-- (0 granted, 1 queued, 2 refused for its deadline, 3 refused and not
+-- queued), the entry's id (queued), the position and the estimate µs
+-- (status 2), and the µs until the head's room is due (-1: not the head,
+-- or none due).
 local r = cjson.decode(ARGV[1])
-local b, q = r.breaker, r.limiter
-local now = now_us(q.now)
+local b, lim, a = r.breaker, r.limiter, r.queue
+local now = now_us(lim.now)
 local bnow = now
-if b.now ~= q.now then
+if b.now ~= lim.now then
   bnow = now_us(b.now)
 end
 local key = KEYS[b.key]
-local a = allow(key, KEYS[b.pkey], b, bnow)
-if a[1] ~= 1 then
-  return { a[1], a[2], a[3], a[4], a[5], a[6], a[7], 0, 0, 0, 0, 0 }
+local al = allow(key, KEYS[b.pkey], b, bnow)
+local id = a.id or 0
+
+if a.off and al[1] == 1 then
+  -- An Admitter without a queue: a gate's refusal is the answer.
+  local g = acquire(lim, now)
+  local status = 0
+  if g[1] ~= 1 then
+    status = 3
+    if al[2] == 1 then
+      redis.call('HSET', key, 'probe', '0')
+    end
+  end
+  return { al[1], al[2], al[3], al[4], al[5], al[6], al[7], g[1], g[2], g[3], g[4], g[5], status, 0, 0, 0, -1 }
 end
-local g = acquire(q, now)
-if g[1] ~= 1 and a[2] == 1 then
+
+if al[1] ~= 1 then
+  if id > 0 then
+    local q = qopen(a, now)
+    qlapse(q)
+    local e = qget(q, id)
+    if e then
+      qleave(q, id, e)
+    end
+    qchanged(q)
+    qsave(q)
+  end
+  return { al[1], al[2], al[3], al[4], al[5], al[6], al[7], 0, 0, 0, now, 0, 3, 0, 0, 0, -1 }
+end
+
+local q = qopen(a, now)
+qlapse(q)
+q.self = id
+local e
+if id > 0 then
+  e = qget(q, id)
+end
+local g = { 0, 0, 0, now, 0 }
+local status, ahead, est = 1, 0, 0
+
+-- waitable: a gate's refusal that a woken waiter waits out in its place
+-- (a concurrency gate, or a gate that says when it frees); queueable:
+-- one that a new call queues for (a budget's is not).
+local function waitable(gate, retry)
+  for _, c in ipairs(a.conc) do
+    if c == gate then
+      return true
+    end
+  end
+  return gate ~= 0 and retry > 0
+end
+
+local function queueable(gate, retry)
+  return waitable(gate, retry) and gate ~= a.bgate
+end
+
+if e and e.st == 'c' then
+  qunreserve(q, id, e)
+  q.nc = q.nc - 1
+  redis.call('ZREM', q.x, 'c' .. int(id))
+  qtell(q, e.g, qmsg('ack', id))
+  g = acquire(lim, now)
+  if g[1] == 1 then
+    qforget(q, id)
+    status = 0
+  elseif waitable(g[2], g[3]) then
+    qtofront(q, id, e)
+    qdue(q, g[3])
+  else
+    -- No wait mends it: it leaves, and the unit reserved for it goes on.
+    qforget(q, id)
+    id, status = 0, 3
+    qhand(q, e.lb, e.rl or {})
+  end
+elseif e then
+  if qhead(q) == id then
+    g = acquire(lim, now)
+    if g[1] == 1 then
+      if e.st == 'w' then
+        qunline(q, e, true)
+      else
+        qunfront(q, e)
+      end
+      qforget(q, id)
+      status = 0
+    elseif waitable(g[2], g[3]) then
+      qdue(q, g[3])
+    else
+      qleave(q, id, e)
+      id, status = 0, 3
+    end
+  end
+else
+  local retry = -1
+  if not qbusy(q) then
+    g = acquire(lim, now)
+    if g[1] == 1 then
+      status = 0
+    elseif queueable(g[2], g[3]) then
+      retry = g[3]
+    else
+      status = 3
+    end
+  end
+  if status == 1 then
+    local nid, n, t = qpush(q, { class = a.class, tenant = a.tenant, left = a.left, lease = a.lease, retry = retry })
+    if nid then
+      id, q.self = nid, nid
+    else
+      id, status, ahead, est = 0, 2, n, t
+    end
+  else
+    id = 0
+  end
+end
+qchanged(q)
+qsave(q)
+if status ~= 0 and al[2] == 1 then
   -- Return the probe just granted: no attempt will report on it.
   redis.call('HSET', key, 'probe', '0')
 end
-return { a[1], a[2], a[3], a[4], a[5], a[6], a[7], g[1], g[2], g[3], g[4], g[5] }
+local turn = -1
+if status == 1 then
+  turn = qturn(q, id)
+end
+return { al[1], al[2], al[3], al[4], al[5], al[6], al[7], g[1], g[2], g[3], g[4], g[5], status, id, ahead, est, turn }

@@ -19,11 +19,16 @@
 -- nc (claims), ne (entries), turn (the rings' last turn), iv, last and
 -- seen (the interval, as internal/fairqueue keeps it), due (when the
 -- head's room is due, µs; 0 none), hd (the head last told), ttl (until
--- when the keys' TTLs run).
+-- when the keys' TTLs run), and sh, cl, kp: the share, claim and keep of
+-- the queue's last writer, for a script whose request does not carry
+-- them (a Limiter's release that hands a unit on).
 -- A queue request names them and says how it runs:
 --   { qs = the index of s in KEYS, share, claim = the claim's length µs,
---     keep = the longest lease µs, chan = the start of every process's
---     channel, proc = this process, labels = array of { lb = a label,
+--     keep = the longest lease µs (these three absent: the queue's own),
+--     chan = the start of every process's channel, proc = this process
+--     ('' for a process that does not listen, whose claims no one checks:
+--     they lapse at the queue's next step), self = the caller's entry
+--     (told nothing: its reply says it), labels = array of { lb = a label,
 --     lv = array of { i = a level's number, k = the index in KEYS of its
 --     slots, s = the suffix of a claim's member there } }: the levels,
 --     of the units of those labels, whose slots this script may reserve
@@ -39,7 +44,8 @@
 -- does not is dropped when it would be woken.
 
 local QB = 17592186044416 -- 2^44
-local QF = { 'seq', 'w0', 'w1', 'w2', 'k0', 'k1', 'k2', 'nf', 'fo', 'nc', 'ne', 'turn', 'iv', 'last', 'seen', 'due', 'hd', 'ttl' }
+local QF = { 'seq', 'w0', 'w1', 'w2', 'k0', 'k1', 'k2', 'nf', 'fo', 'nc', 'ne', 'turn', 'iv', 'last', 'seen', 'due', 'hd', 'ttl',
+  'sh', 'cl', 'kp' }
 local QLAPSE = 100 -- lapses handled by one script at most
 
 -- qopen reads the queue's scalars; only a queue with entries needs more.
@@ -63,6 +69,9 @@ local function qopen(r, now)
   q.iv, q.last, q.seen, q.due, q.hd, q.mark = f.iv, f.last, f.seen, f.due, f.hd, f.ttl
   q.w = { f.w0, f.w1, f.w2 }
   q.k = { f.k0, f.k1, f.k2 }
+  if not r.share then
+    q.share, q.ttl, q.keep = math.max(f.sh, 1), math.max(f.cl, 1), math.max(f.kp, 1)
+  end
   return q
 end
 
@@ -80,7 +89,7 @@ local function qsave(q)
   redis.call('HSET', q.s, 'seq', int(q.seq), 'w0', int(q.w[1]), 'w1', int(q.w[2]), 'w2', int(q.w[3]),
     'k0', int(q.k[1]), 'k1', int(q.k[2]), 'k2', int(q.k[3]), 'nf', int(q.nf), 'fo', int(q.fo), 'nc', int(q.nc),
     'ne', int(q.ne), 'turn', int(q.turn), 'iv', int(q.iv), 'last', int(q.last), 'seen', int(q.seen),
-    'due', int(q.due), 'hd', int(q.hd), 'ttl', int(q.mark))
+    'due', int(q.due), 'hd', int(q.hd), 'ttl', int(q.mark), 'sh', int(q.share), 'cl', int(q.ttl), 'kp', int(q.keep))
   local ms = int(math.ceil((q.mark - q.now) / 1000))
   if fresh then
     for _, k in ipairs({ q.s, q.o, q.r, q.x }) do
@@ -395,7 +404,7 @@ local function qchanged(q)
       return
     end
     q.hd, q.dirty = h, true
-    if h == 0 or q.due == 0 then
+    if h == 0 or q.due == 0 or h == q.self then
       return
     end
     local e = qget(q, h)
