@@ -30,6 +30,10 @@ const (
 	// OCR server's "success": false): retried elsewhere, alive for the
 	// breaker.
 	ReasonTaskFailed = core.ReasonTaskFailed
+	// ReasonQueueDeadline: the gates were full and the call's deadline
+	// could not be met behind the calls waiting ahead of it; RetryAfter is
+	// the queue's estimate of when it would have been admitted.
+	ReasonQueueDeadline = core.ReasonQueueDeadline
 )
 
 // Sentinels, matched with errors.Is.

@@ -64,6 +64,8 @@ type (
 	BudgetUsage          = core.BudgetUsage
 	// Priority is a call's priority class (WithPriority).
 	Priority = core.Priority
+	// QueueDepth counts waiting calls by class, indexed by Priority.
+	QueueDepth = core.QueueDepth
 )
 
 // The priority classes (WithPriority).
