@@ -9,17 +9,12 @@ import (
 // AdmitRequest asks to pass one attempt on one source through the source's
 // circuit breaker and the six rate-limit gates.
 type AdmitRequest struct {
-	// Permit names the source, its gates, the tokens to pre-deduct and the
-	// lease of the concurrency slots.
+	// Permit names the source, its gates, the tokens to pre-deduct, the
+	// lease of the concurrency slots, and the call's place in the
+	// admission queue (Permit.Place, and Permit.Waiter when it was woken).
 	Permit PermitRequest
 	// Breaker is the source's effective breaker configuration.
 	Breaker BreakerConfig
-	// Place is the call's class and tenant in the admission queue.
-	Place Place
-	// Waiter is the call's place in the queue when it was woken (after
-	// WaitClaimed or WaitTurn, on the source a claim names); nil for a
-	// new attempt.
-	Waiter Waiter
 }
 
 // Ticket is the answer to Admit: the breaker's admission and, when the
@@ -34,8 +29,9 @@ type Ticket struct {
 	// records the outcome with it.
 	Breaker BreakerConfig
 	// Queued is the call's place in the admission queue when a gate
-	// refused and the call queued (wait on it, then admit again with it);
-	// nil otherwise. A ticket with Queued set holds nothing else.
+	// refused and the call queued (wait on it, then admit again with it in
+	// Permit.Waiter); nil otherwise. A ticket with Queued set holds
+	// nothing else (a probe the breaker granted was given back).
 	Queued Waiter
 }
 
@@ -54,7 +50,14 @@ func (t Ticket) Admitted() bool { return t.Admission.Allowed && t.Grant.OK }
 // settlement and records the outcome on the circuit (fenced by the
 // admission's epoch: applied=false when the circuit moved on). A backend
 // that shares state across processes implements both in one round trip
-// each. An error means the backend failed: from Admit, nothing is held
+// each.
+//
+// The queue (see Limiter): the breaker comes first, so a circuit that
+// refuses is not queued, and a woken waiter (Permit.Waiter) whose breaker
+// now refuses leaves the queue (a claim it held passes to the next). A
+// gate refusal that the queue takes is a refused ticket with Queued set;
+// a deadline that cannot be met in the queue is a *QueueDeadlineError,
+// returned as it is. An error means the backend failed: from Admit, nothing is held
 // (an implementation whose reply may be lost after the backend acted
 // releases what it took by itself); from Finish, the implementation keeps
 // trying to release the permit until it lands or the permit's lease ends,
@@ -86,7 +89,8 @@ type InProcess interface {
 
 // ComposeAdmitter returns the Admitter made of a separate Limiter and
 // Breaker: Admit is Allow then TryAcquire (a probe is given back when the
-// limiter refuses), Finish is Release then Record. It makes two backend
+// limiter refuses or queues the call), Finish is Release then Record (the
+// limiter's Release hands a freed unit to its queue's next waiter). It makes two backend
 // calls where a native Admitter makes one; use a backend's own Admitter
 // when limiter and breaker live in the same store.
 func ComposeAdmitter(l Limiter, b Breaker) Admitter { return composed{l: l, b: b} }
@@ -132,6 +136,9 @@ func (c composed) Admit(ctx context.Context, req AdmitRequest) (Ticket, error) {
 	}
 	t.Admission = adm
 	if !adm.Allowed {
+		if p.Waiter != nil {
+			p.Waiter.Leave(ctx)
+		}
 		return t, nil
 	}
 	grant, err := c.l.TryAcquire(ctx, p)
@@ -146,9 +153,13 @@ func (c composed) Admit(ctx context.Context, req AdmitRequest) (Ticket, error) {
 		}
 	}
 	if err != nil {
+		var late *QueueDeadlineError
+		if errors.As(err, &late) {
+			return Ticket{}, err
+		}
 		return Ticket{}, &GovernanceBackendError{Backend: "limiter", Op: "acquire", Err: err}
 	}
-	t.Grant = grant
+	t.Grant, t.Queued = grant, grant.Queued
 	return t, nil
 }
 

@@ -119,6 +119,13 @@ type PermitRequest struct {
 	// Cost is the attempt's estimated cost in micro-USD, reserved on every
 	// budget at the acquire and settled on release (Settlement.Cost).
 	Cost int64
+	// Place is the call's class and tenant in the admission queue of a
+	// limiter that queues (see Limiter); other limiters ignore it.
+	Place Place
+	// Waiter is the call's place in that queue when it was woken: Wait
+	// returned WaitClaimed (ask then on the claim's source,
+	// WaitEvent.Source) or WaitTurn. Nil for a new attempt.
+	Waiter Waiter
 }
 
 // Budget is one spend budget: at most Limit micro-USD per Window, counted
@@ -215,6 +222,11 @@ type Grant struct {
 	RetryAfter time.Duration
 	// Budget is the refusing budget's key when Gate is GateBudget.
 	Budget string
+	// Queued is the call's place in the admission queue when a limiter
+	// that queues refused and the call waits (OK is false and nothing was
+	// counted): the caller waits on it and asks again with it in
+	// PermitRequest.Waiter, or leaves it. Nil otherwise.
+	Queued Waiter
 }
 
 // SettleKind says how a released permit's pre-deducted tokens are settled.
@@ -255,6 +267,36 @@ type LimiterUsage struct {
 // releasing an expired or unknown permit is a no-op. Usage reads state for
 // diagnostics. All methods are safe for concurrent use. An error means the
 // backend failed; callers turn it into GovernanceBackendError.
+//
+// The queue: a limiter may keep a fair admission queue per scope (the
+// memory limiter does when built with a queue; see
+// docs/explanation-queue.md); one that does not ignores
+// PermitRequest.Place and Waiter and never sets Grant.Queued. One that
+// does answers TryAcquire so:
+//
+//   - A new call (no Waiter) tries the gates only when no waiter is in
+//     line ("no barging"); otherwise it is queued without trying them. A
+//     call refused by a concurrency gate, or by a rate gate that says when
+//     it frees (RetryAfter > 0), is queued. A call refused by a budget, or
+//     by a rate gate it can never fit, is refused as above, not queued.
+//   - Queued means a refused Grant (nothing counted) with Queued set. The
+//     caller must Wait on it and then ask again with it in
+//     PermitRequest.Waiter (after WaitClaimed or WaitTurn), or Leave it.
+//   - A woken waiter (Waiter set) holding a claim takes the unit reserved
+//     for it and tries the gates; at the head of the line it tries them;
+//     otherwise it stays in line (Queued is the same waiter). Granted, it
+//     has left the queue. Refused by a gate it can wait out (a concurrency
+//     gate, a rate gate or a budget that says when it frees) it keeps its
+//     place, first in line (Queued is the same waiter); refused otherwise
+//     it has left the queue (Queued is nil). A Waiter the limiter does not
+//     know (or that has left its queue) counts as a new call.
+//   - A call whose deadline (ctx's) cannot be met given the line ahead of
+//     it is refused with a *QueueDeadlineError error and not queued; a
+//     Place with an invalid Priority is a *PriorityError, a tenant longer
+//     than MaxTenant ErrTenantTooLong. After an error a Waiter passed in
+//     has left the queue.
+//   - Release hands a unit it frees to the next waiter in line (a claim),
+//     so that no unit stays free while waiters wait for one.
 type Limiter interface {
 	TryAcquire(ctx context.Context, req PermitRequest) (Grant, error)
 	Release(ctx context.Context, p Permit, s Settlement) error

@@ -93,6 +93,8 @@ type Limiter struct {
 	own, pools map[string]*limScope
 	// budgets are the spends of every budget, shared across scopes.
 	budgets budgetBook
+	// queue is the admission queues' configuration; nil: no queues.
+	queue *QueueConfig
 }
 
 var _ core.Limiter = (*Limiter)(nil)
@@ -110,6 +112,9 @@ type limScope struct {
 	// never runs backwards inside a scope, which keeps every log in time
 	// order.
 	last int64
+	// queues are the admission queues of the domain's scopes (with
+	// WithQueue), one per scope, guarded by mu.
+	queues map[string]*scopeQueue
 }
 
 // monotonic returns now, or the scope's latest time if that is later.
@@ -125,14 +130,15 @@ func (sc *limScope) monotonic(now int64) int64 {
 // the pool that domain is ("" = the scope's own).
 type limSource struct {
 	scope *limScope
+	key   sourceKey
 	pool  string
 	level level
 }
 
-// NewLimiter returns an empty Limiter. Only WithClock applies.
+// NewLimiter returns an empty Limiter. WithClock and WithQueue apply.
 func NewLimiter(opts ...Option) *Limiter {
 	o := buildOptions(opts)
-	l := &Limiter{clk: newElapsed(o.clock), own: map[string]*limScope{}, pools: map[string]*limScope{}}
+	l := &Limiter{clk: newElapsed(o.clock), own: map[string]*limScope{}, pools: map[string]*limScope{}, queue: o.queue}
 	l.scopes.Store(&map[string]*limScope{})
 	l.sources.Store(&map[sourceKey]*limSource{})
 	return l
@@ -141,58 +147,80 @@ func NewLimiter(opts ...Option) *Limiter {
 // TryAcquire checks every enabled gate of req's source and scope, then
 // req's budgets, and takes them all, or refuses and takes none. It never
 // blocks on quota; it fails only for a budget that cannot be enforced
-// (*BudgetError). ctx is not used.
-func (l *Limiter) TryAcquire(_ context.Context, req core.PermitRequest) (core.Grant, error) {
-	if len(req.Budgets) > 0 {
-		if err := checkBudgets(req.Budgets); err != nil {
-			return core.Grant{}, err
-		}
+// (*BudgetError). With WithQueue it answers through the scope's queue as
+// core.Limiter's contract says (ctx gives the call's deadline); without,
+// ctx is not used.
+func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.Grant, error) {
+	if err := l.checkRequest(&req); err != nil {
+		leaveOnError(ctx, &req)
+		return core.Grant{}, err
 	}
 	src := l.source(req.Scope, req.Source, req.Pool)
 	sc := src.scope
-	tokens := int64(max(req.Tokens, 0))
-
 	read := l.clk.now() // read outside the lock: a clock read can be slow
 	sc.mu.Lock()
+	defer sc.mu.Unlock()
 	now := sc.monotonic(read)
-	nowT := l.clk.at(now)
 	src.level.purge(now)
 	sc.global.purge(now)
+	if l.queue != nil {
+		return l.admitQueued(ctx, &req, src, now)
+	}
+	return l.acquireLocked(&req, src, now), nil
+}
+
+// checkRequest refuses a request the Limiter cannot serve: a budget it
+// cannot enforce, a place its queue cannot take.
+func (l *Limiter) checkRequest(req *core.PermitRequest) error {
+	if len(req.Budgets) > 0 {
+		if err := checkBudgets(req.Budgets); err != nil {
+			return err
+		}
+	}
+	if l.queue != nil {
+		return checkPlace(req.Place)
+	}
+	return nil
+}
+
+// acquireLocked checks the gates and budgets and takes them all, or
+// refuses (sc.mu held, the levels purged at now).
+func (l *Limiter) acquireLocked(req *core.PermitRequest, src *limSource, now int64) core.Grant {
+	sc := src.scope
+	tokens := int64(max(req.Tokens, 0))
 	gate, retry := src.level.check(req.SourceLimits, tokens, now, gatesOf(false))
 	if gate == core.GateNone {
 		gate, retry = sc.global.check(req.GlobalLimits, tokens, now, gatesOf(true))
 	}
 	if gate != core.GateNone {
-		sc.mu.Unlock()
-		return core.Grant{Gate: gate, RetryAfter: retry}, nil
+		return core.Grant{Gate: gate, RetryAfter: retry}
 	}
+	nowT := l.clk.at(now)
 	cost := budget.Clamp(req.Cost)
 	if len(req.Budgets) > 0 {
 		l.budgets.mu.Lock()
 		i, retry := l.budgets.acquire(req.Budgets, cost, nowT)
 		l.budgets.mu.Unlock()
 		if i >= 0 {
-			sc.mu.Unlock()
-			return core.Grant{Gate: core.GateBudget, Budget: req.Budgets[i].Key, RetryAfter: retry}, nil
+			return core.Grant{Gate: core.GateBudget, Budget: req.Budgets[i].Key, RetryAfter: retry}
 		}
 	}
 	lease := l.leases.Add(1)
 	expires := addSat(now, req.LeaseTTL)
 	src.level.take(req.SourceLimits, lease, expires, now, tokens)
 	sc.global.take(req.GlobalLimits, lease, expires, now, tokens)
-	sc.mu.Unlock()
-
 	return core.Grant{OK: true, Permit: core.Permit{
 		Scope: req.Scope, Source: req.Source,
 		Lease: lease, Tokens: int(tokens), AcquiredAt: nowT,
 		Budgets: req.Budgets, Cost: cost,
-	}}, nil
+	}}
 }
 
 // Release frees p's concurrency slots and settles its TPM entries and its
 // budgets as s says, in the windows of the acquire. It is a no-op for a
-// permit that expired, was already released or was never granted. It
-// never fails; ctx is not used.
+// permit that expired, was already released or was never granted. With
+// WithQueue a slot it frees is handed to the next waiter of the permit's
+// scope, reserved for its claim. It never fails; ctx is not used.
 func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) error {
 	src := l.lookupSource(p.Scope, p.Source)
 	if src == nil || p.Lease == 0 {
@@ -209,6 +237,9 @@ func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) e
 		return nil
 	}
 	sc.global.removeSlot(p.Lease)
+	if sc.queues != nil {
+		l.handOn(sc, src)
+	}
 	if len(p.Budgets) > 0 {
 		l.budgets.mu.Lock()
 		l.budgets.settle(&p, s, l.clk.at(now))
@@ -286,7 +317,7 @@ func (l *Limiter) source(scope, source, pool string) *limSource {
 		scopes[scope] = sc
 		l.scopes.Store(&scopes)
 	}
-	s := &limSource{scope: sc, pool: pool}
+	s := &limSource{scope: sc, key: key, pool: pool}
 	sources := make(map[sourceKey]*limSource, len(old)+1)
 	maps.Copy(sources, old)
 	sources[key] = s

@@ -15,6 +15,7 @@ type Option func(*options)
 type options struct {
 	clock      core.Clock
 	maxEntries int
+	queue      *QueueConfig
 }
 
 func buildOptions(opts []Option) options {

@@ -135,13 +135,6 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// Place says where a call stands in the queue: its class and its tenant
-// (at most fairqueue.MaxTenant bytes; an opaque name, never a secret).
-type Place struct {
-	Class  fairqueue.Class
-	Tenant string
-}
-
 // queueKeys are the names of one scope's queue.
 type queueKeys struct {
 	scope, pool string
@@ -235,21 +228,21 @@ const (
 
 // Admit asks for req's permit through the queue, in one script. w is the
 // caller's waiter when it was woken (nil for a new call; a waiter woken
-// with a claim must ask for the claim's source, Event.Label).
+// with a claim must ask for the claim's source, core.WaitEvent.Source).
 //
 // It returns a granted Grant; or a refused one and the waiter to Wait on
 // when the call queued (a new waiter, or w again); or a refused one and
 // no waiter when the call cannot queue (a spend budget, or a request that
 // no window will ever fit: the engine's answers to those stand); or a
-// *fairqueue.DeadlineError when its deadline (ctx's) cannot be met given
+// *core.QueueDeadlineError when its deadline (ctx's) cannot be met given
 // the line ahead. An error otherwise means Redis failed; w, if any, is
 // no longer waited on then (its place lapses with its lease).
-func (q *Queue) Admit(ctx context.Context, req core.PermitRequest, place Place, w *QueueWaiter) (core.Grant, *QueueWaiter, error) {
-	if !place.Class.Valid() {
-		return core.Grant{}, nil, &fairqueue.ClassError{Value: strconv.Itoa(int(place.Class))}
+func (q *Queue) Admit(ctx context.Context, req core.PermitRequest, place core.Place, w *QueueWaiter) (core.Grant, *QueueWaiter, error) {
+	if !place.Priority.Valid() {
+		return core.Grant{}, nil, &core.PriorityError{Value: strconv.Itoa(int(place.Priority))}
 	}
-	if len(place.Tenant) > fairqueue.MaxTenant {
-		return core.Grant{}, nil, fairqueue.ErrTenant
+	if len(place.Tenant) > core.MaxTenant {
+		return core.Grant{}, nil, core.ErrTenantTooLong
 	}
 	if len(req.Budgets) > 0 {
 		if err := checkBudgets(req.Budgets); err != nil {
@@ -284,7 +277,7 @@ func (q *Queue) Admit(ctx context.Context, req core.PermitRequest, place Place, 
 	q.l.writeNow(wr)
 	q.writeQueue(wr, k, 3*numLevels+1, sk, func(i int) int64 { return int64(3*i + 1) })
 	wr.uint("id", id)
-	wr.int("class", int64(place.Class))
+	wr.int("class", int64(place.Priority.Rank())) // the scripts rank classes as fairqueue does
 	wr.str("tenant", tenantHex(place.Tenant))
 	if hasDL {
 		wr.int("left", max(int64(left/time.Microsecond), 0))
@@ -325,7 +318,7 @@ func (q *Queue) leaseEnd(now, dl time.Time, hasDL bool) time.Time {
 
 // admitted reads the reply of the admit script; dl is the call's deadline
 // on the queue's clock, left the time that was left to it.
-func (q *Queue) admitted(res []int64, req *core.PermitRequest, place Place, lease uint64, w *QueueWaiter,
+func (q *Queue) admitted(res []int64, req *core.PermitRequest, place core.Place, lease uint64, w *QueueWaiter,
 	k *queueKeys, dl time.Time, hasDL bool, left time.Duration) (core.Grant, *QueueWaiter, error) {
 	if len(res) != 10 {
 		return core.Grant{}, nil, fmt.Errorf("polygateway: redisstore: queue admit: unexpected reply %v", res)
@@ -342,7 +335,7 @@ func (q *Queue) admitted(res []int64, req *core.PermitRequest, place Place, leas
 	case statusGranted:
 		return g, nil, nil
 	case statusLate:
-		return core.Grant{}, nil, &fairqueue.DeadlineError{Ahead: int(res[7]), Estimate: fromMicros(res[8]), Left: max(left, 0)}
+		return core.Grant{}, nil, &core.QueueDeadlineError{Ahead: int(res[7]), Estimate: fromMicros(res[8]), Left: max(left, 0)}
 	case statusRefused:
 		return g, nil, nil
 	}
@@ -457,10 +450,10 @@ func (q *Queue) leave(ctx context.Context, k *queueKeys, id uint64, label string
 func (l *Limiter) writeNow(w *request) { w.now(&l.opt) }
 
 // Depth returns the number of waiters in line in scope's queue (of pool),
-// per class; holders of claims and waiters returned to the front are not
-// counted. An error means Redis failed.
-func (q *Queue) Depth(ctx context.Context, scope, pool string) ([fairqueue.NumClasses]int, error) {
-	var d [fairqueue.NumClasses]int
+// per class, indexed by core.Priority.Rank; holders of claims and waiters
+// returned to the front are not counted. An error means Redis failed.
+func (q *Queue) Depth(ctx context.Context, scope, pool string) ([core.NumPriorities]int, error) {
+	var d [core.NumPriorities]int
 	k := q.queueKeysOf(scope, pool)
 	v, err := q.l.c.HMGet(ctx, k.keys[0], "w0", "w1", "w2").Result()
 	if err != nil {

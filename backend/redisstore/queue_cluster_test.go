@@ -8,7 +8,6 @@ import (
 
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
 // TestQueueOnEveryTarget: on the single node and on a Redis Cluster, two
@@ -35,20 +34,20 @@ func TestQueueOnEveryTarget(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			req := core.PermitRequest{Scope: "EVERY", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1},
 				GlobalLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute, Pool: pool}
-			hold, _, err := qs[0].Admit(ctx, req, redisstore.Place{}, nil)
+			hold, _, err := qs[0].Admit(ctx, req, core.Place{}, nil)
 			if err != nil || !hold.OK {
 				t.Fatalf("pool %q: %+v %v", pool, hold, err)
 			}
 			var led ledger
 			var wg sync.WaitGroup
 			names := []string{"batch@0", "normal@1", "interactive@0", "normal@0"}
-			classes := []fairqueue.Class{fairqueue.Batch, fairqueue.Normal, fairqueue.Interactive, fairqueue.Normal}
+			classes := []core.Priority{core.PriorityBatch, core.PriorityNormal, core.PriorityInteractive, core.PriorityNormal}
 			for i, name := range names {
 				q := qs[name[len(name)-1]-'0']
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					g, _, err := queueAcquire(ctx, q, req, redisstore.Place{Class: classes[i], Tenant: name})
+					g, _, err := queueAcquire(ctx, q, req, core.Place{Priority: classes[i], Tenant: name})
 					if err != nil || !g.OK {
 						t.Errorf("%s: %+v %v", name, g, err)
 						return

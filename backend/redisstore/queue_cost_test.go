@@ -14,7 +14,6 @@ import (
 
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
 // queueCost is what one run of TestQueueCost counted on the server.
@@ -78,7 +77,7 @@ func measureQueue(t *testing.T, rs *privateRedis, stats *redis.Client, n int) qu
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	req := core.PermitRequest{Scope: "COST", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	hold, _, err := qs[0].Admit(ctx, req, redisstore.Place{}, nil)
+	hold, _, err := qs[0].Admit(ctx, req, core.Place{}, nil)
 	if err != nil || !hold.OK {
 		t.Fatalf("%+v %v", hold, err)
 	}
@@ -88,7 +87,7 @@ func measureQueue(t *testing.T, rs *privateRedis, stats *redis.Client, n int) qu
 		go func() {
 			defer wg.Done()
 			q := qs[i%2]
-			place := redisstore.Place{Class: fairqueue.Class(i % fairqueue.NumClasses), Tenant: fmt.Sprint("t", i%5)}
+			place := core.Place{Priority: core.PriorityOfRank(i % core.NumPriorities), Tenant: fmt.Sprint("t", i%5)}
 			g, _, err := queueAcquire(ctx, q, req, place)
 			if err != nil || !g.OK {
 				t.Errorf("%+v %v", g, err)
@@ -167,7 +166,7 @@ func TestQueueCostWithoutWaiting(t *testing.T) {
 			return l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 8})
 		}},
 		{"queue", func() error {
-			g, w, err := q.Admit(ctx, req, redisstore.Place{}, nil)
+			g, w, err := q.Admit(ctx, req, core.Place{}, nil)
 			if err != nil || !g.OK || w != nil {
 				return fmt.Errorf("%+v %v %v", g, w, err)
 			}
@@ -210,14 +209,14 @@ func TestQueueWaiterMemory(t *testing.T) {
 	defer q.Close()
 	ctx := t.Context()
 	req := core.PermitRequest{Scope: "MEM", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	if g, _, err := q.Admit(ctx, req, redisstore.Place{}, nil); err != nil || !g.OK {
+	if g, _, err := q.Admit(ctx, req, core.Place{}, nil); err != nil || !g.OK {
 		t.Fatalf("%+v %v", g, err)
 	}
 	const n = 10_000
 	ws := make([]*redisstore.QueueWaiter, 0, n)
 	// Warm up: the subscriber, the script, the client's buffers.
 	for range 100 {
-		_, w, err := q.Admit(ctx, req, redisstore.Place{Tenant: "warm"}, nil)
+		_, w, err := q.Admit(ctx, req, core.Place{Tenant: "warm"}, nil)
 		if err != nil || w == nil {
 			t.Fatal(err)
 		}
@@ -227,7 +226,7 @@ func TestQueueWaiterMemory(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range n {
-		_, w, err := q.Admit(ctx, req, redisstore.Place{Class: fairqueue.Class(i % 3), Tenant: fmt.Sprint("tenant-", i%100)}, nil)
+		_, w, err := q.Admit(ctx, req, core.Place{Priority: core.PriorityOfRank(i % 3), Tenant: fmt.Sprint("tenant-", i%100)}, nil)
 		if err != nil || w == nil {
 			t.Fatal(err)
 		}

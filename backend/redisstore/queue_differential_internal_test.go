@@ -42,7 +42,7 @@ func (g *memGate) give(s string)      { g.src[s]--; g.glob-- }
 // call is one call of the test on both sides.
 type call struct {
 	source string
-	place  Place
+	place  core.Place
 	permit core.Permit       // Redis's, while running
 	mw     *fairqueue.Waiter // while queued
 	rw     *QueueWaiter      // while queued
@@ -136,7 +136,7 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 		switch {
 		case op < 45:
 			cl := &call{source: []string{"a", "b"}[rng.IntN(2)],
-				place: Place{Class: fairqueue.Class(rng.IntN(fairqueue.NumClasses)), Tenant: tenants[rng.IntN(len(tenants))]}}
+				place: core.Place{Priority: core.PriorityOfRank(rng.IntN(core.NumPriorities)), Tenant: tenants[rng.IntN(len(tenants))]}}
 			var dl time.Time
 			cctx := ctx
 			if rng.IntN(4) == 0 {
@@ -155,15 +155,15 @@ func queueDifferential(t *testing.T, c *redis.Client, prefix string, seed uint64
 				mg.take(cl.source)
 				mRan = true
 			case !mg.q.Busy():
-				cl.mw, mErr = mg.q.Enqueue(cl.place.Class, cl.place.Tenant, dl, 0)
+				cl.mw, mErr = mg.q.Enqueue(cl.place.Priority, cl.place.Tenant, dl, 0)
 			default:
-				cl.mw, mErr = mg.q.Enqueue(cl.place.Class, cl.place.Tenant, dl, fairqueue.NoRetry)
+				cl.mw, mErr = mg.q.Enqueue(cl.place.Priority, cl.place.Tenant, dl, fairqueue.NoRetry)
 			}
 			mg.mu.Unlock()
 			// The Redis side.
 			g, w, rErr := q.Admit(cctx, request(cl.source), cl.place, nil)
 			cl.rw = w
-			var md, rd *fairqueue.DeadlineError
+			var md, rd *core.QueueDeadlineError
 			switch {
 			case errors.As(mErr, &md):
 				if !errors.As(rErr, &rd) || md.Ahead != rd.Ahead || md.Estimate != rd.Estimate {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
 // ExampleNewQueue admits calls through the fair queue of a Limiter's
@@ -25,11 +24,11 @@ func ExampleNewQueue() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req := core.PermitRequest{Scope: "LLM", Source: "openai-1", SourceLimits: core.Limits{MaxConcurrency: 4}, LeaseTTL: time.Minute}
-	place := redisstore.Place{Class: fairqueue.Interactive, Tenant: "team-a"}
+	place := core.Place{Priority: core.PriorityInteractive, Tenant: "team-a"}
 	var waiter *redisstore.QueueWaiter
 	for {
 		grant, w, err := queue.Admit(ctx, req, place, waiter)
-		if err != nil { // Redis failed, or the deadline cannot be met (*fairqueue.DeadlineError)
+		if err != nil { // Redis failed, or the deadline cannot be met (*core.QueueDeadlineError)
 			log.Print(err)
 			return
 		}
@@ -47,9 +46,9 @@ func ExampleNewQueue() {
 			return
 		}
 		switch ev.Kind {
-		case fairqueue.Claimed: // a slot of ev.Label is reserved: ask there
-			req.Source = ev.Label
-		case fairqueue.Lapsed: // the place is gone: ask again as a new call
+		case core.WaitClaimed: // a slot of ev.Source is reserved: ask there
+			req.Source = ev.Source
+		case core.WaitLapsed: // the place is gone: ask again as a new call
 			waiter = nil
 		}
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
 // errNotQueued is a refusal the queue does not wait out (a budget).
@@ -16,7 +15,7 @@ var errNotQueued = errors.New("refused and not queued")
 // when queued, and asks again when woken — on the claim's source after a
 // claim, as a new call after its place lapsed. sources gives the request
 // of each source a claim may name.
-func queueAcquire(ctx context.Context, q *redisstore.Queue, req core.PermitRequest, place redisstore.Place) (core.Grant, *redisstore.QueueWaiter, error) {
+func queueAcquire(ctx context.Context, q *redisstore.Queue, req core.PermitRequest, place core.Place) (core.Grant, *redisstore.QueueWaiter, error) {
 	var w *redisstore.QueueWaiter
 	var first *redisstore.QueueWaiter
 	for {
@@ -39,9 +38,9 @@ func queueAcquire(ctx context.Context, q *redisstore.Queue, req core.PermitReque
 			return core.Grant{}, first, err
 		}
 		switch ev.Kind {
-		case fairqueue.Claimed:
-			req.Source = ev.Label
-		case fairqueue.Lapsed:
+		case core.WaitClaimed:
+			req.Source = ev.Source
+		case core.WaitLapsed:
 			w = nil
 		}
 	}

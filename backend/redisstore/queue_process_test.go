@@ -12,7 +12,6 @@ import (
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
 // process is one process of a test: its own client (its own connections)
@@ -74,7 +73,7 @@ func TestQueueAcrossTwoProcesses(t *testing.T) {
 	req := core.PermitRequest{Scope: "TWO", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 2}, LeaseTTL: time.Minute}
 	var led ledger
 	var wg sync.WaitGroup
-	run := func(p *process, name string, place redisstore.Place, service time.Duration) {
+	run := func(p *process, name string, place core.Place, service time.Duration) {
 		defer wg.Done()
 		g, _, err := queueAcquire(ctx, p.q, req, place)
 		if err != nil || !g.OK {
@@ -89,7 +88,7 @@ func TestQueueAcrossTwoProcesses(t *testing.T) {
 	}
 	for i := range 40 {
 		wg.Add(1)
-		go run(a, "batch", redisstore.Place{Class: fairqueue.Batch, Tenant: "bulk"}, 30*time.Millisecond)
+		go run(a, "batch", core.Place{Priority: core.PriorityBatch, Tenant: "bulk"}, 30*time.Millisecond)
 		_ = i
 	}
 	// Wait until batch calls are in line, then arrive.
@@ -98,7 +97,7 @@ func TestQueueAcrossTwoProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d[fairqueue.Batch] >= 30 {
+		if d[core.PriorityBatch.Rank()] >= 30 {
 			break
 		}
 		<-time.After(5 * time.Millisecond)
@@ -107,7 +106,7 @@ func TestQueueAcrossTwoProcesses(t *testing.T) {
 	before := len(led.names)
 	led.mu.Unlock()
 	wg.Add(1)
-	run(b, "interactive", redisstore.Place{Class: fairqueue.Interactive, Tenant: "person"}, 0)
+	run(b, "interactive", core.Place{Priority: core.PriorityInteractive, Tenant: "person"}, 0)
 	at := led.index("interactive")
 	wg.Wait()
 	if len(led.names) != 41 {
@@ -133,13 +132,13 @@ func TestQueueOutlivesAKilledProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	req := core.PermitRequest{Scope: "KILL", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	g, _, err := queueAcquire(ctx, holder.q, req, redisstore.Place{})
+	g, _, err := queueAcquire(ctx, holder.q, req, core.Place{})
 	if err != nil || !g.OK {
 		t.Fatalf("holder: %+v %v", g, err)
 	}
 	// The dying process queues first: three waiters it never waits on.
 	for range 3 {
-		if g, w, err := dying.q.Admit(ctx, req, redisstore.Place{Tenant: "d"}, nil); err != nil || g.OK || w == nil {
+		if g, w, err := dying.q.Admit(ctx, req, core.Place{Tenant: "d"}, nil); err != nil || g.OK || w == nil {
 			t.Fatalf("dying: %+v %v %v", g, w, err)
 		}
 	}
@@ -149,7 +148,7 @@ func TestQueueOutlivesAKilledProcess(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g, _, err := queueAcquire(ctx, live.q, req, redisstore.Place{Tenant: "l"})
+			g, _, err := queueAcquire(ctx, live.q, req, core.Place{Tenant: "l"})
 			if err != nil || !g.OK {
 				t.Errorf("%s: %+v %v", name, g, err)
 				return
@@ -173,7 +172,7 @@ func TestQueueOutlivesAKilledProcess(t *testing.T) {
 		t.Fatalf("admitted %v", led.names)
 	}
 	d, err := live.q.Depth(ctx, "KILL", "")
-	if err != nil || d != [fairqueue.NumClasses]int{} {
+	if err != nil || d != [core.NumPriorities]int{} {
 		t.Fatalf("depth after: %v %v", d, err)
 	}
 	if n := countKeys(t, live.c, prefix+":lim:{KILL}:q:x"); n != 0 {
@@ -219,7 +218,7 @@ func TestQueueHeadWaitsForTheWindow(t *testing.T) {
 	req := core.PermitRequest{Scope: "RPM", Source: "s", SourceLimits: core.Limits{RPM: 2}, LeaseTTL: time.Minute}
 	// Two grants, at 0 s and 10 s: they leave the window at 60 s and 70 s.
 	for range 2 {
-		if g, _, err := p.q.Admit(ctx, req, redisstore.Place{}, nil); err != nil || !g.OK {
+		if g, _, err := p.q.Admit(ctx, req, core.Place{}, nil); err != nil || !g.OK {
 			t.Fatalf("%+v %v", g, err)
 		}
 		clk.Advance(10 * time.Second)
@@ -230,7 +229,7 @@ func TestQueueHeadWaitsForTheWindow(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if g, _, err := queueAcquire(ctx, p.q, req, redisstore.Place{}); err != nil || !g.OK {
+			if g, _, err := queueAcquire(ctx, p.q, req, core.Place{}); err != nil || !g.OK {
 				if ctx.Err() == nil {
 					t.Errorf("%s: %+v %v", name, g, err)
 				}

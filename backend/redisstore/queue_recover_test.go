@@ -26,13 +26,13 @@ func TestQueueWaiterSurvivesASubscriberReconnect(t *testing.T) {
 	}
 	holder, waiter := mk(), mk()
 	req := core.PermitRequest{Scope: "RE", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	hold, _, err := holder.Admit(ctx, req, redisstore.Place{}, nil)
+	hold, _, err := holder.Admit(ctx, req, core.Place{}, nil)
 	if err != nil || !hold.OK {
 		t.Fatalf("%+v %v", hold, err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		g, _, err := queueAcquire(ctx, waiter, req, redisstore.Place{})
+		g, _, err := queueAcquire(ctx, waiter, req, core.Place{})
 		if err == nil && !g.OK {
 			err = errNotQueued
 		}
@@ -69,17 +69,17 @@ func TestQueueLeasesAreRenewed(t *testing.T) {
 	defer time.AfterFunc(20*time.Second, cancel).Stop()
 	defer cancel()
 	req := core.PermitRequest{Scope: "LEASE", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	hold, _, err := live.q.Admit(ctx, req, redisstore.Place{}, nil)
+	hold, _, err := live.q.Admit(ctx, req, core.Place{}, nil)
 	if err != nil || !hold.OK {
 		t.Fatalf("%+v %v", hold, err)
 	}
-	if _, w, err := dead.q.Admit(ctx, req, redisstore.Place{Tenant: "dead"}, nil); err != nil || w == nil {
+	if _, w, err := dead.q.Admit(ctx, req, core.Place{Tenant: "dead"}, nil); err != nil || w == nil {
 		t.Fatalf("%v %v", w, err)
 	}
 	_ = dead.q.Close() // it no longer renews, nor listens
 	done := make(chan error, 1)
 	go func() {
-		g, _, err := queueAcquire(ctx, live.q, req, redisstore.Place{Tenant: "live"})
+		g, _, err := queueAcquire(ctx, live.q, req, core.Place{Tenant: "live"})
 		if err == nil && !g.OK {
 			err = errNotQueued
 		}
@@ -89,7 +89,7 @@ func TestQueueLeasesAreRenewed(t *testing.T) {
 	// Five leases long: the dead process's entry lapses (any script
 	// drops it), the live one's stays.
 	<-time.After(3 * time.Second)
-	if _, w, err := live.q.Admit(ctx, req, redisstore.Place{Tenant: "probe"}, nil); err != nil || w == nil {
+	if _, w, err := live.q.Admit(ctx, req, core.Place{Tenant: "probe"}, nil); err != nil || w == nil {
 		t.Fatalf("%v %v", w, err)
 	} else {
 		w.Leave(ctx)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
 // TestQueueHandsASlotOn: one slot held, three callers wait; each release
@@ -22,7 +21,7 @@ func TestQueueHandsASlotOn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	req := core.PermitRequest{Scope: "QH", Source: "a", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
-	g, _, err := queueAcquire(ctx, q, req, redisstore.Place{})
+	g, _, err := queueAcquire(ctx, q, req, core.Place{})
 	if err != nil || !g.OK {
 		t.Fatalf("first: %+v %v", g, err)
 	}
@@ -31,12 +30,12 @@ func TestQueueHandsASlotOn(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, p := range []struct {
 		name  string
-		class fairqueue.Class
-	}{{"batch", fairqueue.Batch}, {"normal", fairqueue.Normal}, {"interactive", fairqueue.Interactive}} {
+		class core.Priority
+	}{{"batch", core.PriorityBatch}, {"normal", core.PriorityNormal}, {"interactive", core.PriorityInteractive}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g, _, err := queueAcquire(ctx, q, req, redisstore.Place{Class: p.class, Tenant: "t"})
+			g, _, err := queueAcquire(ctx, q, req, core.Place{Priority: p.class, Tenant: "t"})
 			if err != nil || !g.OK {
 				t.Errorf("%s: %+v %v", p.name, g, err)
 				return

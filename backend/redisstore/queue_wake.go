@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
 // Bounds of the waking.
@@ -80,7 +79,7 @@ type QueueWaiter struct {
 	q      *Queue
 	k      *queueKeys
 	id     uint64
-	place  Place
+	place  core.Place
 	source string // the source of its last Admit
 	// dl is the call's deadline, on the queue's clock.
 	dl    time.Time
@@ -330,7 +329,7 @@ func (wk *waker) apply1(w *QueueWaiter, key waitKey, m wakeMsg) {
 }
 
 // add registers the waiter of entry id.
-func (wk *waker) add(k *queueKeys, id uint64, place Place, source string, dl time.Time, hasDL bool) *QueueWaiter {
+func (wk *waker) add(k *queueKeys, id uint64, place core.Place, source string, dl time.Time, hasDL bool) *QueueWaiter {
 	now := wk.q.l.opt.clockOrSystem().Now()
 	w := &QueueWaiter{q: wk.q, k: k, id: id, place: place, source: source, dl: dl, hasDL: hasDL, wake: make(chan struct{}, 1)}
 	w.lease = wk.q.leaseEnd(now, dl, hasDL)
@@ -654,13 +653,13 @@ func (w *QueueWaiter) setTurn(us int64) {
 }
 
 // Wait blocks until w may ask again (Queue.Admit) or ctx ends. It returns
-// fairqueue.Claimed with the source whose slot is reserved for it,
-// fairqueue.Turn when it is the head and room is due, or fairqueue.Lapsed
+// core.WaitClaimed with the source whose slot is reserved for it,
+// core.WaitTurn when it is the head and room is due, or core.WaitLapsed
 // when its place is gone (it asks again as a new call). It runs no command
 // while it waits (its process renews the leases of all its waiters of a
 // queue together, see Queue). When ctx ends, w leaves the queue (a claim it
 // held goes on) and Wait returns a *core.CanceledError.
-func (w *QueueWaiter) Wait(ctx context.Context) (fairqueue.Event, error) {
+func (w *QueueWaiter) Wait(ctx context.Context) (core.WaitEvent, error) {
 	wk := w.q.wake
 	clk := w.q.l.opt.clockOrSystem()
 	for {
@@ -671,23 +670,23 @@ func (w *QueueWaiter) Wait(ctx context.Context) (fairqueue.Event, error) {
 			w.ev = evNone
 			label := w.label
 			wk.mu.Unlock()
-			return fairqueue.Event{Kind: fairqueue.Claimed, Label: label}, nil
+			return core.WaitEvent{Kind: core.WaitClaimed, Source: label}, nil
 		case evGone:
 			wk.mu.Unlock()
-			return fairqueue.Event{Kind: fairqueue.Lapsed}, nil
+			return core.WaitEvent{Kind: core.WaitLapsed}, nil
 		}
 		d := time.Duration(-1)
 		if w.turn {
 			if !now.Before(w.turnAt) {
 				w.turn = false
 				wk.mu.Unlock()
-				return fairqueue.Event{Kind: fairqueue.Turn}, nil
+				return core.WaitEvent{Kind: core.WaitTurn}, nil
 			}
 			d = w.turnAt.Sub(now)
 		}
 		wk.mu.Unlock()
 		if err := w.block(ctx, clk, d); err != nil {
-			return fairqueue.Event{}, err
+			return core.WaitEvent{}, err
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 // serve runs one call through g: it waits for its turn, holds a unit for
 // service, and hands it on. It returns when the call was admitted.
-func serve(t *testing.T, g *gate, class fairqueue.Class, name string, service time.Duration) time.Duration {
+func serve(t *testing.T, g *gate, class core.Priority, name string, service time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	if _, err := g.acquire(t.Context(), class, name); err != nil {
@@ -39,10 +39,10 @@ func TestInteractiveGoesBeforeQueuedBatch(t *testing.T) {
 		g := newGate(t, core.SystemClock{}, fairqueue.Config{}, 2, 0)
 		var wg sync.WaitGroup
 		for range 40 {
-			wg.Go(func() { serve(t, g, fairqueue.Batch, "bulk", 200*time.Millisecond) })
+			wg.Go(func() { serve(t, g, core.PriorityBatch, "bulk", 200*time.Millisecond) })
 		}
 		time.Sleep(450 * time.Millisecond)
-		waited := serve(t, g, fairqueue.Interactive, "person", 200*time.Millisecond)
+		waited := serve(t, g, core.PriorityInteractive, "person", 200*time.Millisecond)
 		if waited > 200*time.Millisecond {
 			t.Fatalf("the interactive call waited %v behind the batch, want at most one service time", waited)
 		}
@@ -61,7 +61,7 @@ func TestTenantsTakeTurns(t *testing.T) {
 		var served []string
 		hold := make(chan struct{})
 		go func() { // holds the unit while the others queue
-			if _, err := g.acquire(t.Context(), fairqueue.Normal, "x"); err != nil {
+			if _, err := g.acquire(t.Context(), core.PriorityNormal, "x"); err != nil {
 				t.Error(err)
 			}
 			<-hold
@@ -75,7 +75,7 @@ func TestTenantsTakeTurns(t *testing.T) {
 		}{{"a", 30}, {"b", 10}, {"c", 2}} {
 			for i := range q.n {
 				wg.Go(func() {
-					if _, err := g.acquire(t.Context(), fairqueue.Normal, q.name); err != nil {
+					if _, err := g.acquire(t.Context(), core.PriorityNormal, q.name); err != nil {
 						t.Error(err)
 					}
 					mu.Lock()
@@ -104,7 +104,7 @@ func TestTenantsTakeTurns(t *testing.T) {
 
 // TestBatchIsNotStarved: under a steady stream of interactive calls that
 // alone would keep the units busy, every batch call completes, and no
-// more than Share + NumClasses - 2 admissions in a row pass batch over.
+// more than Share + core.NumPriorities - 2 admissions in a row pass batch over.
 func TestBatchIsNotStarved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGate(t, core.SystemClock{}, fairqueue.Config{}, 2, 0)
@@ -113,7 +113,7 @@ func TestBatchIsNotStarved(t *testing.T) {
 		for range 8 { // interactive callers, always one more waiting
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					if _, err := g.acquire(ctx, fairqueue.Interactive, "live"); err != nil {
+					if _, err := g.acquire(ctx, core.PriorityInteractive, "live"); err != nil {
 						return
 					}
 					time.Sleep(100 * time.Millisecond)
@@ -125,7 +125,7 @@ func TestBatchIsNotStarved(t *testing.T) {
 		var batch sync.WaitGroup
 		start := time.Now()
 		for range 10 {
-			batch.Go(func() { serve(t, g, fairqueue.Batch, "bulk", 100*time.Millisecond) })
+			batch.Go(func() { serve(t, g, core.PriorityBatch, "bulk", 100*time.Millisecond) })
 		}
 		batch.Wait()
 		took := time.Since(start)
@@ -149,8 +149,8 @@ func TestCancelledWaiterLeavesAtOnce(t *testing.T) {
 	var freed []string
 	q := fairqueue.New(fairqueue.Config{}, clk, &mu, func(l string) { freed = append(freed, l) })
 	mu.Lock()
-	a, _ := q.Enqueue(fairqueue.Normal, "t", time.Time{}, 0)
-	b, _ := q.Enqueue(fairqueue.Normal, "t", time.Time{}, 0)
+	a, _ := q.Enqueue(core.PriorityNormal, "t", time.Time{}, 0)
+	b, _ := q.Enqueue(core.PriorityNormal, "t", time.Time{}, 0)
 	mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -189,7 +189,7 @@ func TestDeadlineRefusedWithEstimate(t *testing.T) {
 	var mu sync.Mutex
 	q := fairqueue.New(fairqueue.Config{}, clk, &mu, nil)
 	for range 5 {
-		if _, err := q.Enqueue(fairqueue.Normal, "t", time.Time{}, 0); err != nil {
+		if _, err := q.Enqueue(core.PriorityNormal, "t", time.Time{}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -201,25 +201,25 @@ func TestDeadlineRefusedWithEstimate(t *testing.T) {
 		t.Fatalf("interval %v", got)
 	}
 	// Tenant t has 3 in line: a fourth of t's is admitted in about 400 ms.
-	_, err := q.Enqueue(fairqueue.Normal, "t", clk.Now().Add(300*time.Millisecond), 0)
-	var de *fairqueue.DeadlineError
+	_, err := q.Enqueue(core.PriorityNormal, "t", clk.Now().Add(300*time.Millisecond), 0)
+	var de *core.QueueDeadlineError
 	if !errors.As(err, &de) || de.Ahead != 3 || de.Estimate != 400*time.Millisecond {
 		t.Fatalf("Enqueue = %v, want a DeadlineError of 3 ahead, 400ms", err)
 	}
 	// Another tenant takes its turn after one of t's: 1 ahead, 200 ms.
-	_, err = q.Enqueue(fairqueue.Normal, "u", clk.Now().Add(150*time.Millisecond), 0)
+	_, err = q.Enqueue(core.PriorityNormal, "u", clk.Now().Add(150*time.Millisecond), 0)
 	if !errors.As(err, &de) || de.Ahead != 1 || de.Estimate != 200*time.Millisecond {
 		t.Fatalf("Enqueue = %v, want a DeadlineError of 1 ahead, 200ms", err)
 	}
-	if _, err := q.Enqueue(fairqueue.Normal, "u", clk.Now().Add(250*time.Millisecond), 0); err != nil {
+	if _, err := q.Enqueue(core.PriorityNormal, "u", clk.Now().Add(250*time.Millisecond), 0); err != nil {
 		t.Fatalf("a deadline after the estimate is refused: %v", err)
 	}
 	// An interactive call has no one ahead: 100 ms.
-	if _, err := q.Enqueue(fairqueue.Interactive, "v", clk.Now().Add(150*time.Millisecond), 0); err != nil {
+	if _, err := q.Enqueue(core.PriorityInteractive, "v", clk.Now().Add(150*time.Millisecond), 0); err != nil {
 		t.Fatalf("an interactive call is refused: %v", err)
 	}
 	// A deadline already past is refused whatever the queue.
-	if _, err := q.Enqueue(fairqueue.Interactive, "v", clk.Now(), 0); !errors.As(err, &de) {
+	if _, err := q.Enqueue(core.PriorityInteractive, "v", clk.Now(), 0); !errors.As(err, &de) {
 		t.Fatalf("Enqueue with no time left = %v", err)
 	}
 }
@@ -240,7 +240,7 @@ func TestWaiterMemory(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	mu.Lock()
 	for i := range n {
-		w, err := q.Enqueue(fairqueue.Class(i%fairqueue.NumClasses), tenants[i%len(tenants)], time.Time{}, 0)
+		w, err := q.Enqueue(core.PriorityOfRank(i%core.NumPriorities), tenants[i%len(tenants)], time.Time{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 // Package fairqueue is the discipline by which calls that wait for a full
 // rate-limit gate are admitted, one queue per scope: by class first
-// (Interactive, then Normal, then Batch), with a share rule that never
+// (core.PriorityInteractive, then PriorityNormal, then PriorityBatch, ranked by
+// core.Priority.Rank), with a share rule that never
 // starves a lower class; by tenant in turn within a class (round robin);
 // first come, first served within a tenant.
 //
@@ -21,7 +22,7 @@
 //     by Config.Share consecutive choices of a higher class while it had
 //     waiters. The due class passed over most is chosen then (a tie goes
 //     to the higher class). So a class with waiters is passed over at
-//     most Share + NumClasses - 2 times in a row.
+//     most Share + core.NumPriorities - 2 times in a row.
 //  3. Within the class, the tenant whose turn it is (the front of the
 //     class's ring of tenants with waiters) gives its oldest waiter and
 //     goes to the back of the ring if it still has waiters. A tenant

@@ -18,14 +18,14 @@ func ExampleQueue() {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, c := range []struct {
-		class  fairqueue.Class
+		class  core.Priority
 		tenant string
 	}{
-		{fairqueue.Batch, "etl"},
-		{fairqueue.Normal, "team-a"},
-		{fairqueue.Normal, "team-a"},
-		{fairqueue.Normal, "team-b"},
-		{fairqueue.Interactive, "chat"},
+		{core.PriorityBatch, "etl"},
+		{core.PriorityNormal, "team-a"},
+		{core.PriorityNormal, "team-a"},
+		{core.PriorityNormal, "team-b"},
+		{core.PriorityInteractive, "chat"},
 	} {
 		w, err := q.Enqueue(c.class, c.tenant, time.Time{}, 0)
 		if err != nil {

@@ -74,7 +74,7 @@ var errRefused = errors.New("refused")
 // acquire admits one call of class and tenant, waiting in the queue; it
 // returns the waiter's id (0 if it never queued) or the error that ended
 // the wait.
-func (g *gate) acquire(ctx context.Context, class fairqueue.Class, name string) (uint64, error) {
+func (g *gate) acquire(ctx context.Context, class core.Priority, name string) (uint64, error) {
 	var w *fairqueue.Waiter
 	var first uint64
 	dl, _ := ctx.Deadline()
@@ -119,7 +119,7 @@ func (g *gate) acquire(ctx context.Context, class fairqueue.Class, name string) 
 			if first == 0 {
 				first = w.ID()
 			}
-			g.w.arrive(w.ID(), class, name)
+			g.w.arrive(w.ID(), class.Rank(), name)
 		}
 		g.check()
 		g.mu.Unlock()
@@ -131,7 +131,7 @@ func (g *gate) acquire(ctx context.Context, class fairqueue.Class, name string) 
 			g.mu.Unlock()
 			return first, err
 		}
-		if ev.Kind == fairqueue.Lapsed {
+		if ev.Kind == core.WaitLapsed {
 			g.t.Errorf("waiter %d lapsed: in a bubble a woken waiter takes its claim before time moves", w.ID())
 			w = nil
 		}

@@ -1,6 +1,10 @@
 package fairqueue
 
-import "time"
+import (
+	"time"
+
+	"github.com/polygateway/polygateway/core"
+)
 
 // interval is the recent interval between admissions of a queue, the
 // base of its estimates: an exponentially weighted mean of the time
@@ -59,7 +63,7 @@ func (iv *interval) wait(ahead int) time.Duration {
 func (iv *interval) check(ahead int, left time.Duration) error {
 	est := iv.wait(ahead)
 	if left <= 0 || (iv.avg > 0 && est > left) {
-		return &DeadlineError{Ahead: ahead, Estimate: est, Left: left}
+		return &core.QueueDeadlineError{Ahead: ahead, Estimate: est, Left: left}
 	}
 	return nil
 }

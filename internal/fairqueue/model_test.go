@@ -3,7 +3,7 @@ package fairqueue_test
 import (
 	"slices"
 
-	"github.com/polygateway/polygateway/internal/fairqueue"
+	"github.com/polygateway/polygateway/core"
 )
 
 // model is the discipline written as plainly as it reads, on slices: the
@@ -11,25 +11,25 @@ import (
 // waiters' numbers; every operation says what the Queue's does.
 type model struct {
 	share   int
-	front   []uint64                                  // returned to the front, in order
-	claims  []uint64                                  // holding a claim, in the order they lapse
-	rings   [fairqueue.NumClasses][]string            // tenants with waiters, the first's turn next
-	lines   [fairqueue.NumClasses]map[string][]uint64 // per tenant, in arrival order
-	skipped [fairqueue.NumClasses]int
-	class   map[uint64]fairqueue.Class
+	front   []uint64                                // returned to the front, in order
+	claims  []uint64                                // holding a claim, in the order they lapse
+	rings   [core.NumPriorities][]string            // tenants with waiters, the first's turn next
+	lines   [core.NumPriorities]map[string][]uint64 // per tenant, in arrival order
+	skipped [core.NumPriorities]int
+	class   map[uint64]int
 	tenant  map[uint64]string
 	label   map[uint64]string
 }
 
 func newModel(share int) *model {
-	m := &model{share: share, class: map[uint64]fairqueue.Class{}, tenant: map[uint64]string{}, label: map[uint64]string{}}
+	m := &model{share: share, class: map[uint64]int{}, tenant: map[uint64]string{}, label: map[uint64]string{}}
 	for c := range m.lines {
 		m.lines[c] = map[string][]uint64{}
 	}
 	return m
 }
 
-func (m *model) waiting(c fairqueue.Class) int {
+func (m *model) waiting(c int) int {
 	n := 0
 	for _, ids := range m.lines[c] {
 		n += len(ids)
@@ -42,14 +42,14 @@ func (m *model) busy() bool {
 		return true
 	}
 	for c := range m.lines {
-		if m.waiting(fairqueue.Class(c)) > 0 {
+		if m.waiting(c) > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-func (m *model) enqueue(id uint64, c fairqueue.Class, t string) {
+func (m *model) enqueue(id uint64, c int, t string) {
 	m.class[id], m.tenant[id] = c, t
 	if len(m.lines[c][t]) == 0 {
 		m.rings[c] = append(m.rings[c], t)
@@ -62,7 +62,7 @@ func (m *model) enqueue(id uint64, c fairqueue.Class, t string) {
 func (m *model) choose() int {
 	best := -1
 	for c := range m.lines {
-		if m.waiting(fairqueue.Class(c)) > 0 && m.skipped[c] >= m.share && (best < 0 || m.skipped[c] > m.skipped[best]) {
+		if m.waiting(c) > 0 && m.skipped[c] >= m.share && (best < 0 || m.skipped[c] > m.skipped[best]) {
 			best = c
 		}
 	}
@@ -70,7 +70,7 @@ func (m *model) choose() int {
 		return best
 	}
 	for c := range m.lines {
-		if m.waiting(fairqueue.Class(c)) > 0 {
+		if m.waiting(c) > 0 {
 			return c
 		}
 	}
@@ -113,7 +113,7 @@ func (m *model) serve(id uint64) {
 	}
 	m.skipped[c] = 0
 	for d := int(c) + 1; d < len(m.lines); d++ {
-		if m.waiting(fairqueue.Class(d)) > 0 {
+		if m.waiting(d) > 0 {
 			m.skipped[d]++
 		}
 	}
@@ -170,7 +170,7 @@ func (m *model) leave(id uint64) {
 
 // ahead is the position of a new waiter of class c and tenant t, as the
 // package documentation defines it.
-func (m *model) ahead(c fairqueue.Class, t string) int {
+func (m *model) ahead(c int, t string) int {
 	n := len(m.front)
 	for d := range c {
 		n += m.waiting(d)

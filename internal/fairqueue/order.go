@@ -1,12 +1,14 @@
 package fairqueue
 
+import "github.com/polygateway/polygateway/core"
+
 // order is the discipline's state: per class, the ring of tenants that
 // have waiters (the first is the tenant whose turn is next) and the
 // class's skip count; per tenant, its waiters in arrival order. Every
 // operation is O(1) but ahead (O(tenants of one class)).
 type order struct {
 	share   int
-	classes [NumClasses]classOrder
+	classes [core.NumPriorities]classOrder // by Priority.Rank
 }
 
 type classOrder struct {
@@ -39,7 +41,7 @@ func (o *order) len() int {
 // add puts w at the back of its tenant's waiters; a tenant that had none
 // joins its class's ring at the back.
 func (o *order) add(w *Waiter, name string) {
-	co := &o.classes[w.class]
+	co := &o.classes[w.class.Rank()]
 	t := co.tenants[name]
 	if t == nil {
 		if co.tenants == nil {
@@ -70,7 +72,7 @@ func (o *order) add(w *Waiter, name string) {
 // remove takes w out of its tenant's waiters; a tenant left with none
 // leaves the ring, and a class left with none forgets its skip count.
 func (o *order) remove(w *Waiter) {
-	co := &o.classes[w.class]
+	co := &o.classes[w.class.Rank()]
 	t := w.tenant
 	if w.prev != nil {
 		w.prev.next = w.next
@@ -108,9 +110,10 @@ func (co *classOrder) unring(t *tenant) {
 	t.prev, t.next = nil, nil
 }
 
-// choose returns the class to serve next: the due class passed over most
-// (a tie to the higher class), else the highest class with waiters.
-func (o *order) choose() (Class, bool) {
+// choose returns the rank of the class to serve next: the due class
+// passed over most (a tie to the higher class), else the highest class
+// with waiters.
+func (o *order) choose() (int, bool) {
 	best := -1
 	for c := range o.classes {
 		co := &o.classes[c]
@@ -119,11 +122,11 @@ func (o *order) choose() (Class, bool) {
 		}
 	}
 	if best >= 0 {
-		return Class(best), true
+		return best, true
 	}
 	for c := range o.classes {
 		if o.classes[c].n > 0 {
-			return Class(c), true
+			return c, true
 		}
 	}
 	return 0, false
@@ -142,7 +145,7 @@ func (o *order) next() *Waiter {
 // the ring, goes to the back when it still has waiters; the lower
 // classes with waiters count one more pass, and w's class starts again.
 func (o *order) serve(w *Waiter) {
-	c := w.class
+	c := w.class.Rank()
 	co := &o.classes[c]
 	t := w.tenant
 	o.remove(w)
@@ -153,7 +156,7 @@ func (o *order) serve(w *Waiter) {
 		co.last = t
 	}
 	co.skipped = 0
-	for d := c + 1; d < NumClasses; d++ {
+	for d := c + 1; d < core.NumPriorities; d++ {
 		if o.classes[d].n > 0 {
 			o.classes[d].skipped++
 		}
@@ -165,8 +168,8 @@ func (o *order) serve(w *Waiter) {
 // (r = that tenant's count for a waiter not yet added): in turn, every
 // tenant before it in the ring gives min(its count, r+1), every tenant
 // after it min(its count, r). Choices of other classes are not counted.
-func (o *order) ahead(c Class, name string, r int) int {
-	co := &o.classes[c]
+func (o *order) ahead(c core.Priority, name string, r int) int {
+	co := &o.classes[c.Rank()]
 	n, after := r, false
 	for t := co.first; t != nil; t = t.next {
 		switch {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/backendtest"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/fairqueue"
 )
 
@@ -22,14 +23,14 @@ type watch struct {
 	t     testing.TB
 	share int
 	// in line: per id its class and tenant
-	class  map[uint64]fairqueue.Class
+	class  map[uint64]int
 	tenant map[uint64]string
 	// passes[c] counts the choices of a higher class since c was last
 	// chosen, while c had waiters; run[c] all choices of other classes.
-	passes, run [fairqueue.NumClasses]int
+	passes, run [core.NumPriorities]int
 	// lastServed[c][t] is the choice number of tenant t's last choice in
 	// class c; since[c][t] the choice number when t last entered the line.
-	lastServed, since [fairqueue.NumClasses]map[string]int
+	lastServed, since [core.NumPriorities]map[string]int
 	lastID            map[[2]string]uint64
 	choices           int
 	maxRun            int
@@ -37,7 +38,7 @@ type watch struct {
 }
 
 func newWatch(t testing.TB, share int) *watch {
-	w := &watch{t: t, share: share, class: map[uint64]fairqueue.Class{}, tenant: map[uint64]string{},
+	w := &watch{t: t, share: share, class: map[uint64]int{}, tenant: map[uint64]string{},
 		lastID: map[[2]string]uint64{}, chosen: map[uint64]bool{}, gone: map[uint64]bool{}}
 	for c := range w.lastServed {
 		w.lastServed[c], w.since[c] = map[string]int{}, map[string]int{}
@@ -45,7 +46,7 @@ func newWatch(t testing.TB, share int) *watch {
 	return w
 }
 
-func (w *watch) count(c fairqueue.Class, t string) int {
+func (w *watch) count(c int, t string) int {
 	n := 0
 	for id, cc := range w.class {
 		if cc == c && (t == "" || w.tenant[id] == t) {
@@ -55,7 +56,7 @@ func (w *watch) count(c fairqueue.Class, t string) int {
 	return n
 }
 
-func (w *watch) arrive(id uint64, c fairqueue.Class, t string) {
+func (w *watch) arrive(id uint64, c int, t string) {
 	if w.count(c, t) == 0 {
 		w.since[c][t] = w.choices
 	}
@@ -86,16 +87,16 @@ func (w *watch) choose(id uint64) {
 	name := w.tenant[id]
 	w.choices++
 	// Arrival order within the tenant.
-	key := [2]string{c.String(), name}
+	key := [2]string{core.PriorityOfRank(c).String(), name}
 	if id < w.lastID[key] {
-		t.Fatalf("waiter %d of %s/%s chosen after %d, which came later", id, c, name, w.lastID[key])
+		t.Fatalf("waiter %d of rank %d/%s chosen after %d, which came later", id, c, name, w.lastID[key])
 	}
 	w.lastID[key] = id
 	// Class order: a lower class is chosen over a waiting higher one only
 	// once it has been passed over Share times.
 	for h := range c {
 		if w.count(h, "") > 0 && w.passes[c] < w.share {
-			t.Fatalf("waiter %d of class %s chosen while %s waits, passed over only %d times (share %d)", id, c, h, w.passes[c], w.share)
+			t.Fatalf("waiter %d of rank %d chosen while rank %d waits, passed over only %d times (share %d)", id, c, h, w.passes[c], w.share)
 		}
 	}
 	// Turns: every other tenant of the class in line since before this
@@ -106,7 +107,7 @@ func (w *watch) choose(id uint64) {
 				continue
 			}
 			if last, ok := w.lastServed[c][other]; !ok || last < prev {
-				t.Fatalf("tenant %s of class %s served twice while %s, in line throughout, was not", name, c, other)
+				t.Fatalf("tenant %s of rank %d served twice while %s, in line throughout, was not", name, c, other)
 			}
 		}
 	}
@@ -118,7 +119,7 @@ func (w *watch) choose(id uint64) {
 		delete(w.since[c], name)
 	}
 	for d := range w.passes {
-		dc := fairqueue.Class(d)
+		dc := d
 		switch {
 		case dc == c:
 			w.passes[d], w.run[d] = 0, 0
@@ -130,8 +131,8 @@ func (w *watch) choose(id uint64) {
 			}
 			w.run[d]++
 			w.maxRun = max(w.maxRun, w.run[d])
-			if limit := w.share + fairqueue.NumClasses - 2; w.run[d] > limit {
-				t.Fatalf("class %s passed over %d times in a row, more than %d", dc, w.run[d], limit)
+			if limit := w.share + core.NumPriorities - 2; w.run[d] > limit {
+				t.Fatalf("rank %d passed over %d times in a row, more than %d", dc, w.run[d], limit)
 			}
 		}
 	}
@@ -209,15 +210,15 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		op := rng.IntN(100)
 		switch {
 		case op < 40:
-			c := fairqueue.Class(rng.IntN(fairqueue.NumClasses))
+			c := rng.IntN(core.NumPriorities)
 			name := tenants[rng.IntN(len(tenants))]
 			x.modelLapse()
 			wantAhead := x.m.ahead(c, name)
-			gotAhead, _ := x.q.Estimate(c, name)
+			gotAhead, _ := x.q.Estimate(core.PriorityOfRank(c), name)
 			if gotAhead != wantAhead {
-				t.Fatalf("%s: estimate for %s/%s: ahead %d, model %d", where, c, name, gotAhead, wantAhead)
+				t.Fatalf("%s: estimate for rank %d/%s: ahead %d, model %d", where, c, name, gotAhead, wantAhead)
 			}
-			w, err := x.q.Enqueue(c, name, time.Time{}, fairqueue.NoRetry)
+			w, err := x.q.Enqueue(core.PriorityOfRank(c), name, time.Time{}, fairqueue.NoRetry)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -303,8 +304,8 @@ func (x *mq) check(where string) {
 	}
 	d := x.q.Depth()
 	for c := range d {
-		if d[c] != x.m.waiting(fairqueue.Class(c)) {
-			t.Fatalf("%s: depth of %d is %d, model %d", where, c, d[c], x.m.waiting(fairqueue.Class(c)))
+		if d[c] != x.m.waiting(c) {
+			t.Fatalf("%s: depth of %d is %d, model %d", where, c, d[c], x.m.waiting(c))
 		}
 	}
 	if x.q.Claims() != len(x.m.claims) || x.q.Busy() != x.m.busy() {

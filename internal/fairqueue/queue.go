@@ -24,7 +24,7 @@ type Config struct {
 	// Share is how many consecutive choices of a higher class a class with
 	// waiters lets pass before it is due (see the package documentation).
 	// Default (0 or less): DefaultShare, so that a waiting class gets at
-	// least one admission in every Share + NumClasses - 1 = 11.
+	// least one admission in every Share + core.NumPriorities - 1 = 11.
 	Share int
 	// ClaimTTL is how long a handed-on unit stays reserved for the waiter
 	// it was handed to. Default (0 or less): DefaultClaimTTL.
@@ -105,7 +105,7 @@ type Waiter struct {
 	claimEnd   time.Time
 	label      string
 	name       string // the tenant's name while Chosen runs
-	class      Class
+	class      core.Priority
 	state      state
 	wake       chan struct{}
 }
@@ -124,7 +124,7 @@ const (
 func (w *Waiter) ID() uint64 { return w.id }
 
 // Class returns the waiter's class.
-func (w *Waiter) Class() Class { return w.class }
+func (w *Waiter) Class() core.Priority { return w.class }
 
 // Tenant returns the waiter's tenant while it is in line or Chosen runs
 // ("" otherwise).
@@ -142,10 +142,11 @@ func (q *Queue) Busy() bool { return q.ord.len() > 0 || q.front.n > 0 }
 // Len returns the number of waiters, holders of claims included.
 func (q *Queue) Len() int { return q.ord.len() + q.front.n + q.claims.n }
 
-// Depth returns the number of waiters in line per class (holders of
-// claims and waiters returned to the front not counted).
-func (q *Queue) Depth() [NumClasses]int {
-	var d [NumClasses]int
+// Depth returns the number of waiters in line per class, indexed by
+// core.Priority.Rank (holders of claims and waiters returned to the front
+// not counted).
+func (q *Queue) Depth() [core.NumPriorities]int {
+	var d [core.NumPriorities]int
 	for c := range d {
 		d[c] = q.ord.classes[c].n
 	}
@@ -162,16 +163,16 @@ func (q *Queue) Claims() int { return q.claims.n }
 // Enqueue adds a waiter of class and tenant at the back of its line.
 // deadline (zero: none) is when the call must end: a waiter whose
 // deadline cannot be met given the queue ahead is refused with a
-// *DeadlineError. retry is when the refusal that made the call wait
+// *core.QueueDeadlineError. retry is when the refusal that made the call wait
 // expects room: > 0 a time, 0 none (a concurrency slot, which a release
 // hands on); NoRetry for a call that queued without trying the gates. It
 // matters only when the waiter becomes the head.
-func (q *Queue) Enqueue(class Class, name string, deadline time.Time, retry time.Duration) (*Waiter, error) {
+func (q *Queue) Enqueue(class core.Priority, name string, deadline time.Time, retry time.Duration) (*Waiter, error) {
 	if !class.Valid() {
-		return nil, &ClassError{Value: strconv.Itoa(int(class))}
+		return nil, &core.PriorityError{Value: strconv.Itoa(int(class))}
 	}
-	if len(name) > MaxTenant {
-		return nil, ErrTenant
+	if len(name) > core.MaxTenant {
+		return nil, core.ErrTenantTooLong
 	}
 	now := q.clock.Now()
 	q.lapse(now)
@@ -197,7 +198,7 @@ func (q *Queue) Enqueue(class Class, name string, deadline time.Time, retry time
 // Estimate returns where a new waiter of class and tenant would stand:
 // how many waiters would be admitted before it, and when it would be
 // admitted at the recent interval (0 when unknown).
-func (q *Queue) Estimate(class Class, name string) (ahead int, wait time.Duration) {
+func (q *Queue) Estimate(class core.Priority, name string) (ahead int, wait time.Duration) {
 	if !class.Valid() {
 		return 0, 0
 	}
@@ -230,17 +231,17 @@ func (q *Queue) Position(w *Waiter) int {
 func (q *Queue) Interval() time.Duration { return q.est.mean() }
 
 // higher counts the waiters of the classes above c.
-func (q *Queue) higher(c Class) int {
+func (q *Queue) higher(c core.Priority) int {
 	n := 0
-	for d := Class(0); d < c; d++ {
+	for d := range c.Rank() {
 		n += q.ord.classes[d].n
 	}
 	return n
 }
 
 // count returns the number of waiters of tenant name in class c.
-func (q *Queue) count(c Class, name string) int {
-	if t := q.ord.classes[c].tenants[name]; t != nil {
+func (q *Queue) count(c core.Priority, name string) int {
+	if t := q.ord.classes[c.Rank()].tenants[name]; t != nil {
 		return t.n
 	}
 	return 0
@@ -305,6 +306,9 @@ func (q *Queue) Claim(w *Waiter) (label string, ok bool) {
 	}
 	return w.label, true
 }
+
+// Owns reports whether w is one of q's waiters.
+func (q *Queue) Owns(w *Waiter) bool { return w != nil && w.q == q }
 
 // Queued reports whether w is still in the queue (in line, or holding a
 // claim).
@@ -376,7 +380,7 @@ func (q *Queue) leave(now time.Time, w *Waiter) {
 }
 
 // Lapse lets the claims not taken within ClaimTTL lapse: each goes to the
-// next waiter, and its holder loses its place (Wait reports Lapsed). The
+// next waiter, and its holder loses its place (Wait reports core.WaitLapsed). The
 // other methods do it first; an owner calls it when it has nothing else
 // to do with the queue.
 func (q *Queue) Lapse() {
@@ -425,34 +429,17 @@ func (w *Waiter) signal() {
 	}
 }
 
-// EventKind says why Wait returned.
-type EventKind uint8
+var _ core.Waiter = (*Waiter)(nil)
 
-// The events.
-const (
-	// Claimed: a unit was reserved for the waiter (Event.Label names it):
-	// it tries again now, with its claim.
-	Claimed EventKind = iota + 1
-	// Turn: the waiter is the head and the room it waits for is due: it
-	// tries again now.
-	Turn
-	// Lapsed: the waiter held a claim too long and lost its place: it
-	// tries again as a new call.
-	Lapsed
-)
-
-// Event is what Wait returns.
-type Event struct {
-	Kind  EventKind
-	Label string
-}
-
-// Wait blocks until w may try again or ctx ends. It starts no goroutine:
-// it waits on w's channel and, when w is the head and room is due, on
-// one timer of the queue's clock. When ctx ends, w leaves the queue (a
-// claim it held goes on) and Wait returns a *core.CanceledError. A waiter
-// already admitted or gone returns ErrDone.
-func (w *Waiter) Wait(ctx context.Context) (Event, error) {
+// Wait blocks until w may try again or ctx ends: core.WaitClaimed with
+// the label of the unit reserved for it as the event's Source,
+// core.WaitTurn when it is the head and the room it waits for is due,
+// core.WaitLapsed when its claim lapsed. It starts no goroutine: it waits
+// on w's channel and, when w is the head and room is due, on one timer of
+// the queue's clock. When ctx ends, w leaves the queue (a claim it held
+// goes on) and Wait returns a *core.CanceledError. A waiter already
+// admitted or gone returns ErrDone. Wait takes the queue's lock itself.
+func (w *Waiter) Wait(ctx context.Context) (core.WaitEvent, error) {
 	q := w.q
 	for {
 		q.mu.Lock()
@@ -463,27 +450,37 @@ func (w *Waiter) Wait(ctx context.Context) (Event, error) {
 		switch w.state {
 		case stateClaimed:
 			q.mu.Unlock()
-			return Event{Kind: Claimed, Label: w.label}, nil
+			return core.WaitEvent{Kind: core.WaitClaimed, Source: w.label}, nil
 		case stateLapsed:
 			w.state = stateDone
 			q.mu.Unlock()
-			return Event{Kind: Lapsed}, nil
+			return core.WaitEvent{Kind: core.WaitLapsed}, nil
 		case stateDone:
 			q.mu.Unlock()
-			return Event{}, ErrDone
+			return core.WaitEvent{}, ErrDone
 		}
 		if q.peek() == w && !q.due.IsZero() {
 			if !now.Before(q.due) {
 				q.mu.Unlock()
-				return Event{Kind: Turn}, nil
+				return core.WaitEvent{Kind: core.WaitTurn}, nil
 			}
 			d = q.due.Sub(now)
 		}
 		q.mu.Unlock()
 		if err := w.block(ctx, d); err != nil {
-			return Event{}, err
+			return core.WaitEvent{}, err
 		}
 	}
+}
+
+// Leave removes w from its queue as Queue.Leave does (a claim it held
+// goes to the next waiter), taking the queue's lock itself; it does
+// nothing for a waiter already admitted or gone. It never blocks on ctx.
+func (w *Waiter) Leave(context.Context) {
+	q := w.q
+	q.mu.Lock()
+	q.Leave(w)
+	q.mu.Unlock()
 }
 
 // block waits for w's wake, d on the queue's clock (d < 0: no timer), or

@@ -41,7 +41,7 @@ func bubble(t *testing.T, seed uint64) {
 	var wg sync.WaitGroup
 	for i := range callers {
 		arrive := time.Duration(rng.IntN(3000)) * time.Millisecond
-		class := fairqueue.Class(rng.IntN(fairqueue.NumClasses))
+		class := core.PriorityOfRank(rng.IntN(core.NumPriorities))
 		name := tenants[rng.IntN(len(tenants))]
 		service := time.Duration(20+rng.IntN(200)) * time.Millisecond
 		var deadline, cancelAfter time.Duration
@@ -73,7 +73,7 @@ func bubble(t *testing.T, seed uint64) {
 				time.Sleep(service)
 				g.release(fmt.Sprint("s", i%2))
 			case errors.Is(err, errRefused):
-				var de *fairqueue.DeadlineError
+				var de *core.QueueDeadlineError
 				if !errors.As(err, &de) || waited != 0 {
 					t.Errorf("caller %d refused with %v after %v", i, err, waited)
 				}
@@ -147,7 +147,7 @@ func TestOnlyTheHeadWaitsForTheWindow(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				time.Sleep(time.Duration(i) * time.Microsecond) // arrive in order
-				if _, err := g.acquire(t.Context(), fairqueue.Normal, "t"); err != nil {
+				if _, err := g.acquire(t.Context(), core.PriorityNormal, "t"); err != nil {
 					t.Error(err)
 				}
 				at[i] = time.Since(start)

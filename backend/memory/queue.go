@@ -1,0 +1,185 @@
+package memory
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/fairqueue"
+)
+
+// QueueConfig tunes the Limiter's admission queues (WithQueue). The zero
+// value is valid.
+type QueueConfig struct {
+	// Share is how many consecutive admissions of a higher class a class
+	// with waiters lets pass before it is served (default, 0 or less: 9,
+	// so a waiting class gets at least one admission in every 11).
+	Share int
+	// ClaimTTL is how long a unit handed to a waiter stays reserved for
+	// it; a claim not taken in time lapses to the next waiter (default, 0
+	// or less: 2s).
+	ClaimTTL time.Duration
+}
+
+// WithQueue gives the Limiter a fair admission queue per scope (see
+// core.Limiter's contract and docs/explanation-queue.md): calls that find
+// the gates full wait in line, by class, by tenant in turn, in arrival
+// order, and a slot freed by Release is handed to the next of them at
+// once. Without it the Limiter refuses such calls and never queues.
+// NewBreaker and NewCache ignore it.
+func WithQueue(cfg QueueConfig) Option {
+	return func(o *options) { o.queue = &cfg }
+}
+
+// scopeQueue is one scope's queue, in its lock domain (guarded by the
+// domain's lock, which the queue takes itself in Wait), and the units
+// reserved for its claims.
+type scopeQueue struct {
+	q *fairqueue.Queue
+	// reserved holds, per source (a claim's label), the slots reserved
+	// for the claims on it; they are interchangeable.
+	reserved map[string][]reservation
+}
+
+// reservation is a slot held for a claim: on the source's level and on
+// the domain's global level, under a lease of its own.
+type reservation struct {
+	lease uint64
+	src   *limSource
+}
+
+// queueOf returns scope's queue in sc, making it on first use (sc.mu held).
+func (l *Limiter) queueOf(sc *limScope, scope string) *scopeQueue {
+	if sq := sc.queues[scope]; sq != nil {
+		return sq
+	}
+	if sc.queues == nil {
+		sc.queues = make(map[string]*scopeQueue)
+	}
+	sq := &scopeQueue{reserved: make(map[string][]reservation)}
+	cfg := fairqueue.Config{Share: l.queue.Share, ClaimTTL: l.queue.ClaimTTL}
+	sq.q = fairqueue.New(cfg, l.clk.clock, &sc.mu, func(label string) { sq.unreserve(sc, label) })
+	sc.queues[scope] = sq
+	return sq
+}
+
+// reserve holds a slot of src for the claim just handed on.
+func (sq *scopeQueue) reserve(sc *limScope, src *limSource, lease uint64) {
+	src.level.slots = append(src.level.slots, slot{lease: lease, expires: never})
+	sc.global.slots = append(sc.global.slots, slot{lease: lease, expires: never})
+	sq.reserved[src.key.source] = append(sq.reserved[src.key.source], reservation{lease: lease, src: src})
+}
+
+// unreserve frees one slot reserved for a claim on label: the claim came
+// back to no one, or its holder takes it.
+func (sq *scopeQueue) unreserve(sc *limScope, label string) {
+	rs := sq.reserved[label]
+	if len(rs) == 0 {
+		return
+	}
+	r := rs[len(rs)-1]
+	if len(rs) == 1 {
+		delete(sq.reserved, label)
+	} else {
+		sq.reserved[label] = rs[:len(rs)-1]
+	}
+	r.src.level.removeSlot(r.lease)
+	sc.global.removeSlot(r.lease)
+}
+
+// handOn hands a slot of src, just freed, to the next waiter of scope's
+// queue (sc.mu held): it stays held, reserved for that waiter's claim.
+func (l *Limiter) handOn(sc *limScope, src *limSource) {
+	sq := sc.queues[src.key.scope]
+	if sq == nil {
+		return
+	}
+	if sq.q.Hand(src.key.source) != nil {
+		sq.reserve(sc, src, l.leases.Add(1))
+	}
+}
+
+// checkPlace refuses a place the queue cannot take.
+func checkPlace(p core.Place) error {
+	if !p.Priority.Valid() {
+		return &core.PriorityError{Value: strconv.Itoa(int(p.Priority))}
+	}
+	if len(p.Tenant) > core.MaxTenant {
+		return core.ErrTenantTooLong
+	}
+	return nil
+}
+
+// waitable reports whether a refusal can be waited out in the queue: a
+// concurrency gate (a release hands a slot on), or a gate that says when
+// it frees. A new call does not wait for a budget (budget false).
+func waitable(g core.Grant, budget bool) bool {
+	switch g.Gate {
+	case core.GateSourceConcurrency, core.GateGlobalConcurrency:
+		return true
+	case core.GateBudget:
+		return budget && g.RetryAfter > 0
+	}
+	return g.RetryAfter > 0
+}
+
+// admitQueued is TryAcquire through scope's queue (sc.mu held, the levels
+// purged at now): see core.Limiter's contract.
+func (l *Limiter) admitQueued(ctx context.Context, req *core.PermitRequest, src *limSource, now int64) (core.Grant, error) {
+	sc := src.scope
+	sq := l.queueOf(sc, req.Scope)
+	q := sq.q
+	q.Lapse()
+	if w, ok := req.Waiter.(*fairqueue.Waiter); ok && q.Owns(w) && q.Queued(w) {
+		label, claimed := q.Claim(w)
+		switch {
+		case claimed:
+			sq.unreserve(sc, label)
+		case q.Head() != w:
+			return core.Grant{Queued: w}, nil
+		}
+		g := l.acquireLocked(req, src, now)
+		switch {
+		case g.OK:
+			q.Admitted(w)
+		case waitable(g, true):
+			q.Requeue(w, g.RetryAfter)
+			g.Queued = w
+		default:
+			q.Requeue(w, 0)
+			q.Leave(w)
+		}
+		return g, nil
+	}
+	retry, g := fairqueue.NoRetry, core.Grant{}
+	if !q.Busy() {
+		if g = l.acquireLocked(req, src, now); g.OK || !waitable(g, false) {
+			return g, nil
+		}
+		retry = g.RetryAfter
+	}
+	w, err := q.Enqueue(req.Place.Priority, req.Place.Tenant, l.deadline(ctx), retry)
+	if err != nil {
+		return core.Grant{}, err
+	}
+	g.Queued = w
+	return g, nil
+}
+
+// deadline returns ctx's deadline on the Limiter's clock (zero: none).
+func (l *Limiter) deadline(ctx context.Context) time.Time {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}
+	}
+	return l.clk.clock.Now().Add(time.Until(dl))
+}
+
+// leaveOnError takes a waiter passed with a request that fails out of its
+// queue, as the contract says.
+func leaveOnError(ctx context.Context, req *core.PermitRequest) {
+	if w, ok := req.Waiter.(*fairqueue.Waiter); ok {
+		w.Leave(ctx)
+	}
+}
