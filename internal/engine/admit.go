@@ -135,7 +135,7 @@ func (r *run) admitHolding(ctx context.Context, i int) (t core.Ticket, ok bool, 
 // admitRequest is the admission request of the call's attempt on source i.
 func (r *run) admitRequest(i int) core.AdmitRequest {
 	e, s := r.e, r.e.sources[i]
-	req := core.AdmitRequest{Breaker: s.breaker, Place: r.call.Place, Waiter: r.waiter, Permit: core.PermitRequest{
+	req := core.AdmitRequest{Breaker: s.breaker, Permit: core.PermitRequest{
 		Scope:        e.settings.Scope,
 		Source:       s.cfg.Name,
 		SourceLimits: s.cfg.Limits,
@@ -143,6 +143,8 @@ func (r *run) admitRequest(i int) core.AdmitRequest {
 		Tokens:       s.cfg.EstTokens,
 		LeaseTTL:     leaseTTL(e.settings.LeaseTTL, s.cfg.Timeout),
 		Pool:         e.settings.GlobalPool,
+		Place:        r.call.Place,
+		Waiter:       r.waiter,
 	}}
 	if bs := e.budgets(r.call); len(bs) > 0 {
 		req.Permit.Budgets, req.Permit.Cost = bs, estimateCost(s, r.call)

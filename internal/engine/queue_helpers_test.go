@@ -55,7 +55,7 @@ func (q *queueAdmitter) Admit(_ context.Context, req core.AdmitRequest) (core.Ti
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.admits++
-	if w, ok := req.Waiter.(*fakeWaiter); ok && !w.done {
+	if w, ok := req.Permit.Waiter.(*fakeWaiter); ok && !w.done {
 		if w.claimed {
 			// The reserved slot becomes the permit.
 			w.claimed, w.done = false, true
@@ -66,14 +66,14 @@ func (q *queueAdmitter) Admit(_ context.Context, req core.AdmitRequest) (core.Ti
 	}
 	if q.held < q.limit && len(q.line) == 0 {
 		q.held++
-		q.order = append(q.order, req.Place)
+		q.order = append(q.order, req.Permit.Place)
 		return admittedTicket(req), nil
 	}
 	if q.deadline != nil {
 		return core.Ticket{}, q.deadline
 	}
 	q.seq++
-	w := &fakeWaiter{q: q, place: req.Place, seq: q.seq, ev: make(chan core.WaitEvent, 1)}
+	w := &fakeWaiter{q: q, place: req.Permit.Place, seq: q.seq, ev: make(chan core.WaitEvent, 1)}
 	q.line = append(q.line, w)
 	slices.SortStableFunc(q.line, func(a, b *fakeWaiter) int {
 		if d := a.place.Priority.Rank() - b.place.Priority.Rank(); d != 0 {
