@@ -16,6 +16,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/telemetry"
 )
 
 // servedUpstream is an in-memory upstream that answers every request after
@@ -84,7 +85,7 @@ func (u *servedUpstream) log() []served {
 
 // queuedClient is a client of one source with MAX_CONCURRENCY limit whose
 // memory limiter queues, on an in-memory upstream answering after service.
-func queuedClient(t *testing.T, limit int, service time.Duration) (*polygateway.GatewayClient, *servedUpstream) {
+func queuedClient(t *testing.T, limit int, service time.Duration, opts ...polygateway.Option) (*polygateway.GatewayClient, *servedUpstream) {
 	t.Helper()
 	up := &servedUpstream{service: service}
 	c := env{
@@ -93,8 +94,8 @@ func queuedClient(t *testing.T, limit int, service time.Duration) (*polygateway.
 		"LLM__OPENAI__1__BASE_URL": "http://queued.test/v1", "LLM__OPENAI__1__API_KEY": "sk-test-queued",
 		"LLM__OPENAI__1__MODEL": "queued-model", "LLM__OPENAI__1__TIMEOUT_S": "30",
 		"LLM__OPENAI__1__MAX_CONCURRENCY": strconv.Itoa(limit),
-	}.client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}),
-		polygateway.WithLimiter(memory.NewLimiter(memory.WithQueue(memory.QueueConfig{}))))
+	}.client(t, append([]polygateway.Option{polygateway.WithHTTPClient(&http.Client{Transport: up}),
+		polygateway.WithLimiter(memory.NewLimiter(memory.WithQueue(memory.QueueConfig{})))}, opts...)...)
 	return c, up
 }
 
@@ -346,6 +347,30 @@ func TestACancelledWaiterFreesItsPlace(t *testing.T) {
 		log := up.log()
 		if len(log) != 2 || log[1].prompt != "next" || !log[1].start.Equal(start.Add(service)) {
 			t.Errorf("upstream saw %+v; want first, then next at once when the first slot freed", log)
+		}
+	})
+}
+
+// The time a call waited in the queue is its telemetry row's
+// queue_wait_ms: one service time for the call behind the first, none for
+// the first.
+func TestTheTimeWaitedInTheQueueIsInTheTelemetryRow(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		sink := telemetry.NewMemory()
+		c, _ := queuedClient(t, 1, 200*time.Millisecond, polygateway.WithTelemetry(sink))
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		background(&wg, errs, 2, func(i int) error { return chatAs(c, "call-"+strconv.Itoa(i)) })
+		wg.Wait()
+		noErrors(t, errs)
+		rows := sink.Records()
+		waits := map[float64]int{}
+		for _, r := range rows {
+			waits[r.QueueWaitMS]++
+		}
+		if len(rows) != 2 || waits[0] != 1 || waits[200] != 1 {
+			t.Errorf("queue_wait_ms of the rows: %v, want one 0 and one 200", waits)
 		}
 	})
 }

@@ -208,27 +208,29 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 	}
 	// The private registry, when there is one, is fresh: only reg can refuse.
 	for _, r := range regs {
-		if err := registerAll(r, cs); err != nil {
+		if err := registerAll(r, cs, cfg.runtime); err != nil {
 			return nil, err
-		}
-		if cfg.runtime {
-			for _, col := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
-				if err := r.Register(col); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-					return nil, fmt.Errorf("metrics: register: %w", err)
-				}
-			}
 		}
 	}
 	return c, nil
 }
 
-// registerAll registers every collector with r, or none of them.
-func registerAll(r prometheus.Registerer, cs []prometheus.Collector) error {
+// registerAll registers every collector with r, or none of them, and with
+// runtime the Go runtime and process collectors (kept when r has them).
+func registerAll(r prometheus.Registerer, cs []prometheus.Collector, runtime bool) error {
 	for i, col := range cs {
 		if err := r.Register(col); err != nil {
 			for _, prev := range cs[:i] {
 				r.Unregister(prev)
 			}
+			return fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	if !runtime {
+		return nil
+	}
+	for _, col := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := r.Register(col); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return fmt.Errorf("metrics: register: %w", err)
 		}
 	}
