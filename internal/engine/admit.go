@@ -92,6 +92,7 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 // and its waiter when it was woken, and frees the slot unless admitted.
 func (r *run) admitHolding(ctx context.Context, i int) (t core.Ticket, ok bool, err error) {
 	e, s := r.e, r.e.sources[i]
+	woken := r.waiter != nil
 	t, err = e.admitter.Admit(ctx, r.admitRequest(i))
 	if err != nil {
 		e.freeSlot(s)
@@ -102,6 +103,10 @@ func (r *run) admitHolding(ctx context.Context, i int) (t core.Ticket, ok bool, 
 		switch {
 		case ctx.Err() != nil:
 			return t, false, &core.CanceledError{Err: ctx.Err()}
+		case errors.As(err, &qd) && r.elsewhere(i):
+			// Another source may take the call without its queue.
+			r.excluded.add(i, len(e.sources))
+			return t, false, nil
 		case errors.As(err, &qd):
 			return t, false, r.queueDeadline(ctx, qd)
 		}
@@ -112,6 +117,13 @@ func (r *run) admitHolding(ctx context.Context, i int) (t core.Ticket, ok bool, 
 		// back, to be claimed again when the queue wakes the call.
 		e.freeSlot(s)
 		r.waiter, r.inLine = t.Queued, true
+		if !woken && r.elsewhere(i) {
+			// A new call queued on a source while another may take it
+			// now: it tries that one first (its place goes back; one
+			// that was woken keeps its place).
+			r.leave(ctx)
+			r.excluded.add(i, len(e.sources))
+		}
 		return t, false, nil
 	}
 	e.observeState(ctx, r.call.ID, s, t.Admission.State)

@@ -178,6 +178,29 @@ func (r *run) claimed(ctx context.Context) (i int, t core.Ticket, ok bool, err e
 	return c.source, t, ok, err
 }
 
+// elsewhere reports whether a source other than i may take the call in
+// this round: not excluded or busy in it, of a model that fits, not in a
+// hard hold, and in the call's tier while it holds to one. A call the
+// queue refused on i tries such a source before it waits.
+func (r *run) elsewhere(i int) bool {
+	e := r.e
+	n := len(e.sources)
+	now := e.clock.Now()
+	for j, s := range e.sources {
+		if j == i || r.wrongModel.has(j, n) || r.excluded.has(j, n) || r.busy.has(j, n) {
+			continue
+		}
+		if r.sticky.on && e.group(s) != r.sticky.group {
+			continue
+		}
+		if k, _ := s.hold(now); k.hard() {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
 // leave gives up the call's place in the admission queue, if it holds one.
 func (r *run) leave(ctx context.Context) {
 	if r.waiter == nil {

@@ -24,6 +24,9 @@ type queueAdmitter struct {
 	deadline *core.QueueDeadlineError
 	// claimLeft is the ClaimLeft of the events it sends.
 	claimLeft time.Duration
+	// full names sources whose gates are always full: a new call on one
+	// queues (or meets deadline).
+	full map[string]bool
 	// admits counts Admit calls; leaves the places given up by Leave (or
 	// a cancelled Wait); order the places of the admitted calls.
 	admits, leaves int
@@ -64,7 +67,7 @@ func (q *queueAdmitter) Admit(_ context.Context, req core.AdmitRequest) (core.Ti
 		}
 		return core.Ticket{Queued: w}, nil
 	}
-	if q.held < q.limit && len(q.line) == 0 {
+	if q.held < q.limit && len(q.line) == 0 && !q.full[req.Permit.Source] {
 		q.held++
 		q.order = append(q.order, req.Permit.Place)
 		return admittedTicket(req), nil

@@ -287,3 +287,28 @@ func TestAClaimOnASourceAtItsAdaptiveLimitIsGivenUpAtItsEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestACallQueuedOnAFullSourceTriesAnotherFirst: a new call the queue
+// takes on a full source while another source is free gives its place back
+// and is answered by the other at once, without waiting.
+func TestACallQueuedOnAFullSourceTriesAnotherFirst(t *testing.T) {
+	t.Parallel()
+	for _, deadline := range []bool{false, true} {
+		inBubble(t, func(t *testing.T) {
+			q := newQueueAdmitter(4)
+			q.full = map[string]bool{"a": true}
+			if deadline {
+				q.deadline = &core.QueueDeadlineError{Ahead: 3, Estimate: time.Second}
+			}
+			f := newFixture(t, testSettings(src("a", 0), src("b", 1)), func(c *Config) { c.Admitter = q })
+			start := time.Now()
+			resp, err := f.g.Handle(context.Background(), newCall())
+			if err != nil || resp.SourceName != "b" || time.Since(start) != 0 {
+				t.Fatalf("= %v, %v after %v; want b's answer at once", resp, err, time.Since(start))
+			}
+			if _, leaves, held := q.counts(); q.waiting() != 0 || held != 0 || (!deadline && leaves != 1) {
+				t.Errorf("%d waiting, %d leaves, %d held; want the place on a given back", q.waiting(), leaves, held)
+			}
+		})
+	}
+}
