@@ -73,7 +73,11 @@ func (r *run) waitInLine(ctx context.Context) error {
 			u.RetryAfter = max(u.RetryAfter, e.settings.Backpressure.PollInterval)
 			return u
 		}
-		return err
+		var gb *core.GovernanceBackendError
+		if errors.As(err, &gb) {
+			return err
+		}
+		return &core.GovernanceBackendError{Backend: "limiter", Op: "wait", Err: err}
 	}
 	r.woken(ctx, ev)
 	return nil

@@ -27,6 +27,8 @@ type queueAdmitter struct {
 	// full names sources whose gates are always full: a new call on one
 	// queues (or meets deadline).
 	full map[string]bool
+	// waitErr, when set, is what Wait fails with (the waiter leaves).
+	waitErr error
 	// admits counts Admit calls; leaves the places given up by Leave (or
 	// a cancelled Wait); order the places of the admitted calls.
 	admits, leaves int
@@ -125,6 +127,13 @@ func (q *queueAdmitter) admitted() []core.Place {
 }
 
 func (w *fakeWaiter) Wait(ctx context.Context) (core.WaitEvent, error) {
+	w.q.mu.Lock()
+	err := w.q.waitErr
+	w.q.mu.Unlock()
+	if err != nil {
+		w.Leave(ctx)
+		return core.WaitEvent{}, err
+	}
 	select {
 	case ev := <-w.ev:
 		return ev, nil

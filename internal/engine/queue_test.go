@@ -312,3 +312,25 @@ func TestACallQueuedOnAFullSourceTriesAnotherFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestAWaitThatFailsEndsTheCallAsABackendFailure: a queue that cannot wait
+// (its backend failed) ends the call with a GovernanceBackendError.
+func TestAWaitThatFailsEndsTheCallAsABackendFailure(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T) {
+		f, q := queueFixture(t, 1, time.Second)
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _ = f.g.Handle(context.Background(), newCall()) })
+		synctest.Wait()
+		down := errors.New("queue backend down")
+		q.mu.Lock()
+		q.waitErr = down
+		q.mu.Unlock()
+		_, err := f.g.Handle(context.Background(), newCall())
+		var gb *core.GovernanceBackendError
+		if !errors.As(err, &gb) || !errors.Is(err, down) || gb.Op != "wait" {
+			t.Errorf("err = %v, want a GovernanceBackendError of the wait wrapping the failure", err)
+		}
+		wg.Wait()
+	})
+}
