@@ -57,7 +57,9 @@ func (t Ticket) Admitted() bool { return t.Admission.Allowed && t.Grant.OK }
 // now refuses leaves the queue (a claim it held passes to the next). A
 // gate refusal that the queue takes is a refused ticket with Queued set;
 // a deadline that cannot be met in the queue is a *QueueDeadlineError,
-// returned as it is. An error means the backend failed: from Admit, nothing is held
+// returned as it is.
+//
+// An error means the backend failed: from Admit, nothing is held
 // (an implementation whose reply may be lost after the backend acted
 // releases what it took by itself); from Finish, the implementation keeps
 // trying to release the permit until it lands or the permit's lease ends,
@@ -90,9 +92,9 @@ type InProcess interface {
 // ComposeAdmitter returns the Admitter made of a separate Limiter and
 // Breaker: Admit is Allow then TryAcquire (a probe is given back when the
 // limiter refuses or queues the call), Finish is Release then Record (the
-// limiter's Release hands a freed unit to its queue's next waiter). It makes two backend
-// calls where a native Admitter makes one; use a backend's own Admitter
-// when limiter and breaker live in the same store.
+// limiter's Release hands a freed unit to its queue's next waiter). It
+// makes two backend calls where a native Admitter makes one; use a
+// backend's own Admitter when limiter and breaker live in the same store.
 func ComposeAdmitter(l Limiter, b Breaker) Admitter { return composed{l: l, b: b} }
 
 type composed struct {
@@ -137,7 +139,8 @@ func (c composed) Admit(ctx context.Context, req AdmitRequest) (Ticket, error) {
 	t.Admission = adm
 	if !adm.Allowed {
 		if p.Waiter != nil {
-			p.Waiter.Leave(ctx)
+			// Its claim passes on, whatever the caller's context.
+			p.Waiter.Leave(context.WithoutCancel(ctx))
 		}
 		return t, nil
 	}

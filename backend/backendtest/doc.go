@@ -1,7 +1,9 @@
 // Package backendtest is the conformance suite of the governance ports:
 // core.Limiter (with core.BudgetLimiter), core.Breaker (with
 // core.SourceSwitch), core.Cache and core.Admitter (RunAdmitterSuite,
-// given the Admitter with the Limiter and Breaker whose state it changes).
+// given the Admitter with the Limiter and Breaker whose state it changes;
+// RunAdmitterQueueSuite for one whose limiter queues the calls that find
+// the gates full).
 //
 // Every backend runs the same suite from its own tests, so the in-process
 // backend (backend/memory) and a shared one (Redis) are held to one set of

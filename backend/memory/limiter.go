@@ -72,6 +72,19 @@ const never = int64(math.MaxInt64)
 // start from fresh counts there, and permits of the old pool lapse with
 // their leases (as on Redis, where the keys move).
 //
+// Queues (WithQueue): each scope has a fair admission queue in its lock
+// domain (internal/fairqueue), and TryAcquire answers through it as
+// core.Limiter's contract says. A slot freed by Release while waiters are
+// in line stays held, reserved for the next waiter's claim (a slot entry
+// of a lease of its own on the released permit's source and global
+// levels, which InFlight counts); the claim holder's next TryAcquire
+// frees it before it checks the gates, and a claim that comes back to no
+// one frees it. The head of the line waits for a rate window or a budget
+// window on one timer of the clock, in its caller's goroutine. A slot that
+// frees because its lease ended is handed on too, when the domain's global
+// gates are next looked at (TryAcquire, Release, Usage). In a pool, a slot
+// is handed within its permit's scope.
+//
 // Time never runs backwards within a lock domain (a scope, or a pool and its
 // scopes): a clock reading older than one it has already acted at counts as
 // that later time.
@@ -159,14 +172,20 @@ func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.
 	sc := src.scope
 	read := l.clk.now() // read outside the lock: a clock read can be slow
 	sc.mu.Lock()
-	defer sc.mu.Unlock()
 	now := sc.monotonic(read)
 	src.level.purge(now)
-	sc.global.purge(now)
-	if l.queue != nil {
-		return l.admitQueued(ctx, &req, src, now)
+	l.purgeGlobal(sc, now)
+	if l.queue == nil {
+		g := l.acquireLocked(&req, src, now)
+		sc.mu.Unlock()
+		return g, nil
 	}
-	return l.acquireLocked(&req, src, now), nil
+	g, stray, err := l.admitQueued(ctx, &req, src, now)
+	sc.mu.Unlock()
+	if stray != nil {
+		stray.Leave(ctx) // a waiter of another queue: under its own lock
+	}
+	return g, err
 }
 
 // checkRequest refuses a request the Limiter cannot serve: a budget it
@@ -207,8 +226,8 @@ func (l *Limiter) acquireLocked(req *core.PermitRequest, src *limSource, now int
 	}
 	lease := l.leases.Add(1)
 	expires := addSat(now, req.LeaseTTL)
-	src.level.take(req.SourceLimits, lease, expires, now, tokens)
-	sc.global.take(req.GlobalLimits, lease, expires, now, tokens)
+	src.level.take(req.SourceLimits, slot{lease, expires, src}, now, tokens)
+	sc.global.take(req.GlobalLimits, slot{lease, expires, src}, now, tokens)
 	return core.Grant{OK: true, Permit: core.Permit{
 		Scope: req.Scope, Source: req.Source,
 		Lease: lease, Tokens: int(tokens), AcquiredAt: nowT,
@@ -232,7 +251,7 @@ func (l *Limiter) Release(_ context.Context, p core.Permit, s core.Settlement) e
 	defer sc.mu.Unlock()
 	now := sc.monotonic(read)
 	src.level.purge(now)
-	sc.global.purge(now)
+	l.purgeGlobal(sc, now)
 	if !src.level.removeSlot(p.Lease) {
 		return nil
 	}
@@ -282,7 +301,12 @@ func (l *Limiter) Usage(_ context.Context, scope, source string) (core.LimiterUs
 	read := l.clk.now()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	lv.purge(sc.monotonic(read))
+	now := sc.monotonic(read)
+	if lv == &sc.global {
+		l.purgeGlobal(sc, now)
+	} else {
+		lv.purge(now)
+	}
 	return core.LimiterUsage{InFlight: len(lv.slots), Requests: lv.log.n, Tokens: int(lv.log.tokens)}, nil
 }
 
@@ -351,15 +375,23 @@ type level struct {
 type slot struct {
 	lease   uint64
 	expires int64
+	src     *limSource // the permit's source
 }
 
 // purge drops expired slots and log entries that left the window.
-func (lv *level) purge(now int64) {
+func (lv *level) purge(now int64) { lv.purgeInto(now, nil) }
+
+// purgeInto is purge, appending the slots it drops to expired when it is
+// not nil.
+func (lv *level) purgeInto(now int64, expired *[]slot) {
 	if now >= lv.nextExpiry {
 		next := never
 		s := lv.slots
 		for i := 0; i < len(s); {
 			if s[i].expires <= now {
+				if expired != nil {
+					*expired = append(*expired, s[i])
+				}
 				s[i] = s[len(s)-1]
 				s = s[:len(s)-1]
 				continue
@@ -389,12 +421,12 @@ func (lv *level) check(lim core.Limits, tokens, now int64, g levelGates) (core.G
 	return core.GateNone, 0
 }
 
-// take counts one granted permit.
-func (lv *level) take(lim core.Limits, lease uint64, expires, now, tokens int64) {
-	lv.slots = append(lv.slots, slot{lease: lease, expires: expires})
-	lv.nextExpiry = min(lv.nextExpiry, expires)
+// take counts one granted permit, holding its slot sl.
+func (lv *level) take(lim core.Limits, sl slot, now, tokens int64) {
+	lv.slots = append(lv.slots, sl)
+	lv.nextExpiry = min(lv.nextExpiry, sl.expires)
 	if lim.RPM > 0 || lim.TPM > 0 {
-		lv.log.push(entry{at: now, lease: lease, amount: tokens})
+		lv.log.push(entry{at: now, lease: sl.lease, amount: tokens})
 	}
 }
 

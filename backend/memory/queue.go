@@ -66,17 +66,17 @@ func (l *Limiter) queueOf(sc *limScope, scope string) *scopeQueue {
 
 // reserve holds a slot of src for the claim just handed on.
 func (sq *scopeQueue) reserve(sc *limScope, src *limSource, lease uint64) {
-	src.level.slots = append(src.level.slots, slot{lease: lease, expires: never})
-	sc.global.slots = append(sc.global.slots, slot{lease: lease, expires: never})
+	src.level.slots = append(src.level.slots, slot{lease: lease, expires: never, src: src})
+	sc.global.slots = append(sc.global.slots, slot{lease: lease, expires: never, src: src})
 	sq.reserved[src.key.source] = append(sq.reserved[src.key.source], reservation{lease: lease, src: src})
 }
 
-// unreserve frees one slot reserved for a claim on label: the claim came
-// back to no one, or its holder takes it.
-func (sq *scopeQueue) unreserve(sc *limScope, label string) {
+// unreserve frees one slot reserved for a claim on label (the claim came
+// back to no one, or its holder takes it) and returns its source.
+func (sq *scopeQueue) unreserve(sc *limScope, label string) *limSource {
 	rs := sq.reserved[label]
 	if len(rs) == 0 {
-		return
+		return nil
 	}
 	r := rs[len(rs)-1]
 	if len(rs) == 1 {
@@ -86,6 +86,7 @@ func (sq *scopeQueue) unreserve(sc *limScope, label string) {
 	}
 	r.src.level.removeSlot(r.lease)
 	sc.global.removeSlot(r.lease)
+	return r.src
 }
 
 // handOn hands a slot of src, just freed, to the next waiter of scope's
@@ -97,6 +98,24 @@ func (l *Limiter) handOn(sc *limScope, src *limSource) {
 	}
 	if sq.q.Hand(src.key.source) != nil {
 		sq.reserve(sc, src, l.leases.Add(1))
+	}
+}
+
+// purgeGlobal purges sc's global level (sc.mu held); with queues, a slot
+// freed because its lease ended is handed on as a released one is.
+func (l *Limiter) purgeGlobal(sc *limScope, now int64) {
+	if sc.queues == nil {
+		sc.global.purge(now)
+		return
+	}
+	var buf [4]slot
+	expired := buf[:0]
+	sc.global.purgeInto(now, &expired)
+	for _, sl := range expired {
+		if sl.src != nil && sl.src.scope == sc {
+			sl.src.level.purge(now)
+			l.handOn(sc, sl.src)
+		}
 	}
 }
 
@@ -125,17 +144,32 @@ func waitable(g core.Grant, budget bool) bool {
 }
 
 // admitQueued is TryAcquire through scope's queue (sc.mu held, the levels
-// purged at now): see core.Limiter's contract.
-func (l *Limiter) admitQueued(ctx context.Context, req *core.PermitRequest, src *limSource, now int64) (core.Grant, error) {
+// purged at now): see core.Limiter's contract. stray is a waiter of
+// another queue passed in req (its scope moved to another pool): the call
+// counts as new, and the caller makes stray leave once sc.mu is unlocked.
+func (l *Limiter) admitQueued(ctx context.Context, req *core.PermitRequest, src *limSource, now int64) (g core.Grant, stray *fairqueue.Waiter, err error) {
 	sc := src.scope
 	sq := l.queueOf(sc, req.Scope)
 	q := sq.q
 	q.Lapse()
-	if w, ok := req.Waiter.(*fairqueue.Waiter); ok && q.Owns(w) && q.Queued(w) {
+	w, _ := req.Waiter.(*fairqueue.Waiter)
+	if w != nil && !q.Owns(w) {
+		stray = w
+	}
+	g, err = l.admitIn(ctx, req, sq, src, now, w)
+	return g, stray, err
+}
+
+// admitIn is admitQueued in the queue sq, w the caller's waiter (nil, or
+// possibly not sq's).
+func (l *Limiter) admitIn(ctx context.Context, req *core.PermitRequest, sq *scopeQueue, src *limSource, now int64, w *fairqueue.Waiter) (core.Grant, error) {
+	sc, q := src.scope, sq.q
+	if w != nil && q.Owns(w) && q.Queued(w) {
+		var held *limSource // the source of the unit w's claim held
 		label, claimed := q.Claim(w)
 		switch {
 		case claimed:
-			sq.unreserve(sc, label)
+			held = sq.unreserve(sc, label)
 		case q.Head() != w:
 			return core.Grant{Queued: w}, nil
 		}
@@ -147,7 +181,11 @@ func (l *Limiter) admitQueued(ctx context.Context, req *core.PermitRequest, src 
 			q.Requeue(w, g.RetryAfter)
 			g.Queued = w
 		default:
-			q.Requeue(w, 0)
+			// A refusal no wait mends: w goes, and its claim's unit
+			// with it to the next waiter.
+			if held != nil {
+				sq.reserve(sc, held, l.leases.Add(1))
+			}
 			q.Leave(w)
 		}
 		return g, nil
@@ -159,11 +197,11 @@ func (l *Limiter) admitQueued(ctx context.Context, req *core.PermitRequest, src 
 		}
 		retry = g.RetryAfter
 	}
-	w, err := q.Enqueue(req.Place.Priority, req.Place.Tenant, l.deadline(ctx), retry)
+	nw, err := q.Enqueue(req.Place.Priority, req.Place.Tenant, l.deadline(ctx), retry)
 	if err != nil {
 		return core.Grant{}, err
 	}
-	g.Queued = w
+	g.Queued = nw
 	return g, nil
 }
 

@@ -97,6 +97,8 @@ type QueueWaiter struct {
 // ID returns the waiter's entry in its queue.
 func (w *QueueWaiter) ID() uint64 { return w.id }
 
+var _ core.Waiter = (*QueueWaiter)(nil)
+
 // waitKey names a waiter: its queue's channel prefix and its id.
 type waitKey struct {
 	queue string
