@@ -56,6 +56,13 @@ func admittedTicket(req core.AdmitRequest) core.Ticket {
 		Grant: core.Grant{OK: true, Permit: core.Permit{Scope: req.Permit.Scope, Source: req.Permit.Source}}}
 }
 
+// queuedTicket is the answer of a concurrency gate that queued the call,
+// as core.ComposeAdmitter gives it: the breaker admitted, the gate refused.
+func queuedTicket(w *fakeWaiter) core.Ticket {
+	return core.Ticket{Admission: core.Admission{Allowed: true, State: core.StateClosed},
+		Grant: core.Grant{Gate: core.GateSourceConcurrency, Queued: w}, Queued: w}
+}
+
 func (q *queueAdmitter) Admit(_ context.Context, req core.AdmitRequest) (core.Ticket, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -67,7 +74,7 @@ func (q *queueAdmitter) Admit(_ context.Context, req core.AdmitRequest) (core.Ti
 			q.order = append(q.order, w.place)
 			return admittedTicket(req), nil
 		}
-		return core.Ticket{Queued: w}, nil
+		return queuedTicket(w), nil
 	}
 	if q.held < q.limit && len(q.line) == 0 && !q.full[req.Permit.Source] {
 		q.held++
@@ -86,7 +93,7 @@ func (q *queueAdmitter) Admit(_ context.Context, req core.AdmitRequest) (core.Ti
 		}
 		return a.seq - b.seq
 	})
-	return core.Ticket{Queued: w}, nil
+	return queuedTicket(w), nil
 }
 
 // hand gives a slot to the head of the line, or frees it; q.mu is held.

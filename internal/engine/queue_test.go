@@ -334,3 +334,28 @@ func TestAWaitThatFailsEndsTheCallAsABackendFailure(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestAFailFastScopeDoesNotWaitInTheQueue: with QUOTA_FULL=fail_fast a
+// call the queue takes leaves it and ends at once, rate_limited.
+func TestAFailFastScopeDoesNotWaitInTheQueue(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T) {
+		q := newQueueAdmitter(1)
+		set := testSettings(src("a", 0))
+		set.QuotaFull = core.QuotaFullFailFast
+		f := newFixture(t, set, func(c *Config) { c.Admitter = q })
+		f.up.script("a", step{delay: time.Second})
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _ = f.g.Handle(context.Background(), newCall()) })
+		synctest.Wait()
+		start := time.Now()
+		_, err := f.g.Handle(context.Background(), newCall())
+		if u := asUnavailable(t, err); u.Reason != core.ReasonRateLimited || time.Since(start) != 0 {
+			t.Errorf("reason %s after %v, want rate_limited at once", u.Reason, time.Since(start))
+		}
+		if _, leaves, _ := q.counts(); q.waiting() != 0 || leaves != 1 {
+			t.Errorf("%d waiting, %d leaves; want the place given back", q.waiting(), leaves)
+		}
+		wg.Wait()
+	})
+}
