@@ -51,8 +51,9 @@ var (
 	// estimated cost (Reason budget_exhausted; RetryAfter is when the
 	// budget's window ends). It also matches ErrAllSourcesExhausted.
 	ErrBudgetExhausted = core.ErrBudgetExhausted
-	// ErrTenantTooLong is returned for a WithTenant name longer than
-	// MaxTenant bytes.
+	// ErrTenantTooLong matches the RequestRejectedError (Code
+	// "tenant_too_long") of a call whose WithTenant name is longer than
+	// MaxTenant bytes, refused before any request.
 	ErrTenantTooLong = core.ErrTenantTooLong
 )
 

@@ -153,6 +153,11 @@ func (r *run) admitHolding(ctx context.Context, i int) (t core.Ticket, ok bool, 
 // admitRequest is the admission request of the call's attempt on source i.
 func (r *run) admitRequest(i int) core.AdmitRequest {
 	e, s := r.e, r.e.sources[i]
+	place := r.call.Place
+	if !place.Priority.Valid() {
+		// An invalid class counts as normal (WithPriority).
+		place.Priority = core.PriorityNormal
+	}
 	req := core.AdmitRequest{Breaker: s.breaker, Permit: core.PermitRequest{
 		Scope:        e.settings.Scope,
 		Source:       s.cfg.Name,
@@ -161,7 +166,7 @@ func (r *run) admitRequest(i int) core.AdmitRequest {
 		Tokens:       s.cfg.EstTokens,
 		LeaseTTL:     leaseTTL(e.settings.LeaseTTL, s.cfg.Timeout),
 		Pool:         e.settings.GlobalPool,
-		Place:        r.call.Place,
+		Place:        place,
 		Waiter:       r.waiter,
 	}}
 	if bs := e.budgets(r.call); len(bs) > 0 {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -357,5 +358,29 @@ func TestAFailFastScopeDoesNotWaitInTheQueue(t *testing.T) {
 			t.Errorf("%d waiting, %d leaves; want the place given back", q.waiting(), leaves)
 		}
 		wg.Wait()
+	})
+}
+
+// TestTheCallsPlaceIsCheckedBeforeAnyRequest: a tenant name longer than
+// core.MaxTenant is refused before any admission; an invalid class is
+// admitted as normal.
+func TestTheCallsPlaceIsCheckedBeforeAnyRequest(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T) {
+		f, q := queueFixture(t, 1, 0)
+		_, err := f.g.Handle(context.Background(), placedCall("long", core.PriorityBatch, strings.Repeat("t", core.MaxTenant+1)))
+		var rj *core.RequestRejectedError
+		if !errors.As(err, &rj) || !errors.Is(err, core.ErrTenantTooLong) {
+			t.Errorf("err = %v, want a RequestRejectedError matching ErrTenantTooLong", err)
+		}
+		if admits, _, _ := q.counts(); admits != 0 {
+			t.Errorf("%d admissions for a refused place, want 0", admits)
+		}
+		if _, err := f.g.Handle(context.Background(), placedCall("odd", core.Priority(7), "")); err != nil {
+			t.Fatalf("Handle: %v", err)
+		}
+		if got := q.admitted(); len(got) != 1 || got[0].Priority != core.PriorityNormal {
+			t.Errorf("admitted %v, want the invalid class as normal", got)
+		}
 	})
 }

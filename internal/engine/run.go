@@ -128,6 +128,10 @@ func (r *run) retry(ctx context.Context) (*core.LLMResponse, error) {
 	if err := r.fitWindows(); err != nil {
 		return nil, err
 	}
+	if len(r.call.Place.Tenant) > core.MaxTenant {
+		return nil, &core.RequestRejectedError{Code: "tenant_too_long", Param: "tenant",
+			Message: fmt.Sprintf("the tenant name is %d bytes, longer than %d", len(r.call.Place.Tenant), core.MaxTenant), Err: core.ErrTenantTooLong}
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, &core.CanceledError{Err: err}
