@@ -115,8 +115,9 @@ func (r *run) admitHolding(ctx context.Context, i int) (t core.Ticket, ok bool, 
 	if t.Queued != nil && e.settings.QuotaFull == core.QuotaFullFailFast {
 		// A scope that fails fast on full gates does not wait in line:
 		// the queued ticket is the gate's refusal.
-		t.Queued.Leave(context.WithoutCancel(ctx))
-		t.Queued, r.waiter = nil, nil
+		r.waiter = t.Queued
+		r.leave(ctx)
+		t.Queued = nil
 	}
 	if t.Queued != nil {
 		// The gates are full and the call stands in line: the slot goes

@@ -212,7 +212,15 @@ func (r *run) leave(ctx context.Context) {
 	}
 	w := r.waiter
 	r.waiter, r.inLine, r.claim = nil, false, claim{}
-	w.Leave(context.WithoutCancel(ctx))
+	// Detached from the caller's cancellation (a cancelled call leaves
+	// too), bounded like finish for a backend across the network.
+	lctx := context.WithoutCancel(ctx)
+	if !r.e.inProcess {
+		var cancel context.CancelFunc
+		lctx, cancel = finishContext(ctx)
+		defer cancel()
+	}
+	w.Leave(lctx)
 }
 
 // queueDeadline is the end of a call whose deadline the admission queue
