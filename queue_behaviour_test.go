@@ -377,3 +377,87 @@ func TestTheTimeWaitedInTheQueueIsInTheTelemetryRow(t *testing.T) {
 		}
 	})
 }
+
+// With two sources of one tier, 2 slots each, 40 callers that keep
+// calling keep both busy: a call queued on a full source tries the other
+// before it waits, and every slot either frees is handed on.
+func TestWaitingCallersKeepEverySourceOfTheScopeBusy(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			service = 100 * time.Millisecond
+			window  = 2 * time.Second
+		)
+		up := &servedUpstream{service: service}
+		e := env{
+			"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
+			"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
+		}
+		for _, n := range []string{"1", "2"} {
+			p := "LLM__OPENAI__" + n + "__"
+			e.set(p+"BASE_URL", "http://queued-"+n+".test/v1", p+"API_KEY", "sk-test-queued", p+"MODEL", "queued-model",
+				p+"TIMEOUT_S", "30", p+"MAX_CONCURRENCY", "2")
+		}
+		c := e.client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}),
+			polygateway.WithLimiter(memory.NewLimiter(memory.WithQueue(memory.QueueConfig{}))))
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for i := range 40 {
+			wg.Go(func() {
+				for time.Since(start) < window {
+					if err := chatAs(c, "caller-"+strconv.Itoa(i)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		noErrors(t, errs)
+		done := 0
+		for _, s := range up.log() {
+			if !s.end.After(start.Add(window)) {
+				done++
+			}
+		}
+		capacity := int(4 * window / service)
+		t.Logf("%d answers in %v of a capacity of %d (two sources of 2 slots)", done, window, capacity)
+		if done*100 < capacity*95 {
+			t.Errorf("%d answers in %v, want at least 95%% of the capacity of %d", done, window, capacity)
+		}
+	})
+}
+
+// A call that finds the preferred tier's only slot taken is answered by
+// the next tier at once, as without a queue: it does not wait in line for
+// the preferred source while another is idle.
+func TestACallOverflowsToAnIdleTierInsteadOfWaiting(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const service = 200 * time.Millisecond
+		up := &servedUpstream{service: service}
+		c := env{
+			"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
+			"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
+		}.set(
+			"LLM__OPENAI__1__BASE_URL", "http://preferred.test/v1", "LLM__OPENAI__1__API_KEY", "sk-test-1",
+			"LLM__OPENAI__1__MODEL", "m", "LLM__OPENAI__1__TIMEOUT_S", "30", "LLM__OPENAI__1__PRIORITY", "0", "LLM__OPENAI__1__MAX_CONCURRENCY", "1",
+			"LLM__OPENAI__2__BASE_URL", "http://spare.test/v1", "LLM__OPENAI__2__API_KEY", "sk-test-2",
+			"LLM__OPENAI__2__MODEL", "m", "LLM__OPENAI__2__TIMEOUT_S", "30", "LLM__OPENAI__2__PRIORITY", "1",
+		).client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}),
+			polygateway.WithLimiter(memory.NewLimiter(memory.WithQueue(memory.QueueConfig{}))))
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		background(&wg, errs, 1, func(int) error { return chatAs(c, "first") })
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, err := c.Chat(ctx, []polygateway.Message{polygateway.User("second")})
+		if err != nil || resp.SourceName != "openai_2" || time.Since(start) != service {
+			t.Errorf("= %v, %v after %v; want openai_2's answer after one service time", resp, err, time.Since(start))
+		}
+		wg.Wait()
+		noErrors(t, errs)
+	})
+}
