@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
@@ -83,8 +82,9 @@ func (u *servedUpstream) log() []served {
 	return out
 }
 
-// queuedClient is a client of one source with MAX_CONCURRENCY limit whose
-// memory limiter queues, on an in-memory upstream answering after service.
+// queuedClient is a client of one source with MAX_CONCURRENCY limit on
+// the memory backends FromEnv assembles (whose limiter queues), on an
+// in-memory upstream answering after service.
 func queuedClient(t *testing.T, limit int, service time.Duration, opts ...polygateway.Option) (*polygateway.GatewayClient, *servedUpstream) {
 	t.Helper()
 	up := &servedUpstream{service: service}
@@ -94,8 +94,7 @@ func queuedClient(t *testing.T, limit int, service time.Duration, opts ...polyga
 		"LLM__OPENAI__1__BASE_URL": "http://queued.test/v1", "LLM__OPENAI__1__API_KEY": "sk-test-queued",
 		"LLM__OPENAI__1__MODEL": "queued-model", "LLM__OPENAI__1__TIMEOUT_S": "30",
 		"LLM__OPENAI__1__MAX_CONCURRENCY": strconv.Itoa(limit),
-	}.client(t, append([]polygateway.Option{polygateway.WithHTTPClient(&http.Client{Transport: up}),
-		polygateway.WithLimiter(memory.NewLimiter(memory.WithQueue(memory.QueueConfig{})))}, opts...)...)
+	}.client(t, append([]polygateway.Option{polygateway.WithHTTPClient(&http.Client{Transport: up})}, opts...)...)
 	return c, up
 }
 
@@ -398,8 +397,7 @@ func TestWaitingCallersKeepEverySourceOfTheScopeBusy(t *testing.T) {
 			e.set(p+"BASE_URL", "http://queued-"+n+".test/v1", p+"API_KEY", "sk-test-queued", p+"MODEL", "queued-model",
 				p+"TIMEOUT_S", "30", p+"MAX_CONCURRENCY", "2")
 		}
-		c := e.client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}),
-			polygateway.WithLimiter(memory.NewLimiter(memory.WithQueue(memory.QueueConfig{}))))
+		c := e.client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}))
 		start := time.Now()
 		var wg sync.WaitGroup
 		errs := make(chan error, 64)
@@ -445,8 +443,7 @@ func TestACallOverflowsToAnIdleTierInsteadOfWaiting(t *testing.T) {
 			"LLM__OPENAI__1__MODEL", "m", "LLM__OPENAI__1__TIMEOUT_S", "30", "LLM__OPENAI__1__PRIORITY", "0", "LLM__OPENAI__1__MAX_CONCURRENCY", "1",
 			"LLM__OPENAI__2__BASE_URL", "http://spare.test/v1", "LLM__OPENAI__2__API_KEY", "sk-test-2",
 			"LLM__OPENAI__2__MODEL", "m", "LLM__OPENAI__2__TIMEOUT_S", "30", "LLM__OPENAI__2__PRIORITY", "1",
-		).client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}),
-			polygateway.WithLimiter(memory.NewLimiter(memory.WithQueue(memory.QueueConfig{}))))
+		).client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}))
 		var wg sync.WaitGroup
 		errs := make(chan error, 2)
 		background(&wg, errs, 1, func(int) error { return chatAs(c, "first") })
