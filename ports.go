@@ -64,7 +64,19 @@ type (
 	BudgetUsage          = core.BudgetUsage
 	// Priority is a call's priority class (WithPriority).
 	Priority = core.Priority
+	// QueueDepth counts waiting calls by class, indexed by Priority.
+	QueueDepth = core.QueueDepth
+	// Place is a call's class and tenant in the admission queue
+	// (WithPriority, WithTenant).
+	Place = core.Place
 )
+
+// QueueObserver is an Observer that also receives the admission queue's
+// events: admissions by class and tenant, and time waited in the queue.
+type QueueObserver = core.QueueObserver
+
+// NumPriorities is the number of priority classes.
+const NumPriorities = core.NumPriorities
 
 // The priority classes (WithPriority).
 const (

@@ -81,8 +81,11 @@ func (e *BatchError) Is(target error) bool { return target == polygateway.ErrGat
 // network call. Before any network call, more than MAX_INPUTS texts
 // (code "too_many_inputs"), texts whose lengths sum to more than
 // MAX_INPUT_BYTES ("input_too_large") and an empty string anywhere in texts
-// ("empty_input", naming its index) are a *polygateway.RequestRejectedError. The call options used are WithSessionID, WithParentCallID and
-// WithParams; the others do not apply to embeddings.
+// ("empty_input", naming its index) are a *polygateway.RequestRejectedError.
+// The call options used are WithSessionID, WithParentCallID, WithParams,
+// WithBudget, WithoutPushbackWait, and WithPriority and WithTenant (every
+// batch waits in the admission queue in the call's place); the others do
+// not apply to embeddings.
 func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.CallOption) (*Response, error) {
 	if c.k.Closed() {
 		return nil, polygateway.ErrClientClosed
