@@ -29,6 +29,10 @@ const (
 	// OCR server's "success": false): retried elsewhere, alive for the
 	// breaker.
 	ReasonTaskFailed = core.ReasonTaskFailed
+	// ReasonQueueDeadline: the gates were full and the call's deadline
+	// could not be met behind the calls waiting ahead of it; RetryAfter is
+	// the queue's estimate of when it would have been admitted.
+	ReasonQueueDeadline = core.ReasonQueueDeadline
 )
 
 // Sentinels, matched with errors.Is.
@@ -46,8 +50,9 @@ var (
 	// estimated cost (Reason budget_exhausted; RetryAfter is when the
 	// budget's window ends). It also matches ErrAllSourcesExhausted.
 	ErrBudgetExhausted = core.ErrBudgetExhausted
-	// ErrTenantTooLong is returned for a WithTenant name longer than
-	// MaxTenant bytes.
+	// ErrTenantTooLong matches the RequestRejectedError (Code
+	// "tenant_too_long") of a call whose WithTenant name is longer than
+	// MaxTenant bytes, refused before any request.
 	ErrTenantTooLong = core.ErrTenantTooLong
 	// ErrClientClosed is returned by calls on a closed client.
 	ErrClientClosed = kernel.ErrClosed

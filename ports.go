@@ -34,14 +34,20 @@ type (
 	Degradation = core.Degradation
 	// Priority is a call's priority class (WithPriority).
 	Priority = core.Priority
+	// QueueDepth counts waiting calls by class, indexed by Priority.
+	QueueDepth = core.QueueDepth
+	// Place is a call's class and tenant in the admission queue
+	// (WithPriority, WithTenant).
+	Place = core.Place
 )
 
-// The priority classes (WithPriority), and the longest tenant name
-// (WithTenant), in bytes.
+// The priority classes (WithPriority), their number, and the longest
+// tenant name (WithTenant), in bytes.
 const (
 	PriorityInteractive = core.PriorityInteractive
 	PriorityNormal      = core.PriorityNormal
 	PriorityBatch       = core.PriorityBatch
+	NumPriorities       = core.NumPriorities
 	MaxTenant           = core.MaxTenant
 )
 

@@ -17,7 +17,7 @@ const (
 
 // Call is one governed call as it travels through the onion. The client
 // builds it once; layers may read it and fill its bookkeeping fields
-// (Served, Stale) but never change Messages or Params.
+// (Served, Stale, QueueWait) but never change Messages or Params.
 type Call struct {
 	// ID is the call_id of the telemetry row and LLMResponse.CallID.
 	ID string
@@ -96,6 +96,10 @@ type Call struct {
 	// return without any attempt: the layers inside record it as the call's
 	// answer and pass it back.
 	Served *LLMResponse
+	// QueueWait, set by the engine, is the time the call waited in the
+	// admission queue for full gates (in every attempt together); the
+	// telemetry row records it.
+	QueueWait time.Duration
 	// Stale, set by the cache layer, is an expired answer that the
 	// degradation step may serve when no source can answer.
 	Stale *LLMResponse

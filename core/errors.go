@@ -41,6 +41,10 @@ const (
 	// out of GPU memory). A TransientError: retried on another source, while
 	// the answer proves the source alive for the breaker.
 	ReasonTaskFailed Reason = "task_failed"
+	// ReasonQueueDeadline: the gates were full and the call's deadline
+	// could not be met given the calls waiting ahead of it in the admission
+	// queue; RetryAfter is when it would have been admitted.
+	ReasonQueueDeadline Reason = "queue_deadline"
 )
 
 // Sentinel errors, matched with errors.Is.

@@ -70,3 +70,20 @@ type AttemptListener interface {
 	AttemptStarted(ev AttemptEvent)
 	AttemptFinished(ev AttemptEvent)
 }
+
+// QueueObserver is an Observer that also receives the admission queue's
+// events; the engine reports them to an Observer that implements it.
+//
+// Contract: as Observer's methods (cheap, non-blocking, safe for
+// concurrent use). tenant is the call's Place.Tenant as given (at most
+// MaxTenant bytes): an implementation that labels by it bounds its
+// cardinality itself.
+type QueueObserver interface {
+	Observer
+	// Admitted reports an attempt admitted through the gates, with its
+	// call's place.
+	Admitted(scope string, place Place)
+	// QueueWaited reports one stay of a call in the admission queue, from
+	// its queueing to the wait's end (admitted, or gave up).
+	QueueWaited(scope string, class Priority, d time.Duration)
+}

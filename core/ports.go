@@ -471,6 +471,9 @@ type TelemetryRecord struct {
 	// Degraded names the strategy that served a degraded answer
 	// ("stale_cache", "fallback"); empty otherwise (an added column).
 	Degraded string
+	// QueueWaitMS is the time the call waited in the admission queue for
+	// full gates (Call.QueueWait), 0 when it did not (an added column).
+	QueueWaitMS float64
 }
 
 // TelemetrySink is the telemetry port.

@@ -128,6 +128,28 @@ type WaitEvent struct {
 	Kind WaitKind
 	// Source is the source a WaitClaimed reservation is on ("" otherwise).
 	Source string
+	// ClaimLeft is how long a WaitClaimed reservation stays the waiter's
+	// from when Wait returns (the admission must come before); 0 when the
+	// queue does not say, and the engine then assumes DefaultClaimLeft.
+	ClaimLeft time.Duration
+}
+
+// DefaultClaimLeft is how long a WaitClaimed reservation is assumed to
+// last when WaitEvent.ClaimLeft is 0: the claim period of the in-process
+// and Redis queues by default.
+const DefaultClaimLeft = 2 * time.Second
+
+// QueueDepth counts the calls waiting in a scope's admission queue, by
+// class: QueueDepth[p] is the number waiting of Priority p.
+type QueueDepth [NumPriorities]int
+
+// Total is the number of waiting calls of every class.
+func (d QueueDepth) Total() int {
+	n := 0
+	for _, v := range d {
+		n += v
+	}
+	return n
 }
 
 // Waiter is a call's place in an admission queue, returned in

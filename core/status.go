@@ -23,6 +23,10 @@ type SourceStatus struct {
 	// Limits are the configured per-source gates; Usage their current use.
 	Limits Limits
 	Usage  LimiterUsage
+	// Queued counts the calls of this process waiting in the admission
+	// queue of the source's scope, by class. The queue is the scope's, so
+	// every source of a scope reports the same counts.
+	Queued QueueDepth
 	// Err is set when a backend could not be read.
 	Err error
 }

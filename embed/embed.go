@@ -81,8 +81,11 @@ func (e *BatchError) Is(target error) bool { return target == polygateway.ErrGat
 // network call. Before any network call, more than MAX_INPUTS texts
 // (code "too_many_inputs"), texts whose lengths sum to more than
 // MAX_INPUT_BYTES ("input_too_large") and an empty string anywhere in texts
-// ("empty_input", naming its index) are a *polygateway.RequestRejectedError. The call options used are WithSessionID, WithParentCallID and
-// WithParams; the others do not apply to embeddings.
+// ("empty_input", naming its index) are a *polygateway.RequestRejectedError.
+// The call options used are WithSessionID, WithParentCallID, WithParams,
+// WithBudget, WithoutPushbackWait, and WithPriority and WithTenant (every
+// batch waits in the admission queue in the call's place); the others do
+// not apply to embeddings.
 func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.CallOption) (*Response, error) {
 	if c.k.Closed() {
 		return nil, polygateway.ErrClientClosed
@@ -102,7 +105,7 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 		return nil, &polygateway.CanceledError{Err: err}
 	}
 	co := kernel.ResolveCall(opts)
-	parent := co.Call.ParentCallID
+	parent := co.ParentCallID
 	if parent == "" {
 		parent = out.CallID
 	}
@@ -118,12 +121,12 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 		batches[b] = batch{texts: texts[lo:hi:hi], call: &core.Call{
 			ID:             id,
 			Operation:      "embeddings",
-			Params:         co.Call.Params,
-			SessionID:      co.Call.SessionID,
+			Params:         co.Params,
+			SessionID:      co.SessionID,
 			ParentCallID:   parent,
-			Budgets:        co.Call.Budgets,
-			NoPushbackWait: co.Call.NoPushbackWait,
-			Place:          co.Call.Place,
+			Budgets:        co.Budgets,
+			NoPushbackWait: co.NoPushbackWait,
+			Place:          co.Place,
 			Tokens:         estimateTokens(texts[lo:hi]),
 			InputBytes:     textBytes(texts[lo:hi]),
 		}}

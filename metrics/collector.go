@@ -113,15 +113,22 @@ type Collector struct {
 	transitions *prometheus.CounterVec
 	bounded     *prometheus.CounterVec
 
+	// Admission queue (QueueObserver).
+	queueWaits *prometheus.HistogramVec
+	admissions *prometheus.CounterVec
+
 	// Scrape time (WatchClient).
 	watch *watcher
 
 	scopes  cowMap[string, *scopeMetrics]
 	sources cowMap[sourceKey, *sourceMetrics]
 	usage   cowMap[usageKey, *usageMetrics]
+	queues  cowMap[string, *queueMetrics]
+	admits  cowMap[admitKey, prometheus.Counter]
+	tenants tenantSet
 }
 
-var _ core.Observer = (*Collector)(nil)
+var _ core.QueueObserver = (*Collector)(nil)
 
 // New builds a Collector and registers its metrics with reg. A nil reg
 // means a fresh registry of the Collector's own, returned by Registry.
@@ -174,6 +181,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 	c.waits = histogram("limiter_wait_seconds", "Time calls spent waiting for quota or 429 pushback with no source eligible.", lScope)
 	c.transitions = counter("breaker_transitions_total", "Breaker state changes seen by the engine, by the state entered.", lScope, lSource, lState)
 	c.bounded = counter("usage_bounded_total", "Answers that claimed more usage than their request could use, settled at the bound (an upstream anomaly).", lScope, lSource)
+	c.queueWaits = histogram("queue_wait_seconds", "Time calls waited in the admission queue for full gates, per stay, by scope and priority class.", lScope, lClass)
+	c.admissions = counter("queue_admissions_total", "Attempts admitted through the gates, by scope, priority class and tenant (at most 100 tenants by name; the rest as \"other\").", lScope, lClass, lTenant)
 
 	c.watch = newWatcher(ns, cfg.scrapeTimeout)
 
@@ -181,7 +190,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 		c.calls, c.callDur, c.callTTFT, c.callITL, c.promptTok, c.complTok, c.cost,
 		c.cacheHits, c.cacheMisses, c.inFlight, c.degraded,
 		c.attempts, c.attemptDur, c.attemptTTFT, c.attemptITL, c.refusals, c.waits, c.transitions, c.bounded,
-		c.watch,
+		c.queueWaits, c.admissions, c.watch,
 	}
 
 	if reg == nil {
@@ -199,27 +208,29 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 	}
 	// The private registry, when there is one, is fresh: only reg can refuse.
 	for _, r := range regs {
-		if err := registerAll(r, cs); err != nil {
+		if err := registerAll(r, cs, cfg.runtime); err != nil {
 			return nil, err
-		}
-		if cfg.runtime {
-			for _, col := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
-				if err := r.Register(col); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-					return nil, fmt.Errorf("metrics: register: %w", err)
-				}
-			}
 		}
 	}
 	return c, nil
 }
 
-// registerAll registers every collector with r, or none of them.
-func registerAll(r prometheus.Registerer, cs []prometheus.Collector) error {
+// registerAll registers every collector with r, or none of them, and with
+// runtime the Go runtime and process collectors (kept when r has them).
+func registerAll(r prometheus.Registerer, cs []prometheus.Collector, runtime bool) error {
 	for i, col := range cs {
 		if err := r.Register(col); err != nil {
 			for _, prev := range cs[:i] {
 				r.Unregister(prev)
 			}
+			return fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	if !runtime {
+		return nil
+	}
+	for _, col := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := r.Register(col); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return fmt.Errorf("metrics: register: %w", err)
 		}
 	}

@@ -44,6 +44,8 @@
 //	polygateway_refusals_total                    counter    scope, source, reason
 //	polygateway_limiter_wait_seconds              histogram  scope
 //	polygateway_breaker_transitions_total         counter    scope, source, state
+//	polygateway_queue_wait_seconds                histogram  scope, class
+//	polygateway_queue_admissions_total            counter    scope, class, tenant
 //	polygateway_breaker_state                     gauge      scope, source
 //	polygateway_breaker_opens                     gauge      scope, source
 //	polygateway_source_in_flight                  gauge      scope, source
@@ -60,8 +62,9 @@
 //	polygateway_budget_limit_usd                  gauge      scope, budget
 //	polygateway_budget_spent_usd                  gauge      scope, budget
 //	polygateway_budget_window_end_seconds         gauge      scope, budget
+//	polygateway_queue_depth                       gauge      scope, class
 //
-// The first eleven come from Middleware, the next seven from the Observer
+// The first eleven come from Middleware, the next nine from the Observer
 // methods, the rest are read from the watched clients (WatchClient) and
 // budget readers (WatchBudgets) at scrape time. The gateway's own HTTP
 // metrics (requests, refusals before governance, reloads, build info) are
@@ -98,6 +101,14 @@
 //     (its breaker) or rate_limited (its limiter gates or adaptive limit).
 //   - limiter_wait_seconds: each wait of a call while no source was eligible
 //     (quota full or 429 pushback); its _sum is the total time waited.
+//   - queue_wait_seconds: each stay of a call in the admission queue (the
+//     gates were full and the limiter queued it), by priority class
+//     (interactive, normal, batch); its _sum is the total time queued.
+//   - queue_admissions_total: attempts admitted through the gates, by class
+//     and tenant (WithTenant; "anonymous" without one). The first 100
+//     tenants seen keep their names; later ones count as tenant="other".
+//   - queue_depth: the calls of this process waiting in the scope's
+//     admission queue now, by class (sum over processes for the fleet).
 //   - breaker_transitions_total: state changes the engine saw, state being
 //     the state entered (closed, half_open, open).
 //   - breaker_state: 0 closed, 1 half_open, 2 open. breaker_opens: how many
@@ -117,8 +128,9 @@
 // # Labels
 //
 // Label cardinality is bounded by construction: scope and source come from
-// configuration, outcome, reason and state from closed vocabularies, model
-// from the answers with a cap. Call ids, sessions, keys and messages never
+// configuration, outcome, reason, state and class from closed
+// vocabularies, model from the answers with a cap, tenant from the callers
+// with a cap of 100 names. Call ids, sessions, keys and messages never
 // become labels. Add instance-wide labels with
 // prometheus.WrapRegistererWith around the registerer given to New.
 //

@@ -95,7 +95,7 @@ func NewGateway(reg prometheus.Registerer, opts ...Option) (*Gateway, error) {
 	g.reloads.WithLabelValues(ReloadRefused)
 	version, revision := buildVersion()
 	g.build.WithLabelValues(version, revision, runtime.Version()).Set(1)
-	if err := registerAll(reg, []prometheus.Collector{g.requests, g.refusals, g.reloads, g.build}); err != nil {
+	if err := registerAll(reg, []prometheus.Collector{g.requests, g.refusals, g.reloads, g.build}, false); err != nil {
 		return nil, err
 	}
 	return g, nil

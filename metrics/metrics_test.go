@@ -207,6 +207,7 @@ func exercise(t *testing.T) *Collector {
 	chat(t, gc, "two")
 	chat(t, gc, "one") // cache hit
 	col.Waited("LLM", 250*time.Millisecond)
+	col.QueueWaited("LLM", polygateway.PriorityBatch, 250*time.Millisecond)
 	col.Refused("LLM", "openai_1", polygateway.ReasonCircuitOpen)
 	start := time.Unix(1_800_000_000, 0)
 	col.WatchBudgets(func(context.Context) ([]polygateway.BudgetUsage, error) {

@@ -12,7 +12,8 @@ import (
 
 // Label names. These are the only labels the package uses: every value
 // comes from configuration (scope, source) or from a closed vocabulary
-// (outcome, reason, state), except model, which is capped (maxUsageSeries).
+// (outcome, reason, state, class), except model, which is capped
+// (maxUsageSeries), and tenant, which is capped (maxTenants).
 const (
 	lScope   = "scope"
 	lSource  = "source"
@@ -21,6 +22,8 @@ const (
 	lOutcome = "outcome"
 	lReason  = "reason"
 	lState   = "state"
+	lClass   = "class"
+	lTenant  = "tenant"
 )
 
 // Call outcome classes (label outcome of calls_total and
@@ -76,6 +79,7 @@ var knownReasons = map[polygateway.Reason]bool{
 	polygateway.ReasonStalled: true, polygateway.ReasonServerError: true,
 	polygateway.ReasonContextLength: true, polygateway.ReasonContentFilter: true, polygateway.ReasonLowQuality: true,
 	polygateway.ReasonBudgetExhausted: true, polygateway.ReasonDisabled: true, polygateway.ReasonTaskFailed: true,
+	polygateway.ReasonQueueDeadline: true,
 }
 
 // breakerStates are the state label values, indexed by the gauge value of

@@ -15,7 +15,8 @@ import (
 // its scope: breaker_state (0 closed, 1 half_open, 2 open), breaker_opens,
 // source_in_flight, source_health, source_adaptive_limit, the limiter's
 // current use (limiter_in_flight, limiter_requests, limiter_tokens), the
-// configured limits, and source_status_up.
+// configured limits, and source_status_up; and per scope and class
+// queue_depth, the calls of the client waiting in the admission queue.
 //
 // Any number of clients may be watched. When two watched clients report the
 // same (scope, source) — a configuration reload that keeps the old client
@@ -74,6 +75,7 @@ type watcher struct {
 	limitConcurrency, limitRPM, limitTPM, up *prometheus.Desc
 	disabled                                 *prometheus.Desc
 	budgetLimit, budgetSpent, budgetEnd      *prometheus.Desc
+	queueDepth                               *prometheus.Desc
 	mu                                       sync.Mutex
 	clients                                  []watched
 	budgetReaders                            []BudgetReader
@@ -105,6 +107,8 @@ func newWatcher(ns string, timeout time.Duration) *watcher {
 		budgetLimit:      b("budget_limit_usd", "Spend allowed per window by the budget."),
 		budgetSpent:      b("budget_spent_usd", "Spend counted in the budget's current window: settled costs plus the reservations of calls in flight, across every process sharing the backend."),
 		budgetEnd:        b("budget_window_end_seconds", "Unix time at which the budget's current window ends."),
+		queueDepth: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "queue_depth"),
+			"Calls of this process waiting in the scope's admission queue, by priority class.", []string{lScope, lClass}, nil),
 	}
 }
 
@@ -131,7 +135,7 @@ func (w *watcher) Describe(ch chan<- *prometheus.Desc) {
 		w.breakerState, w.breakerOpens, w.inFlight, w.health, w.adaptive,
 		w.limInFlight, w.limRequests, w.limTokens,
 		w.limitConcurrency, w.limitRPM, w.limitTPM, w.up, w.disabled,
-		w.budgetLimit, w.budgetSpent, w.budgetEnd,
+		w.budgetLimit, w.budgetSpent, w.budgetEnd, w.queueDepth,
 	} {
 		ch <- d
 	}
@@ -168,6 +172,7 @@ func (w *watcher) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	seen := make(map[sourceKey]bool)
+	seenScope := make(map[string]bool)
 	for i := len(clients) - 1; i >= 0; i-- {
 		x := clients[i]
 		if closed(ctx, x.client) {
@@ -178,7 +183,12 @@ func (w *watcher) Collect(ch chan<- prometheus.Metric) {
 		if us, err := x.client.Budgets(ctx); err == nil {
 			budgets(x.scope, us)
 		}
-		for _, st := range x.client.Sources(ctx) {
+		for i, st := range x.client.Sources(ctx) {
+			if i == 0 && !seenScope[x.scope] {
+				// The queue is the scope's: every source reports it.
+				seenScope[x.scope] = true
+				w.emitQueue(ch, ls, st.Queued)
+			}
 			k := sourceKey{x.scope, st.Name}
 			if seen[k] {
 				continue
@@ -221,6 +231,13 @@ func (w *watcher) emit(ch chan<- prometheus.Metric, scope, source string, st *po
 	g(w.limInFlight, float64(st.Usage.InFlight))
 	g(w.limRequests, float64(st.Usage.Requests))
 	g(w.limTokens, float64(st.Usage.Tokens))
+}
+
+// emitQueue exports a scope's queue depth by class.
+func (w *watcher) emitQueue(ch chan<- prometheus.Metric, scope string, d polygateway.QueueDepth) {
+	for p, n := range d {
+		ch <- prometheus.MustNewConstMetric(w.queueDepth, prometheus.GaugeValue, float64(n), scope, polygateway.Priority(p).String())
+	}
 }
 
 // closed reports whether gc has been closed.

@@ -58,6 +58,7 @@ func (r *recorder) record(ctx context.Context, call *core.Call, start time.Time,
 		LatencyMS:    float64(latency) / 1e6,
 		Scope:        r.cfg.Scope,
 		CreatedAt:    start,
+		QueueWaitMS:  float64(call.QueueWait) / 1e6,
 	}
 	if resp != nil {
 		rec.Model, rec.Provider, rec.SourceName = resp.Model, resp.Provider, resp.SourceName

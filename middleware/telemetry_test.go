@@ -211,3 +211,21 @@ func TestTelemetryRowStoresImagesAsDigests(t *testing.T) {
 		t.Errorf("Messages = %s, want a digest instead of the image", r.Messages)
 	}
 }
+
+// TestTelemetryRecordsTheQueueWait: the time the engine says a call waited
+// in the admission queue (Call.QueueWait) is the row's queue_wait_ms, for
+// an answered call and a failed one alike.
+func TestTelemetryRecordsTheQueueWait(t *testing.T) {
+	t.Parallel()
+	for _, inner := range []*stubHandler{{resp: answer()}, {err: transientErr("b_1")}} {
+		sink := &recordingSink{}
+		h := core.Chain(func(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
+			call.QueueWait = 750 * time.Millisecond
+			return inner.handle(ctx, call)
+		}, Telemetry(TelemetryConfig{Sink: sink, Scope: testScope, Clock: backendtest.NewFakeClock(testEpoch)}))
+		_, _ = h(context.Background(), callWithID("q"))
+		if recs := sink.records(); len(recs) != 1 || recs[0].QueueWaitMS != 750 {
+			t.Errorf("records %+v, want one with QueueWaitMS 750", recs)
+		}
+	}
+}

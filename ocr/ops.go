@@ -109,8 +109,13 @@ type layoutPayload struct {
 // which is alive for the breaker: Reason task_failed, wrapping
 // ErrTaskFailed) are retried on other sources and end as
 // *polygateway.GatewayUnavailableError when the budget is spent.
-func (c *Client) RecognizeText(ctx context.Context, image []byte) (*TextResult, error) {
-	out, resp, err := c.invoke(ctx, OpText, "/ocr/text", image)
+//
+// The call options used are WithPriority and WithTenant (the call's place
+// in the admission queue when the gates are full), WithSessionID,
+// WithParentCallID, WithBudget and WithoutPushbackWait; the others do not
+// apply to OCR.
+func (c *Client) RecognizeText(ctx context.Context, image []byte, opts ...polygateway.CallOption) (*TextResult, error) {
+	out, resp, err := c.invoke(ctx, OpText, "/ocr/text", image, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -134,9 +139,9 @@ func (c *Client) RecognizeText(ctx context.Context, image []byte) (*TextResult, 
 // wrapping ErrBadArchive, ErrBadLayout or ErrBadGeometry for a result that
 // cannot be read (never charged to the breaker, not retried). A 404 on the
 // ZIP is transient (code CodeArchiveNotFound): the next attempt posts
-// again.
-func (c *Client) ParseLayout(ctx context.Context, image []byte) (*LayoutResult, error) {
-	out, resp, err := c.invoke(ctx, OpLayout, "/parse", image)
+// again. The call options are those of RecognizeText.
+func (c *Client) ParseLayout(ctx context.Context, image []byte, opts ...polygateway.CallOption) (*LayoutResult, error) {
+	out, resp, err := c.invoke(ctx, OpLayout, "/parse", image, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +157,7 @@ func (c *Client) ParseLayout(ctx context.Context, image []byte) (*LayoutResult, 
 }
 
 // invoke validates image, builds the upload and runs one governed call.
-func (c *Client) invoke(ctx context.Context, op, path string, image []byte) (result, *core.LLMResponse, error) {
+func (c *Client) invoke(ctx context.Context, op, path string, image []byte, opts []polygateway.CallOption) (result, *core.LLMResponse, error) {
 	if len(image) == 0 {
 		return result{}, nil, &polygateway.RequestRejectedError{Code: CodeEmptyImage, Message: "no image bytes"}
 	}
@@ -166,8 +171,14 @@ func (c *Client) invoke(ctx context.Context, op, path string, image []byte) (res
 		return result{}, nil, &polygateway.RequestRejectedError{Code: "invalid_request", Message: err.Error(), Err: err}
 	}
 	sum := sha256.Sum256(image)
+	co := kernel.ResolveCall(opts)
 	call := &core.Call{
-		Operation: op,
+		Operation:      op,
+		SessionID:      co.SessionID,
+		ParentCallID:   co.ParentCallID,
+		Budgets:        co.Budgets,
+		NoPushbackWait: co.NoPushbackWait,
+		Place:          co.Place,
 		// The telemetry row describes the upload; the bytes never enter it.
 		Messages: []core.Message{core.User(fmt.Sprintf("%s %s %d bytes sha256:%s",
 			op, mimeType, len(image), hex.EncodeToString(sum[:])))},

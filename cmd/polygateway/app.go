@@ -156,7 +156,7 @@ type app struct {
 func newApp(log *slog.Logger, source configSource, m metricsHook) *app {
 	return &app{
 		log: log, source: source, metrics: m,
-		limiter: memory.NewLimiter(), breaker: memory.NewBreaker(), cache: memory.NewCache(),
+		limiter: memory.NewLimiter(memory.WithQueue(memory.QueueConfig{})), breaker: memory.NewBreaker(), cache: memory.NewCache(),
 	}
 }
 

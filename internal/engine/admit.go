@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -67,8 +68,10 @@ func untilDeadline(ctx context.Context) (time.Duration, bool) {
 // claimed before the backends were asked (so calls racing for a cold or
 // halved source never exceed its limit), and freed by apply. ok=false
 // means the source was refused (it is excluded for this round and in the
-// hold as the refusal says); an error is a backend failure or the caller's
-// cancellation, and ends the call. Neither holds a slot.
+// hold as the refusal says) or the call queued (r.inLine: it waits in the
+// admission queue next); an error is a backend failure, the caller's
+// cancellation or a queue deadline that cannot be met, and ends the call.
+// Neither holds a slot.
 func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err error) {
 	e, s := r.e, r.e.sources[i]
 	n := len(e.sources)
@@ -81,34 +84,96 @@ func (r *run) admit(ctx context.Context, i int) (t core.Ticket, ok bool, err err
 		r.fail(name, core.ReasonRateLimited)
 		return t, false, nil
 	}
+	return r.admitHolding(ctx, i)
+}
+
+// admitHolding is admit once the call holds an adaptive-concurrency slot
+// of source i: it asks the Admitter, with the call's place in the queue
+// and its waiter when it was woken, and frees the slot unless admitted.
+func (r *run) admitHolding(ctx context.Context, i int) (t core.Ticket, ok bool, err error) {
+	e, s := r.e, r.e.sources[i]
+	woken := r.waiter != nil
+	t, err = e.admitter.Admit(ctx, r.admitRequest(i))
+	if err != nil {
+		e.freeSlot(s)
+		// Whatever the backend did with a waiter it was given, the call
+		// no longer stands in line (Leave is idempotent).
+		r.leave(ctx)
+		var qd *core.QueueDeadlineError
+		switch {
+		case ctx.Err() != nil:
+			return t, false, &core.CanceledError{Err: ctx.Err()}
+		case errors.As(err, &qd) && r.elsewhere(i):
+			// Another source may take the call without its queue.
+			r.excluded.add(i, len(e.sources))
+			return t, false, nil
+		case errors.As(err, &qd):
+			return t, false, r.queueDeadline(ctx, qd)
+		}
+		return t, false, err
+	}
+	if t.Queued != nil && e.settings.QuotaFull == core.QuotaFullFailFast {
+		// A scope that fails fast on full gates does not wait in line:
+		// the queued ticket is the gate's refusal.
+		r.waiter = t.Queued
+		r.leave(ctx)
+		t.Queued = nil
+	}
+	if t.Queued != nil {
+		// The gates are full and the call stands in line: the slot goes
+		// back, to be claimed again when the queue wakes the call.
+		e.freeSlot(s)
+		r.waiter, r.inLine = t.Queued, true
+		if !woken && r.elsewhere(i) {
+			// A new call queued on a source while another may take it
+			// now: it tries that one first (its place goes back; one
+			// that was woken keeps its place).
+			r.leave(ctx)
+			r.excluded.add(i, len(e.sources))
+		}
+		return t, false, nil
+	}
+	e.observeState(ctx, r.call.ID, s, t.Admission.State)
+	if t.Admission.Allowed && t.Grant.OK {
+		// The admission took the waiter's place (and its reservation).
+		r.waiter = nil
+		if e.qobs != nil {
+			e.qobs.Admitted(e.settings.Scope, r.call.Place)
+		}
+		return t, true, nil
+	}
+	// A woken call refused on its source gives its place up (a claim
+	// passes on) and asks again as a new call.
+	r.leave(ctx)
+	// The refusal's hold is set before the slot frees, as apply does.
+	err = r.refusal(i, t)
+	e.freeSlot(s)
+	return t, false, err
+}
+
+// admitRequest is the admission request of the call's attempt on source i.
+func (r *run) admitRequest(i int) core.AdmitRequest {
+	e, s := r.e, r.e.sources[i]
+	place := r.call.Place
+	if !place.Priority.Valid() {
+		// An invalid class counts as normal (WithPriority).
+		place.Priority = core.PriorityNormal
+	}
 	req := core.AdmitRequest{Breaker: s.breaker, Permit: core.PermitRequest{
 		Scope:        e.settings.Scope,
-		Source:       name,
+		Source:       s.cfg.Name,
 		SourceLimits: s.cfg.Limits,
 		GlobalLimits: e.settings.Global,
 		Tokens:       s.cfg.EstTokens,
 		LeaseTTL:     leaseTTL(e.settings.LeaseTTL, s.cfg.Timeout),
 		Pool:         e.settings.GlobalPool,
+		Place:        place,
+		Waiter:       r.waiter,
 	}}
 	if bs := e.budgets(r.call); len(bs) > 0 {
 		req.Permit.Budgets, req.Permit.Cost = bs, estimateCost(s, r.call)
 	}
-	t, err = e.admitter.Admit(ctx, req)
-	if err != nil {
-		e.freeSlot(s)
-		if ctx.Err() != nil {
-			return t, false, &core.CanceledError{Err: ctx.Err()}
-		}
-		return t, false, err
-	}
-	e.observeState(ctx, r.call.ID, s, t.Admission.State)
-	if t.Admission.Allowed && t.Grant.OK {
-		return t, true, nil
-	}
-	// The refusal's hold is set before the slot frees, as apply does.
-	err = r.refusal(i, t)
-	e.freeSlot(s)
-	return t, false, err
+	return req
 }
 
 // refusal records why the backends refused source i (t is their answer,

@@ -74,7 +74,11 @@ type Engine struct {
 	clock        core.Clock
 	log          *slog.Logger
 	obs          core.Observer
-	tracer       core.Tracer
+	// qobs is obs when it also receives the queue's events.
+	qobs   core.QueueObserver
+	tracer core.Tracer
+	// queued counts the calls waiting in the admission queue, by class.
+	queued [core.NumPriorities]atomic.Int32
 
 	// lastProgress is the unix-nano time of the last answer in the scope
 	// (the stall rule reads it).
@@ -112,6 +116,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.clock == nil {
 		e.clock = core.SystemClock{}
 	}
+	e.qobs, _ = e.obs.(core.QueueObserver)
 	if e.admitter == nil {
 		e.admitter = core.ComposeAdmitter(e.limiter, e.breaker)
 	}
@@ -187,12 +192,13 @@ func (e *Engine) Handle(ctx context.Context, call *core.Call) (*core.LLMResponse
 func (e *Engine) Sources(ctx context.Context) []core.SourceStatus {
 	out := make([]core.SourceStatus, 0, len(e.sources))
 	now := e.clock.Now()
+	queued := e.QueueDepth()
 	for _, s := range e.sources {
 		st := core.SourceStatus{
 			Name: s.cfg.Name, Provider: s.cfg.Provider, Model: s.cfg.Model, BaseURL: s.cfg.BaseURL,
 			Priority: s.cfg.Priority, Weight: s.cfg.Weight, Region: s.cfg.Region,
 			InFlight: int(s.inflight.Load()), Health: s.health(now), AdaptiveLimit: s.aimdLimit(),
-			Limits: s.cfg.Limits,
+			Limits: s.cfg.Limits, Queued: queued,
 		}
 		snap, err := e.breaker.Snapshot(ctx, e.settings.Scope, s.cfg.Name, s.breaker)
 		st.Breaker = snap

@@ -273,10 +273,16 @@ type scopeRule struct {
 	// breakerRetryAfter: the error's RetryAfter is no later than the
 	// earliest RetryAfter a breaker gave in the call's last round.
 	breakerRetryAfter bool
+	// queueEstimate: the error's RetryAfter is the admission queue's
+	// estimate of when the call would have been admitted (the sources'
+	// holds say nothing about the line ahead of it).
+	queueEstimate bool
 }
 
 // scopePolicy holds the scope-level reasons with a rule; any other reason
 // has the zero rule.
 var scopePolicy = map[core.Reason]scopeRule{
 	core.ReasonCircuitOpen: {breakerRetryAfter: true},
+	// The call's deadline cannot be met behind the calls waiting ahead.
+	core.ReasonQueueDeadline: {queueEstimate: true},
 }

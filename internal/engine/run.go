@@ -50,6 +50,14 @@ type run struct {
 	// cont is the continuation of an answer cut after part of it reached
 	// the caller (see continueCut).
 	cont continuation
+	// waiter is the call's place in the admission queue: waited on while
+	// inLine, then passed to the next admission (after WaitClaimed or
+	// WaitTurn); nil when the call stands in no queue.
+	waiter core.Waiter
+	inLine bool
+	// claim is the reservation the queue made for the call: its next
+	// admission is on that source.
+	claim claim
 	// failed is the last failed attempt after which the call went on, not
 	// yet logged: the next attempt logs it as tried again, the end of the
 	// call as the last.
@@ -106,6 +114,8 @@ func (r *run) newRound() {
 // loop runs attempts until one ends the call.
 func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 	resp, err := r.retry(ctx)
+	// A call that ends holding a place in the queue gives it up.
+	r.leave(ctx)
 	if r.failed != nil {
 		r.e.gaveUp(ctx, r.failed, err)
 	}
@@ -115,60 +125,43 @@ func (r *run) loop(ctx context.Context) (*core.LLMResponse, error) {
 // retry is the retry loop.
 func (r *run) retry(ctx context.Context) (*core.LLMResponse, error) {
 	e := r.e
-	n := len(e.sources)
 	if err := r.fitWindows(); err != nil {
 		return nil, err
+	}
+	if len(r.call.Place.Tenant) > core.MaxTenant {
+		return nil, &core.RequestRejectedError{Code: "tenant_too_long", Param: "tenant",
+			Message: fmt.Sprintf("the tenant name is %d bytes, longer than %d", len(r.call.Place.Tenant), core.MaxTenant), Err: core.ErrTenantTooLong}
 	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, &core.CanceledError{Err: err}
 		}
 		now := e.clock.Now()
-		i, err := r.choose(ctx, now)
-		if err != nil {
-			return nil, err
-		}
-		if i < 0 && r.sticky.on {
-			// Nothing of the tier is ready: wait for the source that
-			// blipped, within the patience, or leave the tier.
-			ready := r.sticky.readyAt(e.sources[r.sticky.source], now)
-			left, dl := untilDeadline(ctx)
-			if d := ready.Sub(now); d > 0 && ready.Before(r.sticky.until) && (!dl || d < left) {
-				if err := r.pause(ctx, now, d, false, false); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			r.sticky.on = false
-			continue
-		}
-		if i < 0 {
-			if err := r.waitForEligible(ctx, now); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if r.tried.has(i, n) && !(r.sticky.on && i == r.sticky.source) {
-			// Retrying a source this call already used: back off first
-			// (what the call waited since its last attempt counts).
-			d := backoff(e.settings.Retry.BackoffBase, e.settings.Retry.BackoffMax, r.spent) - r.sinceAttempt
-			if left, ok := untilDeadline(ctx); ok && d > 0 && d > left {
-				return nil, r.unavailable(ctx, core.ReasonTimeout)
-			}
-			if d > 0 {
-				// The backoff may be cut at a stall-rule check point:
-				// choose again afterwards.
-				if err := r.pause(ctx, now, d, false, false); err != nil {
-					return nil, err
-				}
-				continue
+		var (
+			i      int
+			ticket core.Ticket
+			ok     bool
+			err    error
+		)
+		if r.claim.on {
+			// A slot was reserved for the call: admit on its source now.
+			i, ticket, ok, err = r.claimed(ctx)
+		} else {
+			var again bool
+			if i, again, err = r.pick(ctx, now); err == nil && !again {
+				ticket, ok, err = r.admit(ctx, i)
 			}
 		}
-		ticket, ok, err := r.admit(ctx, i)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
+			if r.inLine {
+				// The gates are full: wait for the queue to wake the call.
+				if err := r.waitInLine(ctx); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
 		r.sinceAttempt = 0
@@ -182,6 +175,46 @@ func (r *run) retry(ctx context.Context) (*core.LLMResponse, error) {
 			return resp, err
 		}
 	}
+}
+
+// pick chooses the source of the next attempt, or waits: again=true means
+// the call waited (for a source held back, a slot, a backoff) and chooses
+// anew.
+func (r *run) pick(ctx context.Context, now time.Time) (i int, again bool, err error) {
+	e := r.e
+	n := len(e.sources)
+	i, err = r.choose(ctx, now)
+	if err != nil {
+		return -1, false, err
+	}
+	if i < 0 && r.sticky.on {
+		// Nothing of the tier is ready: wait for the source that
+		// blipped, within the patience, or leave the tier.
+		ready := r.sticky.readyAt(e.sources[r.sticky.source], now)
+		left, dl := untilDeadline(ctx)
+		if d := ready.Sub(now); d > 0 && ready.Before(r.sticky.until) && (!dl || d < left) {
+			return -1, true, r.pause(ctx, now, d, false, false)
+		}
+		r.sticky.on = false
+		return -1, true, nil
+	}
+	if i < 0 {
+		return -1, true, r.waitForEligible(ctx, now)
+	}
+	if r.tried.has(i, n) && !(r.sticky.on && i == r.sticky.source) {
+		// Retrying a source this call already used: back off first
+		// (what the call waited since its last attempt counts).
+		d := backoff(e.settings.Retry.BackoffBase, e.settings.Retry.BackoffMax, r.spent) - r.sinceAttempt
+		if left, ok := untilDeadline(ctx); ok && d > 0 && d > left {
+			return -1, false, r.unavailable(ctx, core.ReasonTimeout)
+		}
+		if d > 0 {
+			// The backoff may be cut at a stall-rule check point:
+			// choose again afterwards.
+			return -1, true, r.pause(ctx, now, d, false, false)
+		}
+	}
+	return i, false, nil
 }
 
 // attempt performs one admitted attempt on source i and applies its

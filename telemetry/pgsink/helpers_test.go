@@ -90,7 +90,7 @@ func (r pgReader) Rows(ctx context.Context) ([]core.TelemetryRecord, error) {
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(ctx, `SELECT call_id, parent_call_id, session_id, model, provider, source_name,
 		messages, response, thinking, prompt_tokens, completion_tokens, usage_source,
-		latency_ms, ttft_ms, max_inter_token_ms, cache_hit, error, cost, scope, created_at, degraded
+		latency_ms, ttft_ms, max_inter_token_ms, cache_hit, error, cost, scope, created_at, degraded, queue_wait_ms
 		FROM `+table(r.schema)+` ORDER BY created_at, call_id`)
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func (r pgReader) Rows(ctx context.Context) ([]core.TelemetryRecord, error) {
 		)
 		err := row.Scan(&rec.CallID, &rec.ParentCallID, &rec.SessionID, &rec.Model, &rec.Provider, &rec.SourceName,
 			&rec.Messages, &rec.Response, &rec.Thinking, &prompt, &completion, &rec.UsageSource,
-			&rec.LatencyMS, &rec.TTFTMS, &rec.MaxInterTokenMS, &rec.CacheHit, &rec.Error, &rec.Cost, &rec.Scope, &rec.CreatedAt, &rec.Degraded)
+			&rec.LatencyMS, &rec.TTFTMS, &rec.MaxInterTokenMS, &rec.CacheHit, &rec.Error, &rec.Cost, &rec.Scope, &rec.CreatedAt, &rec.Degraded, &rec.QueueWaitMS)
 		rec.PromptTokens, rec.CompletionTokens = int(prompt), int(completion)
 		return rec, err
 	})

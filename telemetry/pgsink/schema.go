@@ -36,11 +36,12 @@ var columns = []struct{ name, typ, constraint string }{
 	{"scope", "text", "NOT NULL DEFAULT ''"},
 	{"created_at", "timestamptz", "NOT NULL DEFAULT now()"},
 	{"degraded", "text", "NOT NULL DEFAULT ''"},
+	{"queue_wait_ms", "double precision", "NOT NULL DEFAULT 0"},
 }
 
 // addedColumns are the columns added after the first schema (the tail of
 // columns): a table made before them gets them with ALTER TABLE.
-const addedColumns = 1
+const addedColumns = 2
 
 // names returns the column names joined with sep.
 func names(sep string) string {
@@ -120,7 +121,7 @@ func batchArgs(recs []core.TelemetryRecord) []any {
 		messages, response, thinking, usage, errText     = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		scope, degraded                                  = make([]string, n), make([]string, n)
 		prompt, completion                               = make([]int64, n), make([]int64, n)
-		latency                                          = make([]float64, n)
+		latency, queueWait                               = make([]float64, n), make([]float64, n)
 		ttft, gap, cost                                  = make([]*float64, n), make([]*float64, n), make([]*float64, n)
 		cacheHit                                         = make([]bool, n)
 		createdAt                                        = make([]time.Time, n)
@@ -133,8 +134,8 @@ func batchArgs(recs []core.TelemetryRecord) []any {
 		prompt[i], completion[i] = int64(r.PromptTokens), int64(r.CompletionTokens)
 		latency[i], ttft[i], gap[i], cost[i] = r.LatencyMS, r.TTFTMS, r.MaxInterTokenMS, r.Cost
 		cacheHit[i], createdAt[i] = r.CacheHit, r.CreatedAt
-		degraded[i] = r.Degraded
+		degraded[i], queueWait[i] = r.Degraded, r.QueueWaitMS
 	}
 	return []any{callID, parent, session, model, provider, source, messages, response, thinking,
-		prompt, completion, usage, latency, ttft, gap, cacheHit, errText, cost, scope, createdAt, degraded}
+		prompt, completion, usage, latency, ttft, gap, cacheHit, errText, cost, scope, createdAt, degraded, queueWait}
 }

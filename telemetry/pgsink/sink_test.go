@@ -81,6 +81,7 @@ func TestOpenCreatesTheTableWithPostgresTypesAndIndexes(t *testing.T) {
 		{"error", "text", "NO"}, {"cost", "double precision", "YES"}, {"scope", "text", "NO"},
 		{"created_at", "timestamp with time zone", "NO"},
 		{"degraded", "text", "NO"},
+		{"queue_wait_ms", "double precision", "NO"},
 	}
 	if !slices.Equal(cols, want) {
 		t.Fatalf("columns:\n got %v\nwant %v", cols, want)
@@ -502,22 +503,23 @@ func BenchmarkSinkWrite(b *testing.B) {
 	}
 }
 
-// A table made before the degraded column existed gets it on open, and
-// keeps its rows.
-func TestOpenAddsTheDegradedColumnToAnOlderTable(t *testing.T) {
+// A table made before the degraded and queue_wait_ms columns existed gets
+// them on open, and keeps its rows.
+func TestOpenAddsTheAddedColumnsToAnOlderTable(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
 	schema := freshSchema(t, dsn, true)
 	stmts := schemaSQL(schema)
 	old := strings.Replace(stmts[len(stmts)-4], ",\n\tdegraded text NOT NULL DEFAULT ''", "", 1)
-	if old == stmts[len(stmts)-4] {
-		t.Fatalf("setup: the old schema still has the degraded column: %s", old)
+	old = strings.Replace(old, ",\n\tqueue_wait_ms double precision NOT NULL DEFAULT 0", "", 1)
+	if strings.Contains(old, "degraded") || strings.Contains(old, "queue_wait_ms") {
+		t.Fatalf("setup: the old schema still has an added column: %s", old)
 	}
 	exec(t, dsn, old)
 	exec(t, dsn, "INSERT INTO "+table(schema)+" (call_id, created_at) VALUES ('before', '2025-01-01T00:00:00Z')")
 	s := openSink(t, dsn, WithSchema(schema))
 	r := telemetrytest.SparseRecord("after", telemetrytest.Base)
-	r.Degraded = "stale_cache"
+	r.Degraded, r.QueueWaitMS = "stale_cache", 250
 	if err := s.Write(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
@@ -529,6 +531,9 @@ func TestOpenAddsTheDegradedColumnToAnOlderTable(t *testing.T) {
 	for _, row := range rows {
 		if want := map[string]string{"before": "", "after": "stale_cache"}[row.CallID]; row.Degraded != want {
 			t.Errorf("%s: degraded = %q, want %q", row.CallID, row.Degraded, want)
+		}
+		if want := map[string]float64{"before": 0, "after": 250}[row.CallID]; row.QueueWaitMS != want {
+			t.Errorf("%s: queue_wait_ms = %v, want %v", row.CallID, row.QueueWaitMS, want)
 		}
 	}
 }

@@ -37,7 +37,8 @@ var schemaSQL = []string{
 	cost               REAL,
 	scope              TEXT    NOT NULL DEFAULT '',
 	created_at         TEXT    NOT NULL,
-	degraded           TEXT    NOT NULL DEFAULT ''
+	degraded           TEXT    NOT NULL DEFAULT '',
+	queue_wait_ms      REAL    NOT NULL DEFAULT 0
 )`,
 	`CREATE INDEX IF NOT EXISTS llm_calls_created_at_idx ON llm_calls (created_at)`,
 	`CREATE INDEX IF NOT EXISTS llm_calls_source_name_idx ON llm_calls (source_name, created_at)`,
@@ -48,6 +49,7 @@ var schemaSQL = []string{
 // definitions: a table made before them gets them with ALTER TABLE.
 var addedColumns = []struct{ name, def string }{
 	{"degraded", "TEXT NOT NULL DEFAULT ''"},
+	{"queue_wait_ms", "REAL NOT NULL DEFAULT 0"},
 }
 
 // insertSQL writes one row; an existing call_id keeps its first row.
@@ -55,8 +57,8 @@ const insertSQL = `INSERT INTO llm_calls (
 	call_id, parent_call_id, session_id, model, provider, source_name,
 	messages, response, thinking, prompt_tokens, completion_tokens, usage_source,
 	latency_ms, ttft_ms, max_inter_token_ms, cache_hit, error, cost,
-	scope, created_at, degraded
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	scope, created_at, degraded, queue_wait_ms
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (call_id) DO NOTHING`
 
 // args returns rec's column values in insertSQL's order.
@@ -69,7 +71,7 @@ func args(rec *core.TelemetryRecord) []any {
 		rec.CallID, rec.ParentCallID, rec.SessionID, rec.Model, rec.Provider, rec.SourceName,
 		rec.Messages, rec.Response, rec.Thinking, int64(rec.PromptTokens), int64(rec.CompletionTokens), rec.UsageSource,
 		rec.LatencyMS, nullable(rec.TTFTMS), nullable(rec.MaxInterTokenMS), cacheHit, rec.Error, nullable(rec.Cost),
-		rec.Scope, rec.CreatedAt.UTC().Format(TimeLayout), rec.Degraded,
+		rec.Scope, rec.CreatedAt.UTC().Format(TimeLayout), rec.Degraded, rec.QueueWaitMS,
 	}
 }
 

@@ -40,7 +40,7 @@ func fileURI(path string) string { return (&url.URL{Scheme: "file", Path: path})
 func readAll(ctx context.Context, db *sql.DB) ([]core.TelemetryRecord, error) {
 	rows, err := db.QueryContext(ctx, `SELECT call_id, parent_call_id, session_id, model, provider, source_name,
 		messages, response, thinking, prompt_tokens, completion_tokens, usage_source,
-		latency_ms, ttft_ms, max_inter_token_ms, cache_hit, error, cost, scope, created_at, degraded
+		latency_ms, ttft_ms, max_inter_token_ms, cache_hit, error, cost, scope, created_at, degraded, queue_wait_ms
 		FROM llm_calls ORDER BY created_at, call_id`)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func readAll(ctx context.Context, db *sql.DB) ([]core.TelemetryRecord, error) {
 		)
 		if err := rows.Scan(&r.CallID, &r.ParentCallID, &r.SessionID, &r.Model, &r.Provider, &r.SourceName,
 			&r.Messages, &r.Response, &r.Thinking, &prompt, &completion, &r.UsageSource,
-			&r.LatencyMS, &ttft, &gap, &cacheHit, &r.Error, &cost, &r.Scope, &createdAt, &r.Degraded); err != nil {
+			&r.LatencyMS, &ttft, &gap, &cacheHit, &r.Error, &cost, &r.Scope, &createdAt, &r.Degraded, &r.QueueWaitMS); err != nil {
 			return nil, err
 		}
 		r.PromptTokens, r.CompletionTokens, r.CacheHit = int(prompt), int(completion), cacheHit == 1
@@ -117,7 +117,7 @@ func TestOpenCreatesTheDirectoryTheTableAndTheIndexesInWALMode(t *testing.T) {
 	cols := columnNames(t, db)
 	want := []string{"call_id", "parent_call_id", "session_id", "model", "provider", "source_name",
 		"messages", "response", "thinking", "prompt_tokens", "completion_tokens", "usage_source",
-		"latency_ms", "ttft_ms", "max_inter_token_ms", "cache_hit", "error", "cost", "scope", "created_at", "degraded"}
+		"latency_ms", "ttft_ms", "max_inter_token_ms", "cache_hit", "error", "cost", "scope", "created_at", "degraded", "queue_wait_ms"}
 	if !slices.Equal(cols, want) {
 		t.Fatalf("columns = %v\nwant %v", cols, want)
 	}
@@ -402,9 +402,9 @@ func BenchmarkSinkWrite(b *testing.B) {
 	_ = s.Close(context.Background())
 }
 
-// A table made before the degraded column existed gets it on open, and
-// keeps its rows.
-func TestOpenAddsTheDegradedColumnToAnOlderTable(t *testing.T) {
+// A table made before the degraded and queue_wait_ms columns existed gets
+// them on open, and keeps its rows.
+func TestOpenAddsTheAddedColumnsToAnOlderTable(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "old.db")
 	db, err := sql.Open("sqlite", fileURI(path))
@@ -412,8 +412,9 @@ func TestOpenAddsTheDegradedColumnToAnOlderTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := strings.Replace(schemaSQL[0], ",\n\tdegraded           TEXT    NOT NULL DEFAULT ''", "", 1)
-	if old == schemaSQL[0] {
-		t.Fatal("setup: the old schema still has the degraded column")
+	old = strings.Replace(old, ",\n\tqueue_wait_ms      REAL    NOT NULL DEFAULT 0", "", 1)
+	if strings.Contains(old, "degraded") || strings.Contains(old, "queue_wait_ms") {
+		t.Fatal("setup: the old schema still has an added column")
 	}
 	if _, err := db.Exec(old); err != nil {
 		t.Fatal(err)
@@ -424,7 +425,7 @@ func TestOpenAddsTheDegradedColumnToAnOlderTable(t *testing.T) {
 	_ = db.Close()
 	s := openSink(t, path)
 	r := telemetrytest.SparseRecord("after", telemetrytest.Base)
-	r.Degraded = "fallback"
+	r.Degraded, r.QueueWaitMS = "fallback", 250
 	if err := s.Write(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
@@ -438,6 +439,9 @@ func TestOpenAddsTheDegradedColumnToAnOlderTable(t *testing.T) {
 	for _, row := range rows {
 		if want := map[string]string{"before": "", "after": "fallback"}[row.CallID]; row.Degraded != want {
 			t.Errorf("%s: degraded = %q, want %q", row.CallID, row.Degraded, want)
+		}
+		if want := map[string]float64{"before": 0, "after": 250}[row.CallID]; row.QueueWaitMS != want {
+			t.Errorf("%s: queue_wait_ms = %v, want %v", row.CallID, row.QueueWaitMS, want)
 		}
 	}
 }

@@ -38,7 +38,7 @@ const timeout = 30 * time.Second
 // RunSinkSuite runs the conformance tests of the TelemetrySink port against
 // the sinks newSink makes:
 //
-//   - every field (the 18 columns plus scope, created_at and degraded) round-trips,
+//   - every field (the 18 columns plus scope, created_at, degraded and queue_wait_ms) round-trips,
 //     with nil and non-nil optional floats, unicode and large text;
 //     created_at keeps at least microsecond precision;
 //   - a record carrying RawMessages is stored with core.MessagesJSON of
@@ -116,6 +116,7 @@ func FullRecord(id string, at time.Time, big bool) core.TelemetryRecord {
 		Scope:            "SEARCH",
 		CreatedAt:        at,
 		Degraded:         "stale_cache",
+		QueueWaitMS:      2750.125,
 	}
 }
 
@@ -404,6 +405,9 @@ func Diff(want, got core.TelemetryRecord) string {
 	}
 	if want.LatencyMS != got.LatencyMS {
 		fmt.Fprintf(&b, "  latency_ms: got %v, want %v\n", got.LatencyMS, want.LatencyMS)
+	}
+	if want.QueueWaitMS != got.QueueWaitMS {
+		fmt.Fprintf(&b, "  queue_wait_ms: got %v, want %v\n", got.QueueWaitMS, want.QueueWaitMS)
 	}
 	optional := func(name string, w, g *float64) {
 		switch {
