@@ -1,11 +1,13 @@
 package polygateway
 
 import (
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/config"
 )
 
-// ConfigError is a bad or missing configuration value; Key names it.
-type ConfigError = config.Error
+// ConfigError is a bad or missing configuration value; Key names it (go doc
+// core.ConfigError).
+type ConfigError = core.ConfigError
 
 // LoadSettings parses and validates the configuration of scope from env
 // (keys as in the configuration reference). It does no I/O: PGW_PRICING_PATH

@@ -2,17 +2,18 @@ package polygateway
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/internal/kernel"
 	"github.com/polygateway/polygateway/transport"
 )
 
 // GatewayClient makes governed chat calls for one scope. It is safe for
 // concurrent use; make one per scope and process, and Close it at shutdown.
+// Its Admin methods (Sources, ResetSource, DisableSource, Budgets, …) are
+// the operators' controls of the scope's sources.
 type GatewayClient struct {
+	Admin
 	k       *kernel.Client
 	schemas schemaCache
 }
@@ -20,8 +21,8 @@ type GatewayClient struct {
 // FromEnv assembles the client of scope from the .env file and the process
 // environment (the environment wins), or from WithEnv's map only.
 func FromEnv(scope string, opts ...Option) (*GatewayClient, error) {
-	o := collect(opts)
-	env, err := o.environment()
+	o := kernel.Collect(opts)
+	env, err := o.Environment()
 	if err != nil {
 		return nil, err
 	}
@@ -42,27 +43,15 @@ func FromEnv(scope string, opts ...Option) (*GatewayClient, error) {
 // (docs/configuration.md, "Settings made by hand") lists what each zero
 // means.
 func FromSettings(s GatewaySettings, opts ...Option) (*GatewayClient, error) {
-	return assemble(s, collect(opts))
+	return assemble(s, kernel.Collect(opts))
 }
 
-func assemble(s GatewaySettings, o *options) (*GatewayClient, error) {
-	k, err := kernel.Assemble(s, o.kernel())
+func assemble(s GatewaySettings, o kernel.Options) (*GatewayClient, error) {
+	k, err := kernel.Assemble(s, o)
 	if err != nil {
 		return nil, err
 	}
-	return &GatewayClient{k: k}, nil
-}
-
-// environment returns the keys FromEnv reads.
-func (o *options) environment() (map[string]string, error) {
-	if o.envSet {
-		return o.env, nil
-	}
-	path, explicit := ".env", false
-	if o.dotenvSet {
-		path, explicit = o.dotenv, true
-	}
-	return config.ReadEnv(path, explicit)
+	return &GatewayClient{Admin: Admin{k.Ref()}, k: k}, nil
 }
 
 // Chat makes one governed chat call.
@@ -70,103 +59,28 @@ func (c *GatewayClient) Chat(ctx context.Context, msgs []Message, opts ...CallOp
 	if len(msgs) == 0 {
 		return nil, &RequestRejectedError{Code: "empty_messages", Message: "no messages to send"}
 	}
-	co := resolveCall(opts)
-	if co.jsonMode {
+	co := kernel.ResolveCall(opts)
+	if co.JSON {
 		return c.chatStructured(ctx, msgs, co, nil, "")
 	}
-	resp, err := c.k.Handle(ctx, c.newCall(msgs, co))
-	return publicResponse(resp), publicError(err)
+	return c.k.Handle(ctx, c.newCall(msgs, co))
 }
 
-// newCall builds the core call of a chat.
-func (c *GatewayClient) newCall(msgs []Message, co callOptions) *core.Call {
-	return &core.Call{
-		ID:             kernel.NewCallID(),
-		Scope:          c.k.Settings().Scope,
-		Messages:       coreMessages(msgs),
-		Params:         co.params,
-		Stream:         co.stream,
-		SessionID:      co.sessionID,
-		ParentCallID:   co.parentCallID,
-		CacheSalt:      co.cacheSalt,
-		CacheNamespace: co.cacheNamespace,
-		Fallback:       coreFallback(co.fallback),
-		Events:         co.events,
-		Budgets:        co.budgets,
-		NoPushbackWait: co.noPushbackWait,
-		Place:          co.place,
-	}
+// newCall returns the call the options shaped, with a fresh id, the
+// client's scope and msgs.
+func (c *GatewayClient) newCall(msgs []Message, co kernel.CallOptions) *core.Call {
+	call := co.Call
+	call.ID, call.Scope, call.Messages = kernel.NewCallID(), c.k.Settings().Scope, msgs
+	return &call
 }
 
-// FallbackFunc is the last step of the degradation chain: called when no
-// source produced an answer (GatewayUnavailableError, GovernanceBackendError,
-// or a TransientError/SourceDeadError with a budget of one attempt) and no
-// stale cache entry could stand in — never for a rejected request, an
-// invalid result or a cancellation. Its answer is returned marked Degraded
-// (DegradedBy "fallback") and recorded in telemetry as such; an error from
-// it is ignored and the original error returned.
-type FallbackFunc = func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
-
-// coreFallback puts a public fallback into the degradation step of the
-// onion internal/kernel assembles.
-func coreFallback(fn FallbackFunc) func(context.Context, []core.Message, error) (*core.LLMResponse, error) {
-	if fn == nil {
-		return nil
-	}
-	return func(ctx context.Context, msgs []core.Message, cause error) (*core.LLMResponse, error) {
-		resp, err := fn(ctx, publicMessages(msgs), publicError(cause))
-		return coreResponse(resp), err
-	}
-}
+// FallbackFunc is the scope's or a call's last-resort answer (WithFallback,
+// WithCallFallback); go doc core.FallbackFunc says when it is called.
+type FallbackFunc = core.FallbackFunc
 
 // NewCallID returns a fresh random call id (128-bit hex), as used for
 // telemetry rows.
 func NewCallID() string { return kernel.NewCallID() }
-
-// Sources reports every source's breaker state, in-flight count, health and
-// limits. It never includes API keys.
-func (c *GatewayClient) Sources(ctx context.Context) []SourceStatus {
-	return publicStatus(c.k.Sources(ctx))
-}
-
-// ResetSource closes the breaker of the named source at once and clears its
-// local health history: the operators' emergency key after fixing a source.
-func (c *GatewayClient) ResetSource(ctx context.Context, source string) error {
-	if source == "" {
-		return &UnknownSourceError{Scope: c.k.Settings().Scope}
-	}
-	return publicError(c.k.Reset(ctx, source))
-}
-
-// ResetAllSources closes the breaker of every source of the scope and
-// clears their local health history. It tries every source and returns the
-// first failure. A switched-off source stays off.
-func (c *GatewayClient) ResetAllSources(ctx context.Context) error {
-	return publicError(c.k.Reset(ctx, ""))
-}
-
-// DisableSource switches the named source off at runtime: no request goes
-// to it until EnableSource, from this client and, with a shared breaker
-// backend (Redis), from every process using it (they see it within a
-// second). Its circuit's state and history are kept. A call whose sources
-// are all off fails with a GatewayUnavailableError of reason disabled.
-func (c *GatewayClient) DisableSource(ctx context.Context, source string) error {
-	return publicError(c.k.SetEnabled(ctx, source, false))
-}
-
-// EnableSource switches a source DisableSource switched off on again.
-func (c *GatewayClient) EnableSource(ctx context.Context, source string) error {
-	return publicError(c.k.SetEnabled(ctx, source, true))
-}
-
-// Budgets reports the current window of the scope's spend budget
-// ({SCOPE}__BUDGET__USD): its limit, what is spent (settled costs plus the
-// reservations of calls in flight, across every process on a shared
-// backend) and when the window ends. Nil without a budget.
-func (c *GatewayClient) Budgets(ctx context.Context) ([]BudgetUsage, error) {
-	out, err := c.k.Budgets(ctx)
-	return out, publicError(err)
-}
 
 // Settings returns a copy of the client's settings with API keys redacted.
 func (c *GatewayClient) Settings() GatewaySettings {
@@ -180,34 +94,5 @@ func (c *GatewayClient) Settings() GatewaySettings {
 	return s
 }
 
-// Close releases connections and the backends the client created (not
-// those given through options); queued telemetry is flushed. It is
-// idempotent; calls after Close fail with ErrClientClosed.
-func (c *GatewayClient) Close() error { return c.k.Close() }
-
-// Closed reports whether Close was called.
-func (c *GatewayClient) Closed() bool { return c.k.Closed() }
-
-// ErrClientClosed is returned by calls on a closed client.
-var ErrClientClosed = kernel.ErrClosed
-
 // DefaultProfiles returns a fresh copy of the built-in provider profiles.
 func DefaultProfiles() map[string]ProviderProfile { return transport.DefaultProfiles() }
-
-func init() {
-	kernel.Resolve = func(opts any) kernel.Options {
-		os, _ := opts.([]Option)
-		return collect(os).kernel()
-	}
-	kernel.ResolveCall = func(opts any) kernel.CallOptions {
-		os, _ := opts.([]CallOption)
-		return resolveCall(os).kernel()
-	}
-	kernel.Unwrap = func(gw any) (*kernel.Client, error) {
-		c, ok := gw.(*GatewayClient)
-		if !ok || c == nil {
-			return nil, fmt.Errorf("%w: not a *GatewayClient (%T)", core.ErrGateway, gw)
-		}
-		return c.k, nil
-	}
-}

@@ -11,72 +11,30 @@ import (
 	"github.com/polygateway/polygateway/internal/kernel"
 )
 
-// Option configures assembly (FromEnv, FromSettings).
-type Option func(*options)
-
-type options struct {
-	env        map[string]string
-	envSet     bool
-	dotenv     string
-	dotenvSet  bool
-	limiter    Limiter
-	breaker    Breaker
-	admitter   Admitter
-	cache      Cache
-	telemetry  TelemetrySink
-	profiles   map[string]ProviderProfile
-	pricing    PricingTable
-	httpClient *http.Client
-	logger     *slog.Logger
-	middleware []Middleware
-	clock      Clock
-	observer   Observer
-	fallback   FallbackFunc
-	selector   Selector
-	tracer     Tracer
-}
-
-// kernel returns the options in the kernel's terms.
-func (o *options) kernel() kernel.Options {
-	ko := kernel.Options{
-		Limiter: o.limiter, Breaker: o.breaker, Admitter: o.admitter, Cache: o.cache, Telemetry: o.telemetry,
-		Profiles: o.profiles, Pricing: o.pricing, HTTPClient: o.httpClient, Logger: o.logger,
-		Clock: o.clock, Observer: o.observer, Selector: o.selector, Environment: o.environment,
-	}
-	if o.tracer != nil {
-		ko.Tracer = coreTracer{o.tracer}
-	}
-	for _, m := range o.middleware {
-		if km := coreMiddleware(m); km != nil {
-			ko.Middleware = append(ko.Middleware, km)
-		}
-	}
-	if o.fallback != nil {
-		ko.Fallback = coreFallback(o.fallback)
-	}
-	return ko
-}
+// Option configures assembly (FromEnv, FromSettings, and the embed and
+// ocr clients'): it sets the assembly options of the client being built.
+type Option func(*kernel.Options)
 
 // WithEnv makes FromEnv read keys from env only: no process environment and
 // no .env file. The map is copied.
 func WithEnv(env map[string]string) Option {
-	return func(o *options) { o.env, o.envSet = maps.Clone(env), true }
+	return func(o *kernel.Options) { o.Env, o.EnvSet = maps.Clone(env), true }
 }
 
 // WithDotEnv names the .env file FromEnv reads (default ".env" in the working
 // directory, if present). A named file that does not exist is an error.
 func WithDotEnv(path string) Option {
-	return func(o *options) { o.dotenv, o.dotenvSet = path, true }
+	return func(o *kernel.Options) { o.DotEnv, o.DotEnvSet = path, true }
 }
 
 // WithLimiter uses l instead of the configured limiter backend. Give two
 // clients the same instance to share limits. The caller keeps ownership:
 // Close does not close it.
-func WithLimiter(l Limiter) Option { return func(o *options) { o.limiter = l } }
+func WithLimiter(l core.Limiter) Option { return func(o *kernel.Options) { o.Limiter = l } }
 
 // WithBreaker uses b instead of the configured breaker backend (shared state
 // across clients when given the same instance). Close does not close it.
-func WithBreaker(b Breaker) Option { return func(o *options) { o.breaker = b } }
+func WithBreaker(b core.Breaker) Option { return func(o *kernel.Options) { o.Breaker = b } }
 
 // WithAdmitter passes every attempt through a instead of composing the
 // limiter and the breaker (two backend calls each way): give a backend's
@@ -84,102 +42,68 @@ func WithBreaker(b Breaker) Option { return func(o *options) { o.breaker = b } }
 // trip before and one after each attempt. Use it with WithLimiter and
 // WithBreaker over the same store, so that Sources reads the same state.
 // Close does not close it.
-func WithAdmitter(a Admitter) Option { return func(o *options) { o.admitter = a } }
+func WithAdmitter(a core.Admitter) Option { return func(o *kernel.Options) { o.Admitter = a } }
 
 // WithCache uses c as the cache backend; the cache layer is on even when
 // PGW_CACHE_BACKEND is none (PGW_CACHE_NAMESPACE and PGW_CACHE_TTL_S are then
 // still required). Close does not close it.
-func WithCache(c Cache) Option { return func(o *options) { o.cache = c } }
+func WithCache(c core.Cache) Option { return func(o *kernel.Options) { o.Cache = c } }
 
 // WithTelemetry uses s as the telemetry sink instead of the configured one.
 // Close does not close it.
-func WithTelemetry(s TelemetrySink) Option { return func(o *options) { o.telemetry = s } }
+func WithTelemetry(s core.TelemetrySink) Option { return func(o *kernel.Options) { o.Telemetry = s } }
 
 // WithProfiles adds or replaces provider profiles by name (lower case) on
 // top of DefaultProfiles.
 func WithProfiles(p map[string]ProviderProfile) Option {
-	return func(o *options) { o.profiles = maps.Clone(p) }
+	return func(o *kernel.Options) { o.Profiles = maps.Clone(p) }
 }
 
 // WithPricing sets the pricing table used for Cost (instead of PGW_PRICING_PATH).
-func WithPricing(p PricingTable) Option { return func(o *options) { o.pricing = maps.Clone(p) } }
+func WithPricing(p PricingTable) Option { return func(o *kernel.Options) { o.Pricing = maps.Clone(p) } }
 
 // WithHTTPClient makes the transport use c for every source (TRUST_ENV is
 // then the client's business).
-func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
+func WithHTTPClient(c *http.Client) Option { return func(o *kernel.Options) { o.HTTPClient = c } }
 
 // WithLogger sets the logger; the library logs only through it (default:
 // discard).
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *kernel.Options) { o.Logger = l } }
 
 // WithMiddleware adds layers outside the built-in onion (cache → telemetry →
 // degradation → engine); the first listed is the outermost.
 func WithMiddleware(mw ...Middleware) Option {
-	return func(o *options) { o.middleware = append(o.middleware, slices.Clone(mw)...) }
+	return func(o *kernel.Options) { o.Middleware = append(o.Middleware, slices.Clone(mw)...) }
 }
 
 // WithClock sets the clock used by the memory backends and the engine's
 // bookkeeping (default: the wall clock). Intended for tests.
-func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+func WithClock(c core.Clock) Option { return func(o *kernel.Options) { o.Clock = c } }
 
 // WithObserver sends the engine's events (attempts, refusals, waits,
 // breaker transitions) to obs, e.g. the metrics package's collector.
-func WithObserver(obs Observer) Option { return func(o *options) { o.observer = obs } }
+func WithObserver(obs core.Observer) Option { return func(o *kernel.Options) { o.Observer = obs } }
 
 // WithFallback sets the scope's last-resort answer: fn is called when a call
 // fails with GatewayUnavailableError or GovernanceBackendError (and no stale
 // cache entry could stand in); its answer is returned marked Degraded.
-func WithFallback(fn FallbackFunc) Option { return func(o *options) { o.fallback = fn } }
+func WithFallback(fn FallbackFunc) Option { return func(o *kernel.Options) { o.Fallback = fn } }
 
 // WithTracer puts every governed call and every upstream attempt in a span
 // and injects the trace context into upstream requests; package tracing
 // provides an OpenTelemetry Tracer.
-func WithTracer(t Tracer) Option { return func(o *options) { o.tracer = t } }
+func WithTracer(t core.Tracer) Option { return func(o *kernel.Options) { o.Tracer = t } }
 
 // WithSelector makes sel choose among the eligible sources of every
 // attempt, instead of the built-in named by {SCOPE}__SELECTOR. Breakers,
 // gates, cooldowns and tiers stay the engine's business: sel only chooses
 // among candidates of the best group. Sharing one sel between clients
 // shares its state (a round robin's rotation).
-func WithSelector(sel Selector) Option { return func(o *options) { o.selector = sel } }
+func WithSelector(sel core.Selector) Option { return func(o *kernel.Options) { o.Selector = sel } }
 
-// CallOption configures one call.
-type CallOption func(*callOptions)
-
-type callOptions struct {
-	sessionID, parentCallID   string
-	cacheSalt, cacheNamespace string
-	stream                    bool
-	params                    map[string]any
-	ownParams                 bool // params is this call's own copy
-	jsonMode                  bool
-	schema                    []byte
-	fallback                  FallbackFunc
-	events                    core.AttemptListener
-	budgets                   []core.Budget
-	noPushbackWait            bool
-	place                     core.Place
-}
-
-// resolveCall applies opts over the defaults.
-func resolveCall(opts []CallOption) callOptions {
-	co := callOptions{stream: true}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&co)
-		}
-	}
-	return co
-}
-
-// kernel returns the call options in the kernel's terms.
-func (co callOptions) kernel() kernel.CallOptions {
-	return kernel.CallOptions{
-		SessionID: co.sessionID, ParentCallID: co.parentCallID, CacheSalt: co.cacheSalt, CacheNamespace: co.cacheNamespace,
-		Stream: co.stream, Params: co.params, JSON: co.jsonMode, Schema: co.schema, Fallback: coreFallback(co.fallback), Events: co.events,
-		Budgets: co.budgets, NoPushbackWait: co.noPushbackWait, Place: co.place,
-	}
-}
+// CallOption configures one call: it sets the call's options, most of
+// them fields of the call itself.
+type CallOption func(*kernel.CallOptions)
 
 // WithBudget makes the call reserve on a spend budget of its own beside
 // its scope's: a tenant's, a team's, a batch job's. Every attempt reserves
@@ -193,11 +117,11 @@ func (co callOptions) kernel() kernel.CallOptions {
 // with an invalid budget (empty key, Limit <= 0, Window < 1s) are ignored.
 // Several WithBudget options add several budgets.
 func WithBudget(b Budget) CallOption {
-	return func(o *callOptions) {
+	return func(o *kernel.CallOptions) {
 		if b.Key == "" || b.Limit <= 0 || b.Window < time.Second {
 			return
 		}
-		o.budgets = append(o.budgets[:len(o.budgets):len(o.budgets)], b)
+		o.Call.Budgets = append(o.Call.Budgets[:len(o.Call.Budgets):len(o.Call.Budgets)], b)
 	}
 }
 
@@ -209,7 +133,9 @@ func WithBudget(b Budget) CallOption {
 // window and the call's deadline (the default). For callers that retry on
 // their own: the gateway sets it, so that its clients' SDKs get a 429 with
 // Retry-After rather than a held connection.
-func WithoutPushbackWait() CallOption { return func(o *callOptions) { o.noPushbackWait = true } }
+func WithoutPushbackWait() CallOption {
+	return func(o *kernel.CallOptions) { o.Call.NoPushbackWait = true }
+}
 
 // WithPriority sets the call's priority class: when the gates it needs are
 // full, a waiting call of a higher class is admitted before any waiting
@@ -217,63 +143,68 @@ func WithoutPushbackWait() CallOption { return func(o *callOptions) { o.noPushba
 // every process sharing the scope (a share of admissions keeps lower
 // classes from starving; see docs/explanation-queue.md). The default is
 // PriorityNormal; an invalid value counts as normal.
-func WithPriority(p Priority) CallOption { return func(o *callOptions) { o.place.Priority = p } }
+func WithPriority(p Priority) CallOption {
+	return func(o *kernel.CallOptions) { o.Call.Place.Priority = p }
+}
 
 // WithTenant names whose work the call is (a customer, a team, a job).
 // Within one priority class, waiting tenants are served in turn; within a
 // tenant, first come first served. The default is one anonymous tenant; a
 // name longer than MaxTenant bytes makes the call fail before any request
 // with a RequestRejectedError matching ErrTenantTooLong.
-func WithTenant(id string) CallOption { return func(o *callOptions) { o.place.Tenant = id } }
+func WithTenant(id string) CallOption {
+	return func(o *kernel.CallOptions) { o.Call.Place.Tenant = id }
+}
 
 // WithSessionID links the call's telemetry row to a session.
-func WithSessionID(id string) CallOption { return func(o *callOptions) { o.sessionID = id } }
+func WithSessionID(id string) CallOption {
+	return func(o *kernel.CallOptions) { o.Call.SessionID = id }
+}
 
 // WithParentCallID links the call's telemetry row to a parent call.
-func WithParentCallID(id string) CallOption { return func(o *callOptions) { o.parentCallID = id } }
+func WithParentCallID(id string) CallOption {
+	return func(o *kernel.CallOptions) { o.Call.ParentCallID = id }
+}
 
 // WithCacheSalt adds a salt to the cache key: a new salt forces a fresh answer.
-func WithCacheSalt(salt string) CallOption { return func(o *callOptions) { o.cacheSalt = salt } }
+func WithCacheSalt(salt string) CallOption {
+	return func(o *kernel.CallOptions) { o.Call.CacheSalt = salt }
+}
 
 // WithCacheNamespace overrides the cache namespace for this call (per tenant).
 func WithCacheNamespace(ns string) CallOption {
-	return func(o *callOptions) { o.cacheNamespace = ns }
+	return func(o *kernel.CallOptions) { o.Call.CacheNamespace = ns }
 }
 
 // WithStream chooses whether the upstream streams (default true, which
 // enables the stream watchdog).
-func WithStream(stream bool) CallOption { return func(o *callOptions) { o.stream = stream } }
+func WithStream(stream bool) CallOption {
+	return func(o *kernel.CallOptions) { o.Call.Stream = stream }
+}
 
 // WithParams passes extra request fields through (any field the typed
 // options — WithTemperature, WithMaxTokens, WithTools… — do not cover).
 // They are part of the cache key. The keys are added to those set before
 // (a later option wins a key); the map is copied (shallowly).
 func WithParams(p map[string]any) CallOption {
-	return func(o *callOptions) {
-		if o.params == nil || !o.ownParams {
-			o.params = maps.Clone(o.params)
-			if o.params == nil {
-				o.params = make(map[string]any, len(p))
-			}
-			o.ownParams = true
-		}
-		maps.Copy(o.params, p)
-	}
+	return func(o *kernel.CallOptions) { maps.Copy(ownParams(o, len(p)), p) }
 }
 
 // WithCallFallback sets the fallback of one call, overriding the scope's
 // (see WithFallback).
 func WithCallFallback(fn FallbackFunc) CallOption {
-	return func(o *callOptions) { o.fallback = fn }
+	return func(o *kernel.CallOptions) { o.Call.Fallback = fn }
 }
 
-// collect applies opts in order.
-func collect(opts []Option) *options {
-	o := &options{}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(o)
+// ownParams returns the call's own Params, copying the ones shared with
+// an earlier call on first write (size is a capacity hint).
+func ownParams(o *kernel.CallOptions, size int) map[string]any {
+	if o.Call.Params == nil || !o.OwnParams {
+		params := maps.Clone(o.Call.Params)
+		if params == nil {
+			params = make(map[string]any, size)
 		}
+		o.Call.Params, o.OwnParams = params, true
 	}
-	return o
+	return o.Call.Params
 }

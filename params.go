@@ -2,7 +2,8 @@ package polygateway
 
 import (
 	"encoding/json"
-	"maps"
+
+	"github.com/polygateway/polygateway/internal/kernel"
 )
 
 // Typed request parameters. Each option sets one field of the request body
@@ -43,16 +44,7 @@ func WithResponseFormat(f ResponseFormat) CallOption { return withParam("respons
 
 // withParam sets one request field, keeping the others.
 func withParam(name string, v any) CallOption {
-	return func(o *callOptions) {
-		if o.params == nil || !o.ownParams {
-			o.params = maps.Clone(o.params)
-			if o.params == nil {
-				o.params = make(map[string]any, 4)
-			}
-			o.ownParams = true
-		}
-		o.params[name] = v
-	}
+	return func(o *kernel.CallOptions) { ownParams(o, 4)[name] = v }
 }
 
 // Tool is a function the model may call.

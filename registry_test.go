@@ -8,18 +8,20 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/backend"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/core"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // countingLimiter is a third party's limiter: the memory one, counting
 // its acquires.
 type countingLimiter struct {
-	polygateway.Limiter
+	core.Limiter
 	acquires atomic.Int64
 }
 
-func (l *countingLimiter) TryAcquire(ctx context.Context, req polygateway.PermitRequest) (polygateway.Grant, error) {
+func (l *countingLimiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.Grant, error) {
 	l.acquires.Add(1)
 	return l.Limiter.TryAcquire(ctx, req)
 }
@@ -32,11 +34,11 @@ var (
 // A package outside the module registers its backend the way a database/sql
 // driver does; this external test package stands for it.
 func init() {
-	polygateway.RegisterLimiter("thirdparty", func(b polygateway.BackendContext) (polygateway.Limiter, error) {
+	backend.RegisterLimiter("thirdparty", func(b backend.Context) (core.Limiter, error) {
 		factoryScope.Store(b.Settings().Scope)
 		return thirdParty, nil
 	})
-	polygateway.RegisterBreaker("broken", func(polygateway.BackendContext) (polygateway.Breaker, error) {
+	backend.RegisterBreaker("broken", func(backend.Context) (core.Breaker, error) {
 		return nil, errors.New("cannot reach the breaker store")
 	})
 }
@@ -85,5 +87,5 @@ func TestRegisteringABuiltInNamePanics(t *testing.T) {
 			t.Error("registering \"memory\" did not panic")
 		}
 	}()
-	polygateway.RegisterCache("memory", func(polygateway.BackendContext) (polygateway.Cache, error) { return nil, nil })
+	backend.RegisterCache("memory", func(backend.Context) (core.Cache, error) { return nil, nil })
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -17,7 +18,7 @@ type lastSelector struct {
 	shown [][]string
 }
 
-func (s *lastSelector) Select(_ context.Context, cands []polygateway.Candidate) (int, error) {
+func (s *lastSelector) Select(_ context.Context, cands []core.Candidate) (int, error) {
 	names := make([]string, len(cands))
 	for i, c := range cands {
 		names[i] = c.Name
@@ -54,7 +55,7 @@ func TestAUserSelectorGivenByOptionChoosesTheSource(t *testing.T) {
 // badSelector chooses a candidate that does not exist, or fails.
 type badSelector struct{ err error }
 
-func (s badSelector) Select(_ context.Context, cands []polygateway.Candidate) (int, error) {
+func (s badSelector) Select(_ context.Context, cands []core.Candidate) (int, error) {
 	return len(cands) + 3, s.err
 }
 

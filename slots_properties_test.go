@@ -15,28 +15,29 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/core"
 )
 
 // slowAdmitter is an Admitter that takes rtt for every Admit, as a backend
 // across the network (Redis) does: callers racing for a source are all
 // inside Admit at once.
 type slowAdmitter struct {
-	polygateway.Admitter
+	core.Admitter
 	rtt time.Duration
 }
 
-func (a slowAdmitter) Admit(ctx context.Context, req polygateway.AdmitRequest) (polygateway.Ticket, error) {
+func (a slowAdmitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
 	t := time.NewTimer(a.rtt)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return polygateway.Ticket{}, ctx.Err()
+		return core.Ticket{}, ctx.Err()
 	case <-t.C:
 	}
 	return a.Admitter.Admit(ctx, req)
 }
 
-var _ polygateway.Admitter = slowAdmitter{}
+var _ core.Admitter = slowAdmitter{}
 
 // coldUpstream answers every request after latency and records how many
 // arrived before its first answer left.
@@ -95,7 +96,7 @@ func TestPropertyABurstOnAColdSourceNeverExceedsItsStartLimit(t *testing.T) {
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				adm := slowAdmitter{Admitter: polygateway.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker()), rtt: rtt}
+				adm := slowAdmitter{Admitter: core.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker()), rtt: rtt}
 				c := env{
 					"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 					"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/kernel"
 	"github.com/polygateway/polygateway/transport"
 )
 
@@ -59,12 +60,12 @@ type ChatStream struct {
 func (c *GatewayClient) ChatStream(ctx context.Context, msgs []Message, opts ...CallOption) *ChatStream {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &ChatStream{cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
-	co := resolveCall(opts)
+	co := kernel.ResolveCall(opts)
 	switch {
 	case len(msgs) == 0:
 		s.end(nil, &RequestRejectedError{Code: "empty_messages", Message: "no messages to send"})
 		return s
-	case co.jsonMode:
+	case co.JSON:
 		s.end(nil, &RequestRejectedError{Code: "structured_stream", Message: "structured output is not streamed: use Chat or ChatInto"})
 		return s
 	}
@@ -72,7 +73,7 @@ func (c *GatewayClient) ChatStream(ctx context.Context, msgs []Message, opts ...
 	call.Deltas = (*streamSink)(s)
 	go func() {
 		resp, err := c.k.Handle(ctx, call)
-		s.end(publicResponse(resp), publicError(err))
+		s.end(resp, err)
 	}()
 	return s
 }

@@ -17,6 +17,7 @@ import (
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/kernel"
 )
 
 // WithJSON requires the answer to be a JSON object or array. The text is
@@ -24,14 +25,14 @@ import (
 // the parsed value is in LLMResponse.StructuredData. An answer cut at its
 // token limit (finish_reason "length") is never repaired: unless it is
 // valid JSON as sent it is invalid, and re-asked like any invalid answer.
-func WithJSON() CallOption { return func(o *callOptions) { o.jsonMode = true } }
+func WithJSON() CallOption { return func(o *kernel.CallOptions) { o.JSON = true } }
 
 // WithJSONSchema requires the answer to be JSON valid against schema (a
 // JSON Schema document). The schema is compiled once per client and cached.
 // Where the provider supports it natively it is also sent upstream as
 // response_format; repair and validation run either way.
 func WithJSONSchema(schema []byte) CallOption {
-	return func(o *callOptions) { o.jsonMode, o.schema = true, bytes.Clone(schema) }
+	return func(o *kernel.CallOptions) { o.JSON, o.Call.JSONSchema = true, bytes.Clone(schema) }
 }
 
 // reaskPrompt feeds the validation error back to the model.
@@ -49,10 +50,10 @@ const reaskPrompt = "Your previous reply could not be used: %s\n" +
 // last raw text, returned with the last response.
 func ChatInto[T any](ctx context.Context, c *GatewayClient, msgs []Message, opts ...CallOption) (T, *LLMResponse, error) {
 	var zero T
-	co := resolveCall(opts)
-	co.jsonMode = true
-	if co.schema == nil {
-		co.schema = schemaOf[T]()
+	co := kernel.ResolveCall(opts)
+	co.JSON = true
+	if co.Call.JSONSchema == nil {
+		co.Call.JSONSchema = schemaOf[T]()
 	}
 	decode := func(raw []byte) (any, error) {
 		var v T
@@ -139,7 +140,7 @@ func repairJSON(text string) (string, error) {
 }
 
 // chatStructured runs the repair → validate → re-ask loop.
-func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co callOptions, decode func([]byte) (any, error), typeTag string) (*LLMResponse, error) {
+func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co kernel.CallOptions, decode func([]byte) (any, error), typeTag string) (*LLMResponse, error) {
 	if len(msgs) == 0 {
 		return nil, &RequestRejectedError{Code: "empty_messages", Message: "no messages to send"}
 	}
@@ -148,10 +149,10 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 		schema *validator.Schema
 		loc    string
 	)
-	if co.schema != nil {
-		digest := digestOf(co.schema)
+	if co.Call.JSONSchema != nil {
+		digest := digestOf(co.Call.JSONSchema)
 		var err error
-		if schema, err = c.schemas.compile(digest, co.schema); err != nil {
+		if schema, err = c.schemas.compile(digest, co.Call.JSONSchema); err != nil {
 			return nil, &RequestRejectedError{Code: "invalid_json_schema", Message: "the JSON schema does not compile: " + err.Error(), Err: err}
 		}
 		tag, loc = "schema:"+digest, schemaLoc(digest)
@@ -203,7 +204,7 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 	firstID := ""
 	for attempt := 0; ; attempt++ {
 		call := c.newCall(conversation, co)
-		call.Check, call.Structured, call.JSONSchema = check, tag, co.schema
+		call.Check, call.Structured = check, tag
 		if attempt > 0 {
 			call.ParentCallID = firstID
 		} else {
@@ -211,11 +212,11 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co c
 		}
 		resp, err := c.k.Handle(ctx, call)
 		if err == nil {
-			return publicResponse(resp), nil
+			return resp, nil
 		}
 		var invalid *core.ResultInvalidError
 		if !errors.As(err, &invalid) || resp == nil || attempt >= c.k.Settings().StructuredMaxRetries {
-			return publicResponse(resp), publicError(err)
+			return resp, err
 		}
 		conversation = append(conversation, Assistant(resp.Content), User(fmt.Sprintf(reaskPrompt, invalid.Message)))
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
@@ -21,7 +22,7 @@ func TestTelemetryContentKey(t *testing.T) {
 		sink := telemetry.NewMemory()
 		e := baseEnv().source("openai", 1, up).set("PGW_TELEMETRY_CONTENT", content, "LLM__OPENAI__1__API_KEY", "sk-openai-test-key")
 		c := e.client(t, polygateway.WithTelemetry(sink))
-		if c.Settings().TelemetryContent != polygateway.TelemetryContent(content) {
+		if c.Settings().TelemetryContent != core.TelemetryContent(content) {
 			t.Errorf("%s: settings say %q", content, c.Settings().TelemetryContent)
 		}
 		if _, err := c.Chat(context.Background(), []polygateway.Message{polygateway.User("question")}); err != nil {

@@ -91,7 +91,7 @@ type Call struct {
 	Events AttemptListener
 	// Fallback, when set, is this call's last-resort answer (the scope's
 	// fallback otherwise).
-	Fallback func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
+	Fallback FallbackFunc
 	// Served, set by an outer layer (the cache on a hit), is the answer to
 	// return without any attempt: the layers inside record it as the call's
 	// answer and pass it back.
@@ -104,6 +104,15 @@ type Call struct {
 	// degradation step may serve when no source can answer.
 	Stale *LLMResponse
 }
+
+// FallbackFunc is the last step of the degradation chain: called when no
+// source produced an answer (GatewayUnavailableError, GovernanceBackendError,
+// or a TransientError/SourceDeadError with a budget of one attempt) and no
+// stale cache entry could stand in — never for a rejected request, an
+// invalid result or a cancellation. Its answer is returned marked Degraded
+// (DegradedBy "fallback") and recorded in telemetry as such; an error from
+// it is ignored and the original error returned.
+type FallbackFunc = func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
 
 // DeltaSink receives the deltas of a streamed answer as they arrive.
 //

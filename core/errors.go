@@ -63,20 +63,29 @@ var (
 	ErrBudgetExhausted = errors.New("polygateway: budget exhausted")
 )
 
-// TransientError is a failure worth retrying elsewhere: timeout, 5xx, network
-// error, cut/stalled/malformed stream, 429.
+// TransientError is one attempt's retryable failure: timeout, 5xx, network
+// error, cut, stalled or malformed stream, 429. Governance switches source and
+// retries with backoff (429 is pushback: no budget used). It reaches the
+// caller only when MAX_ATTEMPTS is 1.
 type TransientError struct {
-	Source     string
-	Reason     Reason
+	// Source names the source that failed.
+	Source string
+	// Reason is network_error, server_error, timeout, stalled or
+	// rate_limited.
+	Reason Reason
+	// StatusCode is the HTTP status, when headers arrived.
 	StatusCode int
 	// Code is the provider's error code, when it sent one.
-	Code    string
+	Code string
+	// Message is the provider's message (API keys redacted).
 	Message string
 	// RetryAfter is the upstream's hint (Retry-After, retry-after-ms); 0 if none.
 	RetryAfter time.Duration
-	Err        error
+	// Err is the cause.
+	Err error
 }
 
+// Error returns the message, naming the source and the reason.
 func (e *TransientError) Error() string {
 	return formatErr("transient error", e.Source, string(e.Reason), e.StatusCode, e.Code, e.Message, e.Err)
 }
@@ -90,16 +99,20 @@ func (e *TransientError) Is(target error) bool { return target == ErrGateway }
 // IsRateLimit reports whether the failure is a 429 pushback.
 func (e *TransientError) IsRateLimit() bool { return e.Reason == ReasonRateLimited }
 
-// SourceDeadError means the source's account is unusable (401, 403, 402,
-// insufficient quota): its breaker opens at once.
+// SourceDeadError means a source's account is unusable (401, 403, 402,
+// insufficient quota). That source's breaker opens at once.
 type SourceDeadError struct {
-	Source     string
+	// Source names the source.
+	Source string
+	// StatusCode, Code and Message are the provider's answer.
 	StatusCode int
 	Code       string
 	Message    string
-	Err        error
+	// Err is the cause.
+	Err error
 }
 
+// Error returns the message, naming the source.
 func (e *SourceDeadError) Error() string {
 	return formatErr("source dead", e.Source, "", e.StatusCode, e.Code, e.Message, e.Err)
 }
@@ -110,10 +123,15 @@ func (e *SourceDeadError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrGateway.
 func (e *SourceDeadError) Is(target error) bool { return target == ErrGateway }
 
-// RequestRejectedError means the request itself is wrong (400 and other 4xx,
-// context length, content filter, local validation): no retry, no switch.
+// RequestRejectedError means the request itself was refused (400 and other
+// 4xx: content filter, a plain bad request; or local validation). It is
+// returned at once with the provider's code and message: no retry, no
+// switch. A context-length refusal is first tried on a source of another
+// model.
 type RequestRejectedError struct {
-	Source     string
+	// Source names the source that refused ("" for a local refusal).
+	Source string
+	// StatusCode is the HTTP status.
 	StatusCode int
 	// Code is the provider's error code (e.g. "context_length_exceeded").
 	Code string
@@ -122,11 +140,14 @@ type RequestRejectedError struct {
 	Param string
 	// Reason is set when the rejection is of a known kind:
 	// ReasonContextLength or ReasonContentFilter; "" otherwise.
-	Reason  Reason
+	Reason Reason
+	// Message is the provider's message (API keys redacted).
 	Message string
-	Err     error
+	// Err is the cause.
+	Err error
 }
 
+// Error returns the message with the provider's code.
 func (e *RequestRejectedError) Error() string {
 	return formatErr("request rejected", e.Source, "", e.StatusCode, e.Code, e.Message, e.Err)
 }
@@ -137,19 +158,23 @@ func (e *RequestRejectedError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrGateway.
 func (e *RequestRejectedError) Is(target error) bool { return target == ErrGateway }
 
-// ResultInvalidError means the call worked but the result failed its checks.
+// ResultInvalidError means the call worked but its result failed the checks.
 // It never counts against the breaker.
 type ResultInvalidError struct {
+	// Source names the source that answered.
 	Source string
 	// Reason is ReasonLowQuality when the quality guard refused the answer
 	// (it is then retried on another source); "" for a failed check.
 	Reason Reason
 	// Raw is the last raw text that failed.
-	Raw     string
+	Raw string
+	// Message says what is wrong with it.
 	Message string
-	Err     error
+	// Err is the check's error.
+	Err error
 }
 
+// Error returns the message.
 func (e *ResultInvalidError) Error() string {
 	return formatErr("result invalid", e.Source, "", 0, "", e.Message, e.Err)
 }
@@ -160,13 +185,23 @@ func (e *ResultInvalidError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrGateway.
 func (e *ResultInvalidError) Is(target error) bool { return target == ErrGateway }
 
-// GatewayUnavailableError means the scope has no usable source right now.
+// GatewayUnavailableError means the scope has no usable source right now. Use
+// RetryAfter to reschedule; errors.Is with ErrCircuitOpen or
+// ErrAllSourcesExhausted tells the two cases apart.
 type GatewayUnavailableError struct {
-	Scope  string
+	// Scope is the scope that could not answer.
+	Scope string
+	// Reason is circuit_open, retry_exhausted, stalled, rate_limited,
+	// timeout (the deadline cannot be met), budget_exhausted (a spend
+	// budget had no room; nothing was sent) or disabled (every source is
+	// switched off).
 	Reason Reason
-	// RetryAfter is the earliest time worth retrying (0 = now), read from the breaker.
+	// RetryAfter is how long until a source can be used again (breaker
+	// cooldowns, holds, Retry-After; for budget_exhausted, the end of the
+	// budget's window); 0 = now.
 	RetryAfter time.Duration
-	// PerSource holds the last reason each source failed with.
+	// PerSource names every source of the scope with the reason it was not
+	// usable: its failure in this call, or why the call could not try it.
 	PerSource map[string]Reason
 	// Budget is the key of the refusing budget ("scope:LLM",
 	// "client:team-a") when Reason is budget_exhausted.
@@ -175,6 +210,8 @@ type GatewayUnavailableError struct {
 	Err error
 }
 
+// Error returns the message: scope, reason, RetryAfter, every source's
+// reason and the last attempt's error.
 func (e *GatewayUnavailableError) Error() string {
 	var b strings.Builder
 	b.WriteString("polygateway: scope ")
@@ -225,16 +262,18 @@ func (e *GatewayUnavailableError) Is(target error) bool {
 	return false
 }
 
-// GovernanceBackendError means the limiter or breaker backend failed. The
-// call is refused rather than sent upstream unprotected.
+// GovernanceBackendError means the limiter or breaker backend failed (Redis
+// down, slow or unreachable). The call was not sent upstream unprotected.
 type GovernanceBackendError struct {
 	// Backend is "limiter" or "breaker".
 	Backend string
-	// Op is the operation that failed (e.g. "acquire").
-	Op  string
+	// Op is the operation that failed (e.g. "admit").
+	Op string
+	// Err is the backend's error.
 	Err error
 }
 
+// Error returns the message naming the backend and the operation.
 func (e *GovernanceBackendError) Error() string {
 	msg := "polygateway: " + e.Backend + " backend " + e.Op + " failed"
 	if e.Err != nil {
@@ -249,13 +288,14 @@ func (e *GovernanceBackendError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrGateway.
 func (e *GovernanceBackendError) Is(target error) bool { return target == ErrGateway }
 
-// CanceledError wraps the caller's context error when a call is cancelled or
-// its deadline passes: errors.Is(err, context.Canceled) (or DeadlineExceeded)
-// and errors.Is(err, ErrGateway) both hold.
+// CanceledError is returned when the caller's context ends; errors.Is(err,
+// ctx.Err()) holds. A cancelled call writes no telemetry row.
 type CanceledError struct {
+	// Err is the context's error.
 	Err error
 }
 
+// Error returns the message.
 func (e *CanceledError) Error() string { return "polygateway: call cancelled: " + e.Err.Error() }
 
 // Unwrap returns the context error.
@@ -369,13 +409,15 @@ func formatErr(kind, source, reason string, status int, code, msg string, cause 
 }
 
 // SelectorError means the scope's Selector failed: it returned an error or
-// chose a candidate that does not exist. The call ends with it.
+// chose a candidate that does not exist.
 type SelectorError struct {
 	// Choice is the index the selector returned; Candidates how many it had.
 	Choice, Candidates int
-	Err                error
+	// Err is the selector's error.
+	Err error
 }
 
+// Error returns the message.
 func (e *SelectorError) Error() string {
 	if e.Err != nil {
 		return "polygateway: selector failed: " + e.Err.Error()
@@ -389,12 +431,14 @@ func (e *SelectorError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrGateway.
 func (e *SelectorError) Is(target error) bool { return target == ErrGateway }
 
-// UnknownSourceError names a source its scope does not have (an operator's
-// reset or switch naming a wrong source).
+// UnknownSourceError names a source its scope does not have: the answer
+// to ResetSource, DisableSource or EnableSource naming a wrong source.
 type UnknownSourceError struct {
+	// Scope is the client's scope; Source the name asked for.
 	Scope, Source string
 }
 
+// Error returns the message naming the scope and the source.
 func (e *UnknownSourceError) Error() string {
 	if e.Source == "" {
 		return "polygateway: scope " + e.Scope + ": no source named"

@@ -11,10 +11,14 @@ type Handler func(ctx context.Context, call *Call) (*LLMResponse, error)
 type Middleware func(next Handler) Handler
 
 // Chain composes middleware once: the first listed is the outermost layer.
+// A nil layer, or one that returns a nil Handler, is skipped.
 func Chain(h Handler, mws ...Middleware) Handler {
 	for i := len(mws) - 1; i >= 0; i-- {
-		if mws[i] != nil {
-			h = mws[i](h)
+		if mws[i] == nil {
+			continue
+		}
+		if next := mws[i](h); next != nil {
+			h = next
 		}
 	}
 	return h

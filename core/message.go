@@ -53,16 +53,23 @@ type ContentPart struct {
 	Detail string
 }
 
-// Message is one chat message in OpenAI shape. When Parts is non-empty it is
-// sent as a content array and Content is ignored.
+// Message is one chat message in OpenAI shape; multimodal content arrays are
+// first-class (Parts). Build them with System, User, Assistant and
+// UserParts, or as a literal.
 type Message struct {
-	Role       string
-	Content    string
-	Parts      []ContentPart
-	Name       string
+	// Role is "system", "user", "assistant" or "tool".
+	Role string
+	// Content is the text of the message (when Parts is empty).
+	Content string
+	// Parts is a multimodal content array (TextPart, ImageURLPart,
+	// ImageBytesPart); it replaces Content when set.
+	Parts []ContentPart
+	// Name is the optional participant name.
+	Name string
+	// ToolCallID is the id of the tool call a "tool" message answers.
 	ToolCallID string
 	// ToolCalls are the function calls an assistant turn asked for, sent
-	// back in multi-turn tool use (answered by RoleTool messages carrying
+	// back in multi-turn tool use (answered by "tool" messages carrying
 	// their ToolCallID).
 	ToolCalls []ToolCall
 }

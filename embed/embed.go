@@ -253,7 +253,7 @@ func (c *Client) oneDimension(batches []batch) error {
 // cancels the batches still running.
 func (c *Client) run(ctx context.Context, batches []batch) error {
 	batchErr := func(b int, err error) error {
-		return &BatchError{Batch: b, Offset: b * c.cfg.BatchSize, Count: len(batches[b].texts), CallID: batches[b].call.ID, Err: kernel.PublicError(err)}
+		return &BatchError{Batch: b, Offset: b * c.cfg.BatchSize, Count: len(batches[b].texts), CallID: batches[b].call.ID, Err: err}
 	}
 	workers := min(c.cfg.Concurrency, len(batches))
 	if workers <= 1 {

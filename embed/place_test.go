@@ -7,16 +7,17 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/core"
 )
 
 // placeAdmitter records the place every admission asks with.
 type placeAdmitter struct {
-	polygateway.Admitter
+	core.Admitter
 	mu     sync.Mutex
 	places []polygateway.Place
 }
 
-func (a *placeAdmitter) Admit(ctx context.Context, req polygateway.AdmitRequest) (polygateway.Ticket, error) {
+func (a *placeAdmitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
 	a.mu.Lock()
 	a.places = append(a.places, req.Permit.Place)
 	a.mu.Unlock()
@@ -28,7 +29,7 @@ func (a *placeAdmitter) Admit(ctx context.Context, req polygateway.AdmitRequest)
 func TestEveryBatchTakesTheCallsPlaceInTheAdmissionQueue(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, 4)
-	adm := &placeAdmitter{Admitter: polygateway.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker())}
+	adm := &placeAdmitter{Admitter: core.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker())}
 	c := newClient(t, env(f.URL(), "2"), polygateway.WithAdmitter(adm))
 	if _, err := c.Embed(ctxT(t), texts(5), polygateway.WithPriority(polygateway.PriorityBatch), polygateway.WithTenant("index")); err != nil {
 		t.Fatalf("Embed: %v", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -20,7 +21,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 		SourceName: "openai_1", Model: "gpt-test", PromptTokens: 11, CompletionTokens: 8,
 		TTFT: 120 * time.Millisecond, MaxInterToken: 15 * time.Millisecond, Cost: &cost,
 	}
-	ev := polygateway.AttemptEvent{
+	ev := core.AttemptEvent{
 		Scope: "LLM", Source: "openai_1", Outcome: "success",
 		Latency: 400 * time.Millisecond, TTFT: 120 * time.Millisecond, MaxInterToken: 15 * time.Millisecond,
 	}

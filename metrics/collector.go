@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 )
 
 // DefaultNamespace prefixes every metric name unless WithNamespace says
@@ -78,7 +78,7 @@ func WithRuntimeMetrics() Option { return func(c *config) { c.runtime = true } }
 // Collector records a gateway's calls, attempts and source states as
 // Prometheus metrics.
 //
-// It is three things at once: a polygateway.Observer for the engine's
+// It is three things at once: a core.Observer for the engine's
 // events (give it to polygateway.WithObserver), a call-level layer (give
 // Middleware() to polygateway.WithMiddleware), and, through WatchClient, a
 // scrape-time reader of the clients' breaker, health and limiter state. One
@@ -128,7 +128,7 @@ type Collector struct {
 	tenants tenantSet
 }
 
-var _ polygateway.QueueObserver = (*Collector)(nil)
+var _ core.QueueObserver = (*Collector)(nil)
 
 // New builds a Collector and registers its metrics with reg. A nil reg
 // means a fresh registry of the Collector's own, returned by Registry.

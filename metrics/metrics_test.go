@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -362,9 +363,9 @@ func TestMiddlewareInFlightSurvivesPanic(t *testing.T) {
 func TestObserverVocabulariesStayBounded(t *testing.T) {
 	t.Parallel()
 	col := newCollector(t)
-	col.Attempt(polygateway.AttemptEvent{Scope: "S", Source: "a", Outcome: "rate_limited", Latency: time.Second})
-	col.Attempt(polygateway.AttemptEvent{Scope: "S", Source: "a", Outcome: "call-1234", Latency: time.Second})
-	col.Attempt(polygateway.AttemptEvent{Scope: "S", Source: "a", Outcome: "success", Latency: 2 * time.Second, TTFT: 300 * time.Millisecond, MaxInterToken: 50 * time.Millisecond})
+	col.Attempt(core.AttemptEvent{Scope: "S", Source: "a", Outcome: "rate_limited", Latency: time.Second})
+	col.Attempt(core.AttemptEvent{Scope: "S", Source: "a", Outcome: "call-1234", Latency: time.Second})
+	col.Attempt(core.AttemptEvent{Scope: "S", Source: "a", Outcome: "success", Latency: 2 * time.Second, TTFT: 300 * time.Millisecond, MaxInterToken: 50 * time.Millisecond})
 	col.Refused("S", "a", polygateway.ReasonRateLimited)
 	col.Refused("S", "a", polygateway.ReasonTimeout)
 	col.Refused("S", "a", "made-up")
@@ -467,7 +468,7 @@ func TestNewOptionsAndRegistration(t *testing.T) {
 	if _, err := New(reg, WithNamespace("gw2")); err != nil {
 		t.Errorf("New with another namespace: %v", err)
 	}
-	col.Attempt(polygateway.AttemptEvent{Scope: "S", Source: "a", Outcome: "success", Latency: 3 * time.Second})
+	col.Attempt(core.AttemptEvent{Scope: "S", Source: "a", Outcome: "success", Latency: 3 * time.Second})
 	rec := httptest.NewRecorder()
 	col.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	body := rec.Body.String()

@@ -4,12 +4,13 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 )
 
-// Attempt records a finished upstream attempt (polygateway.Observer):
+// Attempt records a finished upstream attempt (core.Observer):
 // attempts_total by outcome, attempt_duration_seconds, and, for streamed
 // attempts, attempt_ttft_seconds and attempt_max_inter_token_seconds.
-func (c *Collector) Attempt(ev polygateway.AttemptEvent) {
+func (c *Collector) Attempt(ev core.AttemptEvent) {
 	sm := c.source(ev.Scope, ev.Source)
 	counted := false
 	for i, o := range attemptOutcomes {
@@ -36,11 +37,11 @@ func (c *Collector) Attempt(ev polygateway.AttemptEvent) {
 	}
 }
 
-// AttemptStarted is part of polygateway.Observer; the collector counts
+// AttemptStarted is part of core.Observer; the collector counts
 // attempts when they finish.
-func (c *Collector) AttemptStarted(polygateway.AttemptEvent) {}
+func (c *Collector) AttemptStarted(core.AttemptEvent) {}
 
-// Refused records a source refused before an attempt (polygateway.Observer):
+// Refused records a source refused before an attempt (core.Observer):
 // refusals_total by reason.
 func (c *Collector) Refused(scope, source string, reason polygateway.Reason) {
 	sm := c.source(scope, source)
@@ -58,7 +59,7 @@ func (c *Collector) Refused(scope, source string, reason polygateway.Reason) {
 }
 
 // Waited records time a call spent waiting for quota or pushback
-// (polygateway.Observer): limiter_wait_seconds.
+// (core.Observer): limiter_wait_seconds.
 func (c *Collector) Waited(scope string, d time.Duration) {
 	if d < 0 {
 		return
@@ -67,7 +68,7 @@ func (c *Collector) Waited(scope string, d time.Duration) {
 }
 
 // BreakerState records a breaker transition the engine observed
-// (polygateway.Observer): breaker_transitions_total by the state entered.
+// (core.Observer): breaker_transitions_total by the state entered.
 func (c *Collector) BreakerState(scope, source string, state polygateway.BreakerState) {
 	sm := c.source(scope, source)
 	sm.transitions[int(stateGauge(state))].Inc()

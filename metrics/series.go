@@ -63,7 +63,7 @@ const (
 
 // attemptOutcomes is the closed vocabulary of attempt outcomes (the
 // core's Attempt* constants), by index; anything else is "other".
-var attemptOutcomes = [...]polygateway.AttemptOutcome{
+var attemptOutcomes = [...]core.AttemptOutcome{
 	core.AttemptSuccess, core.AttemptTransient, core.AttemptTimeout, core.AttemptRateLimited,
 	core.AttemptDead, core.AttemptRejected, core.AttemptInvalid, core.AttemptCancelled,
 }

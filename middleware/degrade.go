@@ -8,8 +8,9 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-// FallbackFunc is a last-resort answer for a call no source could answer.
-type FallbackFunc = func(ctx context.Context, msgs []core.Message, cause error) (*core.LLMResponse, error)
+// FallbackFunc is a last-resort answer for a call no source could answer
+// (see core.FallbackFunc).
+type FallbackFunc = core.FallbackFunc
 
 // DegradeConfig configures the degradation step.
 type DegradeConfig struct {

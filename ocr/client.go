@@ -1,7 +1,6 @@
 package ocr
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"time"
@@ -93,8 +92,11 @@ func (c Config) withDefaults() Config {
 // Client is the OcrClient: MonkeyOCR servers behind the full governance
 // stack (source selection, retry and failover, rate limits, circuit
 // breaker, telemetry). It is safe for concurrent use; make one per scope
-// and process and Close it at shutdown.
+// and process and Close it at shutdown. Its Admin methods are the
+// operators' controls of the scope's sources, as on
+// polygateway.GatewayClient.
 type Client struct {
+	polygateway.Admin
 	k   *kernel.Client
 	up  *upstream
 	cfg Config
@@ -122,11 +124,11 @@ func FromEnv(scope string, opts ...polygateway.Option) (*Client, error) {
 
 // FromEnvWithConfig is FromEnv with a Config.
 func FromEnvWithConfig(scope string, cfg Config, opts ...polygateway.Option) (*Client, error) {
-	k, err := kernel.FromEnv(scope, opts, noCache)
+	gc, err := polygateway.FromEnv(scope, withoutCache(opts)...)
 	if err != nil {
 		return nil, err
 	}
-	return finish(k, cfg)
+	return finish(gc, cfg)
 }
 
 // FromSettings assembles the OCR client from parsed settings (see
@@ -137,18 +139,25 @@ func FromSettings(s polygateway.GatewaySettings, opts ...polygateway.Option) (*C
 
 // FromSettingsWithConfig is FromSettings with a Config.
 func FromSettingsWithConfig(s polygateway.GatewaySettings, cfg Config, opts ...polygateway.Option) (*Client, error) {
-	k, err := kernel.FromSettings(s, opts, noCache)
+	gc, err := polygateway.FromSettings(s, withoutCache(opts)...)
 	if err != nil {
 		return nil, err
 	}
-	return finish(k, cfg)
+	return finish(gc, cfg)
 }
 
-// noCache turns the response cache off: OCR results are never cached.
-func noCache(o *kernel.Options) { o.NoCache = true }
+// withoutCache returns opts with the response cache turned off: OCR
+// results are never cached.
+func withoutCache(opts []polygateway.Option) []polygateway.Option {
+	return append(opts[:len(opts):len(opts)], func(o *kernel.Options) { o.NoCache = true })
+}
 
 // finish checks the settings and completes the client.
-func finish(k *kernel.Client, cfg Config) (*Client, error) {
+func finish(gc *polygateway.GatewayClient, cfg Config) (*Client, error) {
+	k, err := kernel.Unwrap(gc)
+	if err != nil {
+		return nil, err
+	}
 	if s := k.Settings(); s.Quality.Guard {
 		// The guard judges chat answers: it would retry an empty
 		// transcription, which is a valid OCR result.
@@ -160,7 +169,7 @@ func finish(k *kernel.Client, cfg Config) (*Client, error) {
 		_ = k.Close()
 		return nil, err
 	}
-	c := &Client{k: k, cfg: cfg.withDefaults()}
+	c := &Client{Admin: gc.Admin, k: k, cfg: cfg.withDefaults()}
 	c.up = &upstream{tc: k.Transport(), cfg: c.cfg}
 	return c, nil
 }
@@ -185,51 +194,3 @@ func checkExtra(s polygateway.GatewaySettings) error {
 
 // Scope returns the client's scope name (upper case).
 func (c *Client) Scope() string { return c.k.Settings().Scope }
-
-// Sources reports every source's breaker state, in-flight count, health and
-// limits (see polygateway.GatewayClient.Sources).
-func (c *Client) Sources(ctx context.Context) []polygateway.SourceStatus {
-	in := c.k.Sources(ctx)
-	out := make([]polygateway.SourceStatus, len(in))
-	for i := range in {
-		out[i] = polygateway.SourceStatus(in[i])
-	}
-	return out
-}
-
-// ResetSource closes the breaker of the named source at once and clears
-// its local health history.
-func (c *Client) ResetSource(ctx context.Context, source string) error {
-	if source == "" {
-		return &polygateway.UnknownSourceError{Scope: c.k.Settings().Scope}
-	}
-	return kernel.PublicError(c.k.Reset(ctx, source))
-}
-
-// ResetAllSources closes every source's breaker (see
-// polygateway.GatewayClient.ResetAllSources).
-func (c *Client) ResetAllSources(ctx context.Context) error {
-	return kernel.PublicError(c.k.Reset(ctx, ""))
-}
-
-// DisableSource switches a source off at runtime, shared through the
-// breaker backend (see polygateway.GatewayClient.DisableSource).
-func (c *Client) DisableSource(ctx context.Context, source string) error {
-	return kernel.PublicError(c.k.SetEnabled(ctx, source, false))
-}
-
-// EnableSource switches a source DisableSource switched off on again.
-func (c *Client) EnableSource(ctx context.Context, source string) error {
-	return kernel.PublicError(c.k.SetEnabled(ctx, source, true))
-}
-
-// Budgets reports the current window of the scope's spend budget (see
-// polygateway.GatewayClient.Budgets).
-func (c *Client) Budgets(ctx context.Context) ([]polygateway.BudgetUsage, error) {
-	out, err := c.k.Budgets(ctx)
-	return out, kernel.PublicError(err)
-}
-
-// Close releases connections and the backends the client created. It is
-// idempotent; calls after Close fail with polygateway.ErrClientClosed.
-func (c *Client) Close() error { return c.k.Close() }

@@ -186,7 +186,7 @@ func (c *Client) invoke(ctx context.Context, op, path string, image []byte, opts
 	out, resp, err := kernel.Do(ctx, c.k, call, func(ctx context.Context, src *core.SourceConfig) (result, *core.LLMResponse, error) {
 		return c.up.do(ctx, src, req)
 	})
-	return out, resp, kernel.PublicError(err)
+	return out, resp, err
 }
 
 // sniff recognises the formats the server accepts and returns the

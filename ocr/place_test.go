@@ -7,17 +7,18 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/ocr"
 )
 
 // placeAdmitter records the place every admission asks with.
 type placeAdmitter struct {
-	polygateway.Admitter
+	core.Admitter
 	mu     sync.Mutex
 	places []polygateway.Place
 }
 
-func (a *placeAdmitter) Admit(ctx context.Context, req polygateway.AdmitRequest) (polygateway.Ticket, error) {
+func (a *placeAdmitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
 	a.mu.Lock()
 	a.places = append(a.places, req.Permit.Place)
 	a.mu.Unlock()
@@ -29,7 +30,7 @@ func (a *placeAdmitter) Admit(ctx context.Context, req polygateway.AdmitRequest)
 func TestOCRCallsTakeTheirPlaceInTheAdmissionQueue(t *testing.T) {
 	t.Parallel()
 	fake := newFake(t)
-	adm := &placeAdmitter{Admitter: polygateway.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker())}
+	adm := &placeAdmitter{Admitter: core.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker())}
 	c := newClient(t, ocr.Config{}, nil, urls(fake), polygateway.WithAdmitter(adm))
 	if _, err := c.RecognizeText(t.Context(), pngBytes, polygateway.WithPriority(polygateway.PriorityBatch), polygateway.WithTenant("scans")); err != nil {
 		t.Fatalf("RecognizeText: %v", err)

@@ -368,7 +368,7 @@ func (s *Server) govern(ctx context.Context, k *kernel.Client, call *core.Call) 
 	}
 	kr, err := k.Handle(ctx, call)
 	if err != nil {
-		return nil, kernel.PublicError(err)
+		return nil, err
 	}
-	return (*polygateway.LLMResponse)(kr), nil
+	return kr, nil
 }

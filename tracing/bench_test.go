@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/tracing"
 )
@@ -34,8 +35,8 @@ func providers() []struct {
 // BenchmarkSpans is what the Tracer does for a call with one attempt: two
 // spans started and ended, one Inject.
 func BenchmarkSpans(b *testing.B) {
-	call := polygateway.CallInfo{CallID: "call-1", Scope: "LLM", Operation: "chat", Stream: true}
-	ev := polygateway.AttemptEvent{Scope: "LLM", Source: "openai_1", Provider: "openai", Model: "gpt-4o-mini", CallID: "call-1", Attempt: 1}
+	call := core.CallInfo{CallID: "call-1", Scope: "LLM", Operation: "chat", Stream: true}
+	ev := core.AttemptEvent{Scope: "LLM", Source: "openai_1", Provider: "openai", Model: "gpt-4o-mini", CallID: "call-1", Attempt: 1}
 	resp := &polygateway.LLMResponse{Model: "gpt-4o-mini", Provider: "openai", SourceName: "openai_1",
 		PromptTokens: 12, CompletionTokens: 30, Attempts: []string{"openai_1"}, FinishReason: "stop"}
 	for _, p := range providers() {
@@ -47,7 +48,7 @@ func BenchmarkSpans(b *testing.B) {
 				ctx, endCall := tr.StartCall(context.Background(), call)
 				actx, endAttempt := tr.StartAttempt(ctx, ev)
 				tr.Inject(actx, h)
-				ev.Outcome = polygateway.AttemptSuccess
+				ev.Outcome = core.AttemptSuccess
 				endAttempt(ev, nil)
 				endCall(resp, nil)
 			}

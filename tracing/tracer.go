@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 )
 
 // InstrumentationName names the tracer this package obtains from its
@@ -98,7 +99,7 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 }
 
 // Tracer puts governed calls and their upstream attempts in OpenTelemetry
-// spans; it implements polygateway.Tracer. Create it with New and pass it
+// spans; it implements core.Tracer. Create it with New and pass it
 // to polygateway.WithTracer (and to embed or ocr clients through the same
 // option). It is safe for concurrent use.
 type Tracer struct {
@@ -107,7 +108,7 @@ type Tracer struct {
 	attrs  []attribute.KeyValue
 }
 
-var _ polygateway.Tracer = (*Tracer)(nil)
+var _ core.Tracer = (*Tracer)(nil)
 
 // New returns a Tracer configured by opts.
 func New(opts ...Option) *Tracer {
@@ -153,7 +154,7 @@ type callSpan struct {
 // of the span in ctx (in the gateway, the client's). The returned end
 // function records the answer (models, usage, cache, degradation, attempts)
 // or the error and ends the span.
-func (t *Tracer) StartCall(ctx context.Context, call polygateway.CallInfo) (context.Context, func(*polygateway.LLMResponse, error)) {
+func (t *Tracer) StartCall(ctx context.Context, call core.CallInfo) (context.Context, func(*polygateway.LLMResponse, error)) {
 	op := call.Operation
 	if op == "" {
 		op = "chat"
@@ -243,7 +244,7 @@ func (cs *callSpan) end(resp *polygateway.LLMResponse, err error) {
 // child of the call's span in ctx. The attempt's upstream requests carry
 // its trace context (Inject). The returned end function records the
 // outcome and ends the span.
-func (t *Tracer) StartAttempt(ctx context.Context, ev polygateway.AttemptEvent) (context.Context, func(polygateway.AttemptEvent, error)) {
+func (t *Tracer) StartAttempt(ctx context.Context, ev core.AttemptEvent) (context.Context, func(core.AttemptEvent, error)) {
 	op := "chat"
 	cs, _ := ctx.Value(callKey{}).(*callSpan)
 	if cs != nil {
@@ -269,10 +270,10 @@ func (t *Tracer) StartAttempt(ctx context.Context, ev polygateway.AttemptEvent) 
 		}
 		span.SetAttributes(attrs...)
 	}
-	return ctx, func(ev polygateway.AttemptEvent, err error) { endAttempt(span, ev, err) }
+	return ctx, func(ev core.AttemptEvent, err error) { endAttempt(span, ev, err) }
 }
 
-func endAttempt(span trace.Span, ev polygateway.AttemptEvent, err error) {
+func endAttempt(span trace.Span, ev core.AttemptEvent, err error) {
 	if !span.IsRecording() {
 		span.End()
 		return

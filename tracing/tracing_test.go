@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/embed"
 	"github.com/polygateway/polygateway/ocr"
 	"github.com/polygateway/polygateway/ocr/ocrfake"
@@ -442,7 +443,7 @@ func TestLongValuesAreClipped(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t)
 	long := strings.Repeat("é", 300) // 600 bytes
-	_, end := rec.tr.StartCall(context.Background(), polygateway.CallInfo{Scope: "LLM", CallID: long, Operation: "chat"})
+	_, end := rec.tr.StartCall(context.Background(), core.CallInfo{Scope: "LLM", CallID: long, Operation: "chat"})
 	end(&polygateway.LLMResponse{Model: long}, nil)
 	s := rec.spans()
 	if len(s) != 1 {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/telemetry/pgsink"
 	"github.com/polygateway/polygateway/telemetry/sqlitesink"
 )
@@ -32,7 +33,7 @@ func ownPostgresSink(ctx context.Context, dsn string, logger *slog.Logger, use f
 
 // withSink makes a client that writes to sink, whatever the configuration
 // names, and uses it.
-func withSink(sink polygateway.TelemetrySink, use func(*polygateway.GatewayClient) error) error {
+func withSink(sink core.TelemetrySink, use func(*polygateway.GatewayClient) error) error {
 	client, err := polygateway.FromEnv("LLM", polygateway.WithTelemetry(sink))
 	if err != nil {
 		return err

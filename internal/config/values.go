@@ -224,7 +224,7 @@ func parseName(e entry, d KeyDoc) (any, *Error) {
 }
 
 // parseBackend accepts a built-in backend or one registered by another
-// package (polygateway.Register…).
+// package (backend.Register…).
 func parseBackend(e entry, d KeyDoc) (any, *Error) {
 	v, perr := parseEnum(e, d.Values)
 	if perr == nil || registry.Known(d.registry, e.val) {

@@ -3,8 +3,8 @@ package kernel
 import (
 	"fmt"
 
-	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/config"
 )
 
 // checkBudget refuses a budgeted scope that cannot keep its budget: its

@@ -17,22 +17,31 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/internal/engine"
 	"github.com/polygateway/polygateway/internal/registry"
 	"github.com/polygateway/polygateway/middleware"
 	"github.com/polygateway/polygateway/transport"
 )
 
-// Options are the resolved assembly options (the root package's With…
-// options, in core types). The zero value assembles everything from the
-// settings.
+// Options are the assembly options: the root package's Option is a
+// func(*Options), and its With… options set these fields. The zero value
+// assembles everything from the settings.
 type Options struct {
+	// Env, when EnvSet, is the only source of the keys FromEnv reads (no
+	// process environment, no .env file).
+	Env    map[string]string
+	EnvSet bool
+	// DotEnv, when DotEnvSet, names the .env file FromEnv reads (a file
+	// that does not exist is then an error); default ".env", if present.
+	DotEnv    string
+	DotEnvSet bool
 	// Limiter, Breaker, Admitter, Cache and Telemetry replace the configured
 	// backends; the caller keeps ownership of them.
 	Limiter   core.Limiter
@@ -63,43 +72,31 @@ type Options struct {
 	// Tracer puts calls and attempts in spans and injects trace context
 	// into upstream requests.
 	Tracer core.Tracer
-	// Environment returns the keys FromEnv reads (WithEnv's map, or the
-	// .env file and the process environment).
-	Environment func() (map[string]string, error)
 }
 
-// FromEnv assembles the client of scope from the environment the root
-// options (a []polygateway.Option) name, after mod adjusts the resolved
-// options (a sibling client turns the cache off).
-func FromEnv(scope string, opts any, mod func(*Options)) (*Client, error) {
-	o := Resolve(opts)
-	if mod != nil {
-		mod(&o)
+// Collect applies opts in order to zero Options.
+func Collect[O ~func(*Options)](opts []O) Options {
+	var o Options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
 	}
-	env, err := o.Environment()
-	if err != nil {
-		return nil, err
-	}
-	s, err := config.Load(scope, env)
-	if err != nil {
-		return nil, err
-	}
-	return Assemble(s, o)
+	return o
 }
 
-// FromSettings is FromEnv for parsed settings.
-func FromSettings(s core.GatewaySettings, opts any, mod func(*Options)) (*Client, error) {
-	o := Resolve(opts)
-	if mod != nil {
-		mod(&o)
+// Environment returns the keys FromEnv reads: Env's map, or the .env file
+// and the process environment (the environment wins).
+func (o *Options) Environment() (map[string]string, error) {
+	if o.EnvSet {
+		return o.Env, nil
 	}
-	return Assemble(s, o)
+	path, explicit := ".env", false
+	if o.DotEnvSet {
+		path, explicit = o.DotEnv, true
+	}
+	return config.ReadEnv(path, explicit)
 }
-
-// Resolve turns the root package's options (a []polygateway.Option) into
-// Options. The root package sets it in its init; the sibling clients call
-// it with the options their users gave them.
-var Resolve func(opts any) Options
 
 // Client is one assembled scope. It is safe for concurrent use.
 type Client struct {
@@ -473,38 +470,58 @@ func NewCallID() string {
 	return string(b[:])
 }
 
-// CallOptions are the resolved call options (the root package's With…
-// call options, in core types).
+// CallOptions are the call options: the root package's CallOption is a
+// func(*CallOptions), and its With… call options set the fields of Call
+// (the call they shape, before it gets its id, scope and messages) and
+// the few that are not the call's.
 type CallOptions struct {
-	SessionID, ParentCallID   string
-	CacheSalt, CacheNamespace string
-	// Stream defaults to true.
-	Stream bool
-	Params map[string]any
-	// JSON is set by WithJSON and WithJSONSchema; Schema by WithJSONSchema.
-	JSON   bool
-	Schema []byte
-	// Fallback is the call's own last resort.
-	Fallback middleware.FallbackFunc
-	// Events receives the call's attempt events.
-	Events core.AttemptListener
-	// Budgets are the call's own spend budgets (WithBudget).
-	Budgets []core.Budget
-	// NoPushbackWait is WithoutPushbackWait.
-	NoPushbackWait bool
-	// Place is WithPriority and WithTenant.
-	Place core.Place
+	// Call is the call as the options shape it (its fields are promoted:
+	// co.Place is co.Call.Place); Stream defaults to true.
+	core.Call
+	// JSON is set by WithJSON and WithJSONSchema (which sets
+	// Call.JSONSchema): the answer must be valid JSON.
+	JSON bool
+	// OwnParams says Call.Params is this call's own copy (options may
+	// write to it).
+	OwnParams bool
 }
 
-// ResolveCall turns the root package's call options (a
-// []polygateway.CallOption) into CallOptions; set by the root package.
-var ResolveCall func(opts any) CallOptions
+// ResolveCall applies opts in order over the defaults.
+func ResolveCall[O ~func(*CallOptions)](opts []O) CallOptions {
+	co := CallOptions{Call: core.Call{Stream: true}}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&co)
+		}
+	}
+	return co
+}
 
-// Unwrap returns the kernel client behind a *polygateway.GatewayClient
-// (given as any); set by the root package.
-var Unwrap func(gw any) (*Client, error)
+// Ref refers to an assembled Client from a client type of the public
+// packages that embeds it (under an unexported name): it has no exported
+// method to promote, only the one Unwrap finds.
+type Ref struct{ c *Client }
 
-// PublicError rebuilds an error of core's types as the root
-// package's public ones; set by the root package. Sibling clients return
-// their callers what it gives.
-var PublicError = func(err error) error { return err }
+// Ref returns the reference to c that a public client embeds.
+func (c *Client) Ref() Ref { return Ref{c: c} }
+
+// kernel is the method a type that embeds a Ref has.
+func (r Ref) kernel() *Client { return r.c }
+
+// Of returns the client r refers to; nil for the zero Ref.
+func Of(r Ref) *Client { return r.c }
+
+// Holder is a public client type that embeds a Ref.
+type Holder interface{ kernel() *Client }
+
+// Unwrap returns the client behind h (a *polygateway.GatewayClient, an
+// embedding or OCR client).
+func Unwrap(h Holder) (*Client, error) {
+	if v := reflect.ValueOf(h); h == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("%w: no client", core.ErrGateway)
+	}
+	if c := h.kernel(); c != nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("%w: no client", core.ErrGateway)
+}
