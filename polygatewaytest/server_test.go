@@ -103,7 +103,7 @@ func TestFlap(t *testing.T) {
 
 func TestConcurrencyLimit(t *testing.T) {
 	t.Parallel()
-	s := NewServer(t, WithConcurrencyLimit(2, RateLimited("1")), WithScript(Hang(), Hang(), OK()))
+	s := NewServer(t, WithConcurrencyLimit(2, RateLimited("1")), WithScript(Hang(), Hang(), OK()), WithAttemptLog(16))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range 2 {
@@ -115,7 +115,9 @@ func TestConcurrencyLimit(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "2 in flight", func() bool { return s.InFlight() == 2 })
+	// A request is in flight from its first byte but admitted only once its
+	// body is read; its attempt is logged after admission.
+	waitFor(t, "2 admitted", func() bool { return len(s.Attempts()) == 2 })
 	for i := range 3 {
 		resp, _ := mustPost(t, s, plainReq)
 		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
