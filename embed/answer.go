@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/polygateway/polygateway/internal/readerr"
 )
 
 // Reading an embeddings answer.
@@ -130,7 +132,7 @@ func decodeEmbeddings(r io.Reader, n int) (*decoded, error) {
 // the checks (count, indices, dimensions, elements). An answer with a
 // non-empty top-level "error" member returns its errorBody instead.
 func decodeAnswer(r io.Reader, n int, format string) (*decoded, error) {
-	rec := &recordingReader{r: r}
+	rec := &readerr.Recorder{R: r}
 	n = max(n, 0)
 	d := &answerReader{dec: json.NewDecoder(rec), n: n, shape: format,
 		index: make([]any, n), vecs: make([][]float32, n), slots: make([][]float32, n), bad: make([]error, n)}
@@ -142,8 +144,8 @@ func decodeAnswer(r io.Reader, n int, format string) (*decoded, error) {
 	}
 	d.dec.UseNumber()
 	if err := d.read(); err != nil {
-		if rec.err != nil && errors.Is(err, rec.err) {
-			return nil, &readError{err: rec.err}
+		if rec.Err != nil && errors.Is(err, rec.Err) {
+			return nil, &readError{err: rec.Err}
 		}
 		var me *malformedError
 		if errors.As(err, &me) {
@@ -152,21 +154,6 @@ func decodeAnswer(r io.Reader, n int, format string) (*decoded, error) {
 		return nil, &malformedError{msg: "response body is not valid JSON", err: err}
 	}
 	return d.result()
-}
-
-// recordingReader remembers the first error of its reader other than EOF,
-// so that a failed read is told from bad JSON.
-type recordingReader struct {
-	r   io.Reader
-	err error
-}
-
-func (r *recordingReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF && r.err == nil {
-		r.err = err
-	}
-	return n, err
 }
 
 // answerReader is the state of one decodeAnswer.

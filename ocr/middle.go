@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/polygateway/polygateway/internal/readerr"
 )
 
 // Reading a *_middle.json.
@@ -45,20 +47,6 @@ type readFailure struct{ err error }
 
 func (e *readFailure) Error() string { return e.err.Error() }
 func (e *readFailure) Unwrap() error { return e.err }
-
-// recordingReader remembers its reader's first error other than EOF.
-type recordingReader struct {
-	r   io.Reader
-	err error
-}
-
-func (r *recordingReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF && r.err == nil {
-		r.err = err
-	}
-	return n, err
-}
 
 // block is one element of para_blocks, as decoded.
 type block struct {
@@ -100,7 +88,7 @@ type middleReader struct {
 // failing or oversized member is reported as such, as a whole reading
 // would).
 func decodeMiddle(r io.Reader, lim middleLimits) ([]LayoutElement, [][2]float64, error) {
-	rec := &recordingReader{r: r}
+	rec := &readerr.Recorder{R: r}
 	d := &middleReader{dec: json.NewDecoder(rec), lim: lim}
 	err := d.read()
 	var b *badResult
@@ -111,8 +99,8 @@ func decodeMiddle(r io.Reader, lim middleLimits) ([]LayoutElement, [][2]float64,
 		_, _ = io.Copy(io.Discard, rec)
 	}
 	switch {
-	case rec.err != nil:
-		return nil, nil, &readFailure{err: rec.err}
+	case rec.Err != nil:
+		return nil, nil, &readFailure{err: rec.Err}
 	case err != nil:
 		return nil, nil, bad(ErrBadLayout, "middle.json is not a JSON object with pdf_info: %v", err)
 	case d.docErr != nil:
