@@ -14,8 +14,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/config"
 )
 
 // Bounds of a configuration file, checked before it is parsed further.

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/embed"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/embed"
 	pt "github.com/polygateway/polygateway/polygatewaytest"
 )
 
