@@ -297,3 +297,38 @@ func TestARequestThatWaitedInTheQueueLogsItsWait(t *testing.T) {
 		t.Errorf("log line of the request that found a free slot: %v; want no queue_wait_ms (got %v)", lines["first"], w)
 	}
 }
+
+func TestARequestWhoseDeadlineTheQueueCannotMeetGets503AtOnce(t *testing.T) {
+	t.Parallel()
+	q := newQueueGateway(t, 1, proxy.Config{})
+	q.send("hold", "X-PolyGateway-Priority", "batch")
+	q.waitArrived(1)
+	const batch = 10
+	for i := range batch {
+		q.send("batch-"+strconv.Itoa(i), "X-PolyGateway-Priority", "batch")
+	}
+	q.waitQueued(depth(0, 0, batch))
+	// The held answer takes its service time: the queue learns an interval
+	// between admissions of at least that much.
+	const service = 100 * time.Millisecond
+	time.Sleep(service)
+	q.admitNext()
+	// batch-1 waiting calls are ahead, each admitted after that interval: far
+	// past a 0.5 s deadline.
+	resp, body := q.do("POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"late"}]}`,
+		"X-PolyGateway-Priority", "batch", "X-PolyGateway-Timeout", "0.5", "X-Request-ID", "late")
+	var e struct {
+		Error struct{ Type, Code, Message string }
+	}
+	if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != http.StatusServiceUnavailable ||
+		e.Error.Type != "service_unavailable_error" || e.Error.Code != "queue_deadline" {
+		t.Errorf("%d %s (%v); want 503 queue_deadline", resp.StatusCode, body, err)
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Errorf("Retry-After %q; want the queue's estimate in whole seconds", resp.Header.Get("Retry-After"))
+	}
+	q.finish()
+	if slices.Contains(q.up.arrived(), "late") {
+		t.Error("the refused request reached the upstream")
+	}
+}
