@@ -99,11 +99,14 @@ func newQueueGateway(t *testing.T, slots int, cfg proxy.Config) *queueGateway {
 
 // send posts a chat request whose message is tag, with the headers hdr,
 // in the background; its status is kept under tag.
-func (q *queueGateway) send(tag string, hdr ...string) {
+func (q *queueGateway) send(tag string, hdr ...string) { q.sendChat(tag, false, hdr...) }
+
+// sendChat is send of a streamed request when stream is set.
+func (q *queueGateway) sendChat(tag string, stream bool, hdr ...string) {
 	q.wg.Add(1)
 	go func() {
 		defer q.wg.Done()
-		body, _ := json.Marshal(map[string]any{"model": "m", "messages": []map[string]string{{"role": "user", "content": tag}}})
+		body, _ := json.Marshal(map[string]any{"model": "m", "stream": stream, "messages": []map[string]string{{"role": "user", "content": tag}}})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*gateBound)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "POST", q.ts.URL+"/v1/chat/completions", bytes.NewReader(body))
@@ -279,8 +282,10 @@ func TestARequestThatWaitedInTheQueueLogsItsWait(t *testing.T) {
 	q.waitArrived(1)
 	q.send("waited")
 	q.waitQueued(depth(0, 1, 0))
-	if got := q.admitNext(); got != "waited" {
-		t.Fatalf("admitted %q, want the queued request", got)
+	q.sendChat("waited-stream", true)
+	q.waitQueued(depth(0, 2, 0))
+	if got := []string{q.admitNext(), q.admitNext()}; !slices.Equal(got, []string{"waited", "waited-stream"}) {
+		t.Fatalf("admitted %q, want the queued requests", got)
 	}
 	q.finish()
 	lines := map[string]map[string]any{}
@@ -290,8 +295,10 @@ func TestARequestThatWaitedInTheQueueLogsItsWait(t *testing.T) {
 			lines[m["request_id"].(string)] = m
 		}
 	}
-	if w, ok := lines["waited"]["queue_wait_ms"].(float64); !ok || w <= 0 {
-		t.Errorf("log line of the request that waited: %v; want a queue_wait_ms above 0", lines["waited"])
+	for _, id := range []string{"waited", "waited-stream"} {
+		if w, ok := lines[id]["queue_wait_ms"].(float64); !ok || w <= 0 {
+			t.Errorf("log line of the request that waited: %v; want a queue_wait_ms above 0", lines[id])
+		}
 	}
 	if w, ok := lines["first"]["queue_wait_ms"]; ok || lines["first"] == nil {
 		t.Errorf("log line of the request that found a free slot: %v; want no queue_wait_ms (got %v)", lines["first"], w)
