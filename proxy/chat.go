@@ -320,7 +320,6 @@ func finite(f float64) float64 {
 // note records the answer in the request's log line.
 func (s *Server) note(ri *reqInfo, resp *polygateway.LLMResponse) {
 	ri.source, ri.attempts, ri.cache = resp.SourceName, resp.Attempts, resp.CacheHit
-	ri.queueWait = queueWait(resp)
 	if ri.source == "" && resp.CacheHit {
 		ri.source = "cache"
 	}
@@ -360,13 +359,17 @@ func modelNotFound(model string) *apiError {
 	return invalidRequest(http.StatusNotFound, "model", "model_not_found", msg)
 }
 
-// govern runs one governed call on k and returns the library's public
-// answer and error types, as a library caller of the scope gets them.
-func (s *Server) govern(ctx context.Context, k *kernel.Client, call *core.Call) (*polygateway.LLMResponse, error) {
+// govern runs one governed call of the request ri on k and returns the
+// library's public answer and error types, as a library caller of the
+// scope gets them. The time the call waited in the admission queue
+// (core.Call.QueueWait, which the engine has set when Handle returns) is
+// added to the request's, answered or not.
+func (s *Server) govern(ctx context.Context, ri *reqInfo, k *kernel.Client, call *core.Call) (*polygateway.LLMResponse, error) {
 	if s.governing != nil {
 		s.governing(call)
 	}
 	kr, err := k.Handle(ctx, call)
+	ri.queueWait += call.QueueWait
 	if err != nil {
 		return nil, err
 	}

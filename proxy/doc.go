@@ -32,7 +32,8 @@
 //     MAX_INPUT_BYTES (400 input_too_large) before any upstream call.
 //   - GET /v1/models — the routed model names.
 //   - GET /v1/providers — every source's name, model, tier, weight,
-//     breaker, limits and load; never a key. Its base URL only with the
+//     breaker, limits, load and its scope's queue depth by class; never a
+//     key. Its base URL only with the
 //     AdminToken (which the route takes in place of a client key).
 //   - GET /healthz — liveness, open to anyone and naming no source; GET
 //     /readyz — 200 when every scope has a source whose breaker is not

@@ -166,7 +166,8 @@ func mapError(err error, gone bool) *apiError {
 // cause, where dial errors and upstream pages go, are left out); a
 // rejection and an invalid result keep their message with addresses
 // scrubbed; an unavailable scope names its sources' reasons and sums up
-// its last attempt the same way; anything else is named by its class.
+// its last attempt the same way (a queue deadline by its counts and
+// durations); anything else is named by its class.
 func publicText(err error) string {
 	var (
 		unavailable *polygateway.GatewayUnavailableError
@@ -176,6 +177,7 @@ func publicText(err error) string {
 		dead        *polygateway.SourceDeadError
 		rejected    *polygateway.RequestRejectedError
 		invalid     *polygateway.ResultInvalidError
+		late        *core.QueueDeadlineError
 	)
 	switch {
 	case err == nil:
@@ -213,6 +215,10 @@ func publicText(err error) string {
 		cp := *invalid
 		cp.Message, cp.Raw, cp.Err = scrubAddresses(cp.Message), "", nil
 		return cp.Error()
+	case errors.As(err, &late):
+		// Counts and durations only: how many calls were ahead, when the
+		// call would have been admitted, what was left of its deadline.
+		return late.Error()
 	}
 	return "internal error"
 }

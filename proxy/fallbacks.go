@@ -225,7 +225,7 @@ func (s *Server) governChat(ctx context.Context, w http.ResponseWriter, ri *reqI
 			call.Events = seen
 		}
 		enterRoute(w.Header(), ri, chain, i)
-		resp, err := s.govern(ctx, h.cs.k, call)
+		resp, err := s.govern(ctx, ri, h.cs.k, call)
 		if err == nil {
 			return withEarlier(resp, earlier), nil
 		}
@@ -256,7 +256,7 @@ func (s *Server) streamRoutes(ctx context.Context, w http.ResponseWriter, ri *re
 		callID := polygateway.NewCallID()
 		sink := s.newStreamSink(w, ri, callID, req.model, req.commit, ans)
 		sink.attempts = slices.Clip(earlier)
-		resp, err := s.govern(ctx, h.cs.k, &core.Call{
+		resp, err := s.govern(ctx, ri, h.cs.k, &core.Call{
 			ID: callID, Messages: req.messages, Params: req.params, Stream: true, SessionID: ri.id, Deltas: sink, Events: sink,
 			Budgets: s.callBudgets(ri), CacheNamespace: s.cacheNamespace(ri, h.cs.cacheNS), NoPushbackWait: true, Place: ri.place,
 		})

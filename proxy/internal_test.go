@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -70,6 +72,7 @@ func TestMapErrorStatuses(t *testing.T) {
 	}{
 		{&polygateway.RequestRejectedError{Code: "content_filter", Message: "no"}, http.StatusBadRequest, "content_filter"},
 		{&polygateway.GatewayUnavailableError{Reason: polygateway.ReasonRetryExhausted, RetryAfter: 1500 * time.Millisecond}, http.StatusServiceUnavailable, "retry_exhausted"},
+		{&polygateway.GatewayUnavailableError{Reason: polygateway.ReasonQueueDeadline, RetryAfter: 2 * time.Second}, http.StatusServiceUnavailable, "queue_deadline"},
 		{&polygateway.ResultInvalidError{Message: "bad json"}, http.StatusUnprocessableEntity, "result_invalid"},
 		{&polygateway.GovernanceBackendError{Backend: "limiter", Op: "acquire", Err: errors.New("redis down")}, http.StatusServiceUnavailable, "governance_backend_unavailable"},
 		{&polygateway.TransientError{Reason: polygateway.ReasonTimeout}, http.StatusBadGateway, "timeout"},
@@ -86,6 +89,37 @@ func TestMapErrorStatuses(t *testing.T) {
 	}
 	if e := mapError(errors.New("x"), true); e.status != StatusClientClosedRequest {
 		t.Errorf("gone client: %d", e.status)
+	}
+}
+
+// A call whose deadline the admission queue cannot meet is a 503 whose
+// Retry-After is the queue's estimate (rounded up, at least 1 s) and whose
+// message tells the counts, never "internal error".
+func TestAQueueDeadlineIsA503WithTheEstimateAsRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		estimate   time.Duration
+		retryAfter string
+	}{
+		{2500 * time.Millisecond, "3"},
+		{0, "1"}, // no interval between admissions yet
+	} {
+		late := &core.QueueDeadlineError{Ahead: 7, Estimate: tc.estimate, Left: time.Second}
+		err := &polygateway.GatewayUnavailableError{Scope: "LLM", Reason: polygateway.ReasonQueueDeadline, RetryAfter: tc.estimate, Err: late}
+		w := httptest.NewRecorder()
+		writeAPIError(w, mapError(err, false))
+		var body struct {
+			Error struct{ Message, Type, Code string }
+		}
+		if jerr := json.Unmarshal(w.Body.Bytes(), &body); jerr != nil || w.Code != http.StatusServiceUnavailable ||
+			body.Error.Type != "service_unavailable_error" || body.Error.Code != "queue_deadline" {
+			t.Errorf("estimate %v: %d %s (%v); want 503 service_unavailable_error queue_deadline", tc.estimate, w.Code, w.Body, jerr)
+		}
+		if got := w.Header().Get("Retry-After"); got != tc.retryAfter {
+			t.Errorf("estimate %v: Retry-After %q, want %q", tc.estimate, got, tc.retryAfter)
+		}
+		if m := body.Error.Message; !strings.Contains(m, "unavailable (queue_deadline)") || !strings.Contains(m, "7 calls ahead") || strings.Contains(m, "internal error") {
+			t.Errorf("estimate %v: message %q; want the reason and the calls ahead", tc.estimate, m)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 )
 
 // writeJSON sends v as a JSON body with status.
@@ -142,7 +143,11 @@ type providerBody struct {
 	AdaptiveLimit float64        `json:"adaptive_limit"`
 	Limits        map[string]int `json:"limits"`
 	Usage         map[string]int `json:"usage"`
-	Error         string         `json:"error,omitempty"`
+	// Queued counts this process's calls waiting in the admission queue
+	// of the source's scope, by priority class name (every source of a
+	// scope shows the same counts).
+	Queued map[string]int `json:"queued"`
+	Error  string         `json:"error,omitempty"`
 }
 
 type breakerBody struct {
@@ -177,6 +182,7 @@ func (s *Server) handleProviders(w http.ResponseWriter, r *http.Request) {
 				InFlight: x.InFlight, Health: x.Health, AdaptiveLimit: x.AdaptiveLimit,
 				Limits: map[string]int{"max_concurrency": x.Limits.MaxConcurrency, "rpm": x.Limits.RPM, "tpm": x.Limits.TPM},
 				Usage:  map[string]int{"in_flight": x.Usage.InFlight, "requests": x.Usage.Requests, "tokens": x.Usage.Tokens},
+				Queued: queuedBody(x.Queued),
 			}
 			if admin {
 				p.BaseURL = redactURL(x.BaseURL)
@@ -192,6 +198,16 @@ func (s *Server) handleProviders(w http.ResponseWriter, r *http.Request) {
 		"routes": g.Routes, "embedding_routes": g.EmbedRoutes,
 		"default_scope": g.DefaultScope, "default_embedding_scope": g.DefaultEmbedScope,
 	})
+}
+
+// queuedBody names the counts of a queue depth by their priority class:
+// {"interactive": …, "normal": …, "batch": …}.
+func queuedBody(d core.QueueDepth) map[string]int {
+	out := make(map[string]int, len(d))
+	for p, n := range d {
+		out[core.Priority(p).String()] = n
+	}
+	return out
 }
 
 // redactURL drops user info, query and fragment from a base URL.

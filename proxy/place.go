@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
@@ -127,14 +126,9 @@ func (c *Config) keyPriorities(hashes [][sha256.Size]byte) ([]core.Priority, err
 	return out, nil
 }
 
-// queueWait is how long the call that answered waited in an admission
-// queue, as its result tells it. The call result does not expose it yet:
-// it is 0 (unknown), and the access log leaves queue_wait_ms out.
-func queueWait(*polygateway.LLMResponse) time.Duration { return 0 }
-
 // placeAttrs appends the request's place in the queue to its log line:
 // priority and tenant (when it has one) for a governed request, and
-// queue_wait_ms when the call's result told it.
+// queue_wait_ms when its chat calls waited in an admission queue.
 func (ri *reqInfo) placeAttrs(attrs []slog.Attr) []slog.Attr {
 	if !ri.placed {
 		return attrs

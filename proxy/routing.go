@@ -59,8 +59,9 @@ type reqInfo struct {
 	// admission (enter, placed true).
 	place  core.Place
 	placed bool
-	// queueWait is how long the answering call waited in an admission
-	// queue, when its result tells it (0: unknown).
+	// queueWait is how long the request's chat calls (every route tried)
+	// waited in admission queues for full gates; an embeddings request's
+	// is not known (0).
 	queueWait time.Duration
 }
 
