@@ -16,11 +16,20 @@ type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that fires once, d after now on this clock.
 	NewTimer(d time.Duration) Timer
+	// AfterFunc returns a timer that calls f once, d after now on this
+	// clock (at once when d <= 0), in its own goroutine: f must not
+	// assume the goroutine that armed it, nor that any lock is held.
+	// Nothing waits for the call until the timer fires, so a pending
+	// AfterFunc costs no goroutine. Stop prevents the call when it
+	// reports true; when it reports false, f has been started (or is
+	// about to be). The timer's C is nil: it never delivers a time.
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
 // Timer is a one-shot timer of a Clock.
 type Timer interface {
-	// C delivers the time once when the timer fires.
+	// C delivers the time once when the timer fires; it is nil for a
+	// timer made by AfterFunc.
 	C() <-chan time.Time
 	// Stop prevents the timer from firing; it reports whether it did.
 	Stop() bool
@@ -36,6 +45,11 @@ func (SystemClock) Now() time.Time { return time.Now() }
 
 // NewTimer returns a time.Timer.
 func (SystemClock) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTimer(d)} }
+
+// AfterFunc returns a time.AfterFunc timer.
+func (SystemClock) AfterFunc(d time.Duration, f func()) Timer {
+	return sysTimer{time.AfterFunc(d, f)}
+}
 
 type sysTimer struct{ t *time.Timer }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -64,6 +65,9 @@ type stepClock struct {
 
 func (c *stepClock) Now() time.Time                 { c.now = c.now.Add(c.step); return c.now }
 func (c *stepClock) NewTimer(d time.Duration) Timer { return SystemClock{}.NewTimer(d) }
+func (c *stepClock) AfterFunc(d time.Duration, f func()) Timer {
+	return SystemClock{}.AfterFunc(d, f)
+}
 
 func TestSinceReadsTheClockItIsGiven(t *testing.T) {
 	t.Parallel()
@@ -80,4 +84,27 @@ func TestSinceReadsTheClockItIsGiven(t *testing.T) {
 	if got := Since(sys, t0.Add(-time.Hour)); got < time.Hour {
 		t.Fatalf("Since an hour ago = %v, want at least an hour", got)
 	}
+}
+
+// TestSystemClockAfterFuncCallsOnceAtItsTime: the function runs d after
+// now, in a goroutine of its own, and not once Stop reported true.
+func TestSystemClockAfterFuncCallsOnceAtItsTime(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := SystemClock{}
+		start := c.Now()
+		at := make(chan time.Time, 1)
+		tm := c.AfterFunc(time.Minute, func() { at <- c.Now() })
+		if tm.C() != nil {
+			t.Fatal("an AfterFunc timer has a channel")
+		}
+		stopped := c.AfterFunc(time.Minute, func() { t.Error("a stopped AfterFunc ran") })
+		if !stopped.Stop() {
+			t.Fatal("Stop of a pending timer reported false")
+		}
+		if got := (<-at).Sub(start); got != time.Minute {
+			t.Fatalf("the function ran %v after it was armed, want 1m", got)
+		}
+		synctest.Wait() // a wrongly kept timer, due at the same instant, has run
+	})
 }

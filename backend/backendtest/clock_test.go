@@ -43,3 +43,38 @@ func TestFakeClockDropsMonotonicReading(t *testing.T) {
 		t.Fatalf("Now = %s, want %s", got, want)
 	}
 }
+
+// TestFakeClockAfterFuncRunsOnTheMoveThatReachesIt: an AfterFunc function
+// runs within the Advance that reaches its time, not before, and never
+// once Stop reported true; a function that arms another is not held up.
+func TestFakeClockAfterFuncRunsOnTheMoveThatReachesIt(t *testing.T) {
+	t.Parallel()
+	c := NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	var ran, stopped, again int
+	c.AfterFunc(time.Second, func() {
+		ran++
+		c.AfterFunc(time.Second, func() { again++ })
+	})
+	st := c.AfterFunc(time.Second, func() { stopped++ })
+	if st.C() != nil {
+		t.Fatal("an AfterFunc timer has a channel")
+	}
+	c.Advance(999 * time.Millisecond)
+	if ran != 0 {
+		t.Fatal("the function ran before its time")
+	}
+	if !st.Stop() {
+		t.Fatal("Stop of a pending timer reported false")
+	}
+	c.Advance(time.Millisecond)
+	if ran != 1 || stopped != 0 || again != 0 {
+		t.Fatalf("after reaching 1s: ran %d, stopped ran %d, re-armed ran %d; want 1, 0, 0", ran, stopped, again)
+	}
+	c.Advance(time.Second)
+	if again != 1 || c.Timers() != 0 {
+		t.Fatalf("after 2s: re-armed ran %d, %d timers left; want 1, 0", again, c.Timers())
+	}
+	done := make(chan struct{})
+	c.AfterFunc(0, func() { close(done) })
+	<-done
+}

@@ -23,6 +23,9 @@ func (c *stepClock) Now() time.Time {
 
 // NewTimer is never used by the backends.
 func (*stepClock) NewTimer(d time.Duration) core.Timer { return core.SystemClock{}.NewTimer(d) }
+func (*stepClock) AfterFunc(d time.Duration, f func()) core.Timer {
+	return core.SystemClock{}.AfterFunc(d, f)
+}
 
 func benchRequest(source string) core.PermitRequest {
 	return core.PermitRequest{

@@ -14,6 +14,9 @@ func (c *stubClock) Now() time.Time { return c.t }
 
 // NewTimer is never used by the backends.
 func (*stubClock) NewTimer(d time.Duration) core.Timer { return core.SystemClock{}.NewTimer(d) }
+func (*stubClock) AfterFunc(d time.Duration, f func()) core.Timer {
+	return core.SystemClock{}.AfterFunc(d, f)
+}
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 

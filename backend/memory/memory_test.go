@@ -44,6 +44,9 @@ func (s *switchClock) Now() time.Time { return s.cur.Load().Now() }
 
 // NewTimer is never used by the backends.
 func (*switchClock) NewTimer(d time.Duration) core.Timer { return core.SystemClock{}.NewTimer(d) }
+func (*switchClock) AfterFunc(d time.Duration, f func()) core.Timer {
+	return core.SystemClock{}.AfterFunc(d, f)
+}
 
 func newSwitchClock(t *testing.T) *switchClock {
 	t.Helper()

@@ -118,3 +118,42 @@ func TestQueueRefusedCircuitIsNotQueued(t *testing.T) {
 		t.Fatalf("depth after: %v %v", d, err)
 	}
 }
+
+// TestQueueClaimSaysHowLongItHasLeft: the waiter a freed slot is handed
+// to learns how long its claim stays its own — at most the claim period,
+// and, with a period of a minute, most of it.
+func TestQueueClaimSaysHowLongItHasLeft(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	const ttl = time.Minute
+	a := newQueueAdmitter(t, c, prefix, redisstore.QueueConfig{ClaimTTL: ttl})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req := core.PermitRequest{Scope: "QL", Source: "a", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
+	first, err := admitOnce(ctx, a, req, core.Place{})
+	if err != nil || !first.Admitted() {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	second, err := admitOnce(ctx, a, req, core.Place{})
+	if err != nil || second.Queued == nil {
+		t.Fatalf("second, with the slot held: %+v %v; want queued", second, err)
+	}
+	if err := finish(ctx, a, first); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := second.Queued.Wait(ctx)
+	if err != nil || ev.Kind != core.WaitClaimed || ev.Source != "a" {
+		t.Fatalf("Wait = %+v, %v; want a claim on a", ev, err)
+	}
+	if ev.ClaimLeft <= ttl/2 || ev.ClaimLeft > ttl {
+		t.Fatalf("ClaimLeft = %v, want in (%v, %v]", ev.ClaimLeft, ttl/2, ttl)
+	}
+	req.Waiter = second.Queued
+	tk, err := admitOnce(ctx, a, req, core.Place{})
+	if err != nil || !tk.Admitted() {
+		t.Fatalf("admission with the claim: %+v %v", tk, err)
+	}
+	if err := finish(ctx, a, tk); err != nil {
+		t.Fatal(err)
+	}
+}

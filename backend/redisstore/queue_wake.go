@@ -34,7 +34,7 @@ const (
 
 // wakeMsg is a message of a queue's script to a process
 // (lua/lib/queue.lua): K is "claim" (a unit reserved for the waiter ID,
-// of label Lb), "turn" (the waiter ID is the head; room is due in At µs),
+// of label Lb, for At µs), "turn" (the waiter ID is the head; room is due in At µs),
 // "gone" (the entry ID was dropped) or "ack" (the claim ID this process
 // granted ended).
 type wakeMsg struct {
@@ -94,6 +94,9 @@ type qwaiter struct {
 	label  string
 	turn   bool
 	turnAt time.Time
+	// claimEnd is when the claim of the last "claim" message lapses, on
+	// the queue's clock, from when the message was read (zero: unknown).
+	claimEnd time.Time
 }
 
 // ID returns the waiter's entry in its queue.
@@ -339,7 +342,10 @@ func (wk *waker) dispatch(ch, payload string) {
 func (wk *waker) apply1(w *qwaiter, key waitKey, m wakeMsg) {
 	switch m.K {
 	case "claim":
-		w.ev, w.label, w.turn = evClaim, m.Lb, false
+		w.ev, w.label, w.turn, w.claimEnd = evClaim, m.Lb, false, time.Time{}
+		if m.At > 0 {
+			w.claimEnd = wk.a.l.opt.clockOrSystem().Now().Add(fromMicros(m.At))
+		}
 	case "gone":
 		w.ev = evGone
 		delete(wk.waiters, key)
@@ -624,7 +630,7 @@ func (wk *waker) apply(ws []*qwaiter, states []waitState) {
 			w.ev = evGone
 			delete(wk.waiters, waitKey{w.k.prefix, w.id})
 		case 2:
-			w.ev, w.label = evClaim, s.label
+			w.ev, w.label, w.claimEnd = evClaim, s.label, time.Time{}
 		default:
 			if s.turn >= 0 {
 				w.turn, w.turnAt = true, now.Add(fromMicros(s.turn))
@@ -684,7 +690,8 @@ func (w *qwaiter) setTurn(us int64) {
 
 // Wait implements core.Waiter: it blocks until w may admit again or ctx
 // ends. It returns core.WaitClaimed with the source whose slot is reserved
-// for it, core.WaitTurn when it is the head and room is due, or
+// for it (and, when the claim's message said, the time the claim has left,
+// counted from when the message was read), core.WaitTurn when it is the head and room is due, or
 // core.WaitLapsed when its place is gone (it admits again as a new call,
 // without its waiter). It runs no command
 // while it waits (its process renews the leases of all its waiters of a
@@ -699,9 +706,13 @@ func (w *qwaiter) Wait(ctx context.Context) (core.WaitEvent, error) {
 		switch w.ev {
 		case evClaim:
 			w.ev = evNone
-			label := w.label
+			ev := core.WaitEvent{Kind: core.WaitClaimed, Source: w.label}
+			if !w.claimEnd.IsZero() {
+				// At least a moment: 0 would say the end is unknown.
+				ev.ClaimLeft = max(w.claimEnd.Sub(now), time.Microsecond)
+			}
 			wk.mu.Unlock()
-			return core.WaitEvent{Kind: core.WaitClaimed, Source: label}, nil
+			return ev, nil
 		case evGone:
 			wk.mu.Unlock()
 			return core.WaitEvent{Kind: core.WaitLapsed}, nil

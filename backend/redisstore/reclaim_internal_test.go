@@ -89,6 +89,9 @@ type stepClock struct{ now time.Time }
 
 func (s *stepClock) Now() time.Time                      { return s.now }
 func (s *stepClock) NewTimer(d time.Duration) core.Timer { return core.SystemClock{}.NewTimer(d) }
+func (s *stepClock) AfterFunc(d time.Duration, f func()) core.Timer {
+	return core.SystemClock{}.AfterFunc(d, f)
+}
 
 // TestRetriedScriptsCountOnce: go-redis sends a command again when its
 // connection failed, though the first may have run. A retried Admit is

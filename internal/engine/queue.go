@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/polygateway/polygateway/core"
@@ -113,42 +114,62 @@ func (r *run) woken(ctx context.Context, ev core.WaitEvent) {
 // when the rule is checked first (stallCap's cut of the wait); from then on
 // the call gives up once the scope has made no progress for STALL_WINDOW_S,
 // and the check is set again for as long as it has. Without a stall window
-// the context is ctx itself. The watch runs one goroutine on the engine's
-// clock, ended by the returned function.
+// the context is ctx itself. The watch starts no goroutine of its own: it
+// is one AfterFunc timer of the engine's clock at a time, whose function
+// checks the rule. Once the returned function has returned, the watch
+// cancels nothing more with errStallCheck.
 func (e *Engine) stallWatch(ctx context.Context, first time.Duration) (context.Context, func()) {
 	sw := e.settings.Backpressure.StallWindow
 	if sw <= 0 {
 		return ctx, func() {}
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := e.clock.NewTimer(first)
-		for {
-			select {
-			case <-done:
-				t.Stop()
-				return
-			case <-wctx.Done():
-				t.Stop()
-				return
-			case <-t.C():
-			}
-			quiet := e.clock.Now().Sub(time.Unix(0, e.lastProgress.Load()))
-			if quiet >= sw {
-				cancel(errStallCheck)
-				return
-			}
-			t = e.clock.NewTimer(sw - quiet)
-		}
-	}()
-	return wctx, func() {
-		close(done)
-		<-exited
-		cancel(nil)
+	w := &stallCheck{e: e, window: sw, cancel: cancel}
+	w.check = w.run
+	w.mu.Lock()
+	w.t = e.clock.AfterFunc(first, w.check)
+	w.mu.Unlock()
+	return wctx, w.stop
+}
+
+// stallCheck is the watch of one waiting call: its pending check is t.
+type stallCheck struct {
+	e      *Engine
+	window time.Duration
+	cancel context.CancelCauseFunc
+	check  func() // run, made once
+
+	mu      sync.Mutex // guards t and stopped
+	t       core.Timer
+	stopped bool
+}
+
+// run is the check the timer calls: it cuts the wait when the scope has
+// made no progress for the stall window, and otherwise sets the check
+// again for when the window would end.
+func (w *stallCheck) run() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
 	}
+	quiet := w.e.clock.Now().Sub(time.Unix(0, w.e.lastProgress.Load()))
+	if quiet >= w.window {
+		w.stopped = true
+		w.cancel(errStallCheck)
+		return
+	}
+	w.t = w.e.clock.AfterFunc(w.window-quiet, w.check)
+}
+
+// stop ends the watch: a check already running finishes first, and none
+// runs after.
+func (w *stallCheck) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.t.Stop()
+	w.mu.Unlock()
+	w.cancel(nil)
 }
 
 // claimed admits the call on the source a WaitClaimed reservation is on.

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkWaitingCallMemory reports the heap and stack a call waiting in
 // the admission queue costs the engine (the fake queue's waiter included),
-// with the stall watch's goroutine, over 10,000 waiting calls.
+// with its stall watch (one clock timer), over 10,000 waiting calls.
 // StallWindow 0 runs no watch: the difference is the watch's cost.
 func BenchmarkWaitingCallMemory(b *testing.B) {
 	for _, window := range []time.Duration{time.Hour, 0} {

@@ -432,7 +432,8 @@ func (w *Waiter) signal() {
 var _ core.Waiter = (*Waiter)(nil)
 
 // Wait blocks until w may try again or ctx ends: core.WaitClaimed with
-// the label of the unit reserved for it as the event's Source,
+// the label of the unit reserved for it as the event's Source and the
+// time its claim has left (until it lapses) as ClaimLeft,
 // core.WaitTurn when it is the head and the room it waits for is due,
 // core.WaitLapsed when its claim lapsed. It starts no goroutine: it waits
 // on w's channel and, when w is the head and room is due, on one timer of
@@ -450,7 +451,8 @@ func (w *Waiter) Wait(ctx context.Context) (core.WaitEvent, error) {
 		switch w.state {
 		case stateClaimed:
 			q.mu.Unlock()
-			return core.WaitEvent{Kind: core.WaitClaimed, Source: w.label}, nil
+			// lapse(now) took the claims that ended: some time is left.
+			return core.WaitEvent{Kind: core.WaitClaimed, Source: w.label, ClaimLeft: w.claimEnd.Sub(now)}, nil
 		case stateLapsed:
 			w.state = stateDone
 			q.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/fairqueue"
 )
@@ -165,4 +166,44 @@ func TestOnlyTheHeadWaitsForTheWindow(t *testing.T) {
 		}
 		t.Logf("%d admissions, %d timers", n, clk.timers.Load())
 	})
+}
+
+// TestAClaimSaysHowLongItHasLeft: the WaitClaimed event of a waiter
+// handed a unit carries the time its claim has left — the claim period
+// less the time since it was handed, on the queue's clock.
+func TestAClaimSaysHowLongItHasLeft(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		ttl, after, want time.Duration
+	}{
+		{0, 0, fairqueue.DefaultClaimTTL},
+		{0, 500 * time.Millisecond, fairqueue.DefaultClaimTTL - 500*time.Millisecond},
+		{time.Minute, 59 * time.Second, time.Second},
+		{time.Second, 999 * time.Millisecond, time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("ttl=%v,after=%v", tt.ttl, tt.after), func(t *testing.T) {
+			t.Parallel()
+			clk := backendtest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			var mu sync.Mutex
+			q := fairqueue.New(fairqueue.Config{ClaimTTL: tt.ttl}, clk, &mu, nil)
+			mu.Lock()
+			w, err := q.Enqueue(core.PriorityNormal, "t", time.Time{}, 0)
+			if err == nil && q.Hand("a") != w {
+				err = errors.New("the unit went to another waiter")
+			}
+			mu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(tt.after)
+			ev, err := w.Wait(t.Context())
+			if err != nil || ev.Kind != core.WaitClaimed || ev.Source != "a" {
+				t.Fatalf("Wait = %+v, %v; want a claim on a", ev, err)
+			}
+			if ev.ClaimLeft != tt.want {
+				t.Fatalf("ClaimLeft = %v, want %v", ev.ClaimLeft, tt.want)
+			}
+		})
+	}
 }

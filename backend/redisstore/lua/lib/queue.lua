@@ -312,7 +312,7 @@ local function qhand(q, label, levels)
       return nil
     end
     local e = qget(q, id)
-    if qtell(q, e.p, qmsg('claim', id, ',"lb":' .. cjson.encode(label))) > 0 then
+    if qtell(q, e.p, qmsg('claim', id, ',"lb":' .. cjson.encode(label) .. ',"at":' .. int(q.ttl))) > 0 then
       if e.st == 'f' then
         qunfront(q, e)
       else
