@@ -129,7 +129,7 @@ func bench(args []string) error {
 	}()
 	gwBase := gw.URL() + "/v1"
 
-	var rawOut io.Writer = io.Discard
+	rawOut := io.Discard
 	if *raw != "" {
 		f, err := os.Create(*raw)
 		if err != nil {
