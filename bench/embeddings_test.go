@@ -38,7 +38,7 @@ func embeddingsAnswer(n, dim int, b64 bool) (answer, vectors []byte) {
 			vb.WriteByte(',')
 		}
 		vb.Write(num)
-		var emb []byte = num
+		emb := num
 		if b64 {
 			raw := make([]byte, 0, 4*dim)
 			for _, f := range v {

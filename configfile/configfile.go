@@ -140,7 +140,11 @@ func Parse(name string, data []byte, opts ...Option) (*File, error) {
 	var errs []*config.Error
 	for _, scope := range f.scopes {
 		if _, err := f.Settings(scope); err != nil && !o.unchecked {
-			errs = append(errs, err.(*config.Error))
+			var ce *config.Error
+			if !errors.As(err, &ce) {
+				return nil, err
+			}
+			errs = append(errs, ce)
 		}
 	}
 	if err := config.Join(errs...); err != nil {

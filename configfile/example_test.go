@@ -1,6 +1,7 @@
 package configfile_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 
@@ -28,9 +29,13 @@ func Example() {
 
 	embedder, err := embed.FromEnv("EMBED", polygateway.WithEnv(cf.Env()))
 	if err != nil {
-		log.Fatal(cf.Explain(err)) // EMBED__BATCH_SIZE becomes scopes.EMBED.batch_size
+		log.Print(cf.Explain(err)) // EMBED__BATCH_SIZE becomes scopes.EMBED.batch_size
+		return                     // client.Close still runs
 	}
 	defer embedder.Close()
+
+	ctx := context.Background()
+	fmt.Println("chat sources:", len(client.Sources(ctx)), "embedding sources:", len(embedder.Sources(ctx)))
 }
 
 // Errors name the place in the file, and suggest the field meant; one

@@ -141,7 +141,7 @@ func (w *walker) top(doc *yaml.Node) error {
 	entries, err := w.mapping(root, "")
 	if err != nil {
 		var ce *config.Error
-		if asConfigErr(err, &ce) && ce.Key == "" {
+		if errors.As(err, &ce) && ce.Key == "" {
 			ce.Key = label(w.f.name)
 		}
 		return err
@@ -159,7 +159,8 @@ func (w *walker) top(doc *yaml.Node) error {
 			err = w.scopes(e.val)
 		default:
 			err = unknown("", e, topLevel)
-			if ce := err.(*config.Error); strings.HasPrefix(ce.Key, ".") {
+			var ce *config.Error
+			if errors.As(err, &ce) && strings.HasPrefix(ce.Key, ".") {
 				ce.Key = ce.Key[1:]
 			}
 		}
@@ -171,14 +172,6 @@ func (w *walker) top(doc *yaml.Node) error {
 		return err
 	}
 	return nil
-}
-
-func asConfigErr(err error, target **config.Error) bool {
-	ce, ok := err.(*config.Error)
-	if ok {
-		*target = ce
-	}
-	return ok
 }
 
 // section translates a mapping of fields; keyPrefix is prepended to each

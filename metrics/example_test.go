@@ -26,5 +26,6 @@ func Example() {
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", col.Handler())
-	log.Fatal(http.ListenAndServe("127.0.0.1:9464", mux))
+	// ListenAndServe returns only on failure; gc.Close then runs.
+	log.Print(http.ListenAndServe("127.0.0.1:9464", mux))
 }

@@ -89,8 +89,8 @@ func splitContent(s string) []string {
 	var out []string
 	start, seen := 0, false // seen: the current token has non-whitespace
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		switch s[i] {
+		case ' ', '\t', '\n', '\r':
 			if seen && i > start && hasNonSpaceAfter(s, i) {
 				out = append(out, s[start:i])
 				start, seen = i, false
@@ -142,42 +142,55 @@ func contentTokens(k renderKey) [][]byte {
 // render builds every byte sequence of one answer.
 func render(k renderKey, created int64) *rendered {
 	toks := contentTokens(k)
-	n := len(toks)
 	model := quote(k.model)
 	field := k.thinkingField
 	if field == "" {
 		field = "reasoning_content"
 	}
 	createdS := strconv.FormatInt(created, 10)
+	chunkHead := renderChunkHead(model, createdS)
+	usage := renderUsage(k, len(toks))
+	r := &rendered{chunks: make([][]byte, len(toks))}
+	content := r.renderStream(k, toks, chunkHead, usage, field)
+	r.renderFull(k, content, usage, model, createdS, field)
+	return r
+}
 
-	// Common prefixes.
+// renderChunkHead is the prefix every stream chunk shares, up to its
+// choices.
+func renderChunkHead(model []byte, createdS string) []byte {
 	chunkHead := make([]byte, 0, 128)
 	chunkHead = append(chunkHead, `data: {"id":"chatcmpl-polygatewaytest","object":"chat.completion.chunk","created":`...)
 	chunkHead = append(chunkHead, createdS...)
 	chunkHead = append(chunkHead, `,"model":`...)
 	chunkHead = append(chunkHead, model...)
 	chunkHead = append(chunkHead, `,"choices":[`...)
+	return chunkHead
+}
 
+// renderUsage is the "usage" member of an answer of n content tokens: the
+// key's own usage object when it has one.
+func renderUsage(k renderKey, n int) []byte {
 	usage := make([]byte, 0, 96)
 	usage = append(usage, `"usage":`...)
 	if k.usage != "" {
-		usage = append(usage, k.usage...)
-	} else {
-		usage = append(usage, `{"prompt_tokens":`...)
-		usage = strconv.AppendInt(usage, int64(k.prompt), 10)
-		usage = append(usage, `,"completion_tokens":`...)
-		usage = strconv.AppendInt(usage, int64(n), 10)
-		usage = append(usage, `,"total_tokens":`...)
-		usage = strconv.AppendInt(usage, int64(n+k.prompt), 10)
-		usage = append(usage, '}')
+		return append(usage, k.usage...)
 	}
+	usage = append(usage, `{"prompt_tokens":`...)
+	usage = strconv.AppendInt(usage, int64(k.prompt), 10)
+	usage = append(usage, `,"completion_tokens":`...)
+	usage = strconv.AppendInt(usage, int64(n), 10)
+	usage = append(usage, `,"total_tokens":`...)
+	usage = strconv.AppendInt(usage, int64(n+k.prompt), 10)
+	return append(usage, '}')
+}
 
-	r := &rendered{chunks: make([][]byte, n)}
-
-	// Content as one string, and the stream chunks, in one backing array.
+// renderStream fills the stream chunks of r (content, thinking, finish,
+// usage) in one backing array and returns the content as one string.
+func (r *rendered) renderStream(k renderKey, toks [][]byte, chunkHead, usage []byte, field string) []byte {
 	var content []byte
 	perChunk := len(chunkHead) + 96
-	buf := make([]byte, 0, n*perChunk+2*len(k.content)+len(k.thinking)+2*len(chunkHead)+256)
+	buf := make([]byte, 0, len(toks)*perChunk+2*len(k.content)+len(k.thinking)+2*len(chunkHead)+256)
 	for i, tok := range toks {
 		content = append(content, tok...)
 
@@ -213,8 +226,12 @@ func render(k renderKey, created int64) *rendered {
 	buf = append(buf, usage...)
 	buf = append(buf, "}\n\n"...)
 	r.usage = buf[start:len(buf):len(buf)]
+	return content
+}
 
-	// Non-streaming bodies.
+// renderFull fills the non-streaming bodies of r, with and without usage,
+// and their lengths.
+func (r *rendered) renderFull(k renderKey, content, usage, model []byte, createdS, field string) {
 	body := make([]byte, 0, len(content)+len(k.thinking)+len(usage)+256)
 	body = append(body, `{"id":"chatcmpl-polygatewaytest","object":"chat.completion","created":`...)
 	body = append(body, createdS...)
@@ -241,5 +258,4 @@ func render(k renderKey, created int64) *rendered {
 	r.fullNoUsage = append(r.fullNoUsage, '}')
 	r.fullLen = strconv.Itoa(len(r.full))
 	r.fullNoUseLen = strconv.Itoa(len(r.fullNoUsage))
-	return r
 }

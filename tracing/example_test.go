@@ -61,7 +61,7 @@ func Example() {
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
 			case "gen_ai.provider.name", "polygateway.source", "polygateway.outcome", "polygateway.attempts":
-				fmt.Printf(" %s=%s", kv.Key, kv.Value.Emit())
+				fmt.Printf(" %s=%s", kv.Key, kv.Value.String())
 			}
 		}
 		fmt.Println()
@@ -92,12 +92,14 @@ func Example_otlp() {
 	tr := tracing.New() // the global provider and propagator
 	chat, err := polygateway.FromEnv("LLM", polygateway.WithTracer(tr))
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return // the deferred calls still run: the spans so far are exported
 	}
 	defer chat.Close()
 	embedder, err := embed.FromEnv("EMBED", polygateway.WithTracer(tr))
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	defer embedder.Close()
 
@@ -110,5 +112,6 @@ func Example_otlp() {
 		}
 		_, _ = io.WriteString(w, resp.Content)
 	})
-	log.Fatal(http.ListenAndServe("127.0.0.1:8080", tr.Handler(ask)))
+	// ListenAndServe returns only on failure; the deferred calls then run.
+	log.Print(http.ListenAndServe("127.0.0.1:8080", tr.Handler(ask)))
 }

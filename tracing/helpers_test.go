@@ -95,12 +95,12 @@ func wantAttrs(t *testing.T, s tracetest.SpanStub, want map[string]any, absent .
 			t.Fatalf("wantAttrs: unsupported %T", v)
 		}
 		if !match {
-			t.Errorf("span %q: %s = %s, want %v", s.Name, k, gv.Emit(), v)
+			t.Errorf("span %q: %s = %s, want %v", s.Name, k, gv.String(), v)
 		}
 	}
 	for _, k := range absent {
 		if gv, ok := got[attribute.Key(k)]; ok {
-			t.Errorf("span %q: unexpected %s = %s", s.Name, k, gv.Emit())
+			t.Errorf("span %q: unexpected %s = %s", s.Name, k, gv.String())
 		}
 	}
 }

@@ -404,7 +404,7 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		st.body, err = readBody(resp.Body, st.body, c.cfg.MaxErrorBodyBytes, -1, nil)
-		if err != nil && err != errBodyTooLarge && actx.Err() != nil {
+		if err != nil && !errors.Is(err, errBodyTooLarge) && actx.Err() != nil {
 			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
 		}
 		env := parseEnvelope(st.body)
@@ -460,14 +460,14 @@ func (c *Client) releaseBody(rb *reqBody) {
 func (c *Client) ioFailure(ctx, actx context.Context, src *core.SourceConfig, status int, err error) error {
 	if actx.Err() != nil {
 		m := errMaker{src: src, status: status, err: err}
-		switch context.Cause(actx) {
-		case errTTFTTimeout:
+		switch cause := context.Cause(actx); {
+		case errors.Is(cause, errTTFTTimeout):
 			m.msg = "no first token within " + src.TTFTTimeout.String()
 			return m.transient(core.ReasonTimeout, 0)
-		case errStalled:
+		case errors.Is(cause, errStalled):
 			m.msg = "stream stalled: no token for " + src.InterTokenTimeout.String()
 			return m.transient(core.ReasonStalled, 0)
-		case errAttemptTimeout:
+		case errors.Is(cause, errAttemptTimeout):
 			m.msg = "attempt exceeded its timeout of " + src.Timeout.String()
 			return m.transient(core.ReasonTimeout, 0)
 		}

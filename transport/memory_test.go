@@ -133,7 +133,6 @@ func (l *lazyStream) Read(p []byte) (int, error) {
 type keeperSink struct {
 	mu                sync.Mutex
 	content, thinking strings.Builder
-	keeps             bool
 }
 
 func (s *keeperSink) Delta(content, thinking string) error {

@@ -42,7 +42,10 @@ func RedactError(src *core.SourceConfig, err error) error {
 	return redactClassError(r, err)
 }
 
+// redactClassError copies err when it is itself a class error of package
+// core, with its text fields redacted; any other error goes through r.Error.
 func redactClassError(r *redact.Redactor, err error) error {
+	//nolint:errorlint // the outermost value itself is copied: matching a wrapped class error would drop its wrapper
 	switch e := err.(type) {
 	case *core.TransientError:
 		cp := *e

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -21,10 +22,10 @@ func (c *Client) readJSON(ctx, actx context.Context, src *core.SourceConfig, cal
 	var err error
 	st.body, err = readBody(resp.Body, st.body, c.cfg.MaxBodyBytes, resp.ContentLength, &st.asm.mem)
 	switch {
-	case err == errBodyTooLarge:
+	case errors.Is(err, errBodyTooLarge):
 		return nil, errMaker{src: src, status: resp.StatusCode, msg: "response body larger than " + formatBytes(c.cfg.MaxBodyBytes), err: err}.
 			transient(core.ReasonNetworkError, 0)
-	case err == errMemoryBudget:
+	case errors.Is(err, errMemoryBudget):
 		return nil, &memoryError{source: src.Name, held: st.asm.mem.reserved}
 	case err != nil:
 		return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)

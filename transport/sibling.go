@@ -76,7 +76,7 @@ const maxRedirectDrain = 4 << 10
 func refuseRedirect(req *http.Request, resp *http.Response) error {
 	e := &redirectError{status: resp.StatusCode, where: "to another host"}
 	switch loc, err := resp.Location(); {
-	case err == http.ErrNoLocation:
+	case errors.Is(err, http.ErrNoLocation):
 		e.where = ""
 	case err == nil && sameOrigin(req.URL, loc):
 		e.where = "to the same host"

@@ -104,7 +104,7 @@ func (s *SSEReader) Next() (*SSEEvent, error) {
 	for {
 		line, ok, terminated := s.line()
 		if !ok {
-			if s.err != nil && s.err != io.EOF {
+			if s.err != nil && !errors.Is(s.err, io.EOF) {
 				return nil, s.err
 			}
 			// End of input after a line ending: flush a pending event

@@ -64,7 +64,7 @@ func TestSSEReader(t *testing.T) {
 					r = iotest.HalfReader(r)
 				}
 				got, _, err := readAllEvents(t, NewSSEReader(r, 0))
-				if err != io.EOF {
+				if !errors.Is(err, io.EOF) {
 					t.Fatalf("%s: err = %v, want io.EOF", mode, err)
 				}
 				if len(got) != len(tt.want) {
@@ -99,7 +99,7 @@ func TestSSEReaderEventFields(t *testing.T) {
 	t.Parallel()
 	in := "event: error\nid: 42\ndata: {\"error\":{}}\n\ndata: x\n\ndata: cut"
 	_, evs, err := readAllEvents(t, NewSSEReader(strings.NewReader(in), 0))
-	if err != io.EOF {
+	if !errors.Is(err, io.EOF) {
 		t.Fatal(err)
 	}
 	if len(evs) != 3 {
@@ -151,7 +151,7 @@ func TestSSEReaderReadError(t *testing.T) {
 	if ev, err := r.Next(); err != nil || string(ev.Data) != "a" {
 		t.Fatalf("data+EOF = %v %v", ev, err)
 	}
-	if _, err := r.Next(); err != io.EOF {
+	if _, err := r.Next(); !errors.Is(err, io.EOF) {
 		t.Fatalf("err = %v, want EOF", err)
 	}
 }
@@ -162,7 +162,7 @@ func TestSSEReaderSplitCRLF(t *testing.T) {
 	// count as one line ending, not two (which would dispatch early).
 	chunks := []string{"data: a\r", "\ndata: b\r", "\n\r", "\n"}
 	got, _, err := readAllEvents(t, NewSSEReader(&chunkReader{chunks: chunks}, 0))
-	if err != io.EOF {
+	if !errors.Is(err, io.EOF) {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0] != "a\nb" {

@@ -51,7 +51,7 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 		ev, err := st.sse.Next()
 		switch {
 		case err == nil:
-		case err == io.EOF:
+		case errors.Is(err, io.EOF):
 			cut = true
 			continue
 		case errors.Is(err, io.ErrUnexpectedEOF) && actx.Err() == nil:
@@ -76,7 +76,8 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 		var ferr error
 		done, cut, ferr = c.streamEvent(ev, src, prof, resp, st, out)
 		if ferr != nil {
-			if ce, ok := ferr.(consumerError); ok {
+			var ce consumerError
+			if errors.As(ferr, &ce) {
 				return nil, c.consumerFailed(ctx, mk, ce.err)
 			}
 			return nil, ferr

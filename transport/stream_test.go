@@ -161,7 +161,7 @@ func TestStreamCutConnection(t *testing.T) {
 	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io := contentChunk("partial")
-		w.Write([]byte(io))
+		_, _ = w.Write([]byte(io)) // the connection is dropped next anyway
 		w.(http.Flusher).Flush()
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
@@ -176,7 +176,7 @@ func TestStreamCutConnection(t *testing.T) {
 			if r != nil {
 				t.Fatalf("cut stream returned success %+v", r)
 			}
-			asTransient(t, err)
+			_ = asTransient(t, err) // the assertion is the check
 			continue
 		}
 		if err != nil || r.Content != "partial" || r.FinishReason != "" {
@@ -202,9 +202,11 @@ func TestConnectionResetBeforeHeaders(t *testing.T) {
 			}
 			// Read a little of the request, then reset the connection.
 			buf := make([]byte, 64)
-			conn.Read(buf)
+			_, _ = conn.Read(buf) // how much arrives does not matter: the connection is reset next
 			if tc, ok := conn.(*net.TCPConn); ok {
-				tc.SetLinger(0)
+				if err := tc.SetLinger(0); err != nil {
+					t.Errorf("set linger: %v", err)
+				}
 			}
 			conn.Close()
 		}

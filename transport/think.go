@@ -67,99 +67,126 @@ func (f *thinkFilter) feed(s string, out thinkOut) {
 		d, f.pending = f.pending+s, ""
 	}
 	for len(d) > 0 {
+		var more bool
 		switch f.state {
 		case tsFinal:
 			out.answer(d)
 			return
 		case tsStart:
-			i := 0
-			for i < len(d) && isSpace(d[i]) {
-				i++
-			}
-			if i == len(d) {
-				out.answer(d)
-				return
-			}
-			if strings.HasPrefix(d[i:], openTag) {
-				if i > 0 {
-					out.answer(d[:i])
-				}
-				d = d[i+len(openTag):]
-				f.state = tsInside
-				f.stripped = true
-				f.sawBlock = true
-				continue
-			}
-			if len(d)-i < len(openTag) && strings.HasPrefix(openTag, d[i:]) {
-				if i > 0 {
-					out.answer(d[:i])
-				}
-				f.pending = d[i:]
-				return
-			}
-			// No tag: the white space stays with the text that follows.
-			if f.mode == thinkAnywhere {
-				f.state = tsOutside
-			} else {
-				f.state = tsFinal
-			}
+			d, more = f.feedStart(d, out)
 		case tsOutside:
-			open := strings.Index(d, openTag)
-			closeAt := -1
-			if !f.sawBlock {
-				closeAt = strings.Index(d, closeTag)
-			}
-			if closeAt >= 0 && (open < 0 || closeAt < open) {
-				// A bare close tag: everything before it was thinking.
-				out.moveAnswer()
-				if closeAt > 0 {
-					out.think(d[:closeAt])
-				}
-				d = d[closeAt+len(closeTag):]
-				f.stripped = true
-				f.sawBlock = true
-				continue
-			}
-			if open >= 0 {
-				if open > 0 {
-					out.answer(d[:open])
-				}
-				d = d[open+len(openTag):]
-				f.state = tsInside
-				f.stripped = true
-				f.sawBlock = true
-				continue
-			}
-			keep := partialSuffix(d, openTag)
-			if !f.sawBlock {
-				keep = max(keep, partialSuffix(d, closeTag))
-			}
-			if keep < len(d) {
-				out.answer(d[:len(d)-keep])
-			}
-			f.pending = d[len(d)-keep:]
-			return
+			d, more = f.feedOutside(d, out)
 		case tsInside:
-			if i := strings.Index(d, closeTag); i >= 0 {
-				if i > 0 {
-					out.think(d[:i])
-				}
-				d = d[i+len(closeTag):]
-				if f.mode == thinkAnywhere {
-					f.state = tsOutside
-				} else {
-					f.state = tsFinal
-				}
-				continue
-			}
-			keep := partialSuffix(d, closeTag)
-			if keep < len(d) {
-				out.think(d[:len(d)-keep])
-			}
-			f.pending = d[len(d)-keep:]
+			d, more = f.feedInside(d, out)
+		}
+		if !more {
 			return
 		}
 	}
+}
+
+// The feed steps below handle d in the filter's current state: each
+// sends what it decides to out and returns the rest of d to go on with
+// (in the state it leaves) and whether there is more to do; when there is
+// not, any undecided suffix is held in pending.
+
+// feedStart handles d before anything but white space was seen: an
+// opening tag there starts a block; otherwise the text decides the state.
+func (f *thinkFilter) feedStart(d string, out thinkOut) (string, bool) {
+	i := 0
+	for i < len(d) && isSpace(d[i]) {
+		i++
+	}
+	if i == len(d) {
+		out.answer(d)
+		return "", false
+	}
+	if strings.HasPrefix(d[i:], openTag) {
+		if i > 0 {
+			out.answer(d[:i])
+		}
+		f.enterBlock()
+		return d[i+len(openTag):], true
+	}
+	if len(d)-i < len(openTag) && strings.HasPrefix(openTag, d[i:]) {
+		if i > 0 {
+			out.answer(d[:i])
+		}
+		f.pending = d[i:]
+		return "", false
+	}
+	// No tag: the white space stays with the text that follows.
+	f.state = f.afterBlock()
+	return d, true
+}
+
+// feedOutside handles d in answer text: it looks for an opening tag, and
+// for a bare close tag while no block was seen.
+func (f *thinkFilter) feedOutside(d string, out thinkOut) (string, bool) {
+	open := strings.Index(d, openTag)
+	closeAt := -1
+	if !f.sawBlock {
+		closeAt = strings.Index(d, closeTag)
+	}
+	if closeAt >= 0 && (open < 0 || closeAt < open) {
+		// A bare close tag: everything before it was thinking.
+		out.moveAnswer()
+		if closeAt > 0 {
+			out.think(d[:closeAt])
+		}
+		f.stripped = true
+		f.sawBlock = true
+		return d[closeAt+len(closeTag):], true
+	}
+	if open >= 0 {
+		if open > 0 {
+			out.answer(d[:open])
+		}
+		f.enterBlock()
+		return d[open+len(openTag):], true
+	}
+	keep := partialSuffix(d, openTag)
+	if !f.sawBlock {
+		keep = max(keep, partialSuffix(d, closeTag))
+	}
+	if keep < len(d) {
+		out.answer(d[:len(d)-keep])
+	}
+	f.pending = d[len(d)-keep:]
+	return "", false
+}
+
+// feedInside handles d inside a think block, up to its close tag.
+func (f *thinkFilter) feedInside(d string, out thinkOut) (string, bool) {
+	if i := strings.Index(d, closeTag); i >= 0 {
+		if i > 0 {
+			out.think(d[:i])
+		}
+		f.state = f.afterBlock()
+		return d[i+len(closeTag):], true
+	}
+	keep := partialSuffix(d, closeTag)
+	if keep < len(d) {
+		out.think(d[:len(d)-keep])
+	}
+	f.pending = d[len(d)-keep:]
+	return "", false
+}
+
+// enterBlock records an opening tag just consumed.
+func (f *thinkFilter) enterBlock() {
+	f.state = tsInside
+	f.stripped = true
+	f.sawBlock = true
+}
+
+// afterBlock is the state once answer text or the end of a block is
+// reached: more tags are looked for only in thinkAnywhere mode.
+func (f *thinkFilter) afterBlock() int {
+	if f.mode == thinkAnywhere {
+		return tsOutside
+	}
+	return tsFinal
 }
 
 // flush releases held-back bytes at the end of the answer: inside an

@@ -17,7 +17,7 @@ import (
 // reports that on gone (if not nil).
 func pacedStream(delays []time.Duration, keepAlive time.Duration, gone chan<- struct{}) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body) // the request is known; only its end matters
 		ctx := r.Context()
 		defer func() {
 			if gone != nil && ctx.Err() != nil {
@@ -53,7 +53,7 @@ func pacedStream(delays []time.Duration, keepAlive time.Duration, gone chan<- st
 			}
 			fl.Flush()
 		}
-		io.WriteString(w, data(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)+data("[DONE]"))
+		_, _ = io.WriteString(w, data(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)+data("[DONE]")) // the client may be gone; the tests check what it saw
 	}
 }
 
@@ -92,7 +92,7 @@ func TestWatchdogSlowHeaders(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, Config{})
 	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body) // lets the server notice the client leaving
+		_, _ = io.Copy(io.Discard, r.Body) // lets the server notice the client leaving
 		sleepCtx(r.Context(), 3*time.Second)
 	}))
 	src := watchSource(srv.URL)
@@ -176,7 +176,7 @@ func TestAttemptTimeout(t *testing.T) {
 	}
 	// Non-streaming too.
 	slow := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body) // lets the server notice the client leaving
+		_, _ = io.Copy(io.Discard, r.Body) // lets the server notice the client leaving
 		sleepCtx(r.Context(), 3*time.Second)
 	}))
 	src = watchSource(slow.URL)

@@ -19,6 +19,12 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	provider := fakellm.New(func(req fakellm.Request) string { return "Answer to: " + req.LastUser() })
 	defer provider.Close()
 
@@ -42,7 +48,7 @@ func main() {
 		"gpt-4o-mini": {InputPer1M: 0.15, OutputPer1M: 0.60},
 	}))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer client.Close()
 	ctx := context.Background()
@@ -87,4 +93,5 @@ func main() {
 	if errors.As(err, &unavailable) {
 		fmt.Println("no entry at all, provider down: unavailable,", unavailable.Reason)
 	}
+	return nil
 }

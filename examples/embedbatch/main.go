@@ -42,6 +42,12 @@ import (
 const model = "text-embedding-3-small"
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	var (
 		file        = flag.String("file", "", "embed the lines of this file (default: a generated corpus)")
 		n           = flag.Int("n", 2000, "texts to generate when -file is not given")
@@ -58,7 +64,7 @@ func main() {
 
 	texts, origin, err := corpus(*file, *n)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	sink := telemetry.NewMemory()
 	opts := []polygateway.Option{
@@ -97,7 +103,7 @@ func main() {
 
 	client, err := embed.FromEnv("EMBED", opts...)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	cfg := client.Config()
 	fmt.Printf("== embedbatch: %d texts (%s), calls of %d, batches of %d, %d in flight\n",
@@ -118,10 +124,10 @@ func main() {
 		if err != nil {
 			var be *embed.BatchError
 			if errors.As(err, &be) {
-				log.Fatalf("texts %d..%d: batch %d (texts %d..%d) failed: %v", off, off+len(part)-1,
+				return fmt.Errorf("texts %d..%d: batch %d (texts %d..%d) failed: %w", off, off+len(part)-1,
 					be.Batch, off+be.Offset, off+be.Offset+be.Count-1, err)
 			}
-			log.Fatal(err)
+			return err
 		}
 		calls++
 		vectors = append(vectors, resp.Vectors...)
@@ -164,6 +170,7 @@ func main() {
 		}
 		fmt.Printf("checked:   %d of %d vectors are the fake's vector of their own text\n", len(vectors)-bad, len(vectors))
 	}
+	return nil
 }
 
 // corpus returns the non-empty lines of file, or n generated texts.

@@ -22,14 +22,22 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	selector := flag.String("selector", "health_aware", "the scope's selector")
 	flag.Parse()
 
 	deepseek1, deepseek2 := fakellm.New(nil), fakellm.New(nil)
 	qwen3, openai4 := fakellm.New(nil), fakellm.New(nil)
-	for _, s := range []*fakellm.Server{deepseek1, deepseek2, qwen3, openai4} {
-		defer s.Close()
-	}
+	defer func() {
+		for _, s := range []*fakellm.Server{deepseek1, deepseek2, qwen3, openai4} {
+			s.Close()
+		}
+	}()
 
 	env := map[string]string{
 		// Tier 0 in the preferred region: two accounts, three quarters of
@@ -77,7 +85,7 @@ func main() {
 	})
 	client, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer client.Close()
 	ctx := context.Background()
@@ -96,6 +104,7 @@ func main() {
 		fmt.Printf("%-10s region %-7s tier %d weight %.0f  breaker %-9s health %.2f\n",
 			s.Name, s.Region, s.Priority, s.Weight, s.Breaker.State, s.Health)
 	}
+	return nil
 }
 
 // phase makes n calls one after another and prints who answered them and

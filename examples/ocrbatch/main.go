@@ -33,6 +33,12 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	var (
 		n         = flag.Int("n", 10, "images to generate")
 		healAfter = flag.Int("heal-after", 5, "the failing server heals after this many images (0: never)")
@@ -68,7 +74,7 @@ func main() {
 	}
 	client, err := ocr.FromEnv("OCR", polygateway.WithEnv(env))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer client.Close()
 	ctx := context.Background()
@@ -83,7 +89,7 @@ func main() {
 		}
 		img, err := pngImage(i)
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		// The fake transcribes every upload to its current text; play a
 		// real server by making it the text "printed" on image i.
@@ -126,6 +132,7 @@ func main() {
 			srv.s.Count(ocrfake.EndpointParse), srv.s.Count(ocrfake.EndpointDownload))
 	}
 	fmt.Println("calls that failed over:", failovers)
+	return nil
 }
 
 // count returns 1 when a call needed more than one attempt.

@@ -19,6 +19,12 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	server := fakellm.New(func(req fakellm.Request) string {
 		if _, structured := req.Params["response_format"]; structured || strings.Contains(req.LastUser(), "JSON") {
 			return `{"score": 4, "reason": "clear and short"}`
@@ -37,7 +43,7 @@ func main() {
 		"PGW_TELEMETRY_BACKEND":     "none",
 	} {
 		if err := os.Setenv(k, v); err != nil {
-			log.Fatal(err)
+			return err
 		}
 	}
 
@@ -46,11 +52,12 @@ func main() {
 
 	client, err := polygateway.FromEnv("LLM")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer client.Close()
 	handleErrors(ctx, client, []polygateway.Message{polygateway.User("Name three prime numbers.")})
 	structured(ctx, client, []polygateway.Message{polygateway.User("Rate this answer as JSON: 2, 3 and 5.")})
+	return nil
 }
 
 // intro is the README's first snippet.
@@ -66,7 +73,8 @@ func intro(ctx context.Context) {
 		polygateway.User("Name three prime numbers."),
 	})
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return // client.Close still runs
 	}
 	fmt.Println("intro:", resp.Content)
 }

@@ -27,13 +27,19 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	name := flag.String("name", "a", "this worker's name, for the output")
 	calls := flag.Int("calls", 20, "calls to make")
 	ownClient := flag.Bool("own-client", false, "build the backends on a go-redis client of our own")
 	flag.Parse()
 	redisURL := os.Getenv("REDIS_URL")
 	if redisURL == "" {
-		log.Fatal("set REDIS_URL, e.g. redis://localhost:6379/0")
+		return errors.New("set REDIS_URL, e.g. redis://localhost:6379/0")
 	}
 
 	provider := fakellm.New(nil)
@@ -55,7 +61,10 @@ func main() {
 	}
 	opts := []polygateway.Option{polygateway.WithEnv(env)}
 	if *ownClient {
-		rdb, backends := ownRedisBackends(redisURL)
+		rdb, backends, err := ownRedisBackends(redisURL)
+		if err != nil {
+			return err
+		}
 		defer rdb.Close() // after client.Close, which does not close it
 		opts = append(opts, backends...)
 		// A cache given with WithCache is on whatever PGW_CACHE_BACKEND
@@ -65,7 +74,7 @@ func main() {
 	}
 	client, err := polygateway.FromEnv("LLM", opts...)
 	if err != nil {
-		log.Fatal(err) // e.g. a ConfigError naming REDIS_URL
+		return err // e.g. a ConfigError naming REDIS_URL
 	}
 	defer client.Close()
 
@@ -81,24 +90,25 @@ func main() {
 		case errors.As(err, &unavailable) && unavailable.Reason == polygateway.ReasonRateLimited:
 			limited++ // the fleet's RPM is spent: reschedule after unavailable.RetryAfter
 		case errors.As(err, &backend):
-			log.Fatalf("Redis is unreachable, no call was sent unprotected: %v", err)
+			return fmt.Errorf("redis is unreachable, no call was sent unprotected: %w", err)
 		default:
-			log.Fatal(err)
+			return err
 		}
 	}
 	for _, s := range client.Sources(ctx) {
 		fmt.Printf("worker %s: %d answered, %d refused by the shared RPM; %s has %d requests in the fleet's window\n",
 			*name, ok, limited, s.Name, s.Usage.Requests)
 	}
+	return nil
 }
 
 // ownRedisBackends builds the three Redis backends on a go-redis client the
 // program owns (for a cluster or failover client, or custom pool settings).
 // The program closes that client itself; GatewayClient.Close does not.
-func ownRedisBackends(redisURL string) (*redis.Client, []polygateway.Option) {
+func ownRedisBackends(redisURL string) (*redis.Client, []polygateway.Option, error) {
 	opt, err := redis.ParseURL(redisURL)
 	if err != nil {
-		log.Fatal(err)
+		return nil, nil, err
 	}
 	rdb := redis.NewClient(opt)
 	prefix := redisstore.WithPrefix("pgw") // the default; give each deployment that must not share its own
@@ -106,5 +116,5 @@ func ownRedisBackends(redisURL string) (*redis.Client, []polygateway.Option) {
 		polygateway.WithLimiter(redisstore.NewLimiter(rdb, prefix)),
 		polygateway.WithBreaker(redisstore.NewBreaker(rdb, prefix)),
 		polygateway.WithCache(redisstore.NewCache(rdb, prefix)),
-	}
+	}, nil
 }

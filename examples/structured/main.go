@@ -38,6 +38,12 @@ var bookSchema = []byte(`{
 }`)
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	model := fakellm.New(fakeModel)
 	defer model.Close()
 	rows := telemetry.NewMemory() // keeps the telemetry rows in memory, to print them
@@ -54,7 +60,7 @@ func main() {
 		"PGW_TELEMETRY_BACKEND":      "none",
 	}), polygateway.WithTelemetry(rows))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer client.Close()
 	ctx := context.Background()
@@ -65,7 +71,7 @@ func main() {
 		polygateway.User("Which novel starts on the planet Arrakis? Reply as JSON."),
 	}, polygateway.WithJSONSchema(bookSchema))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	fmt.Printf("1. %+v (call %s)\n", book, resp.CallID[:8])
 	for _, r := range rows.Records() {
@@ -82,7 +88,7 @@ func main() {
 		polygateway.User("List two sequels as a JSON array."),
 	}, polygateway.WithJSON())
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	fmt.Printf("2. %v (raw %q)\n", resp.StructuredData, resp.Content)
 
@@ -99,6 +105,7 @@ func main() {
 	for _, s := range client.Sources(ctx) {
 		fmt.Printf("   %s breaker %s, %d rows written in all\n", s.Name, s.Breaker.State, rows.Len())
 	}
+	return nil
 }
 
 // fakeModel answers like a model that is sloppy with JSON.

@@ -77,6 +77,12 @@ func handle(ctx context.Context, client *polygateway.GatewayClient, t Task) (Out
 }
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	provider := fakellm.New(func(r fakellm.Request) string { return "done: " + r.LastUser() })
 	defer provider.Close()
 	provider.Fail(http.StatusServiceUnavailable, "", "maintenance", nil)
@@ -87,8 +93,8 @@ func main() {
 		"LLM__OPENAI__1__API_KEY":      "sk-example",
 		"LLM__OPENAI__1__MODEL":        "gpt-4o-mini",
 		"LLM__OPENAI__1__TIMEOUT_S":    "30",
-		"LLM__RETRY__MAX_ATTEMPTS":     "2",    // was: for attempt := 0; attempt < 3; attempt++
-		"LLM__RETRY__BACKOFF_BASE_S":   "0.05", // was: time.Sleep(backoff)
+		"LLM__RETRY__MAX_ATTEMPTS":     "2",    // was: the hand-written loop over attempts
+		"LLM__RETRY__BACKOFF_BASE_S":   "0.05", // was: the sleep between attempts
 		"LLM__BREAKER__FAIL_THRESHOLD": "2",    // was: the hand-written breaker's threshold
 		"LLM__BREAKER__COOLDOWN_S":     "0.4",  // was: its open period
 		"LLM__BREAKER__MAX_COOLDOWN_S": "0.4",
@@ -98,7 +104,7 @@ func main() {
 		"PGW_TELEMETRY_BACKEND":        "none",
 	}))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer client.Close()
 
@@ -127,4 +133,5 @@ func main() {
 			fmt.Printf("  %s: dead letter: %v\n", t.ID, err)
 		}
 	}
+	return nil
 }

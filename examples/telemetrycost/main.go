@@ -82,13 +82,19 @@ ORDER BY calls DESC;`
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	pricing := flag.String("pricing", "examples/telemetrycost/prices.json", "the pricing file (PGW_PRICING_PATH)")
 	dbPath := flag.String("db", "", "the SQLite file (default: a temporary one)")
 	flag.Parse()
 	if *dbPath == "" {
 		dir, err := os.MkdirTemp("", "polygateway-telemetry-")
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		defer os.RemoveAll(dir)
 		*dbPath = filepath.Join(dir, "telemetry.db")
@@ -105,11 +111,13 @@ func main() {
 				Message: "This model's maximum context length is 8192 tokens."})
 	}
 
-	runJob(deepseek.BaseURL(), qwen.BaseURL(), *pricing, *dbPath)
+	if err := runJob(deepseek.BaseURL(), qwen.BaseURL(), *pricing, *dbPath); err != nil {
+		return err
+	}
 
 	db, err := sql.Open("sqlite", *dbPath)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer db.Close()
 	for _, q := range []struct{ title, sql string }{
@@ -121,14 +129,15 @@ func main() {
 	} {
 		fmt.Printf("\n== %s\n", q.title)
 		if err := printQuery(db, q.sql); err != nil {
-			log.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 // runJob makes the calls of two sessions. The client is closed before it
 // returns, which writes every queued row.
-func runJob(deepseekURL, qwenURL, pricingPath, dbPath string) {
+func runJob(deepseekURL, qwenURL, pricingPath, dbPath string) error {
 	client, err := polygateway.FromEnv("LLM", polygateway.WithEnv(map[string]string{
 		"LLM__DEEPSEEK__1__BASE_URL":  deepseekURL,
 		"LLM__DEEPSEEK__1__API_KEY":   "sk-example-1",
@@ -149,7 +158,7 @@ func runJob(deepseekURL, qwenURL, pricingPath, dbPath string) {
 		"PGW_PRICING_PATH":          pricingPath,
 	}))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer client.Close()
 	ctx := context.Background()
@@ -160,7 +169,7 @@ func runJob(deepseekURL, qwenURL, pricingPath, dbPath string) {
 			// The second session asks the same questions: cache hits, cost 0.
 			_, err := client.Chat(ctx, []polygateway.Message{polygateway.User(q)}, polygateway.WithSessionID(session))
 			if err != nil {
-				log.Fatal(err)
+				return err
 			}
 		}
 	}
@@ -168,6 +177,7 @@ func runJob(deepseekURL, qwenURL, pricingPath, dbPath string) {
 	_, err = client.Chat(ctx, []polygateway.Message{polygateway.User("Summarise this very long document: …")},
 		polygateway.WithSessionID("job-43"))
 	fmt.Println("rejected call:", err)
+	return nil
 }
 
 // summarise is the fake models' answer.

@@ -21,6 +21,12 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	pgDSN := flag.String("pg-dsn", "", "a Postgres DSN, to try the Postgres sink as well")
 	flag.Parse()
 	ctx := context.Background()
@@ -33,11 +39,11 @@ func main() {
 	// the current one.
 	dir, err := os.MkdirTemp("", "polygateway-sinks-")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer os.RemoveAll(dir)
 	if err := os.Chdir(dir); err != nil {
-		log.Fatal(err)
+		return err
 	}
 
 	// The configuration comes from the environment, as in a deployment.
@@ -53,7 +59,7 @@ func main() {
 		"PGW_TELEMETRY_SQLITE_PATH": "configured.db",
 	} {
 		if err := os.Setenv(k, v); err != nil {
-			log.Fatal(err)
+			return err
 		}
 	}
 
@@ -66,14 +72,15 @@ func main() {
 		return nil
 	}
 	if err := fromConfig(ask); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	if err := ownSQLiteSink(ctx, logger, ask); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	if *pgDSN != "" {
 		if err := ownPostgresSink(ctx, *pgDSN, logger, ask); err != nil {
-			log.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }

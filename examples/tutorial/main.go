@@ -29,6 +29,12 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	ctx := context.Background()
 
 	// A fake provider on localhost that knows one API key.
@@ -38,15 +44,21 @@ func main() {
 
 	dir, err := os.MkdirTemp("", "polygateway-tutorial-")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer os.RemoveAll(dir)
 	dbPath := filepath.Join(dir, "telemetry.db")
 
-	firstCall(ctx, baseURL, dbPath)
-	refusedKey(ctx, baseURL, dbPath)
-	fallbackTier(ctx, baseURL, dbPath)
-	readRows(dbPath)
+	if err := firstCall(ctx, baseURL, dbPath); err != nil {
+		return err
+	}
+	if err := refusedKey(ctx, baseURL, dbPath); err != nil {
+		return err
+	}
+	if err := fallbackTier(ctx, baseURL, dbPath); err != nil {
+		return err
+	}
+	return readRows(dbPath)
 }
 
 // backends are the assembly keys every client of this tutorial uses.
@@ -61,7 +73,7 @@ func backends(dbPath string) map[string]string {
 }
 
 // firstCall is step 1: one source, one governed call.
-func firstCall(ctx context.Context, baseURL, dbPath string) {
+func firstCall(ctx context.Context, baseURL, dbPath string) error {
 	env := backends(dbPath)
 	maps.Copy(env, map[string]string{
 		"LLM__OPENAI__1__BASE_URL":  baseURL,
@@ -71,7 +83,7 @@ func firstCall(ctx context.Context, baseURL, dbPath string) {
 	})
 	client, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env))
 	if err != nil {
-		log.Fatal(err) // a *polygateway.ConfigError naming the bad key
+		return err // a *polygateway.ConfigError naming the bad key
 	}
 	defer client.Close()
 
@@ -80,17 +92,18 @@ func firstCall(ctx context.Context, baseURL, dbPath string) {
 		polygateway.User("What is the capital of France?"),
 	}, polygateway.WithSessionID("step-1"))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	fmt.Println("== step 1: a governed call")
 	fmt.Println("answer:  ", resp.Content)
 	fmt.Println("source:  ", resp.SourceName, "attempts:", resp.Attempts)
 	fmt.Println("usage:   ", resp.PromptTokens, "+", resp.CompletionTokens, "tokens,", resp.UsageSource)
 	fmt.Println("call id: ", resp.CallID)
+	return nil
 }
 
 // refusedKey is step 2: the only source's key is refused.
-func refusedKey(ctx context.Context, baseURL, dbPath string) {
+func refusedKey(ctx context.Context, baseURL, dbPath string) error {
 	env := backends(dbPath)
 	maps.Copy(env, map[string]string{
 		"LLM__OPENAI__1__BASE_URL":  baseURL,
@@ -100,7 +113,7 @@ func refusedKey(ctx context.Context, baseURL, dbPath string) {
 	})
 	client, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer client.Close()
 
@@ -121,11 +134,12 @@ func refusedKey(ctx context.Context, baseURL, dbPath string) {
 	if errors.As(err, &dead) {
 		fmt.Println("cause:", dead.Source, dead.StatusCode, dead.Code)
 	}
+	return nil
 }
 
 // fallbackTier is step 3: the refused key keeps tier 0, a good key is added
 // as tier 1.
-func fallbackTier(ctx context.Context, baseURL, dbPath string) {
+func fallbackTier(ctx context.Context, baseURL, dbPath string) error {
 	env := backends(dbPath)
 	maps.Copy(env, map[string]string{
 		"LLM__OPENAI__1__BASE_URL":  baseURL,
@@ -141,7 +155,7 @@ func fallbackTier(ctx context.Context, baseURL, dbPath string) {
 	})
 	client, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer client.Close()
 
@@ -151,28 +165,29 @@ func fallbackTier(ctx context.Context, baseURL, dbPath string) {
 			polygateway.User("What is the capital of France?"),
 		}, polygateway.WithSessionID("step-3"))
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		fmt.Printf("call %d: answered by %s, attempts %v\n", i, resp.SourceName, resp.Attempts)
 	}
 	for _, s := range client.Sources(ctx) {
 		fmt.Printf("%s: tier %d, breaker %s\n", s.Name, s.Priority, s.Breaker.State)
 	}
+	return nil
 }
 
 // readRows is step 4: the telemetry rows, read back with database/sql. The
 // clients above are closed, so every queued row has been written.
-func readRows(dbPath string) {
+func readRows(dbPath string) error {
 	db, err := sql.Open("sqlite", dbPath)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer db.Close()
 
 	rows, err := db.Query(`SELECT session_id, source_name, prompt_tokens + completion_tokens, error
 		FROM llm_calls ORDER BY created_at`)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer rows.Close()
 	fmt.Println("\n== step 4: telemetry rows")
@@ -180,7 +195,7 @@ func readRows(dbPath string) {
 		var session, source, callErr string
 		var tokens int
 		if err := rows.Scan(&session, &source, &tokens, &callErr); err != nil {
-			log.Fatal(err)
+			return err
 		}
 		if len(callErr) > 60 {
 			callErr = callErr[:60] + "…"
@@ -188,8 +203,9 @@ func readRows(dbPath string) {
 		fmt.Printf("%-7s %-9s %2d tokens  %s\n", session, source, tokens, callErr)
 	}
 	if err := rows.Err(); err != nil {
-		log.Fatal(err)
+		return err
 	}
+	return nil
 }
 
 // fakeProvider is a tiny OpenAI-compatible chat endpoint. It accepts the

@@ -189,15 +189,17 @@ func (r *Redactor) Error(err error) error {
 	if r == nil || err == nil {
 		return err
 	}
-	if _, ok := err.(*redacted); ok {
+	// The outermost value itself is looked at, not the chain: a wrapper
+	// around a redacted error or a *url.Error may show text of its own.
+	switch e := err.(type) { //nolint:errorlint // the outermost value is kept or rebuilt; matching a wrapped one would skip its wrapper's text
+	case *redacted:
 		return err
-	}
-	if ue, ok := err.(*url.Error); ok {
-		u, inner := r.String(ue.URL), r.Error(ue.Err)
-		if u == ue.URL && inner == ue.Err {
+	case *url.Error:
+		u, inner := r.String(e.URL), r.Error(e.Err)
+		if u == e.URL && inner == e.Err { //nolint:errorlint // identity: did the cause come back unchanged
 			return err
 		}
-		return &url.Error{Op: ue.Op, URL: u, Err: inner}
+		return &url.Error{Op: e.Op, URL: u, Err: inner}
 	}
 	msg := err.Error()
 	if red := r.String(msg); red != msg {

@@ -3,7 +3,6 @@ package registry
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -56,7 +55,6 @@ func TestAssemblySharesOneResourceAndClosesIt(t *testing.T) {
 	if len(cl) != 1 {
 		t.Fatalf("%d closers", len(cl))
 	}
-	var _ io.Closer = cl[0]
 	_ = cl[0].Close()
 	if closed != 1 {
 		t.Fatal("shared resource not closed")

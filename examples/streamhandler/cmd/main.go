@@ -20,6 +20,12 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
 	addr := flag.String("addr", "127.0.0.1:8500", "listen address")
 	flag.Parse()
 	flaky := polygatewaytest.New(polygatewaytest.WithScript(polygatewaytest.ServerError(503), polygatewaytest.OK()))
@@ -32,10 +38,10 @@ func main() {
 	}
 	client, err := polygateway.FromEnv("CHAT", polygateway.WithEnv(env))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer client.Close()
 	log.Printf("listening on http://%s/ (POST a question)", *addr)
 	srv := &http.Server{Addr: *addr, Handler: &streamhandler.Handler{Client: client}, ReadHeaderTimeout: 10 * time.Second}
-	log.Fatal(srv.ListenAndServe())
+	return srv.ListenAndServe()
 }

@@ -321,8 +321,9 @@ func (e *Engine) tryRecover() bool {
 // queued, then closes the store. Nothing can be enqueued any more: closed was
 // set under the lock before stop was closed.
 func (e *Engine) shutdown(batch []core.TelemetryRecord) {
-	all := append(e.held, batch...)
+	all := e.held // taken over: held is cleared
 	e.held = nil
+	all = append(all, batch...)
 	for drained := false; !drained; {
 		select {
 		case rec := <-e.queue:

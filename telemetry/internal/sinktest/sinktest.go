@@ -25,15 +25,22 @@ type LogCapture struct {
 	recs []slog.Record
 }
 
+// Enabled reports true: every level is kept.
 func (c *LogCapture) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle keeps a copy of r. It is safe for concurrent use.
 func (c *LogCapture) Handle(_ context.Context, r slog.Record) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.recs = append(c.recs, r.Clone())
 	return nil
 }
+
+// WithAttrs returns c: the attributes are not kept.
 func (c *LogCapture) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *LogCapture) WithGroup(string) slog.Handler      { return c }
+
+// WithGroup returns c: the group is not kept.
+func (c *LogCapture) WithGroup(string) slog.Handler { return c }
 
 // Logger returns a logger writing to c.
 func (c *LogCapture) Logger() *slog.Logger { return slog.New(c) }
@@ -158,12 +165,12 @@ func SampleRecords() []core.TelemetryRecord {
 			PromptTokens: 10 + i, CompletionTokens: i, LatencyMS: float64(i%100 + 1), Cost: &cost,
 			CreatedAt: day.Add(time.Duration(i) * 15 * time.Minute),
 		}
-		switch {
-		case i%10 == 3:
+		switch i % 10 {
+		case 3:
 			r.Error, r.Cost = "TransientError: boom", nil
-		case i%10 == 7:
+		case 7:
 			r.CacheHit, r.LatencyMS, *r.Cost = true, 0.1, 0
-		case i%10 == 9:
+		case 9:
 			r.Cost = nil
 		}
 		recs = append(recs, r)

@@ -209,11 +209,11 @@ func (c *call) classify(want string) (outcome, string) {
 	case c.err != nil:
 		return wrong, "unreadable answer: " + c.err.Error()
 	case c.status != http.StatusOK:
-		return cleanError, fmt.Sprintf("HTTP %d `%s`", c.status, c.errCode)
+		return cleanError, fmt.Sprintf("HTTP %d %#q", c.status, c.errCode)
 	case c.stream && c.done && c.errEvents > 0:
 		return wrong, "an error event, then [DONE]"
 	case c.stream && c.lastIsError:
-		return cleanError, fmt.Sprintf("error event `%s` after %d words", c.errCode, len(strings.Fields(c.text)))
+		return cleanError, fmt.Sprintf("error event %#q after %d words", c.errCode, len(strings.Fields(c.text)))
 	case c.stream && !c.done:
 		return wrong, fmt.Sprintf("stream ended after %d words without [DONE] or an error event", len(strings.Fields(c.text)))
 	case c.text != want:
@@ -234,7 +234,7 @@ func (c *call) accountingProblem() string {
 	if got := strings.Join(c.logAttempts, ","); got != truth {
 		return fmt.Sprintf("access log attempts %q, the upstreams saw %q", got, truth)
 	}
-	if c.status == http.StatusOK && !(c.stream && c.lastIsError) {
+	if c.status == http.StatusOK && (!c.stream || !c.lastIsError) {
 		if !c.gwFound {
 			return "no gateway object in the answer"
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestTheProductionProfileIsReadByTier(t *testing.T) {
 	for k := range defaults {
 		field := k[strings.LastIndex(k, "__")+2:]
 		if !strings.HasPrefix(k, "F01__OPENAI__1__") && !strings.HasPrefix(k, "F01__DEEPSEEK__1__") ||
-			!strings.Contains("BASE_URL API_KEY MODEL TIMEOUT_S PRIORITY", field) {
+			!slices.Contains(strings.Fields("BASE_URL API_KEY MODEL TIMEOUT_S PRIORITY"), field) {
 			t.Errorf("the defaults run sets %s", k)
 		}
 	}

@@ -136,6 +136,14 @@ func runAll(bin string, prof *profile, tuned bool, scs []*scenario, budget time.
 	}
 	var routes []string
 	runs := make([]*scenarioRun, len(scs))
+	defer func() {
+		for _, r := range runs {
+			if r != nil {
+				r.upstream[0].Close()
+				r.upstream[1].Close()
+			}
+		}
+	}()
 	for i, sc := range scs {
 		r := &scenarioRun{sc: sc, scope: fmt.Sprintf("F%02d", i+1), model: fmt.Sprintf("f%02d", i+1),
 			names: [2]string{prof.primary.name(), prof.fallback.name()}}
@@ -145,8 +153,6 @@ func runAll(bin string, prof *profile, tuned bool, scs []*scenario, budget time.
 		}
 		r.upstream[0] = fakeupstream.New(append(sc.primary(r), fakeupstream.WithBodyHistory(0))...)
 		r.upstream[1] = fakeupstream.New(append(fb(r), fakeupstream.WithBodyHistory(0))...)
-		defer r.upstream[0].Close()
-		defer r.upstream[1].Close()
 		var overrides [2]map[string]string
 		if sc.overrides != nil {
 			overrides = sc.overrides(prof)
@@ -258,10 +264,9 @@ func report(scs []*scenario, results [2][]*scenarioRun) string {
 	for i, sc := range scs {
 		d, p := results[0][i], results[1][i]
 		note := sc.note
-		switch {
-		case d.remark == p.remark:
+		if d.remark == p.remark {
 			note += " Both: " + d.remark + "."
-		default:
+		} else {
 			note += " Defaults: " + d.remark + ". Profile: " + p.remark + "."
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", sc.pattern, cell(d), cell(p), strings.ReplaceAll(note, "|", "\\|"))

@@ -108,14 +108,6 @@ func (s *source) tier() int {
 	return n
 }
 
-// role is the primary or the fallback of a scenario.
-type role int
-
-const (
-	primaryRole role = iota
-	fallbackRole
-)
-
 // gatewayEnv adds to env the keys of scenario scope pointing its primary
 // and fallback at their fakes: with tuned, every key of the profile, else
 // only the topology (the library's defaults). overrides are set last in

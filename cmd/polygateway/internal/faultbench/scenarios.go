@@ -224,7 +224,7 @@ var scenarios = []*scenario{
 		check: func(r *scenarioRun) (outcome, string) {
 			c := r.calls[0]
 			if c.status != http.StatusBadRequest || c.errCode != "context_length_exceeded" || r.upstream[0].Requests()+r.upstream[1].Requests() != 1 {
-				return wrong, fmt.Sprintf("want one attempt and a 400 context_length_exceeded, got HTTP %d `%s` after %d", c.status, c.errCode, len(c.truth))
+				return wrong, fmt.Sprintf("want one attempt and a 400 context_length_exceeded, got HTTP %d %#q after %d", c.status, c.errCode, len(c.truth))
 			}
 			return cleanError, ""
 		},

@@ -114,7 +114,10 @@ func (g *Gateway) Stop() error {
 		return err
 	case <-time.After(40 * time.Second):
 		_ = g.cmd.Process.Kill()
-		<-done
+		// Wait's error after the kill ("signal: killed") says how it ended.
+		if werr := <-done; werr != nil {
+			return fmt.Errorf("gateway did not stop after SIGTERM: killed: %w", werr)
+		}
 		return errors.New("gateway did not stop after SIGTERM: killed")
 	}
 }
@@ -156,7 +159,7 @@ func CheckLoopback(base string) error {
 	if err != nil || u.Hostname() == "" {
 		return fmt.Errorf("bad url %q", base)
 	}
-	if ip := net.ParseIP(u.Hostname()); !(u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()) {
+	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("url must be a loopback address, got %s", u.Hostname())
 	}
 	return nil

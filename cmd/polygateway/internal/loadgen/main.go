@@ -188,43 +188,7 @@ func (l *load) run() (*report, error) {
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	defer tr.CloseIdleConnections()
 	// one sends a request scheduled at sched and measures from there.
-	one := func(sched time.Time) result {
-		req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return result{lat: time.Since(sched), err: true}
-		}
-		defer resp.Body.Close()
-		if !l.stream {
-			_, err = io.Copy(io.Discard, resp.Body)
-			return result{lat: time.Since(sched), err: err != nil || resp.StatusCode != http.StatusOK}
-		}
-		r := result{}
-		br := bufio.NewReaderSize(resp.Body, 16<<10)
-		done := false
-		for {
-			line, err := br.ReadSlice('\n')
-			if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
-				switch {
-				case bytes.HasPrefix(d, []byte("[DONE]")):
-					done = true
-				case bytes.Contains(d, []byte(`"error"`)):
-				default:
-					r.chunks++
-					if r.ttft == 0 && bytes.Contains(d, []byte(`"content":"`)) {
-						r.ttft = time.Since(sched)
-					}
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		r.lat = time.Since(sched)
-		r.err = !done || resp.StatusCode != http.StatusOK
-		return r
-	}
+	one := func(sched time.Time) result { return l.send(client, target, body, sched) }
 
 	var measuring atomic.Bool
 	var mu sync.Mutex
@@ -246,6 +210,59 @@ func (l *load) run() (*report, error) {
 	})
 
 	var wg sync.WaitGroup
+	l.drive(ctx, &wg, one, record)
+	measuring.Store(false)
+	elapsed := time.Since(t0)
+	cpu1, self1 := cpuSeconds(l.pid), cpuSeconds(os.Getpid())
+	wg.Wait()
+	return l.summarize(target, results, elapsed, cpu1-cpu0, self1-self0), nil
+}
+
+// send makes one request of body to target, scheduled at sched, and
+// measures it from there: a streamed answer to its [DONE], counting chunks
+// and the first token.
+func (l *load) send(client *http.Client, target string, body []byte, sched time.Time) result {
+	req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return result{lat: time.Since(sched), err: true}
+	}
+	defer resp.Body.Close()
+	if !l.stream {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return result{lat: time.Since(sched), err: err != nil || resp.StatusCode != http.StatusOK}
+	}
+	r := result{}
+	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	done := false
+	for {
+		line, err := br.ReadSlice('\n')
+		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+			switch {
+			case bytes.HasPrefix(d, []byte("[DONE]")):
+				done = true
+			case bytes.Contains(d, []byte(`"error"`)):
+			default:
+				r.chunks++
+				if r.ttft == 0 && bytes.Contains(d, []byte(`"content":"`)) {
+					r.ttft = time.Since(sched)
+				}
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.lat = time.Since(sched)
+	r.err = !done || resp.StatusCode != http.StatusOK
+	return r
+}
+
+// drive sends requests with one until ctx ends, at l.rate per second or
+// from l.workers closed-loop workers, and records their results; it
+// returns when ctx ends, with the requests still out counted in wg.
+func (l *load) drive(ctx context.Context, wg *sync.WaitGroup, one func(time.Time) result, record func(result)) {
 	if l.rate > 0 {
 		interval := float64(time.Second) / l.rate
 		start := time.Now()
@@ -268,23 +285,24 @@ func (l *load) run() (*report, error) {
 				<-sem
 			}()
 		}
-	} else {
-		for range l.workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					record(one(time.Now()))
-				}
-			}()
-		}
-		<-ctx.Done()
+		return
 	}
-	measuring.Store(false)
-	elapsed := time.Since(t0)
-	cpu1, self1 := cpuSeconds(l.pid), cpuSeconds(os.Getpid())
-	wg.Wait()
+	for range l.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				record(one(time.Now()))
+			}
+		}()
+	}
+	<-ctx.Done()
+}
 
+// summarize makes the report of the measured results: elapsed is the
+// measured time, cpu and self the CPU seconds the gateway and this
+// process spent in it.
+func (l *load) summarize(target string, results []result, elapsed time.Duration, cpu, self float64) *report {
 	var lats, ttfts []time.Duration
 	errs := 0
 	var chunks int64
@@ -308,14 +326,13 @@ func (l *load) run() (*report, error) {
 	if l.rate == 0 {
 		rep.Workers = l.workers
 	}
-	if ok := len(results) - errs; ok > 0 && self1 > self0 {
-		rep.ClientCPUPerReq = round((self1 - self0) * 1e6 / float64(ok))
+	if ok := len(results) - errs; ok > 0 && self > 0 {
+		rep.ClientCPUPerReq = round(self * 1e6 / float64(ok))
 	}
 	if l.stream {
 		rep.TTFT50, rep.TTFT99 = ms(pct(ttfts, 0.5)), ms(pct(ttfts, 0.99))
 	}
-	if l.pid > 0 && cpu1 > cpu0 {
-		cpu := cpu1 - cpu0
+	if l.pid > 0 && cpu > 0 {
 		rep.CPUSeconds = round(cpu)
 		if ok := len(results) - errs; ok > 0 {
 			rep.CPUPerReq = round(cpu * 1e6 / float64(ok))
@@ -324,7 +341,7 @@ func (l *load) run() (*report, error) {
 			rep.CPUPerChk = round(cpu * 1e6 / float64(chunks))
 		}
 	}
-	return rep, nil
+	return rep
 }
 
 func pct(d []time.Duration, p float64) time.Duration {
