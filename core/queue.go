@@ -105,6 +105,18 @@ type Place struct {
 	Tenant string
 }
 
+// Check refuses a place a queue cannot take: a *PriorityError for an
+// invalid priority, ErrTenantTooLong for a tenant over MaxTenant bytes.
+func (p Place) Check() error {
+	if !p.Priority.Valid() {
+		return &PriorityError{Value: strconv.Itoa(int(p.Priority))}
+	}
+	if len(p.Tenant) > MaxTenant {
+		return ErrTenantTooLong
+	}
+	return nil
+}
+
 // WaitKind says why Waiter.Wait returned.
 type WaitKind uint8
 

@@ -197,7 +197,7 @@ func (l *Limiter) checkRequest(req *core.PermitRequest) error {
 		}
 	}
 	if l.queue != nil {
-		return checkPlace(req.Place)
+		return req.Place.Check()
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/polygateway/polygateway/core"
@@ -117,17 +116,6 @@ func (l *Limiter) purgeGlobal(sc *limScope, now int64) {
 			l.handOn(sc, sl.src)
 		}
 	}
-}
-
-// checkPlace refuses a place the queue cannot take.
-func checkPlace(p core.Place) error {
-	if !p.Priority.Valid() {
-		return &core.PriorityError{Value: strconv.Itoa(int(p.Priority))}
-	}
-	if len(p.Tenant) > core.MaxTenant {
-		return core.ErrTenantTooLong
-	}
-	return nil
 }
 
 // waitable reports whether a refusal can be waited out in the queue: a

@@ -187,7 +187,7 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 		req.Permit = p
 		return core.ComposeAdmitter(a.l, a.b).Admit(ctx, req)
 	}
-	if err := checkPlace(p.Place); err != nil {
+	if err := p.Place.Check(); err != nil {
 		if c.w != nil {
 			c.w.Leave(ctx)
 		}

@@ -173,17 +173,6 @@ func (l *Limiter) writeQueueKeys(w *request, k *queueKeys, qs int64, sk *scriptK
 // tenantHex is the tenant as the scripts keep it.
 func tenantHex(name string) string { return hex.EncodeToString([]byte(name)) }
 
-// checkPlace refuses a place the queue cannot keep.
-func checkPlace(p core.Place) error {
-	if !p.Priority.Valid() {
-		return &core.PriorityError{Value: strconv.Itoa(int(p.Priority))}
-	}
-	if len(p.Tenant) > core.MaxTenant {
-		return core.ErrTenantTooLong
-	}
-	return nil
-}
-
 // The queue's part of an admit reply (lua/admit.lua): its status.
 const (
 	statusGranted = iota
