@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/internal/engine"
 	"github.com/polygateway/polygateway/internal/registry"
 	"github.com/polygateway/polygateway/middleware"
