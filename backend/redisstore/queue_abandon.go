@@ -48,7 +48,9 @@ func (wk *waker) heardAbandoned(key waitKey, m wakeMsg) bool {
 	}
 	e.retry = time.Time{}
 	wk.abandoned[key] = e
-	wk.startChecks()
+	if !wk.closed {
+		wk.startChecks()
+	}
 	return true
 }
 

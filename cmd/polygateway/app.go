@@ -142,8 +142,8 @@ type app struct {
 	// the queue settings of the first routed chat scope, in name order.
 	limiterOnce sync.Once
 	limiter     *memory.Limiter
-	breaker *memory.Breaker
-	cache   *memory.Cache
+	breaker     *memory.Breaker
+	cache       *memory.Cache
 
 	sc        serverConfig
 	serverEnv map[string]string // the server keys the server started with
