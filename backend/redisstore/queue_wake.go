@@ -755,8 +755,9 @@ func (w *qwaiter) block(ctx context.Context, clk core.Clock, d time.Duration) er
 
 // Leave takes w out of the queue (a claim it held goes on to the next
 // waiter), bounded by queueOpTimeout. Wait does it when its context
-// ends; a caller that stops waiting otherwise calls it. A failure leaves
-// the entry to lapse with its lease.
+// ends; a caller that stops waiting otherwise calls it. On a failure the
+// process takes the entry out once Redis answers again (retried with
+// backoff; see queue_abandon.go), or it lapses with its lease.
 func (w *qwaiter) Leave(ctx context.Context) { w.leave(ctx) }
 
 // leave is Leave; it returns the entry a claim went to (0: none).
