@@ -181,6 +181,16 @@ type BackpressureSettings struct {
 	StallWindow time.Duration
 	// PollInterval is how often a waiting call re-tries the limiter. Default 0.25s.
 	PollInterval time.Duration
+	// QueueShare is how many consecutive admissions of a higher priority
+	// class a class with waiters lets pass before it is served, in the
+	// admission queue of a limiter that queues. Default (0): 9.
+	QueueShare int
+	// QueueClaimTTL is how long a slot handed to a waiter stays reserved
+	// for it before it lapses to the next waiter. Default (0): 2s.
+	QueueClaimTTL time.Duration
+	// QueueLease is how long a waiter's place lasts in a shared (Redis)
+	// queue when its process does not renew it. Default (0): 5 minutes.
+	QueueLease time.Duration
 }
 
 // GatewaySettings is the parsed and validated configuration of one scope.

@@ -400,8 +400,23 @@ func (a *Admitter) reclaim(ctx context.Context, j *reclaim) error {
 		w.str("holder", strconv.FormatUint(j.permit.Lease, 10))
 		w.close()
 	}
+	var k *queueKeys
+	if a.queuing {
+		// A slot freed here goes to the queue's next waiter, as in finish.
+		k = a.l.queueKeysOf(j.permit.Scope, j.pool)
+		qs := int64(len(keys) + 1)
+		keys = append(keys, k.keys[:]...)
+		w.object("queue")
+		a.writeQueue(w, k, qs, sk, func(i int) int64 { return int64(3*i + 1) })
+		w.str("label", j.permit.Source)
+		w.close()
+	}
 	w.close()
-	return reclaimScript.Run(ctx, a.l.c, keys, w.String()).Err()
+	to, err := reclaimScript.Run(ctx, a.l.c, keys, w.String()).Int64()
+	if err == nil && to > 0 && k != nil {
+		a.wake.granted(k, uint64(to), j.permit.Source)
+	}
+	return err
 }
 
 // Bounds of the reclaim worker.

@@ -139,8 +139,11 @@ type waker struct {
 	// acks holds the ends heard of claims this process granted before
 	// their grant was noted (the holder may take a claim before the
 	// granting script's reply is read), by when they were heard.
-	acks   map[waitKey]time.Time
-	pruned time.Time
+	acks map[waitKey]time.Time
+	// abandoned holds the entries whose waiters left while their leave
+	// failed, to take out of line when Redis answers (queue_abandon.go).
+	abandoned map[waitKey]abandoned
+	pruned    time.Time
 	// renewals holds, per queue with waiters of this process, when their
 	// leases are next renewed.
 	renewals map[*queueKeys]time.Time
@@ -155,7 +158,7 @@ func newWaker(a *Admitter, logger *slog.Logger) *waker {
 	_, cluster := a.l.c.(*redis.ClusterClient)
 	return &waker{a: a, cluster: cluster, subs: map[string]*subscriber{}, listening: map[string]*queueKeys{}, chanKeys: map[string]*queueKeys{},
 		waiters: map[waitKey]*qwaiter{}, grants: map[waitKey]grant{}, early: map[waitKey]earlyMsg{}, acks: map[waitKey]time.Time{},
-		renewals: map[*queueKeys]time.Time{}, kick: make(chan struct{}, 1),
+		abandoned: map[waitKey]abandoned{}, renewals: map[*queueKeys]time.Time{}, kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), log: rateLog{log: logger, every: healLogEvery}}
 }
 
@@ -324,6 +327,10 @@ func (wk *waker) dispatch(ch, payload string) {
 		return
 	}
 	w := wk.waiters[key]
+	if w == nil && wk.heardAbandoned(key, m) {
+		wk.mu.Unlock()
+		return
+	}
 	if w == nil {
 		// Its Admit's reply has not been read yet (or was lost: then the
 		// entry lapses with its claim and its lease).
@@ -461,6 +468,10 @@ func (wk *waker) checks() {
 				soonest(at)
 			}
 		}
+		gone, retry := wk.dueAbandoned(now)
+		if !retry.IsZero() {
+			soonest(retry)
+		}
 		wk.mu.Unlock()
 		for _, g := range due {
 			wk.check(g.k, g.label)
@@ -468,7 +479,8 @@ func (wk *waker) checks() {
 		for _, k := range renew {
 			wk.renew(k, now)
 		}
-		if len(due)+len(renew) > 0 {
+		wk.retryLeaves(now, gone)
+		if len(due)+len(renew)+len(gone) > 0 {
 			continue // look again: the work took time
 		}
 		if !wk.sleep(clk, now, next) {
@@ -754,8 +766,9 @@ func (w *qwaiter) block(ctx context.Context, clk core.Clock, d time.Duration) er
 
 // Leave takes w out of the queue (a claim it held goes on to the next
 // waiter), bounded by queueOpTimeout. Wait does it when its context
-// ends; a caller that stops waiting otherwise calls it. A failure leaves
-// the entry to lapse with its lease.
+// ends; a caller that stops waiting otherwise calls it. On a failure the
+// process takes the entry out once Redis answers again (retried with
+// backoff; see queue_abandon.go), or it lapses with its lease.
 func (w *qwaiter) Leave(ctx context.Context) { w.leave(ctx) }
 
 // leave is Leave; it returns the entry a claim went to (0: none).
@@ -777,8 +790,9 @@ func (w *qwaiter) leave(ctx context.Context) uint64 {
 	}
 	to, err := w.a.leave(lctx, w.k, w.id, label)
 	if err != nil {
-		wk.log.warn(time.Now(), "polygateway: redisstore: cannot take a waiter out of a queue; it lapses with its lease",
+		wk.log.warn(time.Now(), "polygateway: redisstore: cannot take a waiter out of a queue yet; retrying",
 			"scope", w.k.scope, "err", err)
+		wk.abandon(w.k, w.id, label)
 	}
 	return to
 }

@@ -31,7 +31,17 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		adm := NewAdmitter(NewLimiter(r.c), NewBreaker(r.c), WithLogger(a.Logger))
+		opts := []Option{WithLogger(a.Logger)}
+		if a.Settings.GlobalPool == "" {
+			// An assembled Admitter queues: the clients of every process
+			// on one REDIS_URL wait in one fair line per scope. A scope in
+			// a pool does not: a slot a call frees is handed on within
+			// its scope's line, so waiters of the pool's other scopes
+			// would not hear of it.
+			bp := a.Settings.Backpressure
+			opts = append(opts, WithQueue(QueueConfig{Share: bp.QueueShare, ClaimTTL: bp.QueueClaimTTL, Lease: bp.QueueLease}))
+		}
+		adm := NewAdmitter(NewLimiter(r.c), NewBreaker(r.c), opts...)
 		r.own(adm)
 		return adm, nil
 	})

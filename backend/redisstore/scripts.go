@@ -47,7 +47,7 @@ var (
 	// reclaimScript gives back what a call whose reply was lost may hold.
 	admitScript   = script("admit.lua", "circuit.lua", "allow.lua", "limiter.lua", "gates.lua", "budget.lua", "acquire.lua", "queue.lua")
 	finishScript  = script("finish.lua", "breaker.lua", "record.lua", "limiter.lua", "budget.lua", "release.lua", "queue.lua")
-	reclaimScript = script("reclaim.lua", "limiter.lua", "budget.lua", "release.lua")
+	reclaimScript = script("reclaim.lua", "limiter.lua", "budget.lua", "release.lua", "queue.lua")
 	// The two scripts of the queue a waiting process runs besides: a
 	// waiter leaving, and the check of its waiters and of the claims it
 	// granted (lua/queue_*.lua with lua/lib/queue.lua).

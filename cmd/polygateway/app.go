@@ -138,10 +138,12 @@ type app struct {
 	// Memory governance backends live as long as the process, so that a
 	// reload keeps breaker states, in-flight counts and cached answers, and
 	// calls still running on the old clients count against the new ones'
-	// limits.
-	limiter *memory.Limiter
-	breaker *memory.Breaker
-	cache   *memory.Cache
+	// limits. The limiter is made by the first build (limiterOnce), with
+	// the queue settings of the first routed chat scope, in name order.
+	limiterOnce sync.Once
+	limiter     *memory.Limiter
+	breaker     *memory.Breaker
+	cache       *memory.Cache
 
 	sc        serverConfig
 	serverEnv map[string]string // the server keys the server started with
@@ -156,7 +158,7 @@ type app struct {
 func newApp(log *slog.Logger, source configSource, m metricsHook) *app {
 	return &app{
 		log: log, source: source, metrics: m,
-		limiter: memory.NewLimiter(memory.WithQueue(memory.QueueConfig{})), breaker: memory.NewBreaker(), cache: memory.NewCache(),
+		breaker: memory.NewBreaker(), cache: memory.NewCache(),
 	}
 }
 
@@ -244,11 +246,31 @@ func serverKeys(env map[string]string) map[string]string {
 	return out
 }
 
-// clientOptions are the assembly options of every client built from env.
-func (a *app) clientOptions(env map[string]string) []polygateway.Option {
+// memLimiter returns the process's memory limiter, made on the first call
+// with the admission queue settings (BACKPRESSURE__QUEUE_*) of the first
+// of scopes whose settings load, the defaults when none does. It is shared
+// by every scope and lives as long as the process: a reload does not
+// change its queue settings.
+func (a *app) memLimiter(env map[string]string, scopes []string) *memory.Limiter {
+	a.limiterOnce.Do(func() {
+		var qc memory.QueueConfig
+		for _, scope := range scopes {
+			if s, err := polygateway.LoadSettings(scope, env); err == nil {
+				qc = memory.QueueConfig{Share: s.Backpressure.QueueShare, ClaimTTL: s.Backpressure.QueueClaimTTL}
+				break
+			}
+		}
+		a.limiter = memory.NewLimiter(memory.WithQueue(qc))
+	})
+	return a.limiter
+}
+
+// clientOptions are the assembly options of every client built from env
+// for the routed chat scopes.
+func (a *app) clientOptions(env map[string]string, chatScopes []string) []polygateway.Option {
 	opts := []polygateway.Option{polygateway.WithEnv(env), polygateway.WithLogger(a.log)}
 	if env["PGW_LIMITER_BACKEND"] == "memory" {
-		opts = append(opts, polygateway.WithLimiter(a.limiter))
+		opts = append(opts, polygateway.WithLimiter(a.memLimiter(env, chatScopes)))
 	}
 	if env["PGW_BREAKER_BACKEND"] == "memory" {
 		opts = append(opts, polygateway.WithBreaker(a.breaker))
@@ -274,7 +296,7 @@ func (a *app) build(snap snapshot, r routing) (b proxy.Backends, err error) {
 		Clients: map[string]*polygateway.GatewayClient{}, Embedders: map[string]proxy.Embedder{},
 		Routes: r.routes, EmbedRoutes: r.embedRoutes, DefaultScope: r.defaultScope, DefaultEmbedScope: r.defaultEmbedScope,
 	}
-	opts, have := a.clientOptions(env), config.Scopes(env)
+	opts, have := a.clientOptions(env, r.chatScopes()), config.Scopes(env)
 	var errs []error
 	for _, scope := range r.chatScopes() {
 		if slices.Contains(have, scope) {

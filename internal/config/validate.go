@@ -45,6 +45,8 @@ import (
 //     ProbeTTL 0 gives the half-open probe a lease without expiry.
 //   - A source's Breaker overrides: 0 is the scope's value.
 //   - Backpressure.StallWindow 0 turns the stall rule off.
+//   - Backpressure.QueueShare, QueueClaimTTL and QueueLease 0 are the
+//     admission queue's defaults (9, 2 s, 5 minutes).
 //   - LeaseTTL 0 leases each concurrency permit for its attempt's
 //     TIMEOUT_S plus a margin.
 //   - EstTokens 0 is none (refused with a TPM gate); TTFTTimeout and

@@ -228,7 +228,9 @@ func buildAdmission(asm *registry.Assembly, s core.GatewaySettings, o Options, c
 	limiter = o.Limiter
 	if limiter == nil {
 		if limiter, err = build[core.Limiter](asm, registry.KindLimiter, "PGW_LIMITER_BACKEND", s.LimiterBackend, func() core.Limiter {
-			return memory.NewLimiter(memory.WithClock(clock), memory.WithQueue(memory.QueueConfig{}))
+			return memory.NewLimiter(memory.WithClock(clock), memory.WithQueue(memory.QueueConfig{
+				Share: s.Backpressure.QueueShare, ClaimTTL: s.Backpressure.QueueClaimTTL,
+			}))
 		}); err != nil {
 			return nil, nil, nil, err
 		}

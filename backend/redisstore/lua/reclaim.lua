@@ -6,7 +6,11 @@
 -- then the budgets' hashes.
 -- ARGV[1]: the release request (lib/release.lua) with tomb = true, and
 --          circuit = { key = the circuit's index in KEYS, holder = the
---          lease } to give back the probe if this lease holds it.
+--          lease } to give back the probe if this lease holds it, and
+--          queue = the queue request with label = the permit's source
+--          (lib/queue.lua; absent for an Admitter without a queue), whose
+--          four keys follow the budgets': a slot the reclaim frees is
+--          handed to the queue's next waiter, as Finish hands one on.
 --
 -- The release leaves a tombstone in each level's book where the member has
 -- no entry (the Admit did not run, or not yet): the entry '0 -1', released
@@ -18,10 +22,32 @@
 -- reservation is refunded where the member holds one (settled, after a
 -- failed Finish), and a budget whose current window holds none gets a
 -- tombstone of its own, which goes with the window (lib/budget.lua).
--- Returns 1.
+-- Returns the id of the queue's entry a freed slot went to (0: none).
 local r = cjson.decode(ARGV[1])
 local now = now_us(r.now)
+local a = r.queue
+local freed, to = {}, 0
+if a then
+  -- Free the slots here rather than in release(), to know which were held.
+  for _, l in ipairs(r.levels) do
+    if l.slots then
+      if redis.call('ZREM', KEYS[l.key], l.member) == 1 then
+        freed[#freed + 1] = (l.key - 1) / 3
+      end
+      l.slots = false
+    end
+  end
+end
 release(r, now)
+if #freed > 0 then
+  local q = qopen(a, now)
+  qlapse(q)
+  if qbusy(q) then
+    to = qhand(q, a.label, freed) or 0
+  end
+  qchanged(q)
+  qsave(q)
+end
 local c = r.circuit
 if c then
   local key = KEYS[c.key]
@@ -30,4 +56,4 @@ if c then
     redis.call('HSET', key, 'probe', '0')
   end
 end
-return 1
+return to
