@@ -18,16 +18,7 @@ local bnow = now
 if b.now ~= lim.now then
   bnow = now_us(b.now)
 end
--- Free the slots here rather than in release(), to know which were held.
-local freed = {}
-for _, l in ipairs(lim.levels) do
-  if l.slots then
-    if redis.call('ZREM', KEYS[l.key], l.member) == 1 then
-      freed[#freed + 1] = (l.key - 1) / 3
-    end
-    l.slots = false
-  end
-end
+local freed = free_slots(lim)
 release(lim, now)
 local to, till = 0, 0
 if #freed > 0 and not a.off then

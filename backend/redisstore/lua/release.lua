@@ -10,16 +10,7 @@
 -- Returns { the id the unit went to (0: no one), the claim's end µs }.
 local r = cjson.decode(ARGV[1])
 local lim, a = r.limiter, r.queue
--- Free the slots here rather than in release(), to know which were held.
-local freed = {}
-for _, l in ipairs(lim.levels) do
-  if l.slots then
-    if redis.call('ZREM', KEYS[l.key], l.member) == 1 then
-      freed[#freed + 1] = (l.key - 1) / 3
-    end
-    l.slots = false
-  end
-end
+local freed = free_slots(lim)
 release(lim)
 if #freed == 0 then
   return { 0, 0 }

@@ -32,6 +32,22 @@ local function tombstone(book, register, member, now)
   redis.call('PEXPIRE', register, int(TOMB_TTL / 1000 + SLACK / 1000))
 end
 
+-- free_slots frees the permit's concurrency slots ahead of release() and
+-- returns the indexes of the levels whose slot it held, so that what
+-- freed can be handed to the queue.
+local function free_slots(lim)
+  local freed = {}
+  for _, l in ipairs(lim.levels) do
+    if l.slots then
+      if redis.call('ZREM', KEYS[l.key], l.member) == 1 then
+        freed[#freed + 1] = (l.key - 1) / 3
+      end
+      l.slots = false
+    end
+  end
+  return freed
+end
+
 local function release(r, now)
   local kind = r.settle
   for _, l in ipairs(r.levels) do
