@@ -221,6 +221,7 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 		return core.Ticket{}, admitErr(fmt.Errorf("polygateway: redisstore: admit: %w", err))
 	}
 	a.heal.answered()
+	a.wake.answered()
 	if len(res) != admitReply {
 		return core.Ticket{}, admitErr(fmt.Errorf("polygateway: redisstore: admit: unexpected reply %v", res))
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -143,7 +144,10 @@ type waker struct {
 	// abandoned holds the entries whose waiters left while their leave
 	// failed, to take out of line when Redis answers (queue_abandon.go).
 	abandoned map[waitKey]abandoned
-	pruned    time.Time
+	// anyAbandoned is set while abandoned may hold entries, so that a
+	// script Redis answered can make their leaves due without the lock.
+	anyAbandoned atomic.Bool
+	pruned       time.Time
 	// renewals holds, per queue with waiters of this process, when their
 	// leases are next renewed.
 	renewals map[*queueKeys]time.Time
