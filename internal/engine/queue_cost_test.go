@@ -63,7 +63,9 @@ func TestWaitingCallsCostNoGoroutineAndLittleHeap(t *testing.T) {
 		heap := (queued - idle) / waiting
 		t.Logf("%d waiting calls: %.0f B of heap each beyond their callers' %.0f B; %d goroutines beyond the callers'",
 			waiting, heap, idle/waiting, extra)
-		if extra != 0 {
+		// Fewer (a goroutine of the bubble that ended meanwhile) costs
+		// nothing; any more is a goroutine a waiting call started.
+		if extra > 0 {
 			t.Errorf("%d goroutines beyond the %d callers' own while they wait", extra, waiting)
 		}
 		if heap > maxWaitingHeap {
