@@ -20,10 +20,7 @@ func TestMakeFuzzRunsEveryFuzzTarget(t *testing.T) {
 	if block == nil {
 		t.Fatal("no FUZZ_TARGETS in the Makefile")
 	}
-	var listed []string
-	for _, f := range strings.Fields(strings.ReplaceAll(string(block[1]), `\`, "")) {
-		listed = append(listed, f)
-	}
+	listed := strings.Fields(strings.ReplaceAll(string(block[1]), `\`, ""))
 	fuzzFunc := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(f \*testing\.F\)`)
 	var found []string
 	err = filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {

@@ -121,7 +121,7 @@ func WithBudget(b Budget) CallOption {
 		if b.Key == "" || b.Limit <= 0 || b.Window < time.Second {
 			return
 		}
-		o.Call.Budgets = append(o.Call.Budgets[:len(o.Call.Budgets):len(o.Call.Budgets)], b)
+		o.Budgets = append(o.Budgets[:len(o.Budgets):len(o.Budgets)], b)
 	}
 }
 
@@ -134,7 +134,7 @@ func WithBudget(b Budget) CallOption {
 // their own: the gateway sets it, so that its clients' SDKs get a 429 with
 // Retry-After rather than a held connection.
 func WithoutPushbackWait() CallOption {
-	return func(o *kernel.CallOptions) { o.Call.NoPushbackWait = true }
+	return func(o *kernel.CallOptions) { o.NoPushbackWait = true }
 }
 
 // WithPriority sets the call's priority class: when the gates it needs are
@@ -144,7 +144,7 @@ func WithoutPushbackWait() CallOption {
 // classes from starving; see docs/explanation-queue.md). The default is
 // PriorityNormal; an invalid value counts as normal.
 func WithPriority(p Priority) CallOption {
-	return func(o *kernel.CallOptions) { o.Call.Place.Priority = p }
+	return func(o *kernel.CallOptions) { o.Place.Priority = p }
 }
 
 // WithTenant names whose work the call is (a customer, a team, a job).
@@ -153,33 +153,33 @@ func WithPriority(p Priority) CallOption {
 // name longer than MaxTenant bytes makes the call fail before any request
 // with a RequestRejectedError matching ErrTenantTooLong.
 func WithTenant(id string) CallOption {
-	return func(o *kernel.CallOptions) { o.Call.Place.Tenant = id }
+	return func(o *kernel.CallOptions) { o.Place.Tenant = id }
 }
 
 // WithSessionID links the call's telemetry row to a session.
 func WithSessionID(id string) CallOption {
-	return func(o *kernel.CallOptions) { o.Call.SessionID = id }
+	return func(o *kernel.CallOptions) { o.SessionID = id }
 }
 
 // WithParentCallID links the call's telemetry row to a parent call.
 func WithParentCallID(id string) CallOption {
-	return func(o *kernel.CallOptions) { o.Call.ParentCallID = id }
+	return func(o *kernel.CallOptions) { o.ParentCallID = id }
 }
 
 // WithCacheSalt adds a salt to the cache key: a new salt forces a fresh answer.
 func WithCacheSalt(salt string) CallOption {
-	return func(o *kernel.CallOptions) { o.Call.CacheSalt = salt }
+	return func(o *kernel.CallOptions) { o.CacheSalt = salt }
 }
 
 // WithCacheNamespace overrides the cache namespace for this call (per tenant).
 func WithCacheNamespace(ns string) CallOption {
-	return func(o *kernel.CallOptions) { o.Call.CacheNamespace = ns }
+	return func(o *kernel.CallOptions) { o.CacheNamespace = ns }
 }
 
 // WithStream chooses whether the upstream streams (default true, which
 // enables the stream watchdog).
 func WithStream(stream bool) CallOption {
-	return func(o *kernel.CallOptions) { o.Call.Stream = stream }
+	return func(o *kernel.CallOptions) { o.Stream = stream }
 }
 
 // WithParams passes extra request fields through (any field the typed
@@ -193,18 +193,18 @@ func WithParams(p map[string]any) CallOption {
 // WithCallFallback sets the fallback of one call, overriding the scope's
 // (see WithFallback).
 func WithCallFallback(fn FallbackFunc) CallOption {
-	return func(o *kernel.CallOptions) { o.Call.Fallback = fn }
+	return func(o *kernel.CallOptions) { o.Fallback = fn }
 }
 
 // ownParams returns the call's own Params, copying the ones shared with
 // an earlier call on first write (size is a capacity hint).
 func ownParams(o *kernel.CallOptions, size int) map[string]any {
-	if o.Call.Params == nil || !o.OwnParams {
-		params := maps.Clone(o.Call.Params)
+	if o.Params == nil || !o.OwnParams {
+		params := maps.Clone(o.Params)
 		if params == nil {
 			params = make(map[string]any, size)
 		}
-		o.Call.Params, o.OwnParams = params, true
+		o.Params, o.OwnParams = params, true
 	}
-	return o.Call.Params
+	return o.Params
 }

@@ -71,7 +71,7 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Type     string   `json:"type"`
 		Function function `json:"function"`
-	}{"function", function{t.Name, t.Description, t.Parameters, t.Strict}})
+	}{"function", function(t)})
 }
 
 // ToolChoice says whether the model must call a tool: ToolChoiceAuto,

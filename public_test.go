@@ -53,7 +53,7 @@ func TestErrorsReachTheCallerAsThePublicTypes(t *testing.T) {
 	srv := fu.NewServer(t, fu.WithBehavior(fu.ServerError(503)))
 	c := baseEnv().source("openai", 1, srv).set("LLM__RETRY__MAX_ATTEMPTS", "2").client(t)
 	_, err := ask(t, c)
-	if _, ok := err.(*polygateway.GatewayUnavailableError); !ok {
+	if _, ok := err.(*polygateway.GatewayUnavailableError); !ok { //nolint:errorlint // the public type itself must reach the caller, not wrapped
 		t.Fatalf("err is a %T, want *polygateway.GatewayUnavailableError", err)
 	}
 	var ue *polygateway.GatewayUnavailableError

@@ -174,7 +174,7 @@ func errorTexts(err error) []string {
 		if errors.As(e, &ri) {
 			out = append(out, ri.Raw, ri.Message)
 		}
-		switch u := e.(type) {
+		switch u := e.(type) { //nolint:errorlint // walks the tree one level at a time by its Unwrap methods; errors.As would skip levels
 		case interface{ Unwrap() error }:
 			walk(u.Unwrap())
 		case interface{ Unwrap() []error }:

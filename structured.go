@@ -32,7 +32,7 @@ func WithJSON() CallOption { return func(o *kernel.CallOptions) { o.JSON = true 
 // Where the provider supports it natively it is also sent upstream as
 // response_format; repair and validation run either way.
 func WithJSONSchema(schema []byte) CallOption {
-	return func(o *kernel.CallOptions) { o.JSON, o.Call.JSONSchema = true, bytes.Clone(schema) }
+	return func(o *kernel.CallOptions) { o.JSON, o.JSONSchema = true, bytes.Clone(schema) }
 }
 
 // reaskPrompt feeds the validation error back to the model.
@@ -52,8 +52,8 @@ func ChatInto[T any](ctx context.Context, c *GatewayClient, msgs []Message, opts
 	var zero T
 	co := kernel.ResolveCall(opts)
 	co.JSON = true
-	if co.Call.JSONSchema == nil {
-		co.Call.JSONSchema = schemaOf[T]()
+	if co.JSONSchema == nil {
+		co.JSONSchema = schemaOf[T]()
 	}
 	decode := func(raw []byte) (any, error) {
 		var v T
@@ -130,7 +130,7 @@ func repairJSON(text string) (string, error) {
 	}
 	fixed, err := jsonrepair.Repair(text)
 	if err != nil {
-		return "", fmt.Errorf("the answer is not JSON: %v", err)
+		return "", errors.New("the answer is not JSON: " + err.Error())
 	}
 	fixed = strings.TrimSpace(fixed)
 	if fixed == "" || !json.Valid([]byte(fixed)) {
@@ -149,10 +149,10 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co k
 		schema *validator.Schema
 		loc    string
 	)
-	if co.Call.JSONSchema != nil {
-		digest := digestOf(co.Call.JSONSchema)
+	if co.JSONSchema != nil {
+		digest := digestOf(co.JSONSchema)
 		var err error
-		if schema, err = c.schemas.compile(digest, co.Call.JSONSchema); err != nil {
+		if schema, err = c.schemas.compile(digest, co.JSONSchema); err != nil {
 			return nil, &RequestRejectedError{Code: "invalid_json_schema", Message: "the JSON schema does not compile: " + err.Error(), Err: err}
 		}
 		tag, loc = "schema:"+digest, schemaLoc(digest)
@@ -171,7 +171,7 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co k
 		if schema != nil {
 			inst, err := validator.UnmarshalJSON(strings.NewReader(text))
 			if err != nil {
-				return fmt.Errorf("the answer is not JSON: %v", err)
+				return errors.New("the answer is not JSON: " + err.Error())
 			}
 			if err := schema.Validate(inst); err != nil {
 				// The schema's internal location means nothing to the model.
@@ -182,7 +182,7 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co k
 		if decode != nil {
 			v, err := decode([]byte(text))
 			if err != nil {
-				return fmt.Errorf("the JSON does not fit the expected shape: %v", err)
+				return errors.New("the JSON does not fit the expected shape: " + err.Error())
 			}
 			resp.StructuredData = v
 			return nil
@@ -195,7 +195,7 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co k
 		}
 		var v any
 		if err := json.Unmarshal([]byte(text), &v); err != nil {
-			return fmt.Errorf("the answer is not JSON: %v", err)
+			return errors.New("the answer is not JSON: " + err.Error())
 		}
 		resp.StructuredData = v
 		return nil

@@ -75,7 +75,7 @@ func TestComposedAdmitterReturnsQueueDeadlineAsIs(t *testing.T) {
 	b := &probeBreaker{}
 	_, err := ComposeAdmitter(&queueLimiter{err: late}, b).Admit(t.Context(), AdmitRequest{})
 	var gbe *GovernanceBackendError
-	if err != late || errors.As(err, &gbe) || b.returned != 1 {
+	if err != late || errors.As(err, &gbe) || b.returned != 1 { //nolint:errorlint // the QueueDeadlineError itself must come back, not wrapped
 		t.Fatalf("Admit = %v (probes given back %d); want the QueueDeadlineError itself and the probe back", err, b.returned)
 	}
 	_, err = ComposeAdmitter(&queueLimiter{err: errors.New("down")}, b).Admit(t.Context(), AdmitRequest{})

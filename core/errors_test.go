@@ -36,7 +36,7 @@ func TestEveryErrorTypeIsErrGatewayAndUnwrapsItsCause(t *testing.T) {
 			if !errors.Is(tc.err, ErrGateway) {
 				t.Errorf("errors.Is(%T, ErrGateway) = false", tc.err)
 			}
-			if got := errors.Unwrap(tc.err); got != io.ErrUnexpectedEOF {
+			if got := errors.Unwrap(tc.err); got != io.ErrUnexpectedEOF { //nolint:errorlint // one Unwrap must yield the cause itself
 				t.Errorf("Unwrap = %v, want io.ErrUnexpectedEOF", got)
 			}
 			if !errors.Is(tc.err, io.ErrUnexpectedEOF) {

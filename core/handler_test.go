@@ -54,7 +54,7 @@ func TestChainSkipsNilMiddleware(t *testing.T) {
 		log.add("handler")
 		return &LLMResponse{}, nil
 	}
-	chained := Chain(h, nil, tracing(log, "a"), nil, tracing(log, "b"), nil)
+	chained := Chain(h, nil, tracing(log, "a"), nil, tracing(log, "b"), nil) //nolint:gocritic // nil repeated on purpose: a nil before, between and after the middleware is skipped
 	if _, err := chained(context.Background(), &Call{}); err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,8 @@ func maskURL(raw string) string {
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), Masked)
 		} else if u.Opaque == "" && u.Host != "" && strings.Contains(strings.ToLower(u.Scheme), "redis") {
-			// redis://secret@host: the user info alone is the password.
+			// A Redis address whose user info has no colon (secret@host):
+			// the user info alone is the password.
 			u.User = url.User(Masked)
 		}
 	}

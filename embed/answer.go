@@ -524,7 +524,7 @@ func (d *answerReader) result() (*decoded, error) {
 // checkVector checks data[pos]'s vector: present, of dim values, none of
 // them a null.
 func (d *answerReader) checkVector(pos int, vec []float32, dim int) error {
-	if d.bad != nil && d.bad[pos] != nil {
+	if pos < len(d.bad) && d.bad[pos] != nil {
 		return d.bad[pos]
 	}
 	switch {

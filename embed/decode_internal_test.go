@@ -34,7 +34,7 @@ func TestDecodeFloatAndBase64Forms(t *testing.T) {
 		"model":"m-1","usage":{"prompt_tokens":7,"total_tokens":7},"extra":{"nested":[1,{"a":null}]}}`
 	b64Body := fmt.Sprintf(`{"data":[{"index":1,"embedding":%q},{"index":0,"embedding":%q},{"index":2,"embedding":%q}],"usage":{"total_tokens":5}}`,
 		b64(want[1]), b64(want[0]), b64(want[2]))
-	escaped := strings.Replace(b64Body, `/`, `\/`, -1)
+	escaped := strings.ReplaceAll(b64Body, `/`, `\/`)
 	for name, body := range map[string]string{"float": floats, "base64": b64Body, "escaped base64": escaped} {
 		d, err := decodeEmbeddings(strings.NewReader(body), 3)
 		if err != nil {
@@ -110,7 +110,7 @@ func TestDecodeSmallReads(t *testing.T) {
 	// One byte per Read: every token crosses a refill.
 	body := benchBody(5, 7, false)
 	b64 := benchBody(5, 7, true)
-	for _, in := range [][]byte{body, b64, []byte(strings.Replace(string(b64), "/", `\/`, -1)),
+	for _, in := range [][]byte{body, b64, []byte(strings.ReplaceAll(string(b64), "/", `\/`)),
 		[]byte(`{"model":"a\"b","error":null,"usage":{"prompt_tokens":3},"data":` + string(body[strings.Index(string(body), "["):strings.LastIndex(string(body), "]")+1]) + `}`)} {
 		want, err := decodeEmbeddings(bytes.NewReader(in), 5)
 		if err != nil {

@@ -109,6 +109,29 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 	if parent == "" {
 		parent = out.CallID
 	}
+	batches := c.split(texts, co, parent, out)
+	// The memory the batches' answers reserved on the context's budget
+	// is held until the call is done.
+	defer func() {
+		for b := range batches {
+			batches[b].held.release()
+		}
+	}()
+	if err := c.run(ctx, batches); err != nil {
+		return nil, err
+	}
+	if err := c.oneDimension(batches); err != nil {
+		return nil, err
+	}
+	out.merge(batches, len(texts))
+	out.Latency = time.Since(start)
+	return out, nil
+}
+
+// split cuts texts into batches of at most BatchSize, each its own call
+// (child of parent) with the options co; the batches' call IDs are recorded
+// on out in order.
+func (c *Client) split(texts []string, co kernel.CallOptions, parent string, out *Response) []batch {
 	bs := c.cfg.BatchSize
 	nb := (len(texts) + bs - 1) / bs
 	batches := make([]batch, nb)
@@ -131,21 +154,15 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 			InputBytes:     textBytes(texts[lo:hi]),
 		}}
 	}
-	// The memory the batches' answers reserved on the context's budget
-	// is held until the call is done.
-	defer func() {
-		for b := range batches {
-			batches[b].held.release()
-		}
-	}()
-	if err := c.run(ctx, batches); err != nil {
-		return nil, err
-	}
-	if err := c.oneDimension(batches); err != nil {
-		return nil, err
-	}
+	return batches
+}
 
-	out.Vectors = make([][]float32, 0, len(texts))
+// merge fills out from the batches' answers, in order: the vectors, the
+// summed prompt tokens and cost (unknown when a batch's is), the least
+// certain usage source, and the model, provider and source of the last
+// batch.
+func (out *Response) merge(batches []batch, n int) {
+	out.Vectors = make([][]float32, 0, n)
 	var cost float64
 	costOK := true
 	for _, bt := range batches {
@@ -170,8 +187,6 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 	last := batches[len(batches)-1].resp
 	out.Model, out.Provider, out.SourceName = last.Model, last.Provider, last.SourceName
 	out.Dim = len(out.Vectors[0])
-	out.Latency = time.Since(start)
-	return out, nil
 }
 
 // checkInputs refuses, before any batch is sent, more texts than

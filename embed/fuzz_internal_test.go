@@ -186,7 +186,7 @@ func refUsage(u any) (int, bool) {
 // padding), a whole number of finite float32 values.
 func refBase64Vector(s string) ([]float32, string) {
 	for _, c := range []byte(s) {
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+		if !isBase64Byte(c) {
 			return nil, "not base64"
 		}
 	}
@@ -450,4 +450,10 @@ func FuzzEmbeddingsErrorBody(f *testing.F) {
 			t.Fatalf("%q: the error member %q was not classified as an error", in, d.errorBody)
 		}
 	})
+}
+
+// isBase64Byte reports whether c is of the standard base64 alphabet or is
+// its padding.
+func isBase64Byte(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '='
 }

@@ -482,7 +482,7 @@ func makeBatch(r *rand.Rand, lo, hi int, format string, meant [][]float32, plan 
 	b.body = a.render(r, tokens)
 
 	benign := b.expect == expMeant
-	if !victim || !(benign || plan.extraByte && r.IntN(2) == 0) {
+	if !victim || !benign && (!plan.extraByte || r.IntN(2) != 0) {
 		return b
 	}
 	body := b.body
@@ -615,7 +615,7 @@ func embedOracle(body []byte, n int) ([][]float32, embVerdict, string) {
 		index := pos
 		if v, ok := fields["index"]; ok {
 			i, err := strconv.Atoi(string(v))
-			if err != nil || i < 0 || !(v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+			if err != nil || i < 0 || !startsNumber(v) {
 				return nil, verdictInvalid, fmt.Sprintf("entry %d has index %s", pos, v)
 			}
 			index = i
@@ -661,7 +661,7 @@ func oracleVector(v json.RawMessage) ([]float32, string) {
 		}
 		out := make([]float32, len(elems))
 		for k, e := range elems {
-			if !(e[0] == '-' || e[0] >= '0' && e[0] <= '9') {
+			if !startsNumber(e) {
 				return nil, fmt.Sprintf("element %d is %s", k, e)
 			}
 			f, err := strconv.ParseFloat(string(e), 32)
@@ -669,7 +669,7 @@ func oracleVector(v json.RawMessage) ([]float32, string) {
 				return nil, fmt.Sprintf("element %d (%s) is not a finite float32", k, e)
 			}
 			var ne *strconv.NumError
-			if err != nil && !(errors.As(err, &ne) && ne.Err == strconv.ErrRange) {
+			if err != nil && (!errors.As(err, &ne) || !errors.Is(ne.Err, strconv.ErrRange)) {
 				return nil, err.Error()
 			}
 			out[k] = float32(f) // an underflow reads as its nearest float32
@@ -681,7 +681,7 @@ func oracleVector(v json.RawMessage) ([]float32, string) {
 			return nil, err.Error()
 		}
 		for _, c := range []byte(s) {
-			if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+			if !isBase64Byte(c) {
 				return nil, fmt.Sprintf("byte %q is not base64", c)
 			}
 		}
@@ -1049,4 +1049,15 @@ func checkVectors(t *testing.T, resp *embed.Response, want [][]float32, uniform 
 			t.Errorf("vector %d has %d dimensions, Response.Dim is %d (Dim is documented as the length of every vector)\n%s", i, len(v), resp.Dim, desc)
 		}
 	}
+}
+
+// isBase64Byte reports whether c is of the standard base64 alphabet or is
+// its padding.
+func isBase64Byte(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '='
+}
+
+// startsNumber reports whether a JSON value begins like a number.
+func startsNumber(v json.RawMessage) bool {
+	return v[0] == '-' || v[0] >= '0' && v[0] <= '9'
 }

@@ -1,6 +1,7 @@
 package embed
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/polygateway/polygateway/core"
@@ -37,7 +38,8 @@ func TestUpstreamRejectsAnEmptyBatch(t *testing.T) {
 	src := &core.SourceConfig{Name: "s_1"}
 	for _, texts := range [][]string{nil, {}} {
 		_, _, err := u.embed(t.Context(), src, texts, nil)
-		if _, ok := err.(*core.RequestRejectedError); !ok {
+		var rej *core.RequestRejectedError
+		if !errors.As(err, &rej) {
 			t.Errorf("embed(%v) = %v, want a RequestRejectedError", texts, err)
 		}
 	}

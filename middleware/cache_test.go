@@ -272,7 +272,7 @@ func TestCacheDoesNotStoreErrors(t *testing.T) {
 	inner := &stubHandler{err: want}
 	h := core.Chain(inner.handle, Cache(cacheConfig(rc)))
 	for range 2 {
-		if _, err := h(context.Background(), callWithID("c")); err != want {
+		if _, err := h(context.Background(), callWithID("c")); err != want { //nolint:errorlint // the inner error must come back unchanged, not wrapped
 			t.Fatalf("err = %v, want the inner error unchanged", err)
 		}
 	}

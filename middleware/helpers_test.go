@@ -24,14 +24,6 @@ func timeoutErr(source string) error {
 	return &core.TransientError{Source: source, Reason: core.ReasonTimeout, Message: "attempt timed out"}
 }
 
-func stalledErr(source string) error {
-	return &core.TransientError{Source: source, Reason: core.ReasonStalled, Message: "stream stalled"}
-}
-
-func rateLimitedErr(source string, retryAfter time.Duration) error {
-	return &core.TransientError{Source: source, Reason: core.ReasonRateLimited, StatusCode: 429, RetryAfter: retryAfter}
-}
-
 func deadErr(source string) error {
 	return &core.SourceDeadError{Source: source, StatusCode: 401, Code: "invalid_api_key"}
 }

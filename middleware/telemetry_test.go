@@ -111,7 +111,7 @@ func TestTelemetryWritesOneRowForAFailedCall(t *testing.T) {
 			sink := &recordingSink{}
 			h, _ := telemetryFixture(sink, &stubHandler{err: tc.err})
 			resp, err := h(context.Background(), callWithID("c9"))
-			if err != tc.err || resp != nil {
+			if err != tc.err || resp != nil { //nolint:errorlint // the inner error must come back unchanged, not wrapped
 				t.Fatalf("= (%v, %v), want the inner error unchanged", resp, err)
 			}
 			recs := sink.records()
@@ -151,7 +151,7 @@ func TestTelemetryWritesNoRowForACancelledCall(t *testing.T) {
 			if tc.cancel {
 				cancel()
 			}
-			if _, err := h(ctx, callWithID("c")); err != tc.err {
+			if _, err := h(ctx, callWithID("c")); err != tc.err { //nolint:errorlint // the inner error must come back unchanged, not wrapped
 				t.Fatalf("err = %v, want the inner error", err)
 			}
 			if sink.tries != 0 {

@@ -52,7 +52,7 @@ func openMiddle(archive []byte, cfg Config) (*zip.File, error) {
 		return nil, err
 	}
 	zr, err := zip.NewReader(bytes.NewReader(archive), int64(len(archive)))
-	if err != nil && !(errors.Is(err, zip.ErrInsecurePath) && zr != nil) {
+	if err != nil && (!errors.Is(err, zip.ErrInsecurePath) || zr == nil) {
 		return nil, bad(ErrBadArchive, "the result is not a ZIP archive: %v", err)
 	}
 	if len(zr.File) > cfg.MaxMembers {

@@ -124,7 +124,7 @@ func checkMiddle(t *testing.T, data []byte, maxOutside float64, sizes []byte) {
 	}
 	if err != nil {
 		var b *badResult
-		if !errors.As(err, &b) || b.kind != ErrBadLayout && b.kind != ErrBadGeometry {
+		if !errors.As(err, &b) || !errors.Is(b.kind, ErrBadLayout) && !errors.Is(b.kind, ErrBadGeometry) {
 			t.Fatalf("decodeMiddle: %T %v, want ErrBadLayout or ErrBadGeometry", err, err)
 		}
 		if len(err.Error()) > maxErrorText {
@@ -141,7 +141,7 @@ func checkMiddle(t *testing.T, data []byte, maxOutside float64, sizes []byte) {
 	var b, rb *badResult
 	errors.As(err, &b)
 	errors.As(rerr, &rb)
-	if (err == nil) != (rerr == nil) || b != nil && b.kind != rb.kind {
+	if (err == nil) != (rerr == nil) || b != nil && !errors.Is(b.kind, rb.kind) {
 		t.Fatalf("%q: decodeMiddle %v, encoding/json %v", data, err, rerr)
 	}
 	if err == nil && !sameLayout(els, szs, rels, rszs) {

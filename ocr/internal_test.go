@@ -55,13 +55,13 @@ func TestSafeName(t *testing.T) {
 func TestSniff(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"\x89PNG\r\n\x1a\n...":        ".png",
-		"\xff\xd8\xff\xdb...":         ".jpg",
-		"%PDF-1.4\n...":               ".pdf",
-		"\xef\xbb\xbf junk %PDF-1.7 ": ".pdf",
-		"GIF89a":                      "",
-		"RIFF....WEBP":                "",
-		"\x89PN":                      "",
+		"\x89PNG\r\n\x1a\n...":         ".png",
+		"\xff\xd8\xff\xdb...":          ".jpg",
+		"%PDF-1.4\n...":                ".pdf",
+		"\xef\xbb\xbf junk %PDF-1.7\n": ".pdf",
+		"GIF89a":                       "",
+		"RIFF....WEBP":                 "",
+		"\x89PN":                       "",
 	} {
 		ext, _, ok := sniff([]byte(in))
 		if ext != want || ok != (want != "") {

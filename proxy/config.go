@@ -282,7 +282,7 @@ func Validate(cfg Config) error {
 	}
 	budgets, berr := c.keyBudgets(hashes)
 	_, perr := c.keyPriorities(hashes)
-	return errors.Join(c.Backends.validate(), berr, perr, checkBudgets(budgets, &c.Backends))
+	return errors.Join(c.validate(), berr, perr, checkBudgets(budgets, &c.Backends))
 }
 
 // withDefaults returns c with every zero field set to its default.

@@ -234,10 +234,3 @@ func decodeMessages(raw []byte, msgs *[]inMessage) ([]core.Message, error) {
 // counted before they are decoded: a larger one goes into a slice of
 // exactly their number, a smaller one into a slice grown as they come.
 const countFrom = 16 << 10
-
-// isTypeError reports whether err is encoding/json's report of a value of
-// the wrong kind (the document itself is valid).
-func isTypeError(err error) bool {
-	var te *json.UnmarshalTypeError
-	return errors.As(err, &te)
-}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -175,7 +176,7 @@ func FuzzParseChat(f *testing.F) {
 		}
 		if gerr != nil {
 			var re *requestError
-			if !errorsAs(gerr, &re) {
+			if !errors.As(gerr, &re) {
 				t.Fatalf("parseChat error %T is not a request error", gerr)
 			}
 			return
@@ -214,12 +215,6 @@ func FuzzParseChat(f *testing.F) {
 			}
 		}
 	})
-}
-
-func errorsAs(err error, re **requestError) bool {
-	e, ok := err.(*requestError)
-	*re = e
-	return ok
 }
 
 // TestParseChatAllocatesLittle pins the parser's allocations for a plain
@@ -285,8 +280,8 @@ func TestParseChatFallbacks(t *testing.T) {
 		for reading, parse := range map[string]func([]byte) (*chatRequest, error){"parseChat": parseChat, "encoding/json": parseChatStd} {
 			req, err := parse([]byte(tc.body))
 			if tc.errParam != "" {
-				re, ok := err.(*requestError)
-				if !ok || re.param != tc.errParam || re.code != tc.errCode {
+				var re *requestError
+				if !errors.As(err, &re) || re.param != tc.errParam || re.code != tc.errCode {
 					t.Errorf("%s, %s: error %#v, want param %q code %q", tc.name, reading, err, tc.errParam, tc.errCode)
 				}
 				continue

@@ -116,7 +116,7 @@ func decodeResponses(r io.Reader) (*chatRequest, *responsesAnswer, error) {
 	if !d.hasIn {
 		return nil, nil, badRequest("input", "missing_required_parameter", "input is required")
 	}
-	d.req.messages = append(d.system, d.input...)
+	d.req.messages = slices.Concat(d.system, d.input)
 	if len(d.req.messages) == 0 {
 		return nil, nil, badRequest("input", "empty_array", "input must hold at least one message")
 	}

@@ -139,7 +139,7 @@ func TestResponsesStreamEventSequences(t *testing.T) {
 		return append(out, "response.reasoning_summary_text.done", "response.reasoning_summary_part.done", "response.output_item.done")
 	}
 	fc := []string{"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done"}
-	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	cat := slices.Concat[[]string]
 	for _, tc := range []struct {
 		name   string
 		pieces []piece

@@ -63,7 +63,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.Backends.validate(); err != nil {
+	if err := cfg.validate(); err != nil { // the embedded Backends' check
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}

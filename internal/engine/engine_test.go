@@ -149,7 +149,7 @@ func TestEngineSpentRetryBudgetReturnsRetryExhausted(t *testing.T) {
 			if !errors.Is(err, core.ErrAllSourcesExhausted) || errors.Is(err, core.ErrCircuitOpen) || !errors.Is(err, core.ErrGateway) {
 				t.Errorf("sentinels wrong for %v", err)
 			}
-			if ue.Err != lastErr || !errors.Is(err, lastErr) {
+			if ue.Err != lastErr || !errors.Is(err, lastErr) { //nolint:errorlint // the very error of the last attempt must be wrapped, not an equal one
 				t.Errorf("wrapped error = %v, want the last attempt's %v", ue.Err, lastErr)
 			}
 			// Every source is named, attempted or not: c was never reached.
@@ -185,7 +185,7 @@ func TestEngineSingleAttemptReturnsTheRawClassifiedError(t *testing.T) {
 			f := newFixture(t, set)
 			f.up.script("a", failStep(tc.err))
 			_, err := f.g.Handle(context.Background(), newCall())
-			if err != tc.err {
+			if err != tc.err { //nolint:errorlint // the upstream's error itself must come back, not wrapped
 				t.Errorf("err = %v (%T), want the upstream's error itself", err, err)
 			}
 			if calls := f.up.callLog(); len(calls) != 1 {
@@ -214,7 +214,7 @@ func TestEngineReturnsRejectedAndInvalidAtOnceWithoutChargingTheBreaker(t *testi
 			f.up.script("a", failStep(want))
 			for i := range 25 {
 				_, err := f.g.Handle(context.Background(), newCall())
-				if err != want {
+				if err != want { //nolint:errorlint // the upstream's error must come back unchanged, not wrapped
 					t.Fatalf("call %d: err = %v, want the upstream's error unchanged", i, err)
 				}
 			}

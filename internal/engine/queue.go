@@ -69,7 +69,7 @@ func (r *run) waitInLine(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return &core.CanceledError{Err: ctx.Err()}
-		case context.Cause(wctx) == errStallCheck:
+		case errors.Is(context.Cause(wctx), errStallCheck):
 			u := r.unavailable(ctx, core.ReasonStalled)
 			u.RetryAfter = max(u.RetryAfter, e.settings.Backpressure.PollInterval)
 			return u

@@ -201,7 +201,7 @@ func (r *run) pick(ctx context.Context, now time.Time) (i int, again bool, err e
 	if i < 0 {
 		return -1, true, r.waitForEligible(ctx, now)
 	}
-	if r.tried.has(i, n) && !(r.sticky.on && i == r.sticky.source) {
+	if r.tried.has(i, n) && (!r.sticky.on || i != r.sticky.source) {
 		// Retrying a source this call already used: back off first
 		// (what the call waited since its last attempt counts).
 		d := backoff(e.settings.Retry.BackoffBase, e.settings.Retry.BackoffMax, r.spent) - r.sinceAttempt
@@ -227,7 +227,7 @@ func (r *run) attempt(ctx context.Context, i int, t *core.Ticket, now time.Time)
 	// A blip is a failure of a source that was answering: healthy, and not
 	// failing across calls before this attempt.
 	healthy := s.blipReady(now)
-	resp, err, ev, end := r.perform(ctx, s, t)
+	resp, ev, end, err := r.perform(ctx, s, t)
 	if resp != nil {
 		ev.UsageBounded = r.boundUsage(ctx, s, resp)
 	}
@@ -255,7 +255,7 @@ func (r *run) attempt(ctx context.Context, i int, t *core.Ticket, now time.Time)
 
 // perform sends the attempt to s and reports its start and timing; end,
 // when a Tracer is set, ends the attempt's span.
-func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*core.LLMResponse, error, core.AttemptEvent, func(core.AttemptEvent, error)) {
+func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*core.LLMResponse, core.AttemptEvent, func(core.AttemptEvent, error), error) {
 	e, call := r.e, r.call
 	if call.Deltas != nil {
 		call.Deltas.Reset()
@@ -305,7 +305,7 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 	if resp != nil {
 		ev.TTFT, ev.MaxInterToken = resp.TTFT, resp.MaxInterToken
 	}
-	return resp, err, ev, end
+	return resp, ev, end, err
 }
 
 // apply carries an attempt's effect out: on the backends (release, settle,
@@ -454,7 +454,7 @@ func (r *run) stick(ctx context.Context, i int, healthy bool, eff effect, err er
 	now := e.clock.Now()
 	var wait time.Duration
 	switch {
-	case set.TierPatience <= 0 || !healthy || errors.Is(err, syscall.ECONNREFUSED):
+	case eff.patience == patienceNone || set.TierPatience <= 0 || !healthy || errors.Is(err, syscall.ECONNREFUSED):
 		// A refused connection is a server that is not there, not a blip.
 		st.on = false
 		return

@@ -187,7 +187,7 @@ func TestEffectiveBreakerThresholdIsTwiceTheSourceConcurrency(t *testing.T) {
 func TestCooldownHold(t *testing.T) {
 	t.Parallel()
 	t0 := testEpoch
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	at := t0.Add
 	type set struct {
 		at, until time.Duration
 		kind      holdKind
