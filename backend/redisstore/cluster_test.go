@@ -72,7 +72,7 @@ func startCluster() (*localCluster, error) {
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		c.stop()
-		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
+		return nil, fmt.Errorf("redis-cli --cluster create: %w: %s", err, out)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for _, p := range ports {
@@ -85,7 +85,7 @@ func startCluster() (*localCluster, error) {
 			if time.Now().After(deadline) {
 				_ = nc.Close()
 				c.stop()
-				return nil, fmt.Errorf("the cluster did not reach cluster_state:ok: %v %s", err, info)
+				return nil, fmt.Errorf("the cluster did not reach cluster_state:ok: %w %s", err, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -35,5 +35,5 @@ func ExampleNewAdmitter() {
 		log.Print(err)
 		return
 	}
-	defer client.Close() // first
+	defer client.Close() //nolint:gocritic // first: the example shows the order of the three Close calls
 }

@@ -57,7 +57,7 @@ func parseWakeMsg(payload string) (wakeMsg, error) {
 		return m, errWakeMsg
 	}
 	if err := json.Unmarshal([]byte(payload), &m); err != nil {
-		return wakeMsg{}, fmt.Errorf("%w: %v", errWakeMsg, err)
+		return wakeMsg{}, fmt.Errorf("%w: %w", errWakeMsg, err)
 	}
 	switch {
 	case m.ID == 0, m.At < 0:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -89,8 +90,9 @@ func parseServerConfig(env map[string]string) (serverConfig, error) {
 
 func readServerConfig(r *keyReader) (serverConfig, *config.Error) {
 	var sc serverConfig
-	if err := config.CheckKeys(r.env); err != nil {
-		r.fail(err.(*config.Error))
+	var ce *config.Error
+	if err := config.CheckKeys(r.env); errors.As(err, &ce) {
+		r.fail(ce)
 	}
 	// PGW_CLIENT_KEY is the example client's key; alone it is most likely a
 	// misspelt PGW_CLIENT_KEYS, which would leave the gateway open.

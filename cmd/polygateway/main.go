@@ -72,38 +72,56 @@ func main() {
 // minPoll is the shortest -config-poll interval.
 const minPoll = time.Second
 
+// flags are the command's flags.
+type flags struct {
+	envFile, configPath, adminAddr string
+	poll                           time.Duration
+	check, version                 bool
+	// explicitEnv is true when -env-file was given.
+	explicitEnv bool
+}
+
+// parseFlags reads args; false when they are invalid (the flag package has
+// written why to stderr).
+func parseFlags(args []string, stderr io.Writer) (flags, bool) {
+	fs := flag.NewFlagSet("polygateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f flags
+	fs.StringVar(&f.envFile, "env-file", ".env", "the .env file to read (optional unless set); with -config, the variables ${NAME} are taken from it and the environment")
+	fs.StringVar(&f.configPath, "config", "", "a YAML configuration file to read instead of the environment's keys (see docs/howto-config-file.md)")
+	fs.DurationVar(&f.poll, "config-poll", 0, "with -config: check the file for changes this often (at least 1s) and reload when it changed; 0 = only on SIGHUP")
+	fs.BoolVar(&f.check, "check", false, "validate the configuration, build every client and exit")
+	fs.BoolVar(&f.version, "version", false, "print the build information and exit")
+	fs.StringVar(&f.adminAddr, "admin-addr", "", "serve pprof on this separate listener (overrides PGW_ADMIN_ADDR); never on the public one")
+	if err := fs.Parse(args); err != nil {
+		return f, false
+	}
+	fs.Visit(func(fl *flag.Flag) { f.explicitEnv = f.explicitEnv || fl.Name == "env-file" })
+	return f, true
+}
+
 // run is the command: it returns the exit code. -version writes to
 // stdout, logs go to stderr; sigs delivers SIGHUP (reload), SIGINT and
 // SIGTERM (drain and exit).
 func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
-	fs := flag.NewFlagSet("polygateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	envFile := fs.String("env-file", ".env", "the .env file to read (optional unless set); with -config, the variables ${NAME} are taken from it and the environment")
-	configPath := fs.String("config", "", "a YAML configuration file to read instead of the environment's keys (see docs/howto-config-file.md)")
-	poll := fs.Duration("config-poll", 0, "with -config: check the file for changes this often (at least 1s) and reload when it changed; 0 = only on SIGHUP")
-	check := fs.Bool("check", false, "validate the configuration, build every client and exit")
-	version := fs.Bool("version", false, "print the build information and exit")
-	adminAddr := fs.String("admin-addr", "", "serve pprof on this separate listener (overrides PGW_ADMIN_ADDR); never on the public one")
-	if err := fs.Parse(args); err != nil {
+	f, ok := parseFlags(args, stderr)
+	if !ok {
 		return 2
 	}
-	if *version {
+	if f.version {
 		printVersion(stdout)
 		return 0
 	}
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "env-file" })
-	readEnv := func() (map[string]string, error) { return config.ReadEnv(*envFile, explicit) }
+	readEnv := func() (map[string]string, error) { return config.ReadEnv(f.envFile, f.explicitEnv) }
 	boot := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{ReplaceAttr: durationsAsText})) // until PGW_LOG_* are read
-	if *poll != 0 && (*configPath == "" || *poll < minPoll) {
-		boot.Error("-config-poll needs -config and an interval of at least 1s", slog.Duration("config_poll", *poll))
+	if f.poll != 0 && (f.configPath == "" || f.poll < minPoll) {
+		boot.Error("-config-poll needs -config and an interval of at least 1s", slog.Duration("config_poll", f.poll))
 		return 2
 	}
-	source, origin := dotEnvLines(envSource(readEnv), *envFile), "environment"
-	if *configPath != "" {
-		source, origin = fileSource(*configPath, readEnv), *configPath
+	source, origin := dotEnvLines(envSource(readEnv), f.envFile), "environment"
+	if f.configPath != "" {
+		source, origin = fileSource(f.configPath, readEnv), f.configPath
 	}
-
 	a := newApp(boot, source, nil)
 	_, sc, err := a.load()
 	if err != nil {
@@ -114,15 +132,32 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 		boot.Error("configuration invalid", slog.String("config", origin), slog.String("error", err.Error()))
 		return 1
 	}
-	if *adminAddr != "" {
-		sc.adminAddr = *adminAddr
+	if f.adminAddr != "" {
+		sc.adminAddr = f.adminAddr
 	}
 	log := newLogger(stderr, sc)
+	a, tracingOn, code := assemble(log, source, sc, readEnv, f.check)
+	if code != 0 {
+		return code
+	}
+	if tracingOn {
+		defer a.flushTraces()
+	}
+	if f.check {
+		return checkOnly(a, log, sc, origin)
+	}
+	return serveUntilSignal(a, log, sc, f, origin, sigs)
+}
+
+// assemble makes the app with its metrics and, unless only checking, its
+// tracing; code is the exit code when that failed (0 otherwise).
+func assemble(log *slog.Logger, source configSource, sc serverConfig, readEnv func() (map[string]string, error), check bool) (a *app, tracingOn bool, code int) {
 	var hook metricsHook
+	var err error
 	if sc.metrics {
 		if hook, err = newMetrics(); err != nil {
 			log.Error("metrics", slog.String("error", err.Error()))
-			return 1
+			return nil, false, 1
 		}
 	}
 	a = newApp(log, source, hook)
@@ -131,33 +166,40 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	otelEnv, err := readEnv()
 	if err != nil {
 		log.Error("configuration invalid", slog.String("error", err.Error()))
-		return 1
+		return nil, false, 1
 	}
-	tracingOn, err := tracingEnabled(otelEnv)
+	on, err := tracingEnabled(otelEnv)
 	if err != nil {
 		log.Error("configuration invalid", slog.String("error", err.Error()))
+		return nil, false, 1
+	}
+	if !on || check {
+		return a, false, 0
+	}
+	if a.tracing, err = newTracing(context.Background(), otelEnv, log); err != nil {
+		log.Error("tracing", slog.String("error", err.Error()))
+		return nil, false, 1
+	}
+	log.Info("tracing on: spans are exported over OTLP/HTTP")
+	return a, true, 0
+}
+
+// checkOnly runs what start and reload run, without serving.
+func checkOnly(a *app, log *slog.Logger, sc serverConfig, origin string) int {
+	p, err := a.prepare()
+	if err != nil {
+		log.Error("configuration invalid", slog.String("config", origin), slog.String("error", err.Error()))
 		return 1
 	}
-	if tracingOn && !*check {
-		if a.tracing, err = newTracing(context.Background(), otelEnv, log); err != nil {
-			log.Error("tracing", slog.String("error", err.Error()))
-			return 1
-		}
-		defer a.flushTraces()
-		log.Info("tracing on: spans are exported over OTLP/HTTP")
-	}
-	if *check {
-		// What start and reload run, without serving.
-		p, err := a.prepare()
-		if err != nil {
-			log.Error("configuration invalid", slog.String("config", origin), slog.String("error", err.Error()))
-			return 1
-		}
-		closeBackends(p.cfg.Backends)
-		log.Info("configuration valid", slog.String("config", origin),
-			slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()))
-		return 0
-	}
+	closeBackends(p.cfg.Backends)
+	log.Info("configuration valid", slog.String("config", origin),
+		slog.Any("chat_scopes", sc.routing.chatScopes()), slog.Any("embedding_scopes", sc.routing.embedScopes()))
+	return 0
+}
+
+// serveUntilSignal starts the gateway, reloads on SIGHUP (and on file changes with
+// -config-poll), and drains and stops on the first other signal.
+func serveUntilSignal(a *app, log *slog.Logger, sc serverConfig, f flags, origin string, sigs <-chan os.Signal) int {
 	if sc.adminAddr != "" {
 		admin, _, err := startAdmin(log, sc.adminAddr)
 		if err != nil {
@@ -174,8 +216,8 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		if *poll > 0 {
-			watchFile(ctx, *configPath, *poll, func() { a.reloadLogged("file changed") })
+		if f.poll > 0 {
+			watchFile(ctx, f.configPath, f.poll, func() { a.reloadLogged("file changed") })
 		}
 	}()
 	for sig := range sigs {

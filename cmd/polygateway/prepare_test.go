@@ -98,7 +98,7 @@ func TestCheckStartAndReloadRefuseTheSameConfigurations(t *testing.T) {
 			if err != nil {
 				t.Fatalf("start of the good file: %v", err)
 			}
-			defer a.shutdown(t.Context())
+			defer func() { _ = a.shutdown(t.Context()) }()
 			writeFile(t, path, file)
 			if err := a.reload(); err == nil || err.Error() != checked {
 				t.Errorf("reload refuses with\n%v\n-check with\n%s", err, checked)

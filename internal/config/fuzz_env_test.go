@@ -56,7 +56,7 @@ func FuzzLoadEnvironments(f *testing.F) {
 			return
 		}
 		var ce *Error
-		if !errors.As(err, &ce) || ce != err {
+		if !errors.As(err, &ce) || ce != err { //nolint:errorlint // identity: the *Error itself, not one wrapped
 			t.Fatalf("Load: %T %v, want a *Error", err, err)
 		}
 		if _, present := env[ce.Key]; !present && ce.Key != "scope" && !keyShape.MatchString(ce.Key) {

@@ -50,7 +50,7 @@ func parseAllowList(env map[string]string) (allowList, *Error) {
 		}
 		name, prefix := strings.CutSuffix(item, "*")
 		if strings.IndexFunc(name, func(r rune) bool {
-			return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+			return (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_'
 		}) >= 0 {
 			return a, errf(allowKey, fmt.Sprintf("invalid entry %s: expected a key name of letters, digits and _, optionally ending in * (a prefix)", show(item)))
 		}

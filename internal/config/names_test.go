@@ -65,7 +65,8 @@ func TestTyposAreErrorsWithSuggestions(t *testing.T) {
 		}
 		// The gateway's own check agrees on the keys without a scope.
 		if !strings.Contains(c.key, "__") {
-			if err := CheckKeys(map[string]string{c.key: c.val}); err == nil || err.(*Error).Key != c.key || err.(*Error).Problem != ce.Problem {
+			var ke *Error
+			if err := CheckKeys(map[string]string{c.key: c.val}); !errors.As(err, &ke) || ke.Key != c.key || ke.Problem != ce.Problem {
 				t.Errorf("CheckKeys(%s) = %v, want %q", c.key, err, ce.Problem)
 			}
 		}

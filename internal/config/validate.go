@@ -275,13 +275,13 @@ var (
 // zero BackoffMax puts no cap on the backoff, and a zero MaxCooldown keeps
 // every open period at Cooldown.
 func (v *validator) backoff() {
-	if r := v.s.Retry; r.BackoffBase >= 0 && !(v.handMade() && r.BackoffMax == 0) {
+	if r := v.s.Retry; r.BackoffBase >= 0 && (!v.handMade() || r.BackoffMax != 0) {
 		v.notBelow(v.p+"RETRY__BACKOFF_BASE_S", r.BackoffBase, "the backoff base", v.p+"RETRY__BACKOFF_MAX_S", r.BackoffMax)
 	}
 }
 
 func (v *validator) cooldown() {
-	if b := v.s.Breaker; b.Cooldown >= 0 && !(v.handMade() && b.MaxCooldown == 0) {
+	if b := v.s.Breaker; b.Cooldown >= 0 && (!v.handMade() || b.MaxCooldown != 0) {
 		v.notBelow(v.p+"BREAKER__COOLDOWN_S", b.Cooldown, "the cooldown", v.p+"BREAKER__MAX_COOLDOWN_S", b.MaxCooldown)
 	}
 }
@@ -400,7 +400,7 @@ func (v *validator) across() {
 	maxTTFT, ttftSource := largest(s, ttftOf)
 	// Made by hand, a zero ProbeTTL gives the probe a lease without expiry.
 	probeKey := p + "BREAKER__PROBE_TTL_S"
-	if probe := s.Breaker.ProbeTTL; probe >= 0 && probe < maxTimeout && !(v.handMade() && probe == 0) {
+	if probe := s.Breaker.ProbeTTL; probe >= 0 && probe < maxTimeout && (!v.handMade() || probe != 0) {
 		v.fail(errf(v.blame(probeKey), fmt.Sprintf("%s must be >= the largest source TIMEOUT_S (%s, source %s): a probe's lease must outlive its attempt",
 			secs(probe), secs(maxTimeout), timeoutSource)))
 	}

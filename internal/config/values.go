@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -104,7 +105,7 @@ func integer(min int) func(entry, KeyDoc) (any, *Error) {
 		}
 		n, err := strconv.ParseInt(e.val, 10, 0)
 		if err != nil {
-			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			if errors.Is(err, strconv.ErrRange) {
 				return nil, errf(e.key, fmt.Sprintf("invalid value %s: out of range; expected %s", show(e.val), form))
 			}
 			return nil, errf(e.key, fmt.Sprintf("invalid value %s; expected a base-10 %s", show(e.val), form))
@@ -209,7 +210,7 @@ func validName(v string) bool {
 	}
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' {
 			return false
 		}
 	}
