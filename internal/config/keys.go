@@ -306,7 +306,7 @@ var keyTable = []KeyDoc{
 		Meaning: "A call waiting this long with no progress anywhere in the scope gives up (reason stalled).", Example: "60", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.StallWindow }),
 		derive: func(s *core.GatewaySettings) any { d, _ := largest(s, ttftOf); return max(defaultStallWindowFloor, d) }},
 	{Pattern: scopeP + "BACKPRESSURE__POLL_INTERVAL_S", Default: "0.25", Form: formSecPos + ", < STALL_WINDOW_S",
-		Meaning: "How often a waiting call re-tries the limiter.", Example: "0.25", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.PollInterval })},
+		Meaning: "How often a waiting call re-tries a limiter that does not queue (a custom one, a Redis scope in a pool); a queuing limiter hands freed room to its waiters at once.", Example: "0.25", Kind: KindSecondsPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.PollInterval })},
 	{Pattern: scopeP + "BACKPRESSURE__QUEUE_SHARE", Default: "9", Form: formIntPos,
 		Meaning: "Admission queue: consecutive admissions of a higher priority class that a class with waiters lets pass before it is served (9: a waiting class gets at least one admission in every 11). A limiter shared by several scopes (the gateway's memory limiter) takes the first routed scope's value; processes sharing a Redis queue should agree on it (each call's own value applies to the choices it makes).", Example: "9", Kind: KindIntPos, at: inScope(func(s *core.GatewaySettings) any { return &s.Backpressure.QueueShare })},
 	{Pattern: scopeP + "BACKPRESSURE__QUEUE_CLAIM_TTL_S", Default: "2", Form: formSecPos,
