@@ -202,8 +202,6 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 	a.l.pools.note(p.Scope, p.Pool)
 	c.k = a.l.queueKeysOf(p.Scope, p.Pool)
 	listening := a.wake.listens(c.k)
-	a.wake.admitting(c.k)
-	defer a.wake.admitDone(c.k) // after the entry it made, if any, is registered
 	c.left, c.hasDL = a.until(ctx)
 	c.now = a.l.opt.clockOrSystem().Now()
 	c.dl = c.now.Add(c.left) // the deadline on the queue's clock

@@ -36,48 +36,6 @@ func (wk *waker) abandon(k *queueKeys, id uint64, label string) {
 	wk.startChecks()
 }
 
-// admitting notes an Admit of this process on k in flight.
-func (wk *waker) admitting(k *queueKeys) {
-	wk.mu.Lock()
-	wk.inAdmit[k.prefix]++
-	wk.mu.Unlock()
-}
-
-// admitDone notes the end of an Admit on k, once the entry it made (if
-// any) is registered. When no other Admit on k is in flight, the messages
-// kept for entries no waiter knows are for entries whose Admit lost its
-// reply: those entries are taken out of line.
-func (wk *waker) admitDone(k *queueKeys) {
-	wk.mu.Lock()
-	defer wk.mu.Unlock()
-	if wk.inAdmit[k.prefix]--; wk.inAdmit[k.prefix] > 0 {
-		return
-	}
-	delete(wk.inAdmit, k.prefix)
-	for key, e := range wk.early {
-		if key.queue == k.prefix {
-			delete(wk.early, key)
-			wk.ghost(k, key, e.m)
-		}
-	}
-}
-
-// ghost takes out of line entry key of k, which no waiter of this process
-// knows (its Admit's reply was lost), passing on a claim m gave it (mu
-// held). The leave is tried at once, and again as an abandoned one's.
-func (wk *waker) ghost(k *queueKeys, key waitKey, m wakeMsg) {
-	if wk.closed || len(wk.abandoned) >= maxEarly || m.K == "gone" {
-		return // it lapses with its claim and its lease
-	}
-	e := abandoned{k: k, fails: 1}
-	if m.K == "claim" {
-		e.label = m.Lb
-	}
-	wk.abandoned[key] = e
-	wk.anyAbandoned.Store(true)
-	wk.startChecks()
-}
-
 // answered is told that Redis answered a script: the abandoned entries'
 // leaves are due at once rather than after their backoff, so that a line
 // does not wait on entries of calls that gave up during an outage. It

@@ -147,12 +147,7 @@ type waker struct {
 	// anyAbandoned is set while abandoned may hold entries, so that a
 	// script Redis answered can make their leaves due without the lock.
 	anyAbandoned atomic.Bool
-	// inAdmit counts this process's Admits in flight per queue (by
-	// prefix): while none is, a message for an entry no waiter knows is
-	// for an entry whose Admit's reply was lost — a ghost to take out of
-	// line (queue_abandon.go).
-	inAdmit map[string]int
-	pruned  time.Time
+	pruned       time.Time
 	// renewals holds, per queue with waiters of this process, when their
 	// leases are next renewed.
 	renewals map[*queueKeys]time.Time
@@ -166,7 +161,7 @@ type waker struct {
 func newWaker(a *Admitter, logger *slog.Logger) *waker {
 	_, cluster := a.l.c.(*redis.ClusterClient)
 	return &waker{a: a, cluster: cluster, subs: map[string]*subscriber{}, listening: map[string]*queueKeys{}, chanKeys: map[string]*queueKeys{},
-		waiters: map[waitKey]*qwaiter{}, grants: map[waitKey]grant{}, inAdmit: map[string]int{}, early: map[waitKey]earlyMsg{}, acks: map[waitKey]time.Time{},
+		waiters: map[waitKey]*qwaiter{}, grants: map[waitKey]grant{}, early: map[waitKey]earlyMsg{}, acks: map[waitKey]time.Time{},
 		abandoned: map[waitKey]abandoned{}, renewals: map[*queueKeys]time.Time{}, kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), log: rateLog{log: logger, every: healLogEvery}}
 }
@@ -340,16 +335,9 @@ func (wk *waker) dispatch(ch, payload string) {
 		wk.mu.Unlock()
 		return
 	}
-	if w == nil && wk.inAdmit[k.prefix] == 0 {
-		// No Admit of this process on this queue is in flight: the
-		// entry's Admit lost its reply. Take it out of line.
-		wk.ghost(k, key, m)
-		wk.mu.Unlock()
-		return
-	}
 	if w == nil {
-		// Its Admit's reply has not been read yet (or was lost: then it
-		// is taken out of line when this process's Admits are done).
+		// Its Admit's reply has not been read yet (or was lost: then the
+		// entry lapses with its claim and its lease).
 		if len(wk.early) < maxEarly {
 			wk.early[key] = earlyMsg{m: m, at: time.Now()}
 		}
