@@ -28,15 +28,7 @@ local now = now_us(r.now)
 local a = r.queue
 local freed, to = {}, 0
 if a then
-  -- Free the slots here rather than in release(), to know which were held.
-  for _, l in ipairs(r.levels) do
-    if l.slots then
-      if redis.call('ZREM', KEYS[l.key], l.member) == 1 then
-        freed[#freed + 1] = (l.key - 1) / 3
-      end
-      l.slots = false
-    end
-  end
+  freed = free_slots(r)
 end
 release(r, now)
 if #freed > 0 then
