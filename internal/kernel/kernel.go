@@ -25,9 +25,9 @@ import (
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/internal/engine"
+	"github.com/polygateway/polygateway/internal/middleware"
 	"github.com/polygateway/polygateway/internal/registry"
-	"github.com/polygateway/polygateway/middleware"
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/transport"
 )
 
 // Options are the assembly options: the root package's Option is a
