@@ -66,7 +66,7 @@ type Options struct {
 	// Observer receives the engine's events.
 	Observer core.Observer
 	// Fallback is the scope's last-resort answer.
-	Fallback middleware.FallbackFunc
+	Fallback core.FallbackFunc
 	// Selector replaces the configured selector.
 	Selector core.Selector
 	// Tracer puts calls and attempts in spans and injects trace context
