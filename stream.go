@@ -194,7 +194,7 @@ func (s *ChatStream) All() iter.Seq2[StreamDelta, error] {
 type streamSink ChatStream
 
 var (
-	_ core.DeltaSink        = (*streamSink)(nil)
+	_ core.DeltaSink   = (*streamSink)(nil)
 	_ core.DeltaKeeper = (*streamSink)(nil)
 )
 
