@@ -40,8 +40,15 @@ FUZZ_TARGETS = \
 	./embed:FuzzEmbeddingsErrorBody \
 	./internal/config:FuzzLoad \
 	./internal/config:FuzzLoadEnvironments \
+	./internal/middleware:FuzzCacheEntry \
 	./internal/redact:FuzzString \
-	./middleware:FuzzCacheEntry \
+	./internal/transport:FuzzClassifyResponse \
+	./internal/transport:FuzzEncodeRequest \
+	./internal/transport:FuzzParseChunk \
+	./internal/transport:FuzzRetryAfter \
+	./internal/transport:FuzzSSE \
+	./internal/transport:FuzzStreamText \
+	./internal/transport:FuzzThinkFilter \
 	./ocr:FuzzCheckDirectory \
 	./ocr:FuzzExtractMiddle \
 	./ocr:FuzzOCRAnswer \
@@ -58,14 +65,7 @@ FUZZ_TARGETS = \
 	./proxy:FuzzResponsesRequest \
 	./proxy:FuzzScrubAddresses \
 	./tracing:FuzzClip \
-	./tracing:FuzzHandlerTraceparent \
-	./transport:FuzzClassifyResponse \
-	./transport:FuzzEncodeRequest \
-	./transport:FuzzParseChunk \
-	./transport:FuzzRetryAfter \
-	./transport:FuzzSSE \
-	./transport:FuzzStreamText \
-	./transport:FuzzThinkFilter
+	./tracing:FuzzHandlerTraceparent
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -54,6 +54,10 @@ var (
 	// "tenant_too_long") of a call whose WithTenant name is longer than
 	// MaxTenant bytes, refused before any request.
 	ErrTenantTooLong = core.ErrTenantTooLong
+	// ErrRedirect matches the failure of an attempt whose source answered
+	// with a redirect (any 3xx), which is never followed: a TransientError
+	// (network_error) of the source with the 3xx StatusCode.
+	ErrRedirect = core.ErrRedirect
 	// ErrClientClosed is returned by calls on a closed client.
 	ErrClientClosed = kernel.ErrClosed
 )

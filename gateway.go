@@ -5,7 +5,7 @@ import (
 
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/kernel"
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/transport"
 )
 
 // GatewayClient makes governed chat calls for one scope. It is safe for

@@ -3,11 +3,15 @@ package polygateway_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -66,6 +70,30 @@ func TestErrorsReachTheCallerAsThePublicTypes(t *testing.T) {
 	}
 	if polygateway.Classify(err).Class != polygateway.ClassUnavailable || polygateway.Classify(err).Source != "openai_1" {
 		t.Errorf("Classify(err) = %+v", polygateway.Classify(err))
+	}
+}
+
+// A redirect is never followed: the caller's error matches ErrRedirect
+// (the root's and core's, one sentinel) and carries the 3xx status.
+func TestARedirectReachesTheCallerAsErrRedirect(t *testing.T) {
+	t.Parallel()
+	var foreign atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { foreign.Add(1) }))
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	e := baseEnv().set("LLM__RETRY__MAX_ATTEMPTS", "1", "LLM__OPENAI__1__BASE_URL", srv.URL,
+		"LLM__OPENAI__1__API_KEY", "sk-test-openai", "LLM__OPENAI__1__MODEL", "openai-model", "LLM__OPENAI__1__TIMEOUT_S", "5")
+	_, err := ask(t, e.client(t))
+	var te *polygateway.TransientError
+	if !errors.Is(err, polygateway.ErrRedirect) || !errors.Is(err, core.ErrRedirect) || !errors.As(err, &te) ||
+		te.StatusCode != http.StatusTemporaryRedirect || te.Reason != polygateway.ReasonNetworkError {
+		t.Fatalf("err = %v: want a network_error TransientError of the 307 matching ErrRedirect", err)
+	}
+	if n := foreign.Load(); n != 0 {
+		t.Errorf("the redirect's target was asked %d times", n)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/kernel"
-	"github.com/polygateway/polygateway/transport"
 )
 
 // StreamDelta is one piece of a streamed answer.
@@ -195,8 +194,8 @@ func (s *ChatStream) All() iter.Seq2[StreamDelta, error] {
 type streamSink ChatStream
 
 var (
-	_ core.DeltaSink        = (*streamSink)(nil)
-	_ transport.DeltaKeeper = (*streamSink)(nil)
+	_ core.DeltaSink   = (*streamSink)(nil)
+	_ core.DeltaKeeper = (*streamSink)(nil)
 )
 
 // Delta queues one piece of the answer; it never blocks the attempt.
@@ -227,7 +226,7 @@ func (k *streamSink) Committed() bool {
 // Reset has nothing to drop: deltas are delivered at once.
 func (k *streamSink) Reset() {}
 
-// Kept returns the text of every delta queued (transport.DeltaKeeper): the
+// Kept returns the text of every delta queued (core.DeltaKeeper): the
 // stream's text is held once, here, and the answer is made of it.
 func (k *streamSink) Kept() (content, thinking string) {
 	s := (*ChatStream)(k)

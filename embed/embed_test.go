@@ -10,8 +10,8 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/embed"
+	"github.com/polygateway/polygateway/internal/transport"
 	"github.com/polygateway/polygateway/telemetry"
-	"github.com/polygateway/polygateway/transport"
 )
 
 func TestEmbedBatchesInInputOrder(t *testing.T) {

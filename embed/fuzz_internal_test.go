@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/transport"
 )
 
 // The reference: what encoding/json reads from an answer, judged by the

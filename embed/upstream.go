@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/transport"
 )
 
 // Bounds of the response bodies read.

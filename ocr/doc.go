@@ -67,7 +67,7 @@
 //	empty, or not PDF/PNG/JPEG bytes (local)       RequestRejectedError                  no call is made
 //	refused, reset, TIMEOUT_S exceeded             TransientError                        retry elsewhere; breaker counts
 //	5xx (/parse answers 500 for every failure)     TransientError                        retry elsewhere; breaker counts
-//	401/403, 429, other 4xx (422: no file part)    as transport.ClassifyResponse         by class
+//	401/403, 429, other 4xx (422: no file part)    by the chat rules (reference-errors)  by class
 //	2xx that is not the protocol's JSON            TransientError (malformed)            retry elsewhere
 //	"Unsupported file type" (in 200 or 500)        RequestRejectedError                  no retry; breaker: alive
 //	200 "success": false, any other message        TransientError (task_failed,          retry elsewhere; breaker: alive

@@ -13,7 +13,7 @@ import (
 
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/redact"
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/transport"
 )
 
 // maxErrorBody bounds the part of an error answer read for classification.

@@ -10,13 +10,12 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/transport"
 )
 
 var (
-	_ transport.DeltaFlusher = (*streamSink)(nil)
-	_ transport.DeltaKeeper  = (*streamSink)(nil)
-	_ transport.DeltaModel   = (*streamSink)(nil)
+	_ core.DeltaFlusher = (*streamSink)(nil)
+	_ core.DeltaKeeper  = (*streamSink)(nil)
+	_ core.DeltaModel   = (*streamSink)(nil)
 )
 
 // errStreamBroken reports a relayed stream that could not be completed.
@@ -172,7 +171,7 @@ type streamEvents interface {
 // commit policy. Under first_token every delta goes to the client at once
 // and the sink is committed from the first byte on; under buffer the deltas
 // are held until the call has succeeded and Reset drops a failed attempt's.
-// Either way it keeps the text of the deltas (transport.DeltaKeeper): the
+// Either way it keeps the text of the deltas (core.DeltaKeeper): the
 // answer's text is held once, by the sink, and the transport's answer is
 // made of it.
 type streamSink struct {
@@ -234,14 +233,14 @@ func (k *streamSink) AttemptStarted(ev core.AttemptEvent) {
 }
 
 // SetModel notes the model the current attempt's answer names
-// (transport.DeltaModel): the chunks relayed name it.
+// (core.DeltaModel): the chunks relayed name it.
 func (k *streamSink) SetModel(model string) {
 	k.mu.Lock()
 	k.upstream = model
 	k.mu.Unlock()
 }
 
-// Kept returns the text of the deltas kept (transport.DeltaKeeper).
+// Kept returns the text of the deltas kept (core.DeltaKeeper).
 func (k *streamSink) Kept() (content, thinking string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -288,7 +287,7 @@ func (k *streamSink) Delta(content, thinking string) error {
 }
 
 // FlushDeltas pushes the relayed deltas to the client
-// (transport.DeltaFlusher): the transport calls it when it has no further
+// (core.DeltaFlusher): the transport calls it when it has no further
 // event at hand, so deltas that arrived together leave in one write.
 func (k *streamSink) FlushDeltas() error {
 	k.mu.Lock()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/registry"
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/transport"
 )
 
 // Validate checks the invariants of settings, however they were made: the

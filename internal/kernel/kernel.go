@@ -25,9 +25,9 @@ import (
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/internal/engine"
+	"github.com/polygateway/polygateway/internal/middleware"
 	"github.com/polygateway/polygateway/internal/registry"
-	"github.com/polygateway/polygateway/middleware"
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/transport"
 )
 
 // Options are the assembly options: the root package's Option is a
@@ -66,7 +66,7 @@ type Options struct {
 	// Observer receives the engine's events.
 	Observer core.Observer
 	// Fallback is the scope's last-resort answer.
-	Fallback middleware.FallbackFunc
+	Fallback core.FallbackFunc
 	// Selector replaces the configured selector.
 	Selector core.Selector
 	// Tracer puts calls and attempts in spans and injects trace context

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/polygateway/polygateway/transport"
+	"github.com/polygateway/polygateway/internal/transport"
 
 	"github.com/polygateway/polygateway/core"
 )

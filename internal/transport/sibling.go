@@ -15,7 +15,7 @@ import (
 // with the Client's connection pools: the caller-supplied http.Client when
 // one was configured, else the pooled transport honouring src.TrustEnv.
 // Redirects are never followed, whatever the caller's client would do: a
-// 3xx answer is closed and returned as an error matching ErrRedirect,
+// 3xx answer is closed and returned as an error matching core.ErrRedirect,
 // which ClassifyNetError makes a TransientError (network_error) of src
 // with the 3xx status. The caller bounds it with the request's context and
 // closes the response body.
@@ -31,17 +31,6 @@ func (c *Client) Send(src *core.SourceConfig, req *http.Request) (*http.Response
 func ClassifyNetError(src *core.SourceConfig, status int, err error) error {
 	return classifyNetError(src, status, err)
 }
-
-// ErrRedirect matches (errors.Is) the failure of an attempt whose source
-// answered with a redirect (any 3xx status). Redirects are never followed,
-// whoever sends (the built-in transports or a caller's http.Client): a
-// redirect to another host would carry the source's credentials there
-// (net/http drops Authorization on a cross-host redirect, but not
-// Azure's api-key header) and make that host's answer pass for the
-// source's, and one to the same host would turn a POST into a GET. The
-// attempt is a *core.TransientError with reason network_error naming the
-// source; the error text never holds the redirect's target.
-var ErrRedirect = errors.New("polygateway: transport: redirect refused")
 
 // redirectError is a 3xx answer that was not followed.
 type redirectError struct {
@@ -60,8 +49,8 @@ func (e *redirectError) Error() string {
 	return msg + " (redirects are never followed)"
 }
 
-// Is matches ErrRedirect.
-func (e *redirectError) Is(target error) bool { return target == ErrRedirect }
+// Is matches core.ErrRedirect.
+func (e *redirectError) Is(target error) bool { return target == core.ErrRedirect }
 
 // stopAtRedirect is the CheckRedirect of a caller's http.Client: the 3xx
 // answer itself is returned (and refused by send) instead of a request to

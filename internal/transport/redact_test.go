@@ -141,7 +141,7 @@ func TestRedirectToAnotherHostIsRefused(t *testing.T) {
 					t.Fatalf("stream=%v: the foreign host's answer was accepted: %q", stream, resp.Content)
 				}
 				te := asTransient(t, err)
-				if te.Reason != core.ReasonNetworkError || te.Source != src.Name || te.StatusCode != http.StatusTemporaryRedirect || !errors.Is(err, ErrRedirect) {
+				if te.Reason != core.ReasonNetworkError || te.Source != src.Name || te.StatusCode != http.StatusTemporaryRedirect || !errors.Is(err, core.ErrRedirect) {
 					t.Fatalf("stream=%v: %#v", stream, te)
 				}
 				if strings.Contains(err.Error(), foreign.URL) || strings.Contains(err.Error(), strings.TrimPrefix(foreign.URL, "http://")) || !strings.Contains(err.Error(), "another host") {
@@ -174,7 +174,7 @@ func TestRedirectToTheSameHostIsRefused(t *testing.T) {
 	c := newClient(t, Config{HTTPClient: &http.Client{}})
 	_, err := c.Do(context.Background(), source(srv, "openai"), chatCall(false))
 	te := asTransient(t, err)
-	if !errors.Is(err, ErrRedirect) || te.StatusCode != http.StatusPermanentRedirect || !strings.Contains(err.Error(), "same host") || hits.Load() != 1 {
+	if !errors.Is(err, core.ErrRedirect) || te.StatusCode != http.StatusPermanentRedirect || !strings.Contains(err.Error(), "same host") || hits.Load() != 1 {
 		t.Fatalf("err %v, hits %d", err, hits.Load())
 	}
 }
@@ -192,7 +192,7 @@ func TestSendRefusesRedirects(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/embeddings", strings.NewReader("{}"))
 	req.Header.Set("Api-Key", testKey)
 	resp, err := c.Send(src, req)
-	if resp != nil || !errors.Is(err, ErrRedirect) {
+	if resp != nil || !errors.Is(err, core.ErrRedirect) {
 		t.Fatalf("Send = %v, %v", resp, err)
 	}
 	cls := ClassifyNetError(src, 0, err)

@@ -8,15 +8,11 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-// FallbackFunc is a last-resort answer for a call no source could answer
-// (see core.FallbackFunc).
-type FallbackFunc = core.FallbackFunc
-
 // DegradeConfig configures the degradation step.
 type DegradeConfig struct {
 	// Fallback is the scope's last resort; a call's own Fallback wins.
 	// Optional.
-	Fallback FallbackFunc
+	Fallback core.FallbackFunc
 	// Logger receives one WARN record per degraded answer. Nil: discard.
 	Logger *slog.Logger
 }

@@ -100,7 +100,7 @@ func (t *text) Len() int { return len(t.one) + t.b.Len() }
 // assembler builds one answer from decoded chunks (streaming) or from the
 // single response body (non-streaming). The text is kept once: by the
 // assembler, or — when the call's delta sink keeps every delta itself (a
-// DeltaKeeper) — by the sink, the answer then being what the sink kept
+// core.DeltaKeeper) — by the sink, the answer then being what the sink kept
 // during the attempt.
 type assembler struct {
 	// order is the preference order of thinking sources; only the first
@@ -114,7 +114,7 @@ type assembler struct {
 	// keeper keeps the text instead; keptContent and keptThinking are the
 	// lengths of its text when the attempt began, moved the part of its
 	// content of this attempt that a bare close tag made thinking.
-	keeper                    DeltaKeeper
+	keeper                    core.DeltaKeeper
 	keptContent, keptThinking int
 	moved                     int
 	// dc and dt are the pieces of content and thinking of the chunk being
@@ -139,7 +139,7 @@ type assembler struct {
 // reset prepares the assembler for a new answer under profile p; model is
 // the configured model name, kept unless the upstream reports another.
 // keeper, when not nil, keeps the text of the deltas.
-func (a *assembler) reset(p *core.ProviderProfile, positional bool, model string, keeper DeltaKeeper) {
+func (a *assembler) reset(p *core.ProviderProfile, positional bool, model string, keeper core.DeltaKeeper) {
 	a.content, a.thinking = text{}, text{}
 	a.keeper, a.keptContent, a.keptThinking, a.moved = keeper, 0, 0, 0
 	if keeper != nil {

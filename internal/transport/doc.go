@@ -46,10 +46,11 @@
 // a choice of index 0 (or of none), as a body without one is.
 //
 // A stream's text is kept once: by the transport, or — when the call's
-// delta sink keeps every delta itself (DeltaKeeper, as a relay does) — by
-// the sink, the answer then being what the sink kept during the attempt.
-// A DeltaModel sink learns the answer's model before the deltas that name
-// it.
+// delta sink keeps every delta itself (core.DeltaKeeper, as a relay
+// does) — by the sink, the answer then being what the sink kept during
+// the attempt. A core.DeltaModel sink learns the answer's model before the
+// deltas that name it; a core.DeltaFlusher sink is flushed whenever the
+// next event must come from the network.
 //
 // # Memory
 //
