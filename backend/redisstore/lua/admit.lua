@@ -107,14 +107,14 @@ if e and e.st == 'c' then
   qtell(q, e.g, qmsg('ack', id))
   g = acquire(lim, now)
   if g[1] == 1 then
-    qforget(q, id)
+    qforget(q, id, e)
     status = 0
   elseif waitable(g[2], g[3]) then
     qtofront(q, id, e)
     qdue(q, g[3])
   else
     -- No wait mends it: it leaves, and the unit reserved for it goes on.
-    qforget(q, id)
+    qforget(q, id, e)
     id, status = 0, 3
     qhand(q, e.lb, e.rl or {})
   end
@@ -127,7 +127,7 @@ elseif e then
       else
         qunfront(q, e)
       end
-      qforget(q, id)
+      qforget(q, id, e)
       status = 0
     elseif waitable(g[2], g[3]) then
       qdue(q, g[3])
@@ -148,8 +148,17 @@ else
       status = 3
     end
   end
-  if status == 1 then
-    local nid, n, t = qpush(q, { class = a.class, tenant = a.tenant, left = a.left, lease = a.lease, retry = retry })
+  local known = status == 1 and a.mb and qknown(q, a.mb)
+  if known == '0' then
+    -- Reclaimed before it came (its reply was lost): not queued.
+    id, status = 0, 3
+  elseif known then
+    -- A second run of one Admit (the client resent it): its entry stands.
+    id = tonumber(known)
+    q.self = id
+  elseif status == 1 then
+    local nid, n, t = qpush(q, { class = a.class, tenant = a.tenant, left = a.left, lease = a.lease, retry = retry,
+      mb = a.mb })
     if nid then
       id, q.self = nid, nid
     else
