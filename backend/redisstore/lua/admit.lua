@@ -96,6 +96,20 @@ local function waitable(gate, retry)
   return gate ~= 0 and retry > 0
 end
 
+-- ran: whether this call's member already holds its first level's slot
+-- or book entry (a grant not yet released).
+local function ran()
+  local l = lim.levels[1]
+  if not l or not a.mb then
+    return false
+  end
+  if redis.call('ZSCORE', KEYS[l.key], l.member) then
+    return true
+  end
+  local v = redis.call('HGET', KEYS[l.key + 2], l.member)
+  return v and string.sub(v, -3) ~= ' -1'
+end
+
 local function queueable(gate, retry)
   return waitable(gate, retry) and gate ~= a.bgate
 end
@@ -149,7 +163,11 @@ else
     end
   end
   local known = status == 1 and a.mb and qknown(q, a.mb)
-  if known == '0' then
+  if status == 1 and not known and retry < 0 and ran() then
+    -- A second run of an Admit granted before waiters came (the client
+    -- resent it, its reply lost): its grant stands, as acquire's own.
+    g, status, id = { 1, 0, 0, now, 0 }, 0, 0
+  elseif known == '0' then
     -- Reclaimed before it came (its reply was lost): not queued.
     id, status = 0, 3
   elseif known then

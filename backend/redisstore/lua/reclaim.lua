@@ -42,14 +42,10 @@ if #freed > 0 or (a and a.mb) then
   if a.mb then
     to = qreclaim(q, a.mb)
   end
-  if #freed > 0 and qbusy(q) then
-    local id = qhand(q, a.label, freed)
-    if id and to == 0 then
-      to = id
-    end
+  local id = qfree(q, a.label, freed)
+  if to == 0 then
+    to = id
   end
-  qchanged(q)
-  qsave(q)
 end
 local c = r.circuit
 if c then

@@ -522,6 +522,20 @@ local function qturn(q, id)
   return -1
 end
 
+-- qfree hands the unit of label freed on the levels numbered freed (the
+-- slots a release freed) to the next waiter, when one waits (qhand), and
+-- writes the queue back. It returns the waiter's id (0: none) and the
+-- claim's end.
+local function qfree(q, label, freed)
+  local id, till
+  if #freed > 0 and qbusy(q) then
+    id, till = qhand(q, label, freed)
+  end
+  qchanged(q)
+  qsave(q)
+  return id or 0, till or 0
+end
+
 -- qknown returns what the index says of the Admit of member mb: the id
 -- of the entry it made, '0' when a reclaim came first (a tombstone), or
 -- false when it made none.
