@@ -206,6 +206,7 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 	c.now = a.l.opt.clockOrSystem().Now()
 	c.dl = c.now.Add(c.left) // the deadline on the queue's clock
 	lease := newLease(&p)
+	c.lease = lease
 	keys, arg := a.admitArgs(&req, lease, &c)
 	res, err := admitScript.Run(ctx, a.l.c, keys, arg).Int64Slice()
 	if err != nil {
@@ -214,7 +215,7 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 		}
 		if !errors.Is(err, redis.ErrClosed) {
 			j := &reclaim{permit: core.Permit{Scope: p.Scope, Source: p.Source, Lease: lease, Budgets: p.Budgets},
-				pool: p.Pool, settle: core.Settlement{Kind: core.SettleRefund}, probe: true}
+				pool: p.Pool, settle: core.Settlement{Kind: core.SettleRefund}, probe: true, lost: c.w == nil}
 			j.deadline, j.expires = leaseEnd(lease, a.heal.clock.Now())
 			a.heal.add(j)
 		}
@@ -378,6 +379,9 @@ type reclaim struct {
 	settle core.Settlement
 	// probe asks to give back the circuit's probe if this lease holds it.
 	probe bool
+	// lost says the lease is a new call's whose Admit lost its reply: the
+	// entry it may have queued leaves the line.
+	lost bool
 	// deadline is when the lease ends at the latest (expires=false: never).
 	deadline time.Time
 	expires  bool
@@ -410,6 +414,9 @@ func (a *Admitter) reclaim(ctx context.Context, j *reclaim) error {
 		w.object("queue")
 		a.writeQueue(w, k, qs, sk, func(i int) int64 { return int64(3*i + 1) })
 		w.str("label", j.permit.Source)
+		if j.lost {
+			w.str("mb", strconv.FormatUint(j.permit.Lease, 10))
+		}
 		w.close()
 	}
 	w.close()

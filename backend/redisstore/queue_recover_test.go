@@ -2,9 +2,13 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/redisstore"
 	"github.com/polygateway/polygateway/core"
 )
@@ -98,5 +102,64 @@ func TestQueueLeasesAreRenewed(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQueueEntryOfALostAdmitLeavesTheLine: a call's Admit is cut off by a
+// black hole while the gate is full; its reply never comes, and the
+// command itself reaches Redis late, when the link returns (as after a
+// TCP retransmission), so it may queue an entry after its process gave
+// the call up. Once Redis answers, the reclaim of that Admit takes the
+// entry out of line (or, when it came first, keeps the late Admit from
+// queueing): the line is empty, and the slot the holder frees goes to
+// the next caller at once instead of to a waiter no one is behind.
+func TestQueueEntryOfALostAdmitLeavesTheLine(t *testing.T) {
+	rs := startPrivateRedis(t)
+	fw := startForwarder(t, fmt.Sprintf("127.0.0.1:%d", rs.port))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	holder := newQueueAdmitter(t, privateClient(t, rs), "qlost", redisstore.QueueConfig{})
+	opt, err := redis.ParseURL(fw.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.ContextTimeoutEnabled = true
+	far := newQueueAdmitter(t, redis.NewClient(opt), "qlost", redisstore.QueueConfig{})
+	req := core.PermitRequest{Scope: "LOST", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Minute}
+	hold, err := admitOnce(ctx, holder, req, core.Place{})
+	if err != nil || !hold.Admitted() {
+		t.Fatalf("%+v %v", hold, err)
+	}
+	// The far process's scripts and connection are in place: a call that
+	// queues, then leaves.
+	if tk, err := admitOnce(ctx, far, req, core.Place{}); err != nil || tk.Queued == nil {
+		t.Fatalf("%+v %v", tk, err)
+	} else {
+		tk.Queued.Leave(ctx)
+	}
+	waitDepth(t, ctx, holder, "LOST", func(d int) bool { return d == 0 })
+
+	fw.set(linkBlackhole)
+	short, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = far.Admit(short, core.AdmitRequest{Breaker: backendtest.SuiteBreakerConfig(), Permit: req})
+	stop()
+	if err == nil {
+		t.Fatal("an Admit through the black hole answered")
+	}
+	fw.set(linkPass)
+	for far.Reclaiming() > 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the reclaim of the lost Admit never landed")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	waitDepth(t, ctx, holder, "LOST", func(d int) bool { return d == 0 })
+	if err := finish(ctx, holder, hold); err != nil {
+		t.Fatal(err)
+	}
+	next, err := admitOnce(ctx, holder, req, core.Place{})
+	if err != nil || !next.Admitted() {
+		t.Fatalf("the freed slot did not go to the next caller: %+v %v", next, err)
 	}
 }

@@ -132,7 +132,7 @@ func rawAdmit(t *testing.T, a *Admitter, req core.AdmitRequest, lease uint64) []
 	t.Helper()
 	k := a.l.queueKeysOf(req.Permit.Scope, req.Permit.Pool)
 	now := a.l.opt.clockOrSystem().Now()
-	keys, arg := a.admitArgs(&req, lease, &admitCall{k: k, now: now, dl: now})
+	keys, arg := a.admitArgs(&req, lease, &admitCall{k: k, now: now, dl: now, lease: lease})
 	res, err := admitScript.Run(context.Background(), a.l.c, keys, arg).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
@@ -224,5 +224,40 @@ func TestBudgetReclaimAndRetries(t *testing.T) {
 	}
 	if s := spent(); s != 100 {
 		t.Fatalf("%d spent in the next window, want 100", s)
+	}
+}
+
+// TestAResentAdmitIsAnsweredAsItsFirstRun: the client may send one Admit
+// twice (its connection failed after the script ran, and it resends the
+// command): the second run answers as the first did, though waiters came
+// in between. One granted keeps its grant instead of queueing (its slot
+// would be held by no one until its lease ended); one queued finds its
+// entry instead of queueing twice.
+func TestAResentAdmitIsAnsweredAsItsFirstRun(t *testing.T) {
+	c, prefix := internalClient(t)
+	ctx := context.Background()
+	l, b := NewLimiter(c, WithPrefix(prefix)), NewBreaker(c, WithPrefix(prefix))
+	a := NewAdmitter(l, b, WithQueue(QueueConfig{}))
+	defer a.Close()
+	one := core.Limits{MaxConcurrency: 1}
+	req := core.AdmitRequest{Permit: core.PermitRequest{Scope: "R", Source: "a", SourceLimits: one, LeaseTTL: time.Hour}}
+	granted := newLease(&req.Permit)
+	if res := rawAdmit(t, a, req, granted); res[allowReply] != 1 {
+		t.Fatalf("the first Admit was not granted: %v", res)
+	}
+	queued := newLease(&req.Permit)
+	first := rawAdmit(t, a, req, queued)
+	if first[allowReply+5] != statusQueued {
+		t.Fatalf("the second caller was not queued: %v", first)
+	}
+	if res := rawAdmit(t, a, req, granted); res[allowReply] != 1 || res[allowReply+5] != statusGranted {
+		t.Fatalf("the resent granted Admit = %v; want its grant", res)
+	}
+	again := rawAdmit(t, a, req, queued)
+	if again[allowReply+5] != statusQueued || again[allowReply+6] != first[allowReply+6] {
+		t.Fatalf("the resent queued Admit = %v; want the entry %d", again, first[allowReply+6])
+	}
+	if d, err := a.Depth(ctx, "R", ""); err != nil || d[0]+d[1]+d[2] != 1 {
+		t.Fatalf("Depth = %v, %v; want the one entry", d, err)
 	}
 }

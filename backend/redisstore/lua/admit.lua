@@ -96,6 +96,20 @@ local function waitable(gate, retry)
   return gate ~= 0 and retry > 0
 end
 
+-- ran: whether this call's member already holds its first level's slot
+-- or book entry (a grant not yet released).
+local function ran()
+  local l = lim.levels[1]
+  if not l or not a.mb then
+    return false
+  end
+  if redis.call('ZSCORE', KEYS[l.key], l.member) then
+    return true
+  end
+  local v = redis.call('HGET', KEYS[l.key + 2], l.member)
+  return v and string.sub(v, -3) ~= ' -1'
+end
+
 local function queueable(gate, retry)
   return waitable(gate, retry) and gate ~= a.bgate
 end
@@ -107,14 +121,14 @@ if e and e.st == 'c' then
   qtell(q, e.g, qmsg('ack', id))
   g = acquire(lim, now)
   if g[1] == 1 then
-    qforget(q, id)
+    qforget(q, id, e)
     status = 0
   elseif waitable(g[2], g[3]) then
     qtofront(q, id, e)
     qdue(q, g[3])
   else
     -- No wait mends it: it leaves, and the unit reserved for it goes on.
-    qforget(q, id)
+    qforget(q, id, e)
     id, status = 0, 3
     qhand(q, e.lb, e.rl or {})
   end
@@ -127,7 +141,7 @@ elseif e then
       else
         qunfront(q, e)
       end
-      qforget(q, id)
+      qforget(q, id, e)
       status = 0
     elseif waitable(g[2], g[3]) then
       qdue(q, g[3])
@@ -148,8 +162,21 @@ else
       status = 3
     end
   end
-  if status == 1 then
-    local nid, n, t = qpush(q, { class = a.class, tenant = a.tenant, left = a.left, lease = a.lease, retry = retry })
+  local known = status == 1 and a.mb and qknown(q, a.mb)
+  if status == 1 and not known and retry < 0 and ran() then
+    -- A second run of an Admit granted before waiters came (the client
+    -- resent it, its reply lost): its grant stands, as acquire's own.
+    g, status, id = { 1, 0, 0, now, 0 }, 0, 0
+  elseif known == '0' then
+    -- Reclaimed before it came (its reply was lost): not queued.
+    id, status = 0, 3
+  elseif known then
+    -- A second run of one Admit (the client resent it): its entry stands.
+    id = tonumber(known)
+    q.self = id
+  elseif status == 1 then
+    local nid, n, t = qpush(q, { class = a.class, tenant = a.tenant, left = a.left, lease = a.lease, retry = retry,
+      mb = a.mb })
     if nid then
       id, q.self = nid, nid
     else

@@ -24,13 +24,6 @@ local to, till = 0, 0
 if #freed > 0 and not a.off then
   local q = qopen(a, now)
   qlapse(q)
-  if qbusy(q) then
-    local id, t = qhand(q, a.label, freed)
-    if id then
-      to, till = id, t
-    end
-  end
-  qchanged(q)
-  qsave(q)
+  to, till = qfree(q, a.label, freed)
 end
 return { record(KEYS[b.key], b, bnow), to, till }

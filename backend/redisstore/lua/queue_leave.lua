@@ -15,7 +15,7 @@ if e then
     if to > 0 then
       till = q.now + q.ttl
     end
-    qforget(q, a.id)
+    qforget(q, a.id, e)
   else
     qleave(q, a.id, e)
   end

@@ -10,7 +10,11 @@
 --          queue = the queue request with label = the permit's source
 --          (lib/queue.lua; absent for an Admitter without a queue), whose
 --          four keys follow the budgets': a slot the reclaim frees is
---          handed to the queue's next waiter, as Finish hands one on.
+--          handed to the queue's next waiter, as Finish hands one on;
+--          with mb = the lease of an Admit whose reply was lost, the
+--          entry that Admit may have queued leaves the line (a claim it
+--          held goes on), or a tombstone stops it from queueing if it
+--          runs later (lib/queue.lua, qreclaim).
 --
 -- The release leaves a tombstone in each level's book where the member has
 -- no entry (the Admit did not run, or not yet): the entry '0 -1', released
@@ -22,7 +26,8 @@
 -- reservation is refunded where the member holds one (settled, after a
 -- failed Finish), and a budget whose current window holds none gets a
 -- tombstone of its own, which goes with the window (lib/budget.lua).
--- Returns the id of the queue's entry a freed slot went to (0: none).
+-- Returns the id of the queue's entry a freed slot or a passed claim went
+-- to (0: none).
 local r = cjson.decode(ARGV[1])
 local now = now_us(r.now)
 local a = r.queue
@@ -31,14 +36,16 @@ if a then
   freed = free_slots(r)
 end
 release(r, now)
-if #freed > 0 then
+if #freed > 0 or (a and a.mb) then
   local q = qopen(a, now)
   qlapse(q)
-  if qbusy(q) then
-    to = qhand(q, a.label, freed) or 0
+  if a.mb then
+    to = qreclaim(q, a.mb)
   end
-  qchanged(q)
-  qsave(q)
+  local id = qfree(q, a.label, freed)
+  if to == 0 then
+    to = id
+  end
 end
 local c = r.circuit
 if c then

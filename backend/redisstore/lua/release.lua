@@ -21,13 +21,4 @@ if q.ne == 0 then
 end
 q.now = now_us(lim.now)
 qlapse(q)
-local to, till = 0, 0
-if qbusy(q) then
-  local id, t = qhand(q, a.label, freed)
-  if id then
-    to, till = id, t
-  end
-end
-qchanged(q)
-qsave(q)
-return { to, till }
+return { qfree(q, a.label, freed) }

@@ -4,6 +4,8 @@
 --
 -- Keys (KEYS[r.qs] to KEYS[r.qs + 3]), all in the scope's (pool's) slot:
 --   s  HASH: the scalars (QF below); the entries, 'e<id>' -> JSON; the
+--      index of new calls' entries by their Admit's member, 'm<member>'
+--      -> id, or '0' for a tombstone (qreclaim); the
 --      count of each tenant's waiters in line in each class,
 --      'n<class>:<tenant>'
 --   o  ZSET, every score 0, ordered by member: the line,
@@ -13,7 +15,7 @@
 --      class * QB + turn: the least in a class is the tenant whose turn
 --      is next
 --   x  ZSET: what lapses, 'l<id>' at its entry's lease end, 'c<id>' at its
---      claim's end
+--      claim's end, 't<member>' at a tombstone's end (qreclaim)
 -- The scalars: seq (the last id), w0..w2 (waiters in line per class),
 -- k0..k2 (passes per class), nf (in front), fo (the front's last order),
 -- nc (claims), ne (entries), turn (the rings' last turn), iv, last and
@@ -35,7 +37,8 @@
 --     or free }
 -- Tenants come hex-encoded from the client, so '.' and ':' separate.
 -- An entry: { c = class, t = tenant, p = its process, st = 'w' (in line),
--- 'f' (in front) or 'c' (holding a claim), m = its member in o, lb = the
+-- 'f' (in front) or 'c' (holding a claim), m = its member in o, mb = the
+-- member of the Admit that queued it (indexed), lb = the
 -- label of its claim, rl = the numbers of the levels it reserved, g = the
 -- process that granted the claim }.
 --
@@ -251,9 +254,13 @@ local function qunfront(q, e)
   q.dirty = true
 end
 
--- qforget deletes the entry id.
-local function qforget(q, id)
-  redis.call('HDEL', q.s, 'e' .. int(id))
+-- qforget deletes the entry id (e), and its index.
+local function qforget(q, id, e)
+  if e and e.mb then
+    redis.call('HDEL', q.s, 'e' .. int(id), 'm' .. e.mb)
+  else
+    redis.call('HDEL', q.s, 'e' .. int(id))
+  end
   redis.call('ZREM', q.x, 'l' .. int(id), 'c' .. int(id))
   q.ne = q.ne - 1
   q.dirty = true
@@ -298,7 +305,7 @@ local function qdrop(q, id, e)
   elseif e.st == 'w' then
     qunline(q, e, false)
   end
-  qforget(q, id)
+  qforget(q, id, e)
 end
 
 -- qhand hands a unit of label, held on the levels numbered levels, to
@@ -350,7 +357,7 @@ local function qleave(q, id, e)
   else
     qunline(q, e, false)
   end
-  qforget(q, id)
+  qforget(q, id, e)
 end
 
 -- qlapse ends the leases and claims whose time has come: an entry whose
@@ -363,9 +370,15 @@ local function qlapse(q)
   end
   local due = redis.call('ZRANGEBYSCORE', q.x, '-inf', int(q.now), 'LIMIT', 0, QLAPSE)
   for _, m in ipairs(due) do
+    local kind = string.sub(m, 1, 1)
     local id = tonumber(string.sub(m, 2))
-    local e = qget(q, id)
-    if not e then
+    local e = kind ~= 't' and qget(q, id)
+    if kind == 't' then
+      -- A tombstone's time is up (qreclaim).
+      redis.call('HDEL', q.s, 'm' .. string.sub(m, 2))
+      redis.call('ZREM', q.x, m)
+      q.ne, q.dirty = q.ne - 1, true
+    elseif not e then
       redis.call('ZREM', q.x, m)
     elseif string.sub(m, 1, 1) == 'l' or e.st == 'c' then
       qtell(q, e.p, qmsg('gone', id))
@@ -449,7 +462,8 @@ end
 
 -- qpush adds a waiter: a = { class, tenant, left = µs to its deadline
 -- (absent: none), lease = µs its entry lasts unless renewed, retry = µs
--- (-1: it did not try the gates) }. It returns
+-- (-1: it did not try the gates), mb = the member of the Admit that
+-- queues it (absent: none), indexed for qreclaim }. It returns
 -- the entry's id, or nil and the position and estimate when its deadline
 -- cannot be met.
 local function qpush(q, a)
@@ -478,8 +492,12 @@ local function qpush(q, a)
   end
   q.seq = q.seq + 1
   local id = q.seq
-  local e = { c = c, t = a.tenant, p = q.proc, st = 'w', m = c .. a.tenant .. '.' .. qpad(id) }
-  qput(q, id, e)
+  local e = { c = c, t = a.tenant, p = q.proc, st = 'w', m = c .. a.tenant .. '.' .. qpad(id), mb = a.mb }
+  if a.mb then
+    redis.call('HSET', q.s, 'e' .. int(id), cjson.encode(e), 'm' .. a.mb, int(id))
+  else
+    qput(q, id, e)
+  end
   redis.call('ZADD', q.o, 0, e.m)
   if redis.call('HINCRBY', q.s, 'n' .. c .. ':' .. a.tenant, 1) == 1 then
     q.turn = q.turn + 1
@@ -502,4 +520,61 @@ local function qturn(q, id)
     return math.max(q.due - q.now, 0)
   end
   return -1
+end
+
+-- qfree hands the unit of label freed on the levels numbered freed (the
+-- slots a release freed) to the next waiter, when one waits (qhand), and
+-- writes the queue back. It returns the waiter's id (0: none) and the
+-- claim's end.
+local function qfree(q, label, freed)
+  local id, till
+  if #freed > 0 and qbusy(q) then
+    id, till = qhand(q, label, freed)
+  end
+  qchanged(q)
+  qsave(q)
+  return id or 0, till or 0
+end
+
+-- qknown returns what the index says of the Admit of member mb: the id
+-- of the entry it made, '0' when a reclaim came first (a tombstone), or
+-- false when it made none.
+local function qknown(q, mb)
+  return redis.call('HGET', q.s, 'm' .. mb)
+end
+
+-- qreclaim takes out the entry made by the Admit of member mb, whose
+-- reply was lost, so that no one holds the line for a call that is not
+-- waiting (a claim it held goes on); when the Admit made none (it did not
+-- run, or not yet), a tombstone stops it from queueing later, until the
+-- longest lease has passed. Tombstones count among the entries (ne), so
+-- that qlapse ends them. It returns the id a claim went to, or 0.
+local function qreclaim(q, mb)
+  local known = qknown(q, mb)
+  if known == '0' then
+    return 0
+  end
+  if not known then
+    if q.ne == 0 then
+      q.newx = true
+    end
+    redis.call('HSET', q.s, 'm' .. mb, '0')
+    redis.call('ZADD', q.x, int(q.now + q.keep), 't' .. mb)
+    q.ne, q.dirty = q.ne + 1, true
+    return 0
+  end
+  local id = tonumber(known)
+  local e = qget(q, id)
+  if not e then
+    redis.call('HDEL', q.s, 'm' .. mb)
+    return 0
+  end
+  local to = 0
+  if e.st == 'c' then
+    to = qpass(q, id, e) or 0
+    qforget(q, id, e)
+  else
+    qleave(q, id, e)
+  end
+  return to
 end
