@@ -115,6 +115,11 @@ func (q *queueAdmitter) Finish(_ context.Context, t core.Ticket, _ core.Settleme
 	return true, nil
 }
 
+// PushBack records nothing: the fake has no circuits.
+func (*queueAdmitter) PushBack(context.Context, string, string, core.BreakerConfig, time.Duration) error {
+	return nil
+}
+
 func (q *queueAdmitter) waiting() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
