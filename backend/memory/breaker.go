@@ -68,13 +68,13 @@ const floatSlack = 1e-9
 //     and calls admitted before the switch still report through Record.
 //     Reset leaves the switch as it is; only SetEnabled turns it back on.
 //   - The upstream's pushback (core.Breaker.PushBack): after PushBack(d),
-//     Allow refuses the source until d has passed on the Breaker's clock, with
-//     PushedBack, the circuit's state as of now and RetryAfter the longer
-//     of the pushback's time left and the circuit's own (the remaining
-//     cooldown while open, the remaining probe lease while the probe is
-//     out); it grants no probe, and changes nothing of the circuit (state,
-//     epoch, consecutive weight, window). A pushback never shortens one
-//     that ends later; d <= 0 records nothing. A switched-off source is
+//     Allow refuses the source until d has passed on the Breaker's clock,
+//     with PushedBack, the circuit's state as of now and RetryAfter the
+//     longer of the pushback's time left and the circuit's own (the
+//     remaining cooldown while open, the remaining probe lease while the
+//     probe is out); it grants no probe, and changes nothing of the circuit
+//     (state, epoch, consecutive weight, window). A pushback never shortens
+//     one that ends later; d <= 0 records nothing. A switched-off source is
 //     refused as Disabled instead. Reset leaves a pushback as it is: it is
 //     the upstream's word, not the circuit's history, and ends by itself.
 //
