@@ -137,8 +137,8 @@ func New(cfg Config) (*Engine, error) {
 			return nil, err
 		}
 		e.selector = sel
+		e.healthGated = healthGated(e.settings.Selector)
 	}
-	_, e.healthGated = e.selector.(healthGatedSelector)
 	if e.settings.Retry.MaxAttempts < 1 {
 		e.settings.Retry.MaxAttempts = 1
 	}
