@@ -348,8 +348,8 @@ type Admission struct {
 	// (Breaker.SetEnabled).
 	Disabled bool
 	// PushedBack is true when refused because the source's upstream
-	// pushed back (a 429, see Breaker.PushBack): RetryAfter is then how long the
-	// pushback has left.
+	// pushed back (a 429, see Breaker.PushBack): RetryAfter is then how
+	// long the pushback has left.
 	PushedBack bool
 }
 
