@@ -32,4 +32,10 @@
 // One choice is the backend's to declare: BudgetsPerScope, for a backend
 // that counts a budget per scope or pool rather than across scopes (Redis
 // Cluster).
+//
+// testdata/outside is a backend in a module of its own, written against
+// the ports alone (it delegates to backend/memory) and run against every
+// suite; this package's tests build and test it with the go command, off
+// the network, so that the ports and the suites stay usable from outside
+// this module.
 package backendtest
