@@ -137,8 +137,8 @@ func (r *run) admitHolding(ctx context.Context, i int) (t core.Ticket, ok bool, 
 	if t.Admission.Allowed && t.Grant.OK {
 		// The admission took the waiter's place (and its reservation).
 		r.waiter = nil
-		if e.qobs != nil {
-			e.qobs.Admitted(e.settings.Scope, r.call.Place)
+		if e.obs != nil {
+			e.obs.Admitted(e.settings.Scope, r.call.Place)
 		}
 		return t, true, nil
 	}

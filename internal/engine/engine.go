@@ -81,8 +81,6 @@ type Engine struct {
 	clock        core.Clock
 	log          *slog.Logger
 	obs          core.Observer
-	// qobs is obs when it also receives the queue's events.
-	qobs   core.QueueObserver
 	tracer core.Tracer
 	// queued counts the calls waiting in the admission queue, by class.
 	queued [core.NumPriorities]atomic.Int32
@@ -124,7 +122,6 @@ func New(cfg Config) (*Engine, error) {
 	if e.clock == nil {
 		e.clock = core.SystemClock{}
 	}
-	e.qobs, _ = e.obs.(core.QueueObserver)
 	if e.admitter == nil {
 		e.admitter = core.ComposeAdmitter(e.limiter, e.breaker)
 	}

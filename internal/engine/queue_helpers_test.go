@@ -181,7 +181,7 @@ type queueObserver struct {
 	admitted map[core.Place]int
 }
 
-var _ core.QueueObserver = (*queueObserver)(nil)
+var _ core.Observer = (*queueObserver)(nil)
 
 func newQueueObserver() *queueObserver {
 	return &queueObserver{waits: map[core.Priority][]time.Duration{}, admitted: map[core.Place]int{}}
