@@ -81,7 +81,7 @@ type Engine struct {
 	clock        core.Clock
 	log          *slog.Logger
 	obs          core.Observer
-	tracer core.Tracer
+	tracer       core.Tracer
 	// queued counts the calls waiting in the admission queue, by class.
 	queued [core.NumPriorities]atomic.Int32
 
