@@ -63,30 +63,21 @@ func (t Ticket) Admitted() bool { return t.Admission.Allowed && t.Grant.OK }
 // (an implementation whose reply may be lost after the backend acted
 // releases what it took by itself); from Finish, the implementation keeps
 // trying to release the permit until it lands or the permit's lease ends,
-// so a slot never outlives its lease. Safe for concurrent use.
+// so a slot never outlives its lease.
+//
+// Pushback (see Breaker): after a 429 the engine records the source's
+// wait with PushBack, and Admit refuses the source while it lasts
+// (Admission with PushedBack), exactly as the breaker's Allow does: a
+// pushback recorded through the Admitter is seen by the Breaker and the
+// other way round. An error from PushBack means the backend failed.
+//
+// Safe for concurrent use.
 type Admitter interface {
 	Admit(ctx context.Context, req AdmitRequest) (Ticket, error)
 	Finish(ctx context.Context, t Ticket, s Settlement, o Outcome) (applied bool, err error)
-}
-
-// PushbackAdmitter is an Admitter whose breaker shares pushback (see
-// Pushback): after a 429 the engine records the source's wait with
-// PushBack, and Admit refuses the source while it lasts (Admission with
-// PushedBack). A backend whose limiter and breaker are one store implements
-// it natively; ComposeAdmitter's admitter implements it by passing it to
-// its Breaker, and does nothing when that Breaker is no Pushback. Safe for
-// concurrent use.
-type PushbackAdmitter interface {
-	Admitter
+	// PushBack records that source is not to be asked before d has passed
+	// (Breaker.PushBack); d <= 0 records nothing.
 	PushBack(ctx context.Context, scope, source string, cfg BreakerConfig, d time.Duration) error
-}
-
-// InProcess is implemented by backends that live in the process and never
-// wait on I/O (the memory backends): the engine calls them without a
-// deadline of its own. InProcess may return false (a wrapper of another
-// backend).
-type InProcess interface {
-	InProcess() bool
 }
 
 // ComposeAdmitter returns the Admitter made of a separate Limiter and
@@ -102,30 +93,17 @@ type composed struct {
 	b Breaker
 }
 
-var (
-	_ Admitter         = composed{}
-	_ PushbackAdmitter = composed{}
-)
+var _ Admitter = composed{}
 
-// PushBack implements PushbackAdmitter: it records the pushback on the
-// breaker when the breaker is a Pushback, and does nothing otherwise.
+// PushBack implements Admitter: it records the pushback on the breaker.
 func (c composed) PushBack(ctx context.Context, scope, source string, cfg BreakerConfig, d time.Duration) error {
-	p, ok := c.b.(Pushback)
-	if !ok || d <= 0 {
+	if d <= 0 {
 		return nil
 	}
-	if err := p.PushBack(ctx, scope, source, cfg, d); err != nil {
+	if err := c.b.PushBack(ctx, scope, source, cfg, d); err != nil {
 		return &GovernanceBackendError{Backend: "breaker", Op: "pushback", Err: err}
 	}
 	return nil
-}
-
-// InProcess reports whether both the limiter and the breaker are
-// in-process (InProcess).
-func (c composed) InProcess() bool {
-	l, lok := c.l.(InProcess)
-	b, bok := c.b.(InProcess)
-	return lok && bok && l.InProcess() && b.InProcess()
 }
 
 // Admit implements Admitter.

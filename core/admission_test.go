@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // queueLimiter answers TryAcquire with a set grant or error.
@@ -21,12 +22,17 @@ func (*queueLimiter) Release(context.Context, Permit, Settlement) error { return
 func (*queueLimiter) Usage(context.Context, string, string) (LimiterUsage, error) {
 	return LimiterUsage{}, nil
 }
+func (*queueLimiter) Budgets(context.Context, string, string, []Budget) ([]BudgetUsage, error) {
+	return nil, nil
+}
 
 // probeBreaker admits with the probe, or refuses; it counts the probes
-// given back.
+// given back and keeps the last pushback (failing it with pushErr).
 type probeBreaker struct {
 	refuse   bool
 	returned int
+	pushed   time.Duration
+	pushErr  error
 }
 
 func (b *probeBreaker) Allow(context.Context, string, string, BreakerConfig) (Admission, error) {
@@ -47,6 +53,13 @@ func (*probeBreaker) Snapshot(context.Context, string, string, BreakerConfig) (B
 	return BreakerSnapshot{}, nil
 }
 func (*probeBreaker) Reset(context.Context, string, string, BreakerConfig) error { return nil }
+func (*probeBreaker) SetEnabled(context.Context, string, string, BreakerConfig, bool) error {
+	return nil
+}
+func (b *probeBreaker) PushBack(_ context.Context, _, _ string, _ BreakerConfig, d time.Duration) error {
+	b.pushed = d
+	return b.pushErr
+}
 
 // countingWaiter counts Leave.
 type countingWaiter struct{ left int }
@@ -91,5 +104,22 @@ func TestComposedAdmitterBreakerRefusalLetsWaiterGo(t *testing.T) {
 	tk, err := ComposeAdmitter(l, &probeBreaker{refuse: true}).Admit(t.Context(), AdmitRequest{Permit: PermitRequest{Waiter: w}})
 	if err != nil || tk.Admission.Allowed || tk.Queued != nil || w.left != 1 {
 		t.Fatalf("Admit = %+v, %v, waiter left %d times; want refused, not queued, the waiter gone once", tk, err, w.left)
+	}
+}
+
+func TestComposedAdmitterPushBackGoesToTheBreaker(t *testing.T) {
+	t.Parallel()
+	b := &probeBreaker{}
+	a := ComposeAdmitter(&queueLimiter{}, b)
+	if err := a.PushBack(t.Context(), "s", "a", BreakerConfig{}, 0); err != nil || b.pushed != 0 {
+		t.Fatalf("PushBack(0) = %v, breaker got %v; want nothing recorded", err, b.pushed)
+	}
+	if err := a.PushBack(t.Context(), "s", "a", BreakerConfig{}, 2*time.Second); err != nil || b.pushed != 2*time.Second {
+		t.Fatalf("PushBack(2s) = %v, breaker got %v; want 2s", err, b.pushed)
+	}
+	b.pushErr = errors.New("down")
+	var ge *GovernanceBackendError
+	if err := a.PushBack(t.Context(), "s", "a", BreakerConfig{}, time.Second); !errors.As(err, &ge) || ge.Op != "pushback" || !errors.Is(err, b.pushErr) {
+		t.Fatalf("PushBack on a failing breaker = %v; want a GovernanceBackendError of op pushback wrapping it", err)
 	}
 }

@@ -60,6 +60,14 @@ type Observer interface {
 	// BreakerState reports a breaker state the engine observed that
 	// differs from the last one it saw for the source (a transition).
 	BreakerState(scope, source string, state BreakerState)
+	// Admitted reports an attempt admitted through the gates, with its
+	// call's place in the admission queue. place.Tenant is the call's
+	// tenant as given (at most MaxTenant bytes): an implementation that
+	// labels by it bounds its cardinality itself.
+	Admitted(scope string, place Place)
+	// QueueWaited reports one stay of a call in the admission queue, from
+	// its queueing to the wait's end (admitted, or gave up).
+	QueueWaited(scope string, class Priority, d time.Duration)
 }
 
 // AttemptListener receives the attempt events of one call (Call.Events):
@@ -69,21 +77,4 @@ type Observer interface {
 type AttemptListener interface {
 	AttemptStarted(ev AttemptEvent)
 	AttemptFinished(ev AttemptEvent)
-}
-
-// QueueObserver is an Observer that also receives the admission queue's
-// events; the engine reports them to an Observer that implements it.
-//
-// Contract: as Observer's methods (cheap, non-blocking, safe for
-// concurrent use). tenant is the call's Place.Tenant as given (at most
-// MaxTenant bytes): an implementation that labels by it bounds its
-// cardinality itself.
-type QueueObserver interface {
-	Observer
-	// Admitted reports an attempt admitted through the gates, with its
-	// call's place.
-	Admitted(scope string, place Place)
-	// QueueWaited reports one stay of a call in the admission queue, from
-	// its queueing to the wait's end (admitted, or gave up).
-	QueueWaited(scope string, class Priority, d time.Duration)
 }

@@ -184,33 +184,6 @@ type BudgetUsage struct {
 // Remaining returns Limit-Spent, never below zero.
 func (u BudgetUsage) Remaining() int64 { return max(u.Limit-u.Spent, 0) }
 
-// BudgetLimiter is a Limiter that enforces spend budgets. A Limiter that
-// does not implement it cannot serve a scope with budgets (a configuration
-// error), so that a budget is never silently ignored.
-//
-// Contract: TryAcquire refuses with Gate=GateBudget and Budget=the key
-// (RetryAfter = until that budget's window ends) when a budget's spend in
-// its current window plus req.Cost would exceed its Limit; otherwise, in the
-// same atomic step as the gates, it adds req.Cost to every budget's window.
-// Release settles the reservation in the window it was made: SettleActual
-// moves it to Settlement.Cost, SettleEstimate keeps it, SettleRefund removes
-// it. Budgets reads the current windows. Many processes sharing a backend
-// therefore never spend past a Limit by more than the difference between
-// actual and reserved cost of the calls in flight. Safe for concurrent use.
-type BudgetLimiter interface {
-	Limiter
-	Budgets(ctx context.Context, budgets []Budget) ([]BudgetUsage, error)
-}
-
-// ScopedBudgetReader is a BudgetLimiter whose count of a budget may depend
-// on the scope that checks it (on a Redis Cluster every key of one
-// admission lives in the scope's or its pool's slot, so a budget is counted
-// per scope or pool there). BudgetsOf reads the budgets as scope (in pool,
-// "" = none) counts them; callers that know the scope prefer it to Budgets.
-type ScopedBudgetReader interface {
-	BudgetsOf(ctx context.Context, scope, pool string, budgets []Budget) ([]BudgetUsage, error)
-}
-
 // Permit is what a granted acquire holds. It is a value: release it exactly once.
 type Permit struct {
 	Scope, Source string
@@ -282,6 +255,23 @@ type LimiterUsage struct {
 // diagnostics. All methods are safe for concurrent use. An error means the
 // backend failed; callers turn it into GovernanceBackendError.
 //
+// Spend budgets: every limiter enforces them, so that a budget is never
+// silently ignored. TryAcquire refuses with Gate=GateBudget and
+// Budget=the key (RetryAfter = until that budget's window ends) when a
+// budget's spend in its current window plus req.Cost would exceed its
+// Limit; otherwise, in the same atomic step as the gates, it adds req.Cost
+// to every budget's window. Release settles the reservation in the window
+// it was made: SettleActual moves it to Settlement.Cost, SettleEstimate
+// keeps it, SettleRefund removes it. Many processes sharing a backend
+// therefore never spend past a Limit by more than the difference between
+// actual and reserved cost of the calls in flight. Budgets reads the
+// current windows as the given scope counts them: a backend that counts a
+// budget across every scope naming its key (the memory limiter, a single
+// Redis) ignores scope and pool; one that must count it per scope, or per
+// pool for the scopes of a pool (a Redis Cluster, where every key of one
+// admission lives in the scope's or its pool's slot), reads that scope's
+// or pool's count. It fails for a budget that cannot be enforced.
+//
 // The queue: a limiter may keep a fair admission queue per scope (the
 // memory limiter does when built with a queue; see
 // docs/explanation-queue.md); one that does not ignores
@@ -316,6 +306,9 @@ type Limiter interface {
 	Release(ctx context.Context, p Permit, s Settlement) error
 	// Usage reports the source's gates; source "" reports the global gates.
 	Usage(ctx context.Context, scope, source string) (LimiterUsage, error)
+	// Budgets reads the current window of each budget as scope (in pool,
+	// "" = none) counts it; see the spend budgets above.
+	Budgets(ctx context.Context, scope, pool string, budgets []Budget) ([]BudgetUsage, error)
 }
 
 // BreakerState is the state of one source's circuit.
@@ -352,11 +345,11 @@ type Admission struct {
 	// RetryAfter is, when refused, how long until a probe may be admitted.
 	RetryAfter time.Duration
 	// Disabled is true when refused because the source is switched off
-	// (SourceSwitch).
+	// (Breaker.SetEnabled).
 	Disabled bool
 	// PushedBack is true when refused because the source's upstream
-	// pushed back (a 429, see Pushback): RetryAfter is then how long the
-	// pushback has left.
+	// pushed back (a 429, see Breaker.PushBack): RetryAfter is then how
+	// long the pushback has left.
 	PushedBack bool
 }
 
@@ -395,37 +388,8 @@ type BreakerSnapshot struct {
 	// ProbeHeld is true while a half-open probe is out.
 	ProbeHeld bool
 	// Disabled is true while an operator has switched the source off
-	// (SourceSwitch); the circuit's own state is kept underneath.
+	// (Breaker.SetEnabled); the circuit's own state is kept underneath.
 	Disabled bool
-}
-
-// SourceSwitch is a Breaker that can switch a source off at runtime (the
-// operator's is_active). A switched-off source is refused by Allow
-// (Allowed=false, Disabled=true, RetryAfter=0) until it is switched on
-// again; the circuit's state and history are kept meanwhile, and Reset does
-// not switch a source on. A backend shared across processes shares the
-// switch, so that every process sees it. Safe for concurrent use.
-type SourceSwitch interface {
-	Breaker
-	SetEnabled(ctx context.Context, scope, source string, cfg BreakerConfig, enabled bool) error
-}
-
-// Pushback is a Breaker that shares an upstream's pushback — a 429 and how
-// long its source must be left alone — with every caller of the backend; a
-// backend shared across processes shares it with every process, so that a
-// throttling provider is not asked again by one process while another
-// waits. PushBack records that source is not to be asked before d has
-// passed on the backend's clock (Redis: the server's TIME); a pushback
-// never shortens one already recorded for longer. While a pushback lasts,
-// Allow refuses with Allowed=false, PushedBack=true, RetryAfter = the
-// longer of the pushback's time left and the circuit's own RetryAfter when
-// it would refuse too, and State = the circuit's state; no probe is
-// granted. A switched-off source (SourceSwitch) reports Disabled instead.
-// A pushback is no outcome: the circuit's state, window and epoch are left
-// as they are. d <= 0 records nothing. Safe for concurrent use.
-type Pushback interface {
-	Breaker
-	PushBack(ctx context.Context, scope, source string, cfg BreakerConfig, d time.Duration) error
 }
 
 // Breaker is the circuit breaker port, keyed by (scope, source).
@@ -437,12 +401,38 @@ type Pushback interface {
 // returns applied=false). Reset closes the circuit and clears its history.
 // Every method gets the scope's configuration, so that a shared backend
 // needs none of its own (cfg.Pool tells where a scope's state lives).
+//
+// The switch: SetEnabled switches a source off at runtime (the operator's
+// is_active) or on again. A switched-off source is refused by Allow
+// (Allowed=false, Disabled=true, RetryAfter=0) until it is switched on
+// again; the circuit's state and history are kept meanwhile, and Reset
+// does not switch a source on. A backend shared across processes shares
+// the switch, so that every process sees it.
+//
+// Pushback: PushBack shares an upstream's pushback — a 429 and how long
+// its source must be left alone — with every caller of the backend; a
+// backend shared across processes shares it with every process, so that a
+// throttling provider is not asked again by one process while another
+// waits. It records that source is not to be asked before d has passed on
+// the backend's clock (Redis: the server's TIME); a pushback never
+// shortens one already recorded for longer. While a pushback lasts, Allow
+// refuses with Allowed=false, PushedBack=true, RetryAfter = the longer of
+// the pushback's time left and the circuit's own RetryAfter when it would
+// refuse too, and State = the circuit's state; no probe is granted. A
+// switched-off source reports Disabled instead. A pushback is no outcome:
+// the circuit's state, window and epoch are left as they are. d <= 0
+// records nothing.
+//
 // All methods are safe for concurrent use; an error means the backend failed.
 type Breaker interface {
 	Allow(ctx context.Context, scope, source string, cfg BreakerConfig) (Admission, error)
 	Record(ctx context.Context, scope, source string, adm Admission, o Outcome, cfg BreakerConfig) (applied bool, err error)
 	Snapshot(ctx context.Context, scope, source string, cfg BreakerConfig) (BreakerSnapshot, error)
 	Reset(ctx context.Context, scope, source string, cfg BreakerConfig) error
+	// SetEnabled switches source off (enabled=false) or on again.
+	SetEnabled(ctx context.Context, scope, source string, cfg BreakerConfig, enabled bool) error
+	// PushBack records that source is not to be asked before d has passed.
+	PushBack(ctx context.Context, scope, source string, cfg BreakerConfig, d time.Duration) error
 }
 
 // Cache is the response cache port.

@@ -113,7 +113,7 @@ type Collector struct {
 	transitions *prometheus.CounterVec
 	bounded     *prometheus.CounterVec
 
-	// Admission queue (QueueObserver).
+	// Admission queue (core.Observer).
 	queueWaits *prometheus.HistogramVec
 	admissions *prometheus.CounterVec
 
@@ -128,7 +128,7 @@ type Collector struct {
 	tenants tenantSet
 }
 
-var _ core.QueueObserver = (*Collector)(nil)
+var _ core.Observer = (*Collector)(nil)
 
 // New builds a Collector and registers its metrics with reg. A nil reg
 // means a fresh registry of the Collector's own, returned by Registry.

@@ -71,7 +71,7 @@ func (c *Collector) queue(scope string) *queueMetrics {
 }
 
 // QueueWaited records one stay of a call in the admission queue
-// (core.QueueObserver): queue_wait_seconds by class.
+// (core.Observer): queue_wait_seconds by class.
 func (c *Collector) QueueWaited(scope string, class polygateway.Priority, d time.Duration) {
 	if d < 0 || !class.Valid() {
 		return
@@ -80,7 +80,7 @@ func (c *Collector) QueueWaited(scope string, class polygateway.Priority, d time
 }
 
 // Admitted counts an attempt admitted through the gates
-// (core.QueueObserver): queue_admissions_total by class and tenant,
+// (core.Observer): queue_admissions_total by class and tenant,
 // the tenant label bounded by maxTenants.
 func (c *Collector) Admitted(scope string, place polygateway.Place) {
 	k := admitKey{scope: scope, class: place.Priority, tenant: place.Tenant}

@@ -42,15 +42,14 @@ type AdmitterBackend struct {
 //     and the gates: a ticket a budget refuses names it and holds nothing
 //     (no slot, no reservation, the probe given back); Finish settles
 //     the reservation as the settlement says; the scopes of a pool share a
-//     budget. The Limiter must be a core.BudgetLimiter.
-//   - The switch: the Breaker must be a core.SourceSwitch; a source it has
-//     switched off is refused by Admit with Disabled (no grant, nothing
-//     counted, no probe granted), its circuit kept underneath, until it
-//     is switched on again.
-//   - The pushback: the Admitter must be a core.PushbackAdmitter and its
-//     Breaker a core.Pushback, sharing one record: a source pushed back
-//     through either is refused by Admit with PushedBack and the pushback's
-//     time left (no grant, nothing counted, no budget reserved, the circuit
+//     budget.
+//   - The switch (Breaker.SetEnabled): a source the Breaker has switched
+//     off is refused by Admit with Disabled (no grant, nothing counted, no
+//     probe granted), its circuit kept underneath, until it is switched on
+//     again.
+//   - The pushback: the Admitter's PushBack and its Breaker's share one
+//     record: a source pushed back through either is refused by Admit
+//     with PushedBack and the pushback's time left (no grant, nothing counted, no budget reserved, the circuit
 //     untouched) and by the Breaker's Allow alike, until it ends; the
 //     switch comes first.
 func RunAdmitterSuite(t *testing.T, newAdmitter func(t *testing.T, clk *FakeClock) AdmitterBackend, opts ...SuiteOption) {

@@ -21,29 +21,9 @@ var admitterBudgetCases = []struct {
 	{"SwitchKeepsTheCircuit", admitterSwitchKeepsCircuit},
 }
 
-// budgets returns the backend's limiter as a core.BudgetLimiter.
-func (h *admitterHarness) budgets() core.BudgetLimiter {
-	h.t.Helper()
-	bl, ok := h.be.Limiter.(core.BudgetLimiter)
-	if !ok {
-		h.t.Fatalf("%T does not implement core.BudgetLimiter", h.be.Limiter)
-	}
-	return bl
-}
-
-// sw returns the backend's breaker as a core.SourceSwitch.
-func (h *admitterHarness) sw() core.SourceSwitch {
-	h.t.Helper()
-	s, ok := h.be.Breaker.(core.SourceSwitch)
-	if !ok {
-		h.t.Fatalf("%T does not implement core.SourceSwitch", h.be.Breaker)
-	}
-	return s
-}
-
 func (h *admitterHarness) setEnabled(source string, on bool) {
 	h.t.Helper()
-	if err := h.sw().SetEnabled(h.t.Context(), h.scope, source, h.cfg, on); err != nil {
+	if err := h.be.Breaker.SetEnabled(h.t.Context(), h.scope, source, h.cfg, on); err != nil {
 		h.t.Fatalf("SetEnabled(%s/%s, %v): %v", h.scope, source, on, err)
 	}
 }
@@ -60,7 +40,7 @@ func spend(r core.AdmitRequest, cost int64, bs ...core.Budget) core.AdmitRequest
 
 func (h *admitterHarness) wantSpent(b core.Budget, want int64) {
 	h.t.Helper()
-	us, err := h.budgets().Budgets(h.t.Context(), []core.Budget{b})
+	us, err := h.be.Limiter.Budgets(h.t.Context(), h.scope, h.cfg.Pool, []core.Budget{b})
 	if err != nil {
 		h.t.Fatalf("Budgets: %v", err)
 	}
@@ -119,7 +99,7 @@ func admitterBudgetProbe(h *admitterHarness) {
 	b := h.budget("b", 100, time.Hour)
 	h.open("a")
 	h.clk.Advance(h.cfg.Cooldown)
-	full, err := h.budgets().TryAcquire(h.t.Context(), spend(h.req("b", core.Limits{}, core.Limits{}, 0), 100, b).Permit)
+	full, err := h.be.Limiter.TryAcquire(h.t.Context(), spend(h.req("b", core.Limits{}, core.Limits{}, 0), 100, b).Permit)
 	if err != nil || !full.OK {
 		h.t.Fatalf("TryAcquire = %+v, %v", full, err)
 	}
@@ -140,7 +120,6 @@ func admitterBudgetProbe(h *admitterHarness) {
 
 func admitterBudgetConcurrent(h *admitterHarness) {
 	b := h.budget("b", 1000, 24*time.Hour)
-	h.budgets()
 	r := spend(h.req("a", core.Limits{MaxConcurrency: 100}, core.Limits{}, 0), 100, b)
 	const n = 50
 	type result struct {

@@ -16,15 +16,10 @@ var admitterPushbackCases = []struct {
 	{"PushbackWithBudgetReservesNothing", admitterPushbackBudget},
 }
 
-// pushBack records a pushback of source through the Admitter, which must
-// be a core.PushbackAdmitter.
+// pushBack records a pushback of source through the Admitter.
 func (h *admitterHarness) pushBack(source string, d time.Duration) {
 	h.t.Helper()
-	pa, ok := h.be.Admitter.(core.PushbackAdmitter)
-	if !ok {
-		h.t.Fatalf("%T does not implement core.PushbackAdmitter", h.be.Admitter)
-	}
-	if err := pa.PushBack(h.t.Context(), h.scope, source, h.cfg, d); err != nil {
+	if err := h.be.Admitter.PushBack(h.t.Context(), h.scope, source, h.cfg, d); err != nil {
 		h.t.Fatalf("PushBack(%s/%s, %v): %v", h.scope, source, d, err)
 	}
 }
@@ -68,11 +63,7 @@ func admitterPushbackShared(h *admitterHarness) {
 		h.t.Fatalf("Breaker.Allow = (%+v, %v), want refused as pushed back for 3s", a, err)
 	}
 	// Recorded through the Breaker: Admit refuses.
-	p, ok := h.be.Breaker.(core.Pushback)
-	if !ok {
-		h.t.Fatalf("%T does not implement core.Pushback", h.be.Breaker)
-	}
-	if err := p.PushBack(h.t.Context(), h.scope, "b", h.cfg, 4*time.Second); err != nil {
+	if err := h.be.Breaker.PushBack(h.t.Context(), h.scope, "b", h.cfg, 4*time.Second); err != nil {
 		h.t.Fatalf("Breaker.PushBack: %v", err)
 	}
 	h.pushedBack(h.req("b", allGates, allGates, 0), 4*time.Second)

@@ -63,23 +63,22 @@ func SuiteBreakerConfig() core.BreakerConfig {
 //     and the remaining probe lease while half-open with the probe out.
 //   - Reset closes the circuit, clears the consecutive weight, the window,
 //     the probe and the cooldown doubling; Opens is a lifetime count and stays.
-//   - The switch (the Switch* subtests): every breaker must implement
-//     core.SourceSwitch. A source switched off is refused by Allow with
-//     Disabled, RetryAfter 0 and the circuit's state as of now; no probe is
-//     granted, Snapshot reports Disabled, and the circuit keeps its state,
-//     epoch and history (an open one turns half-open by time underneath;
-//     calls admitted before the switch still report). Reset does not
-//     switch a source on; switching it on admits again as the circuit says.
-//     The switch is per circuit.
-//   - The pushback (the Pushback* subtests): every breaker must implement
-//     core.Pushback. After PushBack(d) Allow refuses the source with
-//     PushedBack, the circuit's state as of now and RetryAfter the longer
-//     of the pushback's time left and the circuit's own (the remaining
-//     cooldown while open, the probe's remaining lease while it is out),
-//     until d has passed; no probe is granted and the circuit (state, epoch,
-//     history) is not touched. A pushback never shortens one that ends
-//     later; d <= 0 records nothing; a switched-off source is refused as
-//     Disabled (not PushedBack); Reset leaves a pushback; it is per circuit.
+//   - The switch (the Switch* subtests, SetEnabled). A source switched off
+//     is refused by Allow with Disabled, RetryAfter 0 and the circuit's
+//     state as of now; no probe is granted, Snapshot reports Disabled, and
+//     the circuit keeps its state, epoch and history (an open one turns
+//     half-open by time underneath; calls admitted before the switch still
+//     report). Reset does not switch a source on; switching it on admits
+//     again as the circuit says. The switch is per circuit.
+//   - The pushback (the Pushback* subtests). After PushBack(d) Allow
+//     refuses the source with PushedBack, the circuit's state as of now and
+//     RetryAfter the longer of the pushback's time left and the circuit's
+//     own (the remaining cooldown while open, the probe's remaining lease
+//     while it is out), until d has passed; no probe is granted and the
+//     circuit (state, epoch, history) is not touched. A pushback never
+//     shortens one that ends later; d <= 0 records nothing; a switched-off
+//     source is refused as Disabled (not PushedBack); Reset leaves a
+//     pushback; it is per circuit.
 func RunBreakerSuite(t *testing.T, newBreaker func(t *testing.T, clk *FakeClock) core.Breaker) {
 	t.Helper()
 	for _, tc := range slices.Concat(breakerCases, breakerSwitchCases, breakerPushbackCases) {

@@ -21,20 +21,9 @@ var breakerPushbackCases = []struct {
 	{"PushbackIsPerCircuit", breakerPushbackPerCircuit},
 }
 
-// pb returns the breaker as a core.Pushback, failing the test for one that
-// is not.
-func (h *breakerHarness) pb() core.Pushback {
-	h.t.Helper()
-	p, ok := h.b.(core.Pushback)
-	if !ok {
-		h.t.Fatalf("%T does not implement core.Pushback: a 429 could not be shared with the other callers of the backend", h.b)
-	}
-	return p
-}
-
 func (h *breakerHarness) pushBack(d time.Duration) {
 	h.t.Helper()
-	if err := h.pb().PushBack(h.t.Context(), h.scope, h.source, h.cfg, d); err != nil {
+	if err := h.b.PushBack(h.t.Context(), h.scope, h.source, h.cfg, d); err != nil {
 		h.t.Fatalf("PushBack(%v): %v", d, err)
 	}
 }

@@ -17,20 +17,9 @@ var breakerSwitchCases = []struct {
 	{"SwitchIsPerCircuit", breakerSwitchPerCircuit},
 }
 
-// sw returns the breaker as a core.SourceSwitch, failing the test for one
-// that is not.
-func (h *breakerHarness) sw() core.SourceSwitch {
-	h.t.Helper()
-	s, ok := h.b.(core.SourceSwitch)
-	if !ok {
-		h.t.Fatalf("%T does not implement core.SourceSwitch: an operator could not switch a source off", h.b)
-	}
-	return s
-}
-
 func (h *breakerHarness) setEnabled(on bool) {
 	h.t.Helper()
-	if err := h.sw().SetEnabled(h.t.Context(), h.scope, h.source, h.cfg, on); err != nil {
+	if err := h.b.SetEnabled(h.t.Context(), h.scope, h.source, h.cfg, on); err != nil {
 		h.t.Fatalf("SetEnabled(%v): %v", on, err)
 	}
 }

@@ -1,6 +1,6 @@
 // Package backendtest is the conformance suite of the governance ports:
-// core.Limiter (with core.BudgetLimiter), core.Breaker (with
-// core.SourceSwitch), core.Cache and core.Admitter (RunAdmitterSuite,
+// core.Limiter (with its spend budgets), core.Breaker (with its switch and
+// pushback), core.Cache and core.Admitter (RunAdmitterSuite,
 // given the Admitter with the Limiter and Breaker whose state it changes;
 // RunAdmitterQueueSuite for one whose limiter queues the calls that find
 // the gates full).
@@ -26,9 +26,16 @@
 // the fencing of a timed-out probe holder, the sliding-window boundary), the
 // suite's choice is the one every backend must make.
 //
-// Every shipped limiter enforces spend budgets (core.BudgetLimiter) and
-// every breaker has the operator's switch (core.SourceSwitch): the Budget*
-// and Switch* subtests fail for a backend without them. One choice is the
-// backend's to declare: BudgetsPerScope, for a backend that counts a
-// budget per scope or pool rather than across scopes (Redis Cluster).
+// Every limiter enforces spend budgets and every breaker has the
+// operator's switch and shares pushback (the ports require them): the
+// Budget*, Switch* and Pushback* subtests fail for a backend without them.
+// One choice is the backend's to declare: BudgetsPerScope, for a backend
+// that counts a budget per scope or pool rather than across scopes (Redis
+// Cluster).
+//
+// testdata/outside is a backend in a module of its own, written against
+// the ports alone (it delegates to backend/memory) and run against every
+// suite; this package's tests build and test it with the go command, off
+// the network, so that the ports and the suites stay usable from outside
+// this module.
 package backendtest

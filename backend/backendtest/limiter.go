@@ -44,8 +44,8 @@ const suiteLeaseTTL = 10 * time.Minute
 //     level's MaxConcurrency is set, Requests and Tokens where its RPM and TPM
 //     are set. What a backend reports for gates that are off is its own choice.
 //
-// Budgets (the Budget* subtests): every limiter must implement
-// core.BudgetLimiter, and these subtests fail for one that does not.
+// Budgets (the Budget* subtests): every limiter enforces spend budgets
+// (core.Limiter), and these subtests fail for one that ignores them.
 //
 //   - After the six gates, TryAcquire checks the budgets in the request's
 //     order; the first without room refuses with GateBudget, its key and
@@ -66,8 +66,10 @@ const suiteLeaseTTL = 10 * time.Minute
 //     scopes that name them (or, with BudgetsPerScope, across the sources
 //     of a scope and the scopes of a pool); the same key with another
 //     Window is another spend.
-//   - Budgets reports each budget's current window: its bounds and the
-//     spend counted in it, settled and reserved (0 when nothing is).
+//   - Budgets reports each budget's current window as the given scope (in
+//     the given pool) counts it: its bounds and the spend counted in it,
+//     settled and reserved (0 when nothing is); a backend that shares a
+//     spend across scopes reports it whichever scope asks.
 //   - A budget without a key, with a Limit <= 0, a Window under one second
 //     or of a fraction of a second, or named twice in one request, makes
 //     TryAcquire and Budgets fail with an error, counting nothing.

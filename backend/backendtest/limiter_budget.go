@@ -30,17 +30,6 @@ var limiterBudgetCases = []struct {
 	{"BudgetInvalidIsAnError", limiterBudgetInvalid},
 }
 
-// budgets returns the limiter as a core.BudgetLimiter, failing the test
-// for one that is not.
-func (h *limiterHarness) budgets() core.BudgetLimiter {
-	h.t.Helper()
-	bl, ok := h.l.(core.BudgetLimiter)
-	if !ok {
-		h.t.Fatalf("%T does not implement core.BudgetLimiter: a scope with a budget could not use it", h.l)
-	}
-	return bl
-}
-
 // in returns a harness for another scope sharing the limiter and clock.
 func (h *limiterHarness) in(scope string) *limiterHarness {
 	c := *h
@@ -71,9 +60,16 @@ func (h *limiterHarness) refuseBudget(req core.PermitRequest, key string) core.G
 	return g
 }
 
+// usageOfBudgets reads bs as the harness's scope (in no pool) counts them.
 func (h *limiterHarness) usageOfBudgets(bs ...core.Budget) []core.BudgetUsage {
 	h.t.Helper()
-	us, err := h.budgets().Budgets(h.t.Context(), bs)
+	return h.usageOfBudgetsIn("", bs...)
+}
+
+// usageOfBudgetsIn reads bs as the harness's scope in pool counts them.
+func (h *limiterHarness) usageOfBudgetsIn(pool string, bs ...core.Budget) []core.BudgetUsage {
+	h.t.Helper()
+	us, err := h.l.Budgets(h.t.Context(), h.scope, pool, bs)
 	if err != nil {
 		h.t.Fatalf("Budgets: %v", err)
 	}
@@ -91,8 +87,16 @@ func (h *limiterHarness) wantSpent(b core.Budget, want int64) {
 	}
 }
 
+// wantSpentIn checks the spend of b's current window as the harness's
+// scope in pool counts it.
+func (h *limiterHarness) wantSpentIn(pool string, b core.Budget, want int64) {
+	h.t.Helper()
+	if u := h.usageOfBudgetsIn(pool, b)[0]; u.Spent != want {
+		h.t.Fatalf("spent on %s in scope %s, pool %q = %d, want %d", b.Key, h.scope, pool, u.Spent, want)
+	}
+}
+
 func limiterBudgetConcurrent(h *limiterHarness) {
-	h.budgets()
 	h.clk.Advance(10 * time.Minute)
 	// The acquires come from five scopes (of one pool where the backend
 	// counts a budget per pool), which a backend may lock apart.
@@ -299,9 +303,15 @@ func limiterBudgetAcrossScopes(h *limiterHarness) {
 	if h.opt.budgetsPerScope {
 		y.grant(y.spend(600, c))
 		y.refuseBudget(y.spend(600, c), c.Key)
+		// Budgets reads each scope's own count.
+		x.wantSpent(c, 600)
+		y.wantSpent(c, 600)
 	} else {
 		y.refuseBudget(y.spend(600, c), c.Key)
 		y.grant(y.spend(400, c))
+		// Budgets reads the one count, whichever scope asks.
+		x.wantSpent(c, 1000)
+		y.wantSpent(c, 1000)
 	}
 	x.refuseBudget(x.spend(600, c), c.Key)
 	// The scopes of one pool share whatever the backend.
@@ -311,6 +321,8 @@ func limiterBudgetAcrossScopes(h *limiterHarness) {
 	px.grant(pooled(px.spend(600, d), pool))
 	py.refuseBudget(pooled(py.spend(600, d), pool), d.Key)
 	py.grant(pooled(py.spend(400, d), pool))
+	px.wantSpentIn(pool, d, 1000)
+	py.wantSpentIn(pool, d, 1000)
 	// One key with another window is another spend.
 	e := b
 	e.Window = 24 * time.Hour
@@ -406,7 +418,7 @@ func limiterBudgetInvalid(h *limiterHarness) {
 			if err == nil || g.OK {
 				t.Fatalf("TryAcquire with %+v = %+v, %v; want an error", tc.bs, g, err)
 			}
-			if _, err := sub.budgets().Budgets(t.Context(), tc.bs); err == nil {
+			if _, err := sub.l.Budgets(t.Context(), sub.scope, "", tc.bs); err == nil {
 				t.Fatalf("Budgets(%+v) did not fail", tc.bs)
 			}
 			sub.wantUsage("a", core.LimiterUsage{})

@@ -16,8 +16,8 @@ const windowBuckets = 10
 // floatSlack absorbs rounding when fractional weights are summed.
 const floatSlack = 1e-9
 
-// Breaker is the in-process core.Breaker, core.SourceSwitch and
-// core.Pushback: one circuit per (scope, source) in this process's memory.
+// Breaker is the in-process core.Breaker, with its switch and pushback:
+// one circuit per (scope, source) in this process's memory.
 //
 // Semantics:
 //
@@ -60,21 +60,21 @@ const floatSlack = 1e-9
 //   - A refused Allow and Snapshot report RetryAfter as the remaining
 //     cooldown while open and the remaining probe lease while half-open with
 //     the probe out (0 for a lease that does not expire).
-//   - The operator's switch (core.SourceSwitch): while SetEnabled has
+//   - The operator's switch (core.Breaker.SetEnabled): while SetEnabled has
 //     switched a source off, Allow refuses it with Disabled, the circuit's
 //     state as of now and RetryAfter 0, and grants no probe; Snapshot
 //     reports Disabled. The circuit underneath keeps its state, epoch and
 //     history and goes on by time (an open circuit still turns half-open),
 //     and calls admitted before the switch still report through Record.
 //     Reset leaves the switch as it is; only SetEnabled turns it back on.
-//   - The upstream's pushback (core.Pushback): after PushBack(d), Allow
-//     refuses the source until d has passed on the Breaker's clock, with
-//     PushedBack, the circuit's state as of now and RetryAfter the longer
-//     of the pushback's time left and the circuit's own (the remaining
-//     cooldown while open, the remaining probe lease while the probe is
-//     out); it grants no probe, and changes nothing of the circuit (state,
-//     epoch, consecutive weight, window). A pushback never shortens one
-//     that ends later; d <= 0 records nothing. A switched-off source is
+//   - The upstream's pushback (core.Breaker.PushBack): after PushBack(d),
+//     Allow refuses the source until d has passed on the Breaker's clock,
+//     with PushedBack, the circuit's state as of now and RetryAfter the
+//     longer of the pushback's time left and the circuit's own (the
+//     remaining cooldown while open, the remaining probe lease while the
+//     probe is out); it grants no probe, and changes nothing of the circuit
+//     (state, epoch, consecutive weight, window). A pushback never shortens
+//     one that ends later; d <= 0 records nothing. A switched-off source is
 //     refused as Disabled instead. Reset leaves a pushback as it is: it is
 //     the upstream's word, not the circuit's history, and ends by itself.
 //
@@ -93,11 +93,7 @@ type Breaker struct {
 	circuits atomic.Pointer[map[sourceKey]*circuit]
 }
 
-var (
-	_ core.Breaker      = (*Breaker)(nil)
-	_ core.SourceSwitch = (*Breaker)(nil)
-	_ core.Pushback     = (*Breaker)(nil)
-)
+var _ core.Breaker = (*Breaker)(nil)
 
 // circuit is one (scope, source) circuit.
 type circuit struct {
@@ -478,9 +474,3 @@ func mod(a, b int64) int64 {
 	}
 	return m
 }
-
-// InProcess reports true: the memory breaker never waits on I/O
-// (core.InProcess).
-func (*Breaker) InProcess() bool { return true }
-
-var _ core.InProcess = (*Breaker)(nil)

@@ -10,8 +10,6 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-var _ core.BudgetLimiter = (*Limiter)(nil)
-
 // BudgetError is returned by TryAcquire and Budgets for a budget that
 // cannot be enforced: an empty key, a Limit that is not positive (or above
 // 2^53 micro-USD), a Window that is not a whole number of seconds of at
@@ -125,9 +123,11 @@ func (bk *budgetBook) settle(p *core.Permit, s core.Settlement, now time.Time) {
 
 // Budgets reports the current window of each budget: the spend counted
 // in it (settled costs plus the reservations of permits in flight; 0 for
-// a budget nothing has been counted on yet) and its bounds. It fails only
-// for a budget that cannot be enforced (*BudgetError); ctx is not used.
-func (l *Limiter) Budgets(_ context.Context, bs []core.Budget) ([]core.BudgetUsage, error) {
+// a budget nothing has been counted on yet) and its bounds. A budget's
+// spend is shared by every scope that names its key, so scope and pool do
+// not matter. It fails only for a budget that cannot be enforced
+// (*BudgetError); ctx is not used.
+func (l *Limiter) Budgets(_ context.Context, _, _ string, bs []core.Budget) ([]core.BudgetUsage, error) {
 	if err := checkBudgets(bs); err != nil {
 		return nil, err
 	}

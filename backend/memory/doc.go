@@ -1,7 +1,7 @@
 // Package memory holds the in-process backends of the governance ports:
-// Limiter (core.Limiter, with spend budgets: core.BudgetLimiter), Breaker
-// (core.Breaker, with the operator's switch: core.SourceSwitch, and the
-// upstream's pushback: core.Pushback) and Cache (core.Cache). There is no
+// Limiter (core.Limiter, with its spend budgets), Breaker (core.Breaker,
+// with the operator's switch and the upstream's pushback) and Cache
+// (core.Cache). There is no
 // native Admitter: core.ComposeAdmitter over the Limiter and the Breaker
 // is one (its PushBack reaches the Breaker's).
 //

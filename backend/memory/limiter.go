@@ -18,8 +18,8 @@ const rateWindow = int64(60 * time.Second)
 // never is the expiry of something that does not expire.
 const never = int64(math.MaxInt64)
 
-// Limiter is the in-process core.Limiter and core.BudgetLimiter: the six
-// gates of every scope, and the spend budgets, in this process's memory.
+// Limiter is the in-process core.Limiter: the six gates of every scope,
+// and the spend budgets, in this process's memory.
 //
 // Semantics:
 //
@@ -47,23 +47,23 @@ const never = int64(math.MaxInt64)
 //     RPM count is never returned. Releasing a permit whose lease expired, a
 //     permit already released, or one never granted is a no-op.
 //
-// Budgets (core.BudgetLimiter): after the six gates, TryAcquire checks the
-// request's budgets in their order, in the same step under the same locks;
-// the first without room for PermitRequest.Cost refuses with GateBudget,
-// its key and RetryAfter until its window ends, and nothing is counted
-// anywhere. A grant adds Cost (a negative one as 0) to every budget's
-// current window. A budget's spend is shared by every scope and source
-// that names its key (with the same Window), in fixed windows aligned to
-// the Unix epoch. Release settles the budgets as it settles TPM, once, and
-// only where it frees the permit's slot (a permit whose lease expired
-// keeps its reservation as the estimate): SettleActual moves the
-// reservation to Settlement.Cost (the spend may pass the Limit: the
-// bounded overshoot of calls in flight), SettleRefund removes it,
-// SettleEstimate keeps it, in the window holding Permit.AcquiredAt; if that
-// window has ended, nothing changes. A budget that cannot be enforced
-// (see BudgetError) is refused with an error. Budgets are held in one map
-// under one lock of their own, taken inside a scope's lock only by
-// requests that name budgets.
+// Budgets (core.Limiter's spend budgets): after the six gates, TryAcquire
+// checks the request's budgets in their order, in the same step under the
+// same locks; the first without room for PermitRequest.Cost refuses with
+// GateBudget, its key and RetryAfter until its window ends, and nothing is
+// counted anywhere. A grant adds Cost (a negative one as 0) to every
+// budget's current window. A budget's spend is shared by every scope and
+// source that names its key (with the same Window), in fixed windows
+// aligned to the Unix epoch. Release settles the budgets as it settles TPM,
+// once, and only where it frees the permit's slot (a permit whose lease
+// expired keeps its reservation as the estimate): SettleActual moves the
+// reservation to Settlement.Cost (the spend may pass the Limit: the bounded
+// overshoot of calls in flight), SettleRefund removes it, SettleEstimate
+// keeps it, in the window holding Permit.AcquiredAt; if that window has
+// ended, nothing changes. A budget that cannot be enforced (see
+// BudgetError) is refused with an error. Budgets are held in one map under
+// one lock of their own, taken inside a scope's lock only by requests that
+// name budgets.
 //
 // Pools: a request naming PermitRequest.Pool counts its global gates in the
 // pool's level, shared by every scope that names the pool; its source gates
@@ -450,9 +450,3 @@ func addSat(now int64, d time.Duration) int64 {
 	}
 	return now + int64(d)
 }
-
-// InProcess reports true: the memory limiter never waits on I/O
-// (core.InProcess).
-func (*Limiter) InProcess() bool { return true }
-
-var _ core.InProcess = (*Limiter)(nil)

@@ -82,21 +82,3 @@ func TestAdmitterSuite(t *testing.T) {
 		return backendtest.AdmitterBackend{Admitter: core.ComposeAdmitter(l, b), Limiter: l, Breaker: b}
 	})
 }
-
-// TestComposedMemoryAdmitterIsInProcess shows the engine can finish a call on
-// the memory backends without a deadline of its own, and that one backend
-// reached over I/O takes that away.
-func TestComposedMemoryAdmitterIsInProcess(t *testing.T) {
-	t.Parallel()
-	ip, ok := core.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker()).(core.InProcess)
-	if !ok || !ip.InProcess() {
-		t.Fatalf("memory limiter + memory breaker: InProcess = %v, %v; want true", ok, ok && ip.InProcess())
-	}
-	mixed := core.ComposeAdmitter(memory.NewLimiter(), remoteBreaker{memory.NewBreaker()}).(core.InProcess)
-	if mixed.InProcess() {
-		t.Fatal("memory limiter + a breaker without InProcess: InProcess = true; want false")
-	}
-}
-
-// remoteBreaker hides InProcess, as a breaker reached over a network would.
-type remoteBreaker struct{ core.Breaker }

@@ -22,8 +22,8 @@ import (
 // fair queue and all the gates in one script, Finish the release, the
 // handoff of what it frees, the settlement and the record in one script,
 // so a governed call costs one round trip before the upstream call and one
-// after. It is a core.PushbackAdmitter: PushBack shares a 429's wait
-// through the Breaker, and Admit honours it in its one script.
+// after. PushBack shares a 429's wait through the Breaker, and Admit
+// honours it in its one script.
 //
 // # The queue
 //
@@ -132,9 +132,8 @@ type Admitter struct {
 }
 
 var (
-	_ core.Admitter         = (*Admitter)(nil)
-	_ core.PushbackAdmitter = (*Admitter)(nil)
-	_ io.Closer             = (*Admitter)(nil)
+	_ core.Admitter = (*Admitter)(nil)
+	_ io.Closer     = (*Admitter)(nil)
 )
 
 // NewAdmitter returns the native Admitter of l and b, or nil when they do
@@ -197,7 +196,6 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 		if err := checkBudgets(p.Budgets); err != nil {
 			return core.Ticket{}, admitErr(err)
 		}
-		a.l.noteBudgets(p.Scope, p.Pool, p.Budgets)
 	}
 	a.l.pools.note(p.Scope, p.Pool)
 	c.k = a.l.queueKeysOf(p.Scope, p.Pool)
@@ -272,7 +270,7 @@ func (a *Admitter) admitArgs(req *core.AdmitRequest, lease uint64, c *admitCall)
 	return keys, w.String()
 }
 
-// PushBack implements core.PushbackAdmitter: it records the pushback on
+// PushBack implements core.Admitter: it records the pushback on
 // the Admitter's Breaker (Breaker.PushBack: one script, next to the
 // circuit, under the breaker's prefix), which Admit reads in its own
 // script at no extra round trip. A failure is returned as a

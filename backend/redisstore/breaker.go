@@ -11,10 +11,10 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-// Breaker is the core.Breaker, core.SourceSwitch and core.Pushback on
-// Redis: one circuit per (scope, source), shared by every process that
-// uses the same Redis and prefix, and with it the operator's switch
-// (SetEnabled) and the upstream's pushback (PushBack).
+// Breaker is the core.Breaker on Redis: one circuit per (scope, source),
+// shared by every process that uses the same Redis and prefix, and with it
+// the operator's switch (SetEnabled) and the upstream's pushback
+// (PushBack).
 //
 // Its semantics are exactly those of the in-process memory.Breaker (see its
 // documentation): the consecutive channel with the threshold passed in the
@@ -53,11 +53,7 @@ type Breaker struct {
 	opt options
 }
 
-var (
-	_ core.Breaker      = (*Breaker)(nil)
-	_ core.SourceSwitch = (*Breaker)(nil)
-	_ core.Pushback     = (*Breaker)(nil)
-)
+var _ core.Breaker = (*Breaker)(nil)
 
 // NewBreaker returns a Breaker on c. WithPrefix and WithClock apply.
 func NewBreaker(c redis.UniversalClient, opts ...Option) *Breaker {
@@ -232,7 +228,7 @@ func (b *Breaker) SetEnabled(ctx context.Context, scope, source string, cfg core
 // that the source is not to be asked before d has passed on the server's
 // clock (its TIME, read by the script; WithClock replaces it in tests):
 // Allow and Admit refuse it meanwhile with PushedBack (see
-// core.Pushback), without touching its circuit. A pushback never shortens
+// core.Breaker), without touching its circuit. A pushback never shortens
 // one that ends later. It is one script on one key next to the circuit's,
 // in its slot ({circuit}:pb, a STRING holding the end), which expires by
 // itself a second after the pushback ends. d is rounded up to a whole

@@ -13,11 +13,6 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-var (
-	_ core.BudgetLimiter      = (*Limiter)(nil)
-	_ core.ScopedBudgetReader = (*Limiter)(nil)
-)
-
 // BudgetError is returned by TryAcquire, Admit (wrapped in a
 // core.GovernanceBackendError) and Budgets for a budget that cannot be
 // enforced: an empty key, a Limit that is not positive (or above 2^53
@@ -84,17 +79,12 @@ type budgetKeyID struct {
 	scope, pool string
 }
 
-// scopePool is where a budget was last checked.
-type scopePool struct{ scope, pool string }
-
-// budgetState is a Limiter's budget bookkeeping: the keys it built, and on
-// a cluster the scope (and pool) that last checked each budget, which
-// Budgets reads. Both are bounded like the key cache; budgets come from
-// configuration. Safe for concurrent use; the zero value is ready.
+// budgetState is a Limiter's budget bookkeeping: the keys it built,
+// bounded like the key cache (budgets come from configuration). Safe for
+// concurrent use; the zero value is ready.
 type budgetState struct {
 	mu   sync.RWMutex
 	keys map[budgetKeyID]string
-	last map[budgetID]scopePool
 }
 
 // budgetKey returns the key of b's spend for a script of scope in pool.
@@ -133,38 +123,6 @@ func (l *Limiter) withBudgets(base []string, scope, pool string, bs []core.Budge
 	return keys
 }
 
-// noteBudgets remembers, on a cluster, that scope in pool checked bs.
-func (l *Limiter) noteBudgets(scope, pool string, bs []core.Budget) {
-	if !l.tagged {
-		return
-	}
-	st := &l.budgets
-	at := scopePool{scope, pool}
-	st.mu.RLock()
-	same := true
-	for _, b := range bs {
-		if st.last[budgetID{b.Key, b.Window}] != at {
-			same = false
-			break
-		}
-	}
-	st.mu.RUnlock()
-	if same {
-		return
-	}
-	st.mu.Lock()
-	if st.last == nil {
-		st.last = make(map[budgetID]scopePool)
-	}
-	for _, b := range bs {
-		id := budgetID{b.Key, b.Window}
-		if _, ok := st.last[id]; ok || len(st.last) < maxCachedKeys {
-			st.last[id] = at
-		}
-	}
-	st.mu.Unlock()
-}
-
 // writeBudgets writes the budget fields of an acquire (limit set) or a
 // release request (see lua/lib/budget.lua): the budgets' keys from
 // base+1, the permit's member on them and the cost.
@@ -187,60 +145,16 @@ func writeBudgets(w *request, bs []core.Budget, sk *scriptKeys, lease uint64, co
 	w.end()
 }
 
-// Budgets reports the current window of each budget, in one round trip:
-// the spend counted in it (settled costs plus the reservations of calls in
-// flight; 0 for a budget nothing has been counted on yet) and its bounds,
-// by the server's clock. On a single node or Sentinel a budget's spend is
-// shared by every scope; on a Redis Cluster it is counted per scope (per
-// pool), and Budgets reads the spend of the scope that last checked the
-// budget through this Limiter (0 for one it has not seen), one round trip
-// per such scope; BudgetsOf reads a given scope's. It fails for a budget
-// that cannot be enforced (*BudgetError) and when Redis fails.
-func (l *Limiter) Budgets(ctx context.Context, bs []core.Budget) ([]core.BudgetUsage, error) {
-	if err := checkBudgets(bs); err != nil {
-		return nil, err
-	}
-	out := make([]core.BudgetUsage, len(bs))
-	if len(bs) == 0 {
-		return out, nil
-	}
-	if !l.tagged {
-		return out, l.readBudgets(ctx, "", "", bs, out)
-	}
-	// Group the budgets by the scope that last checked them.
-	groups := map[scopePool][]int{}
-	var order []scopePool
-	l.budgets.mu.RLock()
-	for i, b := range bs {
-		at := l.budgets.last[budgetID{b.Key, b.Window}]
-		if _, ok := groups[at]; !ok {
-			order = append(order, at)
-		}
-		groups[at] = append(groups[at], i)
-	}
-	l.budgets.mu.RUnlock()
-	for _, at := range order {
-		idx := groups[at]
-		sub := make([]core.Budget, len(idx))
-		for j, i := range idx {
-			sub[j] = bs[i]
-		}
-		us := make([]core.BudgetUsage, len(sub))
-		if err := l.readBudgets(ctx, at.scope, at.pool, sub, us); err != nil {
-			return nil, err
-		}
-		for j, i := range idx {
-			out[i] = us[j]
-		}
-	}
-	return out, nil
-}
-
-// BudgetsOf reports the budgets as scope (in pool, "" = none) counts them,
-// in one round trip. On a single node or Sentinel that is Budgets; on a
-// Redis Cluster, where a budget is counted per scope (per pool), it reads
-// that scope's spend.
-func (l *Limiter) BudgetsOf(ctx context.Context, scope, pool string, bs []core.Budget) ([]core.BudgetUsage, error) {
+// Budgets reports the current window of each budget as scope (in pool,
+// "" = none) counts it, in one round trip: the spend counted in it
+// (settled costs plus the reservations of calls in flight; 0 for a budget
+// nothing has been counted on yet) and its bounds, by the server's clock.
+// On a single node or Sentinel a budget's spend is shared by every scope,
+// and scope and pool do not matter; on a Redis Cluster it is counted per
+// scope (per pool), and Budgets reads that scope's (pool's) spend. It
+// fails for a budget that cannot be enforced (*BudgetError) and when Redis
+// fails.
+func (l *Limiter) Budgets(ctx context.Context, scope, pool string, bs []core.Budget) ([]core.BudgetUsage, error) {
 	if err := checkBudgets(bs); err != nil {
 		return nil, err
 	}

@@ -160,7 +160,7 @@ func TestRoundTripsWithBudgets(t *testing.T) {
 		var g core.Grant
 		one("TryAcquire", func() (err error) { g, err = l.TryAcquire(ctx, req); return err })
 		one("Release", func() error { return l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleRefund}) })
-		one("Budgets", func() error { _, err := l.Budgets(ctx, []core.Budget{scopeB, clientB}); return err })
+		one("Budgets", func() error { _, err := l.Budgets(ctx, "RTB", "", []core.Budget{scopeB, clientB}); return err })
 		one("SetEnabled", func() error { return br.SetEnabled(ctx, "RTB", "b", cfg, false) })
 		one("SetEnabled", func() error { return br.SetEnabled(ctx, "RTB", "b", cfg, true) })
 		// A permit with no gate but a budget is still released in one trip.

@@ -107,7 +107,7 @@ func TestBudgetAcrossProcesses(t *testing.T) {
 					t.Fatalf("%d of %d calls from two processes granted on a budget of ten, want 10", len(granted), n)
 				}
 				for _, p := range procs {
-					us, err := p.l.Budgets(t.Context(), []core.Budget{bud})
+					us, err := p.l.Budgets(t.Context(), req.Scope, req.Pool, []core.Budget{bud})
 					if err != nil || us[0].Spent != 1000 {
 						t.Fatalf("Budgets = %+v, %v; want 1000 spent, seen by both processes", us, err)
 					}
@@ -116,8 +116,8 @@ func TestBudgetAcrossProcesses(t *testing.T) {
 				if err := procs[1].l.Release(t.Context(), granted[0], core.Settlement{Kind: core.SettleActual, Cost: 40}); err != nil {
 					t.Fatal(err)
 				}
-				if us, err := procs[0].l.BudgetsOf(t.Context(), req.Scope, req.Pool, []core.Budget{bud}); err != nil || us[0].Spent != 940 {
-					t.Fatalf("BudgetsOf = %+v, %v; want 940", us, err)
+				if us, err := procs[0].l.Budgets(t.Context(), req.Scope, req.Pool, []core.Budget{bud}); err != nil || us[0].Spent != 940 {
+					t.Fatalf("Budgets = %+v, %v; want 940", us, err)
 				}
 			})
 		}
@@ -179,8 +179,7 @@ func TestBudgetKeys(t *testing.T) {
 }
 
 // TestBudgetClusterReads: on a cluster, Budgets reads the spend of the
-// scope that last checked a budget through the Limiter, and BudgetsOf a
-// given scope's.
+// scope it is given, and an empty window for a budget never checked.
 func TestBudgetClusterReads(t *testing.T) {
 	t.Parallel()
 	c := newClusterClient(t)
@@ -195,15 +194,15 @@ func TestBudgetClusterReads(t *testing.T) {
 		}
 	}
 	for scope, want := range map[string]int64{"CX": 300, "CY": 500, "CZ": 0} {
-		us, err := l.BudgetsOf(t.Context(), scope, "", []core.Budget{b})
+		us, err := l.Budgets(t.Context(), scope, "", []core.Budget{b})
 		if err != nil || us[0].Spent != want {
-			t.Fatalf("BudgetsOf(%s) = %+v, %v; want %d", scope, us, err, want)
+			t.Fatalf("Budgets(%s) = %+v, %v; want %d", scope, us, err, want)
 		}
 	}
 	if g, err := l.TryAcquire(t.Context(), core.PermitRequest{Scope: "CX", Source: "a", Budgets: []core.Budget{b}, Cost: 1}); err != nil || !g.OK {
 		t.Fatalf("TryAcquire = %+v, %v", g, err)
 	}
-	us, err := l.Budgets(t.Context(), []core.Budget{b, other})
+	us, err := l.Budgets(t.Context(), "CX", "", []core.Budget{b, other})
 	if err != nil || us[0].Spent != 301 || us[1].Spent != 0 || !us[1].WindowStart.Equal(clockEpoch) || !us[1].WindowEnd.Equal(clockEpoch.Add(time.Minute)) {
 		t.Fatalf("Budgets = %+v, %v; want CX's 301 and an empty window of the budget never checked", us, err)
 	}
@@ -226,7 +225,7 @@ func TestBudgetSpendNeverBelowZero(t *testing.T) {
 	if err := cl.l.Release(t.Context(), g.Permit, core.Settlement{Kind: core.SettleRefund}); err != nil {
 		t.Fatal(err)
 	}
-	if us, err := cl.l.Budgets(t.Context(), []core.Budget{b}); err != nil || us[0].Spent != 0 {
+	if us, err := cl.l.Budgets(t.Context(), "Z", "", []core.Budget{b}); err != nil || us[0].Spent != 0 {
 		t.Fatalf("Budgets = %+v, %v; want 0", us, err)
 	}
 }
@@ -252,7 +251,7 @@ func TestBudgetErrors(t *testing.T) {
 	if !errors.As(err, &ge) || !errors.As(err, &be) {
 		t.Fatalf("Admit: %v, want a GovernanceBackendError of a *BudgetError", err)
 	}
-	if _, err := l.Budgets(t.Context(), bad); !errors.As(err, &be) {
+	if _, err := l.Budgets(t.Context(), "E", "", bad); !errors.As(err, &be) {
 		t.Fatalf("Budgets: %v, want a *BudgetError", err)
 	}
 	if got := log.take(); len(got) != 0 {

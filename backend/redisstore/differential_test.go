@@ -107,7 +107,7 @@ func TestLimiterMatchesMemory(t *testing.T) {
 						t.Fatalf("%s: usage of %q: memory %+v, redis %+v", where, source, um, ur)
 					}
 				}
-				compareBudgets(t, where, mem, cl.l, budgets)
+				compareBudgets(t, where, mem, cl.l, scope, "", budgets)
 			}
 		}
 	}
@@ -151,14 +151,15 @@ func pickBudgets(rng *rand.Rand, bs []core.Budget) ([]core.Budget, int64) {
 	return picked, cost
 }
 
-// compareBudgets fails the test where the two limiters report bs apart.
-func compareBudgets(t *testing.T, where string, m, r core.BudgetLimiter, bs []core.Budget) {
+// compareBudgets fails the test where the two limiters report bs, as
+// scope in pool counts them, apart.
+func compareBudgets(t *testing.T, where string, m, r core.Limiter, scope, pool string, bs []core.Budget) {
 	t.Helper()
-	um, err := m.Budgets(t.Context(), bs)
+	um, err := m.Budgets(t.Context(), scope, pool, bs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ur, err := r.Budgets(t.Context(), bs)
+	ur, err := r.Budgets(t.Context(), scope, pool, bs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +350,7 @@ func TestAdmitterMatchesMemory(t *testing.T) {
 			case op < 9:
 				cl.clk.Advance(time.Duration(rng.IntN(6000)) * time.Millisecond)
 			default:
-				compareBudgets(t, where, ml, cl.l, budgets)
+				compareBudgets(t, where, ml, cl.l, sc.name, sc.pool, budgets)
 				for _, s := range []string{"a", "b", ""} {
 					um, _ := ml.Usage(ctx, sc.name, s)
 					ur, err := cl.l.Usage(ctx, sc.name, s)

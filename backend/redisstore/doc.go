@@ -1,8 +1,7 @@
 // Package redisstore holds the Redis backends of the governance ports:
-// Limiter (core.Limiter, with spend budgets: core.BudgetLimiter), Breaker
-// (core.Breaker, with the operator's switch: core.SourceSwitch, and the
-// upstream's pushback: core.Pushback), Cache (core.Cache) and the native
-// admission port Admitter (core.Admitter, and core.PushbackAdmitter).
+// Limiter (core.Limiter, with its spend budgets), Breaker (core.Breaker,
+// with the operator's switch and the upstream's pushback), Cache
+// (core.Cache) and the native admission port Admitter (core.Admitter).
 // Processes that point at the same Redis share one set of rate limits and
 // budgets, one state (switch and pushback) per circuit and one response
 // cache.
@@ -77,10 +76,9 @@
 //	{prefix}:pool:{POOL}:bud:{budget key}:{window s}
 //
 // so a budget is counted per scope there, or per pool: scopes that must
-// share a budget on a cluster share a pool. Budgets then reads the spend
-// of the scope that last checked the budget through the Limiter, and
-// Limiter.BudgetsOf a given scope's. A key checked with two window lengths
-// has two spends. The hash holds its current window (s: the window's
+// share a budget on a cluster share a pool. Limiter.Budgets then reads the
+// spend of the scope (or pool) it is given. A key checked with two window
+// lengths has two spends. The hash holds its current window (s: the window's
 // start, v: the spend, and one field per reservation in flight) and
 // expires a second past the window's end; see lua/lib/budget.lua.
 //
@@ -183,7 +181,7 @@
 //
 // # Pushback
 //
-// Breaker.PushBack (and Admitter.PushBack, core.PushbackAdmitter) shares
+// Breaker.PushBack (and Admitter.PushBack) shares
 // an upstream's 429 with every process at once: the source is not to be
 // asked before d has passed on the server's clock (TIME, read inside the
 // script, never the client's). It is one script on one key next to the

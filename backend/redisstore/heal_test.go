@@ -201,7 +201,7 @@ func TestLostRepliesSettleBudgets(t *testing.T) {
 		b := core.Budget{Key: "client:heal" + strconv.Itoa(i), Limit: 1000, Window: window}
 		spent := func() int64 {
 			t.Helper()
-			us, err := r.l.Budgets(ctx, []core.Budget{b})
+			us, err := r.l.Budgets(ctx, "HEAL", "", []core.Budget{b})
 			if err != nil {
 				t.Fatal(err)
 			}

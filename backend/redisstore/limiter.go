@@ -14,7 +14,7 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-// Limiter is the core.Limiter and core.BudgetLimiter on Redis: the six
+// Limiter is the core.Limiter on Redis: the six
 // gates of every scope and the spend budgets, shared by every process that
 // uses the same Redis and prefix.
 //
@@ -58,10 +58,10 @@ import (
 //     Usage; a scope that moves to another pool starts from fresh counts
 //     there (its permits of the old pool lapse with their leases).
 //
-//   - Budgets (core.BudgetLimiter) are checked in the same script, after
-//     the six gates, in the request's order: the first without room for
-//     PermitRequest.Cost refuses with GateBudget, its key and RetryAfter
-//     until its window ends, and nothing is counted. A grant reserves Cost
+//   - Budgets (core.Limiter's spend budgets) are checked in the same
+//     script, after the six gates, in the request's order: the first
+//     without room for PermitRequest.Cost refuses with GateBudget, its key
+//     and RetryAfter until its window ends, and nothing is counted. A grant reserves Cost
 //     (a negative one as 0) on every budget's current window, fixed and
 //     aligned to the Unix epoch by the server's clock. Release settles the
 //     reservation once, in that window, as memory.Limiter does: actual,
@@ -159,7 +159,6 @@ func (l *Limiter) TryAcquire(ctx context.Context, req core.PermitRequest) (core.
 		if err := checkBudgets(req.Budgets); err != nil {
 			return core.Grant{}, err
 		}
-		l.noteBudgets(req.Scope, req.Pool, req.Budgets)
 	}
 	l.pools.note(req.Scope, req.Pool)
 	lease := newLease(&req)

@@ -187,7 +187,7 @@ func TestBudgetReclaimAndRetries(t *testing.T) {
 	req := core.AdmitRequest{Permit: core.PermitRequest{Scope: "T", Source: "a", Budgets: []core.Budget{bud}, Cost: 600, LeaseTTL: time.Hour}}
 	spent := func() int64 {
 		t.Helper()
-		us, err := l.Budgets(ctx, []core.Budget{bud})
+		us, err := l.Budgets(ctx, "T", "", []core.Budget{bud})
 		if err != nil {
 			t.Fatal(err)
 		}

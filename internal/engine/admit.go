@@ -137,8 +137,8 @@ func (r *run) admitHolding(ctx context.Context, i int) (t core.Ticket, ok bool, 
 	if t.Admission.Allowed && t.Grant.OK {
 		// The admission took the waiter's place (and its reservation).
 		r.waiter = nil
-		if e.qobs != nil {
-			e.qobs.Admitted(e.settings.Scope, r.call.Place)
+		if e.obs != nil {
+			e.obs.Admitted(e.settings.Scope, r.call.Place)
 		}
 		return t, true, nil
 	}
@@ -258,21 +258,17 @@ func (e *Engine) finish(ctx context.Context, callID string, s *sourceState, t *c
 }
 
 // pushBack shares the wait a 429 imposed on s with every process of the
-// breaker's backend (core.PushbackAdmitter), detached from the caller's
+// breaker's backend (core.Admitter.PushBack), detached from the caller's
 // cancellation and bounded like finish. A failure is logged (rate-limited):
 // the process's own hold still holds the source back.
 func (e *Engine) pushBack(ctx context.Context, callID string, s *sourceState, d time.Duration) {
-	pa, ok := e.admitter.(core.PushbackAdmitter)
-	if !ok {
-		return
-	}
 	fctx := context.WithoutCancel(ctx)
 	if !e.inProcess {
 		var cancel context.CancelFunc
 		fctx, cancel = finishContext(ctx)
 		defer cancel()
 	}
-	if err := pa.PushBack(fctx, e.settings.Scope, s.cfg.Name, s.breaker, d); err != nil {
+	if err := e.admitter.PushBack(fctx, e.settings.Scope, s.cfg.Name, s.breaker, d); err != nil {
 		e.warnBackend(ctx, "polygateway: sharing a 429 pushback failed", callID, s.cfg.Name, err)
 	}
 }

@@ -123,23 +123,13 @@ func (r *run) budgetExhausted(source string, g core.Grant) *core.GatewayUnavaila
 }
 
 // Budgets reports the current window of the scope's budget and of extra
-// (a gateway's client budgets). It needs a core.BudgetLimiter.
+// (a gateway's client budgets), as the scope (in its pool) counts them.
 func (e *Engine) Budgets(ctx context.Context, extra ...core.Budget) ([]core.BudgetUsage, error) {
 	bs := append(append([]core.Budget(nil), e.scopeBudgets...), extra...)
 	if len(bs) == 0 {
 		return nil, nil
 	}
-	bl, ok := e.limiter.(core.BudgetLimiter)
-	if !ok {
-		return nil, errNoBudgets
-	}
-	var out []core.BudgetUsage
-	var err error
-	if sr, ok := bl.(core.ScopedBudgetReader); ok {
-		out, err = sr.BudgetsOf(ctx, e.settings.Scope, e.settings.GlobalPool, bs)
-	} else {
-		out, err = bl.Budgets(ctx, bs)
-	}
+	out, err := e.limiter.Budgets(ctx, e.settings.Scope, e.settings.GlobalPool, bs)
 	if err != nil {
 		return nil, &core.GovernanceBackendError{Backend: "limiter", Op: "budgets", Err: err}
 	}

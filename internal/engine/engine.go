@@ -36,6 +36,13 @@ type Config struct {
 	// Admitter passes attempts through the breaker and the limiter.
 	// Default: core.ComposeAdmitter(Limiter, Breaker).
 	Admitter core.Admitter
+	// InProcess is true when the admitter lives in the process and never
+	// waits on I/O (the memory backends): the engine then finishes
+	// attempts, shares pushback and leaves the queue without a deadline
+	// of its own, sparing a timer per call. Leave it false for a backend
+	// reached over the network, whose calls after an attempt must be
+	// bounded.
+	InProcess bool
 	// Selector chooses among eligible sources. Default: the built-in named
 	// by Settings.Selector.
 	Selector core.Selector
@@ -66,7 +73,7 @@ type Engine struct {
 	// windows is true when a source has a CONTEXT_WINDOW.
 	windows bool
 	pricing core.PricingTable
-	// inProcess is true when the admitter never blocks (core.InProcess):
+	// inProcess is true when the admitter never blocks (Config.InProcess):
 	// finishing needs no deadline of its own.
 	inProcess bool
 	// scopeBudgets holds the scope's spend budget, or is nil.
@@ -74,9 +81,7 @@ type Engine struct {
 	clock        core.Clock
 	log          *slog.Logger
 	obs          core.Observer
-	// qobs is obs when it also receives the queue's events.
-	qobs   core.QueueObserver
-	tracer core.Tracer
+	tracer       core.Tracer
 	// queued counts the calls waiting in the admission queue, by class.
 	queued [core.NumPriorities]atomic.Int32
 
@@ -101,30 +106,27 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("polygateway: engine: upstream, limiter and breaker are required")
 	}
 	e := &Engine{
-		settings: cfg.Settings,
-		up:       cfg.Upstream,
-		limiter:  cfg.Limiter,
-		breaker:  cfg.Breaker,
-		admitter: cfg.Admitter,
-		selector: cfg.Selector,
-		pricing:  cfg.Pricing,
-		clock:    cfg.Clock,
-		log:      cfg.Logger,
-		obs:      cfg.Observer,
-		tracer:   cfg.Tracer,
+		settings:  cfg.Settings,
+		up:        cfg.Upstream,
+		limiter:   cfg.Limiter,
+		breaker:   cfg.Breaker,
+		admitter:  cfg.Admitter,
+		selector:  cfg.Selector,
+		pricing:   cfg.Pricing,
+		clock:     cfg.Clock,
+		inProcess: cfg.InProcess,
+		log:       cfg.Logger,
+		obs:       cfg.Observer,
+		tracer:    cfg.Tracer,
 	}
 	if e.clock == nil {
 		e.clock = core.SystemClock{}
 	}
-	e.qobs, _ = e.obs.(core.QueueObserver)
 	if e.admitter == nil {
 		e.admitter = core.ComposeAdmitter(e.limiter, e.breaker)
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
-	}
-	if ip, ok := e.admitter.(core.InProcess); ok {
-		e.inProcess = ip.InProcess()
 	}
 	if e.selector == nil {
 		sel, err := Builtin(e.settings.Selector)
@@ -132,8 +134,8 @@ func New(cfg Config) (*Engine, error) {
 			return nil, err
 		}
 		e.selector = sel
+		e.healthGated = healthGated(e.settings.Selector)
 	}
-	_, e.healthGated = e.selector.(healthGatedSelector)
 	if e.settings.Retry.MaxAttempts < 1 {
 		e.settings.Retry.MaxAttempts = 1
 	}
@@ -147,9 +149,6 @@ func New(cfg Config) (*Engine, error) {
 		}
 		if b.Window < time.Second {
 			return nil, errors.New("polygateway: engine: budget window below 1s")
-		}
-		if _, ok := e.limiter.(core.BudgetLimiter); !ok {
-			return nil, errNoBudgets
 		}
 		e.settings.Budget = b
 		e.scopeBudgets = []core.Budget{b}
@@ -165,10 +164,6 @@ func New(cfg Config) (*Engine, error) {
 	e.lastProgress.Store(e.clock.Now().UnixNano())
 	return e, nil
 }
-
-// errNoBudgets is the error of a spend budget on a limiter that cannot
-// hold one.
-var errNoBudgets = errors.New("polygateway: engine: the limiter backend does not enforce spend budgets (it is no core.BudgetLimiter)")
 
 // Windows reports whether a source has a CONTEXT_WINDOW (the chat front-end
 // then estimates Call.Tokens).
@@ -238,20 +233,16 @@ func (e *Engine) Reset(ctx context.Context, source string) error {
 }
 
 // SetEnabled switches source off (enabled=false) or on again, through the
-// breaker backend (core.SourceSwitch), so that every process sharing the
+// breaker backend (core.Breaker.SetEnabled), so that every process sharing the
 // backend sees it: a switched-off source gets no request until it is
 // switched on. This process applies it at once; others within
 // disabledRecheck of their next call to the scope.
 func (e *Engine) SetEnabled(ctx context.Context, source string, enabled bool) error {
-	sw, ok := e.breaker.(core.SourceSwitch)
-	if !ok {
-		return errNoSwitch
-	}
 	for _, s := range e.sources {
 		if s.cfg.Name != source {
 			continue
 		}
-		if err := sw.SetEnabled(ctx, e.settings.Scope, source, s.breaker, enabled); err != nil {
+		if err := e.breaker.SetEnabled(ctx, e.settings.Scope, source, s.breaker, enabled); err != nil {
 			return &core.GovernanceBackendError{Backend: "breaker", Op: "switch", Err: err}
 		}
 		s.switchHold(e.clock.Now(), !enabled)
@@ -264,7 +255,3 @@ func (e *Engine) SetEnabled(ctx context.Context, source string, enabled bool) er
 	}
 	return &core.UnknownSourceError{Scope: e.settings.Scope, Source: source}
 }
-
-// errNoSwitch is the error of SetEnabled on a breaker that cannot switch
-// sources.
-var errNoSwitch = errors.New("polygateway: engine: the breaker backend cannot switch sources off (it is no core.SourceSwitch)")

@@ -150,6 +150,9 @@ func (l failingLimiter) Release(context.Context, core.Permit, core.Settlement) e
 func (l failingLimiter) Usage(context.Context, string, string) (core.LimiterUsage, error) {
 	return core.LimiterUsage{}, l.err
 }
+func (l failingLimiter) Budgets(context.Context, string, string, []core.Budget) ([]core.BudgetUsage, error) {
+	return nil, l.err
+}
 
 // failingBreaker is a core.Breaker whose backend is down.
 type failingBreaker struct{ err error }
@@ -164,6 +167,12 @@ func (b failingBreaker) Snapshot(context.Context, string, string, core.BreakerCo
 	return core.BreakerSnapshot{}, b.err
 }
 func (b failingBreaker) Reset(context.Context, string, string, core.BreakerConfig) error {
+	return b.err
+}
+func (b failingBreaker) SetEnabled(context.Context, string, string, core.BreakerConfig, bool) error {
+	return b.err
+}
+func (b failingBreaker) PushBack(context.Context, string, string, core.BreakerConfig, time.Duration) error {
 	return b.err
 }
 

@@ -45,9 +45,11 @@ func (o *recordingObserver) Attempt(ev core.AttemptEvent) {
 	o.finished = append(o.finished, ev)
 	o.mu.Unlock()
 }
-func (o *recordingObserver) Refused(string, string, core.Reason)            {}
-func (o *recordingObserver) Waited(string, time.Duration)                   {}
-func (o *recordingObserver) BreakerState(string, string, core.BreakerState) {}
+func (o *recordingObserver) Refused(string, string, core.Reason)              {}
+func (o *recordingObserver) Waited(string, time.Duration)                     {}
+func (o *recordingObserver) BreakerState(string, string, core.BreakerState)   {}
+func (o *recordingObserver) Admitted(string, core.Place)                      {}
+func (o *recordingObserver) QueueWaited(string, core.Priority, time.Duration) {}
 
 // TestEveryPolicyRowHasItsEffects drives one attempt that ends as each row
 // of the policy table says, on source a (another source b, of another

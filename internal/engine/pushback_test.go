@@ -86,7 +86,7 @@ func TestAPersistently429ingPrimaryIsNeverHammered(t *testing.T) {
 								set.Retry.TierPatience = 3 * time.Second
 								up := &throttled{latency: 20 * time.Millisecond, retryAfter: ra}
 								lim, br := memory.NewLimiter(), memory.NewBreaker()
-								adm := core.ComposeAdmitter(lim, br).(core.PushbackAdmitter)
+								adm := core.ComposeAdmitter(lim, br)
 								g, err := New(Config{Settings: set, Upstream: up, Limiter: lim, Breaker: br, Admitter: roundTripAdmitter{adm, rtt}})
 								if err != nil {
 									t.Fatal(err)

@@ -58,9 +58,7 @@ func (r *run) waitInLine(ctx context.Context) error {
 	r.call.QueueWait += waited
 	if e.obs != nil {
 		e.obs.Waited(e.settings.Scope, waited)
-	}
-	if e.qobs != nil {
-		e.qobs.QueueWaited(e.settings.Scope, class, waited)
+		e.obs.QueueWaited(e.settings.Scope, class, waited)
 	}
 	r.newRound()
 	if err != nil {

@@ -115,6 +115,11 @@ func (q *queueAdmitter) Finish(_ context.Context, t core.Ticket, _ core.Settleme
 	return true, nil
 }
 
+// PushBack records nothing: the fake has no circuits.
+func (*queueAdmitter) PushBack(context.Context, string, string, core.BreakerConfig, time.Duration) error {
+	return nil
+}
+
 func (q *queueAdmitter) waiting() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -176,7 +181,7 @@ type queueObserver struct {
 	admitted map[core.Place]int
 }
 
-var _ core.QueueObserver = (*queueObserver)(nil)
+var _ core.Observer = (*queueObserver)(nil)
 
 func newQueueObserver() *queueObserver {
 	return &queueObserver{waits: map[core.Priority][]time.Duration{}, admitted: map[core.Place]int{}}

@@ -79,7 +79,7 @@ func TestAQueuedCallIsHandedTheSlotAFinishedCallFrees(t *testing.T) {
 
 // TestTheQueueWaitIsRecordedAndObserved: a call that waited one service
 // time in the queue carries the wait in Call.QueueWait, and the
-// QueueObserver sees the wait by class and the admissions by place.
+// Observer sees the wait by class and the admissions by place.
 func TestTheQueueWaitIsRecordedAndObserved(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {

@@ -15,8 +15,6 @@ type costAware struct{}
 
 var _ core.Selector = costAware{}
 
-func (costAware) healthGated() {}
-
 // Select implements core.Selector.
 func (costAware) Select(_ context.Context, cands []core.Candidate) (int, error) {
 	healthy := anyHealthy(cands)

@@ -20,8 +20,6 @@ type healthAware struct{}
 
 var _ core.Selector = healthAware{}
 
-func (healthAware) healthGated() {}
-
 // Select implements core.Selector.
 func (healthAware) Select(_ context.Context, cands []core.Candidate) (int, error) {
 	return p2c(cands, anyHealthy(cands)), nil

@@ -6,11 +6,17 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
-// healthGatedSelector marks the built-in selectors that choose a weak
-// candidate only when no healthy one is among the candidates; the engine
-// then also waits for a busy healthy source rather than spill onto weak ones.
-type healthGatedSelector interface {
-	healthGated()
+// healthGated reports whether the built-in selector named name chooses a
+// weak candidate only when no healthy one is among the candidates
+// (health_aware, cost_aware); the engine then also waits for a busy
+// healthy source rather than spill onto weak ones. A selector the caller
+// gives is not.
+func healthGated(name core.SelectorName) bool {
+	switch name {
+	case "", core.SelectorHealthAware, core.SelectorCostAware:
+		return true
+	}
+	return false
 }
 
 // Builtin returns a fresh instance of the built-in selector named name: the

@@ -15,7 +15,7 @@ import (
 // backend across the network does (Redis): calls racing for a source are
 // all inside Admit at once.
 type roundTripAdmitter struct {
-	core.PushbackAdmitter
+	core.Admitter
 	rtt time.Duration
 }
 
@@ -27,10 +27,10 @@ func (a roundTripAdmitter) Admit(ctx context.Context, req core.AdmitRequest) (co
 		return core.Ticket{}, ctx.Err()
 	case <-t.C:
 	}
-	return a.PushbackAdmitter.Admit(ctx, req)
+	return a.Admitter.Admit(ctx, req)
 }
 
-var _ core.PushbackAdmitter = roundTripAdmitter{}
+var _ core.Admitter = roundTripAdmitter{}
 
 // firstWave is an upstream that answers after latency and counts the
 // requests that arrived before its first answer left.
@@ -78,7 +78,7 @@ func TestACallBurstOnAColdSourceNeverExceedsTheStartLimit(t *testing.T) {
 					set := testSettings(src("a", 0))
 					set.Retry.MaxAttempts = 1
 					lim, br := memory.NewLimiter(), memory.NewBreaker()
-					adm := core.ComposeAdmitter(lim, br).(core.PushbackAdmitter)
+					adm := core.ComposeAdmitter(lim, br)
 					g, err := New(Config{Settings: set, Upstream: up, Limiter: lim, Breaker: br, Admitter: roundTripAdmitter{adm, rtt}})
 					if err != nil {
 						t.Fatal(err)

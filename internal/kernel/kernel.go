@@ -160,7 +160,7 @@ func Assemble(s core.GatewaySettings, o Options) (_ *Client, err error) {
 	c.buildTransport(&s, o)
 	c.engine, err = engine.New(engine.Config{
 		Settings: s, Upstream: chatUpstream{t: c.transport, quality: s.Quality}, Limiter: b.limiter, Breaker: b.breaker,
-		Admitter: b.admitter, Selector: o.Selector, Pricing: b.pricing, Clock: clock, Logger: logger, Observer: o.Observer,
+		Admitter: b.admitter, InProcess: inProcess(b), Selector: o.Selector, Pricing: b.pricing, Clock: clock, Logger: logger, Observer: o.Observer,
 		Tracer: o.Tracer,
 	})
 	if err != nil {
@@ -178,6 +178,22 @@ type backends struct {
 	admitter core.Admitter // nil: composed from limiter and breaker
 	cache    core.Cache    // nil: no response cache
 	pricing  core.PricingTable
+}
+
+// inProcess reports whether b's attempts pass through backends that live
+// in this process and never wait on I/O: the memory Limiter and Breaker,
+// composed (no admitter of another store). The engine then needs no
+// deadline of its own for the work after an attempt
+// (engine.Config.InProcess). It names the memory package's own types: a
+// backend of another package, or a wrapper of a memory backend, gets the
+// bounded path, which is always safe.
+func inProcess(b backends) bool {
+	if b.admitter != nil {
+		return false
+	}
+	_, ml := b.limiter.(*memory.Limiter)
+	_, mb := b.breaker.(*memory.Breaker)
+	return ml && mb
 }
 
 // buildBackends builds the backends of s, the ones o gives first; the
@@ -213,12 +229,12 @@ func (c *Client) buildBackends(asm *registry.Assembly, s core.GatewaySettings, o
 			return b, err
 		}
 	}
-	if err := checkBudget(s, b.limiter, b.pricing); err != nil {
+	if err := checkBudget(s, b.pricing); err != nil {
 		return b, err
 	}
 	probe := s
 	probe.Budget = core.Budget{Key: "probe", Limit: 1, Window: time.Second}
-	c.budgetErr = checkBudget(probe, b.limiter, b.pricing)
+	c.budgetErr = checkBudget(probe, b.pricing)
 	return b, nil
 }
 
