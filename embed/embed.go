@@ -46,6 +46,10 @@ type Response struct {
 	// BatchCallIDs are the call_ids of the batches' telemetry rows, in
 	// batch order.
 	BatchCallIDs []string
+	// QueueWait is the time the batches waited in the admission queue for
+	// full gates, summed (0 when none waited; batches sent in parallel
+	// may have waited at the same time).
+	QueueWait time.Duration
 }
 
 // BatchError is the failure of one batch of an Embed call. It wraps the
@@ -169,6 +173,7 @@ func (out *Response) merge(batches []batch, n int) {
 		r := bt.resp
 		out.Vectors = append(out.Vectors, bt.vecs...)
 		out.PromptTokens += r.PromptTokens
+		out.QueueWait += bt.call.QueueWait
 		switch {
 		case r.UsageSource == core.UsageEstimated:
 			out.UsageSource = core.UsageEstimated

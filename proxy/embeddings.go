@@ -76,6 +76,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri.source = resp.SourceName
+	ri.queueWait += resp.QueueWait
 	h := w.Header()
 	h.Set("X-PolyGateway-Source", resp.SourceName)
 	h.Set("X-PolyGateway-Cache", "miss")

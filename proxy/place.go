@@ -128,7 +128,7 @@ func (c *Config) keyPriorities(hashes [][sha256.Size]byte) ([]core.Priority, err
 
 // placeAttrs appends the request's place in the queue to its log line:
 // priority and tenant (when it has one) for a governed request, and
-// queue_wait_ms when its chat calls waited in an admission queue.
+// queue_wait_ms when its calls waited in an admission queue.
 func (ri *reqInfo) placeAttrs(attrs []slog.Attr) []slog.Attr {
 	if !ri.placed {
 		return attrs
