@@ -183,8 +183,13 @@ func TestQueueCostWithoutWaiting(t *testing.T) {
 	for _, arm := range arms {
 		req := core.AdmitRequest{Breaker: backendtest.SuiteBreakerConfig(), Permit: core.PermitRequest{Scope: "FREE", Source: "s",
 			SourceLimits: arm.source, GlobalLimits: arm.global, Tokens: 10, LeaseTTL: time.Minute}}
-		var per [2]float64
-		for round := range 2 { // the first round loads the scripts and makes the keys
+		// The first round loads the scripts and makes the keys; of the
+		// others, the cheapest counts: a level's log is purged at most
+		// once a second whatever the calls (lib/common.lua, PURGE_EVERY),
+		// and a round that a loaded machine stretches past a second pays
+		// for that purge besides the calls' own commands.
+		per := [2]float64{-1, -1}
+		for round := range 4 {
 			before := commandStats(t, stats)
 			for range calls {
 				tk, err := a.Admit(ctx, req)
@@ -196,11 +201,12 @@ func TestQueueCostWithoutWaiting(t *testing.T) {
 				}
 			}
 			after := commandStats(t, stats)
-			if round == 1 {
-				per = [2]float64{
-					float64(sum(after, before, func(n string) bool { return strings.HasPrefix(n, "eval") })) / calls,
-					float64(sum(after, before, func(n string) bool { return n != "info" && !strings.HasPrefix(n, "eval") })) / calls,
-				}
+			got := [2]float64{
+				float64(sum(after, before, func(n string) bool { return strings.HasPrefix(n, "eval") })) / calls,
+				float64(sum(after, before, func(n string) bool { return n != "info" && !strings.HasPrefix(n, "eval") })) / calls,
+			}
+			if round > 0 && (per[1] < 0 || got[1] < per[1]) {
+				per = got
 				var inside []string
 				for name, v := range after {
 					if d := v - before[name]; d > 0 && name != "info" && !strings.HasPrefix(name, "eval") {
