@@ -10,6 +10,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/core"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -269,7 +270,7 @@ func TestContextLengthExceededIsRejectedAfterOneAttemptWhenNoOtherModelIsConfigu
 	c := baseEnv().source("openai", 1, a).source("openai", 2, b, "PRIORITY", "1").client(t) // same MODEL
 	_, err := ask(t, c)
 	var re *polygateway.RequestRejectedError
-	if !errors.As(err, &re) || re.Code != "context_length_exceeded" || re.Reason != polygateway.ReasonContextLength {
+	if !errors.As(err, &re) || re.Code != "context_length_exceeded" || re.Reason != core.ReasonContextLength {
 		t.Fatalf("err = %v, want RequestRejectedError with code context_length_exceeded", err)
 	}
 	if a.Requests()+b.Requests() != 1 {
@@ -292,7 +293,7 @@ func TestContextLengthExceededRoutesToASourceOfAnotherModel(t *testing.T) {
 		t.Errorf("requests a=%d a2=%d b=%d, want A once, the other A-model source never, B once", a.Requests(), a2.Requests(), b.Requests())
 	}
 	for _, s := range c.Sources(context.Background()) {
-		if s.Name == "openai_1" && (s.Breaker.State != polygateway.StateClosed || s.Breaker.ConsecutiveFailures != 0) {
+		if s.Name == "openai_1" && (s.Breaker.State != core.StateClosed || s.Breaker.ConsecutiveFailures != 0) {
 			t.Errorf("A's breaker was charged: %+v", s.Breaker)
 		}
 	}
@@ -331,7 +332,7 @@ func TestUnauthorizedSourceOpensAtOnceAndIsNeverReachedAgain(t *testing.T) {
 		t.Fatalf("the 401 source got %d requests, want 1", n)
 	}
 	for _, s := range c.Sources(context.Background()) {
-		if s.Name == "openai_1" && s.Breaker.State != polygateway.StateOpen {
+		if s.Name == "openai_1" && s.Breaker.State != core.StateOpen {
 			t.Fatalf("breaker of openai_1 is %s, want open", s.Breaker.State)
 		}
 	}

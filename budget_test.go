@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -54,10 +55,10 @@ func TestFiftyConcurrentCallsAgainstABudgetOfTenSendAtMostTen(t *testing.T) {
 			continue
 		}
 		var u *polygateway.GatewayUnavailableError
-		if !errors.As(err, &u) || u.Reason != polygateway.ReasonBudgetExhausted || !errors.Is(err, polygateway.ErrBudgetExhausted) {
+		if !errors.As(err, &u) || u.Reason != core.ReasonBudgetExhausted || !errors.Is(err, polygateway.ErrBudgetExhausted) {
 			t.Fatalf("a call ended with %v, want an answer or budget_exhausted", err)
 		}
-		if u.RetryAfter <= 0 || u.RetryAfter > time.Hour || u.Budget != "scope:LLM" || u.PerSource["openai_1"] != polygateway.ReasonBudgetExhausted {
+		if u.RetryAfter <= 0 || u.RetryAfter > time.Hour || u.Budget != "scope:LLM" || u.PerSource["openai_1"] != core.ReasonBudgetExhausted {
 			t.Fatalf("refusal %+v, want RetryAfter within the hour's window, the scope's budget and the source named", u)
 		}
 		refused++
@@ -140,7 +141,7 @@ func TestADisabledSourceGetsNoRequestUntilEnabled(t *testing.T) {
 			st = s
 		}
 	}
-	if !st.Breaker.Disabled || st.Breaker.State != polygateway.StateClosed {
+	if !st.Breaker.Disabled || st.Breaker.State != core.StateClosed {
 		t.Fatalf("status %+v, want disabled with its circuit closed", st.Breaker)
 	}
 	// Every source off: a call fails at once, naming why.
@@ -148,13 +149,13 @@ func TestADisabledSourceGetsNoRequestUntilEnabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var u *polygateway.GatewayUnavailableError
-	if _, err := ask(t, c); !errors.As(err, &u) || u.Reason != polygateway.ReasonDisabled || u.PerSource["openai_1"] != polygateway.ReasonDisabled {
+	if _, err := ask(t, c); !errors.As(err, &u) || u.Reason != core.ReasonDisabled || u.PerSource["openai_1"] != core.ReasonDisabled {
 		t.Fatalf("all off: %v, want reason disabled", err)
 	}
 	if err := c.ResetAllSources(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ask(t, c); !errors.As(err, &u) || u.Reason != polygateway.ReasonDisabled {
+	if _, err := ask(t, c); !errors.As(err, &u) || u.Reason != core.ReasonDisabled {
 		t.Fatalf("a reset switched a source on: %v", err)
 	}
 	for _, name := range []string{"openai_1", "qwen_1"} {

@@ -5,35 +5,8 @@ import (
 	"github.com/polygateway/polygateway/internal/kernel"
 )
 
-// Reason is the controlled vocabulary of why a source or a scope failed.
-type Reason = core.Reason
-
-// Reason values.
-const (
-	ReasonNetworkError   = core.ReasonNetworkError
-	ReasonTimeout        = core.ReasonTimeout
-	ReasonRateLimited    = core.ReasonRateLimited
-	ReasonSourceDead     = core.ReasonSourceDead
-	ReasonCircuitOpen    = core.ReasonCircuitOpen
-	ReasonRetryExhausted = core.ReasonRetryExhausted
-	ReasonStalled        = core.ReasonStalled
-	ReasonServerError    = core.ReasonServerError
-	ReasonContextLength  = core.ReasonContextLength
-	ReasonContentFilter  = core.ReasonContentFilter
-	ReasonLowQuality     = core.ReasonLowQuality
-	// ReasonBudgetExhausted: a spend budget had no room for the call.
-	ReasonBudgetExhausted = core.ReasonBudgetExhausted
-	// ReasonDisabled: an operator switched the source off.
-	ReasonDisabled = core.ReasonDisabled
-	// ReasonTaskFailed: the source answered but could not do the task (an
-	// OCR server's "success": false): retried elsewhere, alive for the
-	// breaker.
-	ReasonTaskFailed = core.ReasonTaskFailed
-	// ReasonQueueDeadline: the gates were full and the call's deadline
-	// could not be met behind the calls waiting ahead of it; RetryAfter is
-	// the queue's estimate of when it would have been admitted.
-	ReasonQueueDeadline = core.ReasonQueueDeadline
-)
+// An error's reason (GatewayUnavailableError.Reason, TransientError.Reason,
+// …) is a core.Reason, one of the core.Reason… constants.
 
 // Sentinels, matched with errors.Is.
 var (
@@ -50,10 +23,6 @@ var (
 	// estimated cost (Reason budget_exhausted; RetryAfter is when the
 	// budget's window ends). It also matches ErrAllSourcesExhausted.
 	ErrBudgetExhausted = core.ErrBudgetExhausted
-	// ErrTenantTooLong matches the RequestRejectedError (Code
-	// "tenant_too_long") of a call whose WithTenant name is longer than
-	// MaxTenant bytes, refused before any request.
-	ErrTenantTooLong = core.ErrTenantTooLong
 	// ErrRedirect matches the failure of an attempt whose source answered
 	// with a redirect (any 3xx), which is never followed: a TransientError
 	// (network_error) of the source with the 3xx StatusCode.

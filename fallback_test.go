@@ -8,6 +8,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/backendtest"
+	"github.com/polygateway/polygateway/core"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
@@ -25,7 +26,7 @@ func TestQualityGuardFailsOverWithoutChargingTheBreaker(t *testing.T) {
 		}
 	}
 	for _, s := range c.Sources(context.Background()) {
-		if s.Breaker.State != polygateway.StateClosed || s.Breaker.ConsecutiveFailures != 0 {
+		if s.Breaker.State != core.StateClosed || s.Breaker.ConsecutiveFailures != 0 {
 			t.Fatalf("%s breaker charged by low-quality answers: %+v", s.Name, s.Breaker)
 		}
 	}
@@ -129,7 +130,7 @@ func TestADegradedAnswerWritesOneRowDescribingItAndItsStrategy(t *testing.T) {
 		}
 		clk.Advance(20 * time.Second) // past the TTL, inside the stale window
 		stale, err := ask(t, c)
-		if err != nil || stale.DegradedBy != polygateway.DegradedStaleCache {
+		if err != nil || stale.DegradedBy != core.DegradedStaleCache {
 			t.Fatalf("= (%+v, %v), want the stale answer", stale, err)
 		}
 		recs := sink.Records()
@@ -154,7 +155,7 @@ func TestADegradedAnswerWritesOneRowDescribingItAndItsStrategy(t *testing.T) {
 				return &polygateway.LLMResponse{Content: "from the fallback", Model: "canned"}, nil
 			}))
 		resp, err := ask(t, c)
-		if err != nil || resp.DegradedBy != polygateway.DegradedFallback || !resp.Degraded {
+		if err != nil || resp.DegradedBy != core.DegradedFallback || !resp.Degraded {
 			t.Fatalf("= (%+v, %v), want the fallback's answer", resp, err)
 		}
 		recs := sink.Records()

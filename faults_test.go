@@ -9,6 +9,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/core"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -180,11 +181,11 @@ func TestUnavailableErrorsSayWhenToRetryAndNameEverySource(t *testing.T) {
 	// usable before the cooldown ends.
 	_, err := ask(t, c)
 	var u *polygateway.GatewayUnavailableError
-	if !errors.As(err, &u) || u.Reason != polygateway.ReasonRetryExhausted {
+	if !errors.As(err, &u) || u.Reason != core.ReasonRetryExhausted {
 		t.Fatalf("first call: %v, want retry_exhausted", err)
 	}
 	if u.RetryAfter < 20*time.Second || u.RetryAfter > 30*time.Second || len(u.PerSource) != 2 ||
-		u.PerSource["openai_1"] != polygateway.ReasonServerError || u.PerSource["qwen_1"] != polygateway.ReasonServerError {
+		u.PerSource["openai_1"] != core.ReasonServerError || u.PerSource["qwen_1"] != core.ReasonServerError {
 		t.Fatalf("retry_exhausted: RetryAfter %v, PerSource %v; want about the 30 s cooldown and both sources named", u.RetryAfter, u.PerSource)
 	}
 }
@@ -201,11 +202,11 @@ func TestCircuitOpenSaysWhenAProbeIsAdmittedAndNamesEverySource(t *testing.T) {
 	before := a.Requests() + b.Requests()
 	_, err := ask(t, c)
 	var u *polygateway.GatewayUnavailableError
-	if !errors.As(err, &u) || u.Reason != polygateway.ReasonCircuitOpen || !errors.Is(err, polygateway.ErrCircuitOpen) {
+	if !errors.As(err, &u) || u.Reason != core.ReasonCircuitOpen || !errors.Is(err, polygateway.ErrCircuitOpen) {
 		t.Fatalf("second call: %v, want circuit_open", err)
 	}
 	if u.RetryAfter < 20*time.Second || u.RetryAfter > 30*time.Second ||
-		u.PerSource["openai_1"] != polygateway.ReasonCircuitOpen || u.PerSource["qwen_1"] != polygateway.ReasonCircuitOpen {
+		u.PerSource["openai_1"] != core.ReasonCircuitOpen || u.PerSource["qwen_1"] != core.ReasonCircuitOpen {
 		t.Fatalf("circuit_open: RetryAfter %v, PerSource %v; want about the 30 s cooldown and both sources circuit_open", u.RetryAfter, u.PerSource)
 	}
 	if a.Requests()+b.Requests() != before {

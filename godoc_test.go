@@ -174,3 +174,46 @@ func docSection(doc, name string) string {
 	}
 	return rest
 }
+
+// TestTheRootKeepsTheApplicationAPI counts the root package's exported
+// names (types, functions, constants and variables; methods not counted):
+// at most 110. The vocabulary that only names things is core's.
+func TestTheRootKeepsTheApplicationAPI(t *testing.T) {
+	n := 0
+	for _, f := range parsePackage(t, ".") {
+		for _, d := range f.Decls {
+			n += exportedNames(d)
+		}
+	}
+	t.Logf("%d exported names in the root package", n)
+	if n > 110 {
+		t.Fatalf("the root package exports %d names, more than 110", n)
+	}
+}
+
+// exportedNames counts the exported names d declares at package level.
+func exportedNames(d ast.Decl) int {
+	n := 0
+	switch d := d.(type) {
+	case *ast.FuncDecl:
+		if d.Recv == nil && d.Name.IsExported() {
+			n++
+		}
+	case *ast.GenDecl:
+		for _, s := range d.Specs {
+			switch s := s.(type) {
+			case *ast.TypeSpec:
+				if s.Name.IsExported() {
+					n++
+				}
+			case *ast.ValueSpec:
+				for _, id := range s.Names {
+					if id.IsExported() {
+						n++
+					}
+				}
+			}
+		}
+	}
+	return n
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/core"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -32,13 +33,13 @@ func TestTwoScopesInOneProcessAreIndependent(t *testing.T) {
 	if _, err := search.Chat(ctx, []polygateway.Message{polygateway.User("x")}); err == nil {
 		t.Fatal("SEARCH call with a bad key succeeded")
 	}
-	if st := search.Sources(ctx)[0].Breaker.State; st != polygateway.StateOpen {
+	if st := search.Sources(ctx)[0].Breaker.State; st != core.StateOpen {
 		t.Fatalf("SEARCH openai_1 breaker = %s, want open", st)
 	}
 	if _, err := judge.Chat(ctx, []polygateway.Message{polygateway.User("x")}); err != nil {
 		t.Fatalf("JUDGE call failed: %v", err)
 	}
-	if st := judge.Sources(ctx)[0].Breaker.State; st != polygateway.StateClosed {
+	if st := judge.Sources(ctx)[0].Breaker.State; st != core.StateClosed {
 		t.Fatalf("JUDGE openai_1 breaker = %s, want closed (independent of SEARCH)", st)
 	}
 }
@@ -53,7 +54,7 @@ func TestClientsGivenTheSameBreakerShareItsState(t *testing.T) {
 	if _, err := ask(t, a); err == nil {
 		t.Fatal("call with a bad key succeeded")
 	}
-	if st := b.Sources(context.Background())[0].Breaker.State; st != polygateway.StateOpen {
+	if st := b.Sources(context.Background())[0].Breaker.State; st != core.StateOpen {
 		t.Fatalf("client b sees %s, want open (shared breaker)", st)
 	}
 	if _, err := ask(t, b); err == nil {

@@ -150,8 +150,8 @@ func WithPriority(p Priority) CallOption {
 // WithTenant names whose work the call is (a customer, a team, a job).
 // Within one priority class, waiting tenants are served in turn; within a
 // tenant, first come first served. The default is one anonymous tenant; a
-// name longer than MaxTenant bytes makes the call fail before any request
-// with a RequestRejectedError matching ErrTenantTooLong.
+// name longer than core.MaxTenant bytes makes the call fail before any request
+// with a RequestRejectedError matching core.ErrTenantTooLong.
 func WithTenant(id string) CallOption {
 	return func(o *kernel.CallOptions) { o.Place.Tenant = id }
 }

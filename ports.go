@@ -26,65 +26,25 @@ type (
 	BudgetUsage = core.BudgetUsage
 	// BreakerSnapshot is a source's circuit as Sources reports it.
 	BreakerSnapshot = core.BreakerSnapshot
-	// BreakerState is the state of a circuit (SourceStatus.Breaker,
-	// LLMResponse.Breaker).
-	BreakerState = core.BreakerState
-	// Degradation names the strategy that served a degraded answer
-	// (LLMResponse.DegradedBy).
-	Degradation = core.Degradation
 	// Priority is a call's priority class (WithPriority).
 	Priority = core.Priority
-	// QueueDepth counts waiting calls by class, indexed by Priority.
-	QueueDepth = core.QueueDepth
 	// Place is a call's class and tenant in the admission queue
 	// (WithPriority, WithTenant).
 	Place = core.Place
 )
 
-// The priority classes (WithPriority), their number, and the longest
-// tenant name (WithTenant), in bytes.
+// The priority classes (WithPriority). Their number (core.NumPriorities)
+// and the longest tenant name (core.MaxTenant) are core's.
 const (
 	PriorityInteractive = core.PriorityInteractive
 	PriorityNormal      = core.PriorityNormal
 	PriorityBatch       = core.PriorityBatch
-	NumPriorities       = core.NumPriorities
-	MaxTenant           = core.MaxTenant
 )
 
-// Error classification: the class, source and reason of an error of this
-// library.
-type (
-	// Class is the class of an error (Classified.Class).
-	Class = core.Class
-	// Classified is what Classify finds in an error.
-	Classified = core.Classified
-)
-
-// Error classes (Classified.Class).
-const (
-	ClassOther       = core.ClassOther
-	ClassTransient   = core.ClassTransient
-	ClassSourceDead  = core.ClassSourceDead
-	ClassRejected    = core.ClassRejected
-	ClassInvalid     = core.ClassInvalid
-	ClassUnavailable = core.ClassUnavailable
-	ClassBackend     = core.ClassBackend
-	ClassCanceled    = core.ClassCanceled
-)
+// Classified is what Classify finds in an error: its class (core.Class,
+// the core.Class… constants), source and reason.
+type Classified = core.Classified
 
 // Classify finds the class, source and reason of an error of this library.
 func Classify(err error) Classified { return core.Classify(err) }
 
-// Degradation strategies (LLMResponse.DegradedBy).
-const (
-	DegradedNone       = core.DegradedNone
-	DegradedStaleCache = core.DegradedStaleCache
-	DegradedFallback   = core.DegradedFallback
-)
-
-// Breaker states.
-const (
-	StateClosed   = core.StateClosed
-	StateOpen     = core.StateOpen
-	StateHalfOpen = core.StateHalfOpen
-)

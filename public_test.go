@@ -62,13 +62,13 @@ func TestErrorsReachTheCallerAsThePublicTypes(t *testing.T) {
 	}
 	var ue *polygateway.GatewayUnavailableError
 	var te *polygateway.TransientError
-	if !errors.As(err, &ue) || !errors.As(err, &te) || te.Reason != polygateway.ReasonServerError || te.StatusCode != 503 {
+	if !errors.As(err, &ue) || !errors.As(err, &te) || te.Reason != core.ReasonServerError || te.StatusCode != 503 {
 		t.Fatalf("err = %v: want the unavailable scope wrapping the last 503", err)
 	}
 	if !errors.Is(err, polygateway.ErrAllSourcesExhausted) || !errors.Is(err, polygateway.ErrGateway) || errors.Is(err, polygateway.ErrCircuitOpen) {
 		t.Errorf("sentinels wrong for %v", err)
 	}
-	if polygateway.Classify(err).Class != polygateway.ClassUnavailable || polygateway.Classify(err).Source != "openai_1" {
+	if polygateway.Classify(err).Class != core.ClassUnavailable || polygateway.Classify(err).Source != "openai_1" {
 		t.Errorf("Classify(err) = %+v", polygateway.Classify(err))
 	}
 }
@@ -89,7 +89,7 @@ func TestARedirectReachesTheCallerAsErrRedirect(t *testing.T) {
 	_, err := ask(t, e.client(t))
 	var te *polygateway.TransientError
 	if !errors.Is(err, polygateway.ErrRedirect) || !errors.Is(err, core.ErrRedirect) || !errors.As(err, &te) ||
-		te.StatusCode != http.StatusTemporaryRedirect || te.Reason != polygateway.ReasonNetworkError {
+		te.StatusCode != http.StatusTemporaryRedirect || te.Reason != core.ReasonNetworkError {
 		t.Fatalf("err = %v: want a network_error TransientError of the 307 matching ErrRedirect", err)
 	}
 	if n := foreign.Load(); n != 0 {

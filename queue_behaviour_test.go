@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
@@ -268,7 +269,7 @@ func TestACallWhoseDeadlineTheQueueCannotMeetEndsAtOnce(t *testing.T) {
 			t.Errorf("ended after %v, past its 500ms deadline", d)
 		}
 		var u *polygateway.GatewayUnavailableError
-		if !errors.As(err, &u) || u.Reason != polygateway.ReasonQueueDeadline || u.RetryAfter <= 500*time.Millisecond {
+		if !errors.As(err, &u) || u.Reason != core.ReasonQueueDeadline || u.RetryAfter <= 500*time.Millisecond {
 			t.Fatalf("err = %v, want a GatewayUnavailableError of reason queue_deadline with a RetryAfter beyond the deadline", err)
 		}
 		wg.Wait()

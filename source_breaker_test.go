@@ -7,6 +7,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/backendtest"
+	"github.com/polygateway/polygateway/core"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -39,10 +40,10 @@ func TestAPerSourceBreakerThresholdOpensThatSourceAlone(t *testing.T) {
 		t.Fatalf("requests a=%d b=%d, want one failure each", a.Requests(), b.Requests())
 	}
 	br := breakers(c)
-	if s := br["openai_1"]; s.State != polygateway.StateOpen || s.Opens != 1 {
+	if s := br["openai_1"]; s.State != core.StateOpen || s.Opens != 1 {
 		t.Errorf("openai_1 (threshold 1) after one failure: %+v, want open", s)
 	}
-	if s := br["qwen_1"]; s.State != polygateway.StateClosed || s.ConsecutiveFailures != 1 {
+	if s := br["qwen_1"]; s.State != core.StateClosed || s.ConsecutiveFailures != 1 {
 		t.Errorf("qwen_1 (the scope's threshold 5) after one failure: %+v, want closed with one failure counted", s)
 	}
 
@@ -52,14 +53,14 @@ func TestAPerSourceBreakerThresholdOpensThatSourceAlone(t *testing.T) {
 			t.Fatal("the call succeeded against two failing sources")
 		}
 		br = breakers(c)
-		if n := b.Requests(); n < 5 && (br["qwen_1"].State != polygateway.StateClosed || br["qwen_1"].ConsecutiveFailures != float64(n)) {
+		if n := b.Requests(); n < 5 && (br["qwen_1"].State != core.StateClosed || br["qwen_1"].ConsecutiveFailures != float64(n)) {
 			t.Fatalf("qwen_1 after %d failures: %+v, want closed", n, br["qwen_1"])
 		}
 	}
 	if a.Requests() != 1 {
 		t.Errorf("openai_1 got %d requests while open, want 1", a.Requests())
 	}
-	if n, s := b.Requests(), br["qwen_1"]; n != 5 || s.State != polygateway.StateOpen || s.Opens != 1 {
+	if n, s := b.Requests(), br["qwen_1"]; n != 5 || s.State != core.StateOpen || s.Opens != 1 {
 		t.Errorf("qwen_1 after %d failures: %+v, want open at the fifth", n, s)
 	}
 }
@@ -82,10 +83,10 @@ func TestAPerSourceBreakerCooldownAndCapApplyToThatSource(t *testing.T) {
 	check := func(when string, wantA, wantB time.Duration) {
 		t.Helper()
 		br := breakers(c)
-		if s := br["openai_1"]; s.State != polygateway.StateOpen || s.RetryAfter != wantA {
+		if s := br["openai_1"]; s.State != core.StateOpen || s.RetryAfter != wantA {
 			t.Errorf("%s: openai_1 %+v, want open for %v", when, s, wantA)
 		}
-		if s := br["qwen_1"]; s.State != polygateway.StateOpen || s.RetryAfter != wantB {
+		if s := br["qwen_1"]; s.State != core.StateOpen || s.RetryAfter != wantB {
 			t.Errorf("%s: qwen_1 %+v, want open for %v", when, s, wantB)
 		}
 	}

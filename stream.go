@@ -88,7 +88,7 @@ func (s *ChatStream) end(resp *LLMResponse, err error) {
 		case !strings.HasPrefix(resp.Content, sent) || !strings.HasPrefix(resp.Thinking, sentThink):
 			// A degraded answer stood in after part of another one was
 			// delivered: nothing can complete the stream honestly.
-			resp, err = nil, &TransientError{Source: resp.SourceName, Reason: ReasonNetworkError,
+			resp, err = nil, &TransientError{Source: resp.SourceName, Reason: core.ReasonNetworkError,
 				Message: "the stream broke after it had started; the answer that stood in cannot continue it"}
 		default:
 			if rest, restThink := resp.Content[len(sent):], resp.Thinking[len(sentThink):]; rest != "" || restThink != "" {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
@@ -125,7 +126,7 @@ func TestStructuredFailureIsResultInvalidAndNeverChargesTheBreaker(t *testing.T)
 		t.Fatalf("%d requests, want 16 (1 + 1 re-ask per call)", n)
 	}
 	st := c.Sources(context.Background())[0]
-	if st.Breaker.State != polygateway.StateClosed || st.Breaker.ConsecutiveFailures != 0 {
+	if st.Breaker.State != core.StateClosed || st.Breaker.ConsecutiveFailures != 0 {
 		t.Fatalf("breaker charged by invalid results: %+v", st.Breaker)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/embed"
 	"github.com/polygateway/polygateway/internal/transport"
 	"github.com/polygateway/polygateway/telemetry"
@@ -435,7 +436,7 @@ func TestEmbedAttemptTimeoutIsTransient(t *testing.T) {
 	start := time.Now()
 	_, err := c.Embed(ctxT(t), texts(2))
 	var te *polygateway.TransientError
-	if !errors.As(err, &te) || te.Reason != polygateway.ReasonTimeout {
+	if !errors.As(err, &te) || te.Reason != core.ReasonTimeout {
 		t.Fatalf("err = %v, want a TransientError with reason timeout", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {

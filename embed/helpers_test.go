@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/embed"
 )
 
@@ -300,7 +301,7 @@ func wantVectors(t testing.TB, got [][]float32, in []string, dim int) {
 func breakerClosed(t testing.TB, c *embed.Client) {
 	t.Helper()
 	for _, s := range c.Sources(context.Background()) {
-		if s.Breaker.State != polygateway.StateClosed || s.Breaker.ConsecutiveFailures != 0 {
+		if s.Breaker.State != core.StateClosed || s.Breaker.ConsecutiveFailures != 0 {
 			t.Errorf("source %s breaker = %v with %v failures, want closed with none", s.Name, s.Breaker.State, s.Breaker.ConsecutiveFailures)
 		}
 	}

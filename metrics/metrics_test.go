@@ -208,7 +208,7 @@ func exercise(t *testing.T) *Collector {
 	chat(t, gc, "one") // cache hit
 	col.Waited("LLM", 250*time.Millisecond)
 	col.QueueWaited("LLM", polygateway.PriorityBatch, 250*time.Millisecond)
-	col.Refused("LLM", "openai_1", polygateway.ReasonCircuitOpen)
+	col.Refused("LLM", "openai_1", core.ReasonCircuitOpen)
 	start := time.Unix(1_800_000_000, 0)
 	col.WatchBudgets(func(context.Context) ([]polygateway.BudgetUsage, error) {
 		return []polygateway.BudgetUsage{{Budget: polygateway.Budget{Key: "client:key-abc", Limit: 5_000_000, Window: time.Hour},
@@ -306,11 +306,11 @@ func TestCallOutcomeClasses(t *testing.T) {
 		want string
 	}{
 		{nil, OutcomeSuccess},
-		{&polygateway.TransientError{Source: "a", Reason: polygateway.ReasonTimeout}, OutcomeTransient},
+		{&polygateway.TransientError{Source: "a", Reason: core.ReasonTimeout}, OutcomeTransient},
 		{&polygateway.SourceDeadError{Source: "a", StatusCode: 401}, OutcomeSourceDead},
 		{&polygateway.RequestRejectedError{Source: "a", StatusCode: 400}, OutcomeRejected},
 		{&polygateway.ResultInvalidError{Source: "a"}, OutcomeInvalid},
-		{&polygateway.GatewayUnavailableError{Scope: "UNIT", Reason: polygateway.ReasonRetryExhausted, Err: &polygateway.TransientError{}}, OutcomeUnavailable},
+		{&polygateway.GatewayUnavailableError{Scope: "UNIT", Reason: core.ReasonRetryExhausted, Err: &polygateway.TransientError{}}, OutcomeUnavailable},
 		{&polygateway.GovernanceBackendError{Backend: "limiter", Op: "acquire"}, OutcomeBackend},
 		{&polygateway.CanceledError{Err: context.Canceled}, OutcomeCancelled},
 		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), OutcomeCancelled},
@@ -366,11 +366,11 @@ func TestObserverVocabulariesStayBounded(t *testing.T) {
 	col.Attempt(core.AttemptEvent{Scope: "S", Source: "a", Outcome: "rate_limited", Latency: time.Second})
 	col.Attempt(core.AttemptEvent{Scope: "S", Source: "a", Outcome: "call-1234", Latency: time.Second})
 	col.Attempt(core.AttemptEvent{Scope: "S", Source: "a", Outcome: "success", Latency: 2 * time.Second, TTFT: 300 * time.Millisecond, MaxInterToken: 50 * time.Millisecond})
-	col.Refused("S", "a", polygateway.ReasonRateLimited)
-	col.Refused("S", "a", polygateway.ReasonTimeout)
+	col.Refused("S", "a", core.ReasonRateLimited)
+	col.Refused("S", "a", core.ReasonTimeout)
 	col.Refused("S", "a", "made-up")
-	col.BreakerState("S", "a", polygateway.StateHalfOpen)
-	col.BreakerState("S", "a", polygateway.StateClosed)
+	col.BreakerState("S", "a", core.StateHalfOpen)
+	col.BreakerState("S", "a", core.StateClosed)
 	col.Waited("S", 2*time.Second)
 	col.Waited("S", -time.Second)
 

@@ -3,7 +3,6 @@ package metrics
 import (
 	"time"
 
-	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
 )
 
@@ -43,7 +42,7 @@ func (c *Collector) AttemptStarted(core.AttemptEvent) {}
 
 // Refused records a source refused before an attempt (core.Observer):
 // refusals_total by reason.
-func (c *Collector) Refused(scope, source string, reason polygateway.Reason) {
+func (c *Collector) Refused(scope, source string, reason core.Reason) {
 	sm := c.source(scope, source)
 	for i, r := range refusalReasons {
 		if r == reason {
@@ -69,7 +68,7 @@ func (c *Collector) Waited(scope string, d time.Duration) {
 
 // BreakerState records a breaker transition the engine observed
 // (core.Observer): breaker_transitions_total by the state entered.
-func (c *Collector) BreakerState(scope, source string, state polygateway.BreakerState) {
+func (c *Collector) BreakerState(scope, source string, state core.BreakerState) {
 	sm := c.source(scope, source)
 	sm.transitions[int(stateGauge(state))].Inc()
 }

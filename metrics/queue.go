@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 )
 
 // maxTenants caps the tenant label of queue_admissions_total: the first
@@ -20,7 +21,7 @@ const anonymousTenant = "anonymous"
 
 // queueMetrics holds the queue children of one scope, by class.
 type queueMetrics struct {
-	wait [polygateway.NumPriorities]prometheus.Observer
+	wait [core.NumPriorities]prometheus.Observer
 }
 
 type admitKey struct {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
 )
 
@@ -69,29 +68,29 @@ var attemptOutcomes = [...]core.AttemptOutcome{
 }
 
 // refusalReasons are the reasons the engine reports refusals with.
-var refusalReasons = [...]polygateway.Reason{polygateway.ReasonCircuitOpen, polygateway.ReasonRateLimited}
+var refusalReasons = [...]core.Reason{core.ReasonCircuitOpen, core.ReasonRateLimited}
 
 // knownReasons is the whole Reason vocabulary; any other value is "other".
-var knownReasons = map[polygateway.Reason]bool{
-	polygateway.ReasonNetworkError: true, polygateway.ReasonTimeout: true,
-	polygateway.ReasonRateLimited: true, polygateway.ReasonSourceDead: true,
-	polygateway.ReasonCircuitOpen: true, polygateway.ReasonRetryExhausted: true,
-	polygateway.ReasonStalled: true, polygateway.ReasonServerError: true,
-	polygateway.ReasonContextLength: true, polygateway.ReasonContentFilter: true, polygateway.ReasonLowQuality: true,
-	polygateway.ReasonBudgetExhausted: true, polygateway.ReasonDisabled: true, polygateway.ReasonTaskFailed: true,
-	polygateway.ReasonQueueDeadline: true,
+var knownReasons = map[core.Reason]bool{
+	core.ReasonNetworkError: true, core.ReasonTimeout: true,
+	core.ReasonRateLimited: true, core.ReasonSourceDead: true,
+	core.ReasonCircuitOpen: true, core.ReasonRetryExhausted: true,
+	core.ReasonStalled: true, core.ReasonServerError: true,
+	core.ReasonContextLength: true, core.ReasonContentFilter: true, core.ReasonLowQuality: true,
+	core.ReasonBudgetExhausted: true, core.ReasonDisabled: true, core.ReasonTaskFailed: true,
+	core.ReasonQueueDeadline: true,
 }
 
 // breakerStates are the state label values, indexed by the gauge value of
 // breaker_state: 0 closed, 1 half_open, 2 open.
-var breakerStates = [...]polygateway.BreakerState{polygateway.StateClosed, polygateway.StateHalfOpen, polygateway.StateOpen}
+var breakerStates = [...]core.BreakerState{core.StateClosed, core.StateHalfOpen, core.StateOpen}
 
 // stateGauge returns the breaker_state gauge value of s.
-func stateGauge(s polygateway.BreakerState) float64 {
+func stateGauge(s core.BreakerState) float64 {
 	switch s {
-	case polygateway.StateHalfOpen:
+	case core.StateHalfOpen:
 		return 1
-	case polygateway.StateOpen:
+	case core.StateOpen:
 		return 2
 	}
 	return 0

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 )
 
 // WatchClient makes every scrape read gc.Sources and export, per source of
@@ -234,7 +235,7 @@ func (w *watcher) emit(ch chan<- prometheus.Metric, scope, source string, st *po
 }
 
 // emitQueue exports a scope's queue depth by class.
-func (w *watcher) emitQueue(ch chan<- prometheus.Metric, scope string, d polygateway.QueueDepth) {
+func (w *watcher) emitQueue(ch chan<- prometheus.Metric, scope string, d core.QueueDepth) {
 	for p, n := range d {
 		ch <- prometheus.MustNewConstMetric(w.queueDepth, prometheus.GaugeValue, float64(n), scope, polygateway.Priority(p).String())
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/ocr"
 	"github.com/polygateway/polygateway/ocr/ocrfake"
 	"github.com/polygateway/polygateway/telemetry"
@@ -268,7 +269,7 @@ func TestTaskFailureIsAliveForTheBreaker(t *testing.T) {
 		if i == 0 && !slices.Equal(res.Attempts, []string{"monkey_1", "monkey_2"}) {
 			t.Errorf("Attempts = %v, want monkey_1's task failure, then monkey_2", res.Attempts)
 		}
-		if b := breakerOf(t, c, "monkey_1"); b.State != polygateway.StateClosed || b.Opens != 0 || b.ConsecutiveFailures != 0 {
+		if b := breakerOf(t, c, "monkey_1"); b.State != core.StateClosed || b.Opens != 0 || b.ConsecutiveFailures != 0 {
 			t.Fatalf("call %d: breaker of monkey_1 = %+v, want closed with no failure counted", i, b)
 		}
 	}
@@ -299,17 +300,17 @@ func TestTaskFailuresOnEverySourceEndUnavailable(t *testing.T) {
 	if !errors.As(err, &ue) || !errors.As(err, &te) || !errors.Is(err, ocr.ErrTaskFailed) {
 		t.Fatalf("RecognizeText = %v, want GatewayUnavailableError wrapping a TransientError of ErrTaskFailed", err)
 	}
-	if te.Reason != polygateway.ReasonTaskFailed || te.StatusCode != 200 || !strings.Contains(te.Message, "OCR task failed: ") {
+	if te.Reason != core.ReasonTaskFailed || te.StatusCode != 200 || !strings.Contains(te.Message, "OCR task failed: ") {
 		t.Errorf("last attempt = %+v, want Reason task_failed, status 200 and the server's message", te)
 	}
-	if ue.PerSource["monkey_1"] != polygateway.ReasonTaskFailed || ue.PerSource["monkey_2"] != polygateway.ReasonTaskFailed {
+	if ue.PerSource["monkey_1"] != core.ReasonTaskFailed || ue.PerSource["monkey_2"] != core.ReasonTaskFailed {
 		t.Errorf("PerSource = %v, want task_failed for both", ue.PerSource)
 	}
 	if n := fake.Count(ocrfake.EndpointText) + other.Count(ocrfake.EndpointText); n != 4 {
 		t.Errorf("%d attempts, want the budget of 4", n)
 	}
 	for _, name := range []string{"monkey_1", "monkey_2"} {
-		if b := breakerOf(t, c, name); b.State != polygateway.StateClosed || b.Opens != 0 || b.ConsecutiveFailures != 0 {
+		if b := breakerOf(t, c, name); b.State != core.StateClosed || b.Opens != 0 || b.ConsecutiveFailures != 0 {
 			t.Errorf("breaker of %s = %+v, want closed with no failure counted", name, b)
 		}
 	}
@@ -337,7 +338,7 @@ func TestUnsupportedTypeFromTheServerIsRejected(t *testing.T) {
 	if n := fake.Count(ocrfake.EndpointParse); n != 1 {
 		t.Errorf("/parse got %d requests, want 1 (no retry)", n)
 	}
-	if b := breakerOf(t, c, "monkey_1"); b.State != polygateway.StateClosed || b.ConsecutiveFailures != 0 {
+	if b := breakerOf(t, c, "monkey_1"); b.State != core.StateClosed || b.ConsecutiveFailures != 0 {
 		t.Errorf("breaker = %+v, want closed and clean", b)
 	}
 }
@@ -357,7 +358,7 @@ func TestParseFailureIsTransientAndChargesTheBreaker(t *testing.T) {
 			t.Fatalf("ParseLayout = %v, want TransientError 500", err)
 		}
 	}
-	if b := breakerOf(t, c, "monkey_1"); b.State != polygateway.StateOpen {
+	if b := breakerOf(t, c, "monkey_1"); b.State != core.StateOpen {
 		t.Errorf("breaker = %+v, want open after two 500s", b)
 	}
 }
@@ -384,7 +385,7 @@ func TestDegenerateBBoxIsResultInvalid(t *testing.T) {
 	if n := other.Count(ocrfake.EndpointParse); n != 0 {
 		t.Errorf("monkey_2 got %d requests, want 0 (no switch)", n)
 	}
-	if b := breakerOf(t, c, "monkey_1"); b.State != polygateway.StateClosed || b.Opens != 0 {
+	if b := breakerOf(t, c, "monkey_1"); b.State != core.StateClosed || b.Opens != 0 {
 		t.Errorf("breaker = %+v, want closed", b)
 	}
 }
@@ -509,7 +510,7 @@ func TestArchiveFaults(t *testing.T) {
 			if n := fake.Count(ocrfake.EndpointParse); n != 1 {
 				t.Errorf("/parse got %d requests, want 1 (no retry)", n)
 			}
-			if b := breakerOf(t, c, "monkey_1"); b.State != polygateway.StateClosed || b.ConsecutiveFailures != 0 {
+			if b := breakerOf(t, c, "monkey_1"); b.State != core.StateClosed || b.ConsecutiveFailures != 0 {
 				t.Errorf("breaker = %+v, want closed and clean", b)
 			}
 		})
@@ -547,7 +548,7 @@ func TestArchiveNotFoundIsTransient(t *testing.T) {
 	_, err := c.ParseLayout(t.Context(), pngBytes)
 	var ue *polygateway.GatewayUnavailableError
 	var te *polygateway.TransientError
-	if !errors.As(err, &ue) || ue.Reason != polygateway.ReasonRetryExhausted || !errors.As(err, &te) ||
+	if !errors.As(err, &ue) || ue.Reason != core.ReasonRetryExhausted || !errors.As(err, &te) ||
 		te.Code != ocr.CodeArchiveNotFound || te.StatusCode != 404 {
 		t.Fatalf("ParseLayout = %v, want retries exhausted after archive_not_found", err)
 	}
@@ -568,7 +569,7 @@ func TestAttemptTimeoutIsTransient(t *testing.T) {
 	start := time.Now()
 	_, err := c.RecognizeText(t.Context(), pngBytes)
 	var te *polygateway.TransientError
-	if !errors.As(err, &te) || te.Reason != polygateway.ReasonTimeout {
+	if !errors.As(err, &te) || te.Reason != core.ReasonTimeout {
 		t.Fatalf("RecognizeText = %v, want a timeout TransientError", err)
 	}
 	if d := time.Since(start); d > 3*time.Second {
@@ -610,7 +611,7 @@ func TestCancellation(t *testing.T) {
 	if n := mem.Len(); n != 0 {
 		t.Errorf("%d telemetry rows for cancelled calls, want 0", n)
 	}
-	if b := breakerOf(t, c, "monkey_1"); b.State != polygateway.StateClosed || b.ConsecutiveFailures != 0 {
+	if b := breakerOf(t, c, "monkey_1"); b.State != core.StateClosed || b.ConsecutiveFailures != 0 {
 		t.Errorf("breaker = %+v, want untouched by cancellations", b)
 	}
 	for _, s := range c.Sources(t.Context()) {
@@ -705,7 +706,7 @@ func TestLimiterGovernsOCRCalls(t *testing.T) {
 	}
 	_, err := c.RecognizeText(t.Context(), pngBytes)
 	var ue *polygateway.GatewayUnavailableError
-	if !errors.As(err, &ue) || ue.Reason != polygateway.ReasonRateLimited {
+	if !errors.As(err, &ue) || ue.Reason != core.ReasonRateLimited {
 		t.Errorf("second call = %v, want rate limited by MAX_CONCURRENCY=1", err)
 	}
 	if err := <-first; err != nil {

@@ -30,7 +30,7 @@ var (
 	// ErrTaskFailed: the server answered HTTP 200 with "success": false
 	// (any message except an unsupported file type, e.g. "OCR task failed:
 	// CUDA out of memory"). The attempt's error is a TransientError of
-	// Reason task_failed (polygateway.ReasonTaskFailed) wrapping it: the
+	// Reason task_failed (core.ReasonTaskFailed) wrapping it: the
 	// call is retried on another source, and the server, alive, is not
 	// charged to its breaker. When every attempt failed so, the call's
 	// GatewayUnavailableError wraps the last one: errors.Is(err,

@@ -125,7 +125,7 @@ func mapError(err error, gone bool) *apiError {
 		return &apiError{status: http.StatusGatewayTimeout, typ: "server_error", code: "timeout", msg: "the governed call was cancelled: " + publicText(err)}
 	case errors.As(err, &backend):
 		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "governance_backend_unavailable", msg: publicText(backend), retryAfter: time.Second}
-	case errors.As(err, &unavailable) && (unavailable.Reason == polygateway.ReasonBudgetExhausted || unavailable.Reason == polygateway.ReasonRateLimited):
+	case errors.As(err, &unavailable) && (unavailable.Reason == core.ReasonBudgetExhausted || unavailable.Reason == core.ReasonRateLimited):
 		// A spend budget is full until its window ends, or the scope is
 		// throttled (its upstreams answered 429, or its gates are full
 		// past what the call may wait): the client is over a quota, as

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 )
 
 func TestScrubAddresses(t *testing.T) {
@@ -34,16 +35,16 @@ func TestScrubAddresses(t *testing.T) {
 // errors stay out, whatever the error wraps.
 func TestMapErrorHidesTopology(t *testing.T) {
 	dial := &url.Error{Op: "Post", URL: "http://127.0.0.1:9102/v1/chat/completions", Err: errors.New("dial tcp 127.0.0.1:9102: connect: connection refused")}
-	last := &polygateway.TransientError{Source: "primary_1", Reason: polygateway.ReasonNetworkError, Message: dial.Error(), Err: dial}
+	last := &polygateway.TransientError{Source: "primary_1", Reason: core.ReasonNetworkError, Message: dial.Error(), Err: dial}
 	for _, tc := range []struct {
 		err  error
 		want []string
 	}{
-		{&polygateway.GatewayUnavailableError{Scope: "LLM", Reason: polygateway.ReasonRetryExhausted,
-			PerSource: map[string]polygateway.Reason{"primary_1": polygateway.ReasonNetworkError}, Err: last},
+		{&polygateway.GatewayUnavailableError{Scope: "LLM", Reason: core.ReasonRetryExhausted,
+			PerSource: map[string]core.Reason{"primary_1": core.ReasonNetworkError}, Err: last},
 			[]string{"scope LLM unavailable (retry_exhausted)", "primary_1=network_error", "last attempt: polygateway: transient error from primary_1 (network_error)"}},
 		{last, []string{"transient error from primary_1 (network_error)"}},
-		{&polygateway.TransientError{Source: "a_1", Reason: polygateway.ReasonTimeout, Message: "x", Err: fmt.Errorf("wrapped: %w", context.DeadlineExceeded)}, []string{"cancelled"}},
+		{&polygateway.TransientError{Source: "a_1", Reason: core.ReasonTimeout, Message: "x", Err: fmt.Errorf("wrapped: %w", context.DeadlineExceeded)}, []string{"cancelled"}},
 		{&polygateway.SourceDeadError{Source: "b_1", StatusCode: 401, Code: "invalid_api_key", Message: "Incorrect key at https://h/x"}, []string{"source dead from b_1: http 401 [invalid_api_key]"}},
 		{&polygateway.RequestRejectedError{Source: "c_1", StatusCode: 400, Code: "context_length_exceeded", Message: "maximum context length is 8192 (see http://10.0.0.1/doc)"}, []string{"request rejected from c_1", "maximum context length is 8192", "[url]"}},
 		{&polygateway.ResultInvalidError{Source: "d_1", Raw: "raw 10.0.0.9", Message: `unusable download_url "http://10.0.0.9:7861/x"`}, []string{"result invalid from d_1", "[url]"}},

@@ -174,8 +174,8 @@ func fallsBack(ctx context.Context, err error) bool {
 		return false
 	}
 	switch polygateway.Classify(err).Class {
-	case polygateway.ClassUnavailable, polygateway.ClassBackend, polygateway.ClassTransient,
-		polygateway.ClassSourceDead, polygateway.ClassInvalid:
+	case core.ClassUnavailable, core.ClassBackend, core.ClassTransient,
+		core.ClassSourceDead, core.ClassInvalid:
 		return true
 	}
 	return false

@@ -71,11 +71,11 @@ func TestMapErrorStatuses(t *testing.T) {
 		code   string
 	}{
 		{&polygateway.RequestRejectedError{Code: "content_filter", Message: "no"}, http.StatusBadRequest, "content_filter"},
-		{&polygateway.GatewayUnavailableError{Reason: polygateway.ReasonRetryExhausted, RetryAfter: 1500 * time.Millisecond}, http.StatusServiceUnavailable, "retry_exhausted"},
-		{&polygateway.GatewayUnavailableError{Reason: polygateway.ReasonQueueDeadline, RetryAfter: 2 * time.Second}, http.StatusServiceUnavailable, "queue_deadline"},
+		{&polygateway.GatewayUnavailableError{Reason: core.ReasonRetryExhausted, RetryAfter: 1500 * time.Millisecond}, http.StatusServiceUnavailable, "retry_exhausted"},
+		{&polygateway.GatewayUnavailableError{Reason: core.ReasonQueueDeadline, RetryAfter: 2 * time.Second}, http.StatusServiceUnavailable, "queue_deadline"},
 		{&polygateway.ResultInvalidError{Message: "bad json"}, http.StatusUnprocessableEntity, "result_invalid"},
 		{&polygateway.GovernanceBackendError{Backend: "limiter", Op: "acquire", Err: errors.New("redis down")}, http.StatusServiceUnavailable, "governance_backend_unavailable"},
-		{&polygateway.TransientError{Reason: polygateway.ReasonTimeout}, http.StatusBadGateway, "timeout"},
+		{&polygateway.TransientError{Reason: core.ReasonTimeout}, http.StatusBadGateway, "timeout"},
 		{polygateway.ErrClientClosed, http.StatusServiceUnavailable, "server_shutting_down"},
 		{errors.New("boom"), http.StatusInternalServerError, "internal_error"},
 	} {
@@ -104,7 +104,7 @@ func TestAQueueDeadlineIsA503WithTheEstimateAsRetryAfter(t *testing.T) {
 		{0, "1"}, // no interval between admissions yet
 	} {
 		late := &core.QueueDeadlineError{Ahead: 7, Estimate: tc.estimate, Left: time.Second}
-		err := &polygateway.GatewayUnavailableError{Scope: "LLM", Reason: polygateway.ReasonQueueDeadline, RetryAfter: tc.estimate, Err: late}
+		err := &polygateway.GatewayUnavailableError{Scope: "LLM", Reason: core.ReasonQueueDeadline, RetryAfter: tc.estimate, Err: late}
 		w := httptest.NewRecorder()
 		writeAPIError(w, mapError(err, false))
 		var body struct {

@@ -78,7 +78,7 @@ func (s *Server) statuses(r *http.Request, g *generation) []scopeStatus {
 // available reports whether a source can take calls now: its breaker is
 // not open (half-open admits a probe) and its backends could be read.
 func available(st *polygateway.SourceStatus) bool {
-	return st.Err == nil && st.Breaker.State != polygateway.StateOpen && !st.Breaker.Disabled
+	return st.Err == nil && st.Breaker.State != core.StateOpen && !st.Breaker.Disabled
 }
 
 // handleHealth serves GET /healthz: liveness, always 200 while the

@@ -185,7 +185,7 @@ type streamSink struct {
 	model    string // tracked: the current attempt's source model
 	upstream string // the model the current attempt's answer names (SetModel)
 	source   string
-	breaker  polygateway.BreakerState // tracked: the current attempt's circuit state
+	breaker  core.BreakerState // tracked: the current attempt's circuit state
 	attempts []string
 
 	committed bool

@@ -217,7 +217,7 @@ func (cs *callSpan) end(resp *polygateway.LLMResponse, err error) {
 		}
 		attrs = append(attrs, CacheHitKey.Bool(resp.CacheHit), DegradedKey.Bool(resp.Degraded),
 			AttemptsKey.Int(len(resp.Attempts)))
-		if resp.DegradedBy != polygateway.DegradedNone {
+		if resp.DegradedBy != core.DegradedNone {
 			attrs = append(attrs, DegradedByKey.String(string(resp.DegradedBy)))
 		}
 		if resp.Cost != nil {
@@ -330,7 +330,7 @@ func (t *Tracer) Handler(next http.Handler) http.Handler {
 
 // errorType is the error.type of a class: its type name, or _OTHER for an
 // error that is not one of the library's.
-func errorType(c polygateway.Class) string {
+func errorType(c core.Class) string {
 	if c == foreignClass {
 		return "_OTHER"
 	}

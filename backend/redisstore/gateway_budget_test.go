@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -41,7 +42,7 @@ func TestBudgetAcrossTwoClients(t *testing.T) {
 				switch {
 				case err == nil:
 					answered++
-				case errors.As(err, &u) && u.Reason == polygateway.ReasonBudgetExhausted && u.RetryAfter > 0:
+				case errors.As(err, &u) && u.Reason == core.ReasonBudgetExhausted && u.RetryAfter > 0:
 					refused++
 				default:
 					t.Errorf("call: %v", err)

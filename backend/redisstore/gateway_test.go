@@ -11,6 +11,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	_ "github.com/polygateway/polygateway/backend/redisstore"
+	"github.com/polygateway/polygateway/core"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -123,7 +124,7 @@ func TestSharedRPM(t *testing.T) {
 						switch {
 						case err == nil:
 							ok[i].Add(1)
-						case errors.As(err, &ue) && ue.Reason == polygateway.ReasonRateLimited:
+						case errors.As(err, &ue) && ue.Reason == core.ReasonRateLimited:
 							refused[i].Add(1)
 							time.Sleep(5 * time.Millisecond)
 						default:
@@ -226,7 +227,7 @@ func TestSharedBreaker(t *testing.T) {
 			t.Fatalf("the upstream saw %d requests, want 1 (a dead source is not retried)", n)
 		}
 		st := sourceState(t, b)
-		if st.Breaker.State != polygateway.StateOpen {
+		if st.Breaker.State != core.StateOpen {
 			t.Fatalf("B sees the breaker %v, want open", st.Breaker.State)
 		}
 		_, err := chat(b, "hello")
@@ -239,7 +240,7 @@ func TestSharedBreaker(t *testing.T) {
 
 		healthy.Store(true)
 		deadline := time.Now().Add(5 * time.Second)
-		for sourceState(t, b).Breaker.State != polygateway.StateHalfOpen {
+		for sourceState(t, b).Breaker.State != core.StateHalfOpen {
 			if time.Now().After(deadline) {
 				t.Fatal("the breaker did not become half-open after its cooldown")
 			}

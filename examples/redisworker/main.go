@@ -23,6 +23,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/redisstore" // registers the "redis" backends
+	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/examples/internal/fakellm"
 )
 
@@ -87,7 +88,7 @@ func run() error {
 		switch {
 		case err == nil:
 			ok++
-		case errors.As(err, &unavailable) && unavailable.Reason == polygateway.ReasonRateLimited:
+		case errors.As(err, &unavailable) && unavailable.Reason == core.ReasonRateLimited:
 			limited++ // the fleet's RPM is spent: reschedule after unavailable.RetryAfter
 		case errors.As(err, &backend):
 			return fmt.Errorf("redis is unreachable, no call was sent unprotected: %w", err)
