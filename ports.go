@@ -47,4 +47,3 @@ type Classified = core.Classified
 
 // Classify finds the class, source and reason of an error of this library.
 func Classify(err error) Classified { return core.Classify(err) }
-
