@@ -104,7 +104,6 @@ type Waiter struct {
 	id         uint64
 	claimEnd   time.Time
 	label      string
-	name       string // the tenant's name while Chosen runs
 	class      core.Priority
 	state      state
 	wake       chan struct{}
@@ -126,15 +125,6 @@ func (w *Waiter) ID() uint64 { return w.id }
 // Class returns the waiter's class.
 func (w *Waiter) Class() core.Priority { return w.class }
 
-// Tenant returns the waiter's tenant while it is in line or Chosen runs
-// ("" otherwise).
-func (w *Waiter) Tenant() string {
-	if w.tenant != nil {
-		return w.tenant.name
-	}
-	return w.name
-}
-
 // Busy reports whether waiters are in line (holders of claims aside): a
 // new call must queue behind them rather than try the gates.
 func (q *Queue) Busy() bool { return q.ord.len() > 0 || q.front.n > 0 }
@@ -152,10 +142,6 @@ func (q *Queue) Depth() [core.NumPriorities]int {
 	}
 	return d
 }
-
-// Front returns the number of waiters returned to the front (chosen once,
-// refused again by a gate).
-func (q *Queue) Front() int { return q.front.n }
 
 // Claims returns the number of units reserved for woken waiters.
 func (q *Queue) Claims() int { return q.claims.n }
@@ -204,26 +190,6 @@ func (q *Queue) Estimate(class core.Priority, name string) (ahead int, wait time
 	}
 	ahead = q.front.n + q.higher(class) + q.ord.ahead(class, name, q.count(class, name))
 	return ahead, q.est.wait(ahead)
-}
-
-// Position returns how many waiters would be admitted before w if no one
-// arrived or left: 0 for the head, and for a holder of a claim.
-func (q *Queue) Position(w *Waiter) int {
-	switch w.state {
-	case stateFront:
-		n := 0
-		for x := q.front.first; x != w; x = x.next {
-			n++
-		}
-		return n
-	case stateWaiting:
-		r := 0
-		for x := w.tenant.first; x != w; x = x.next {
-			r++
-		}
-		return q.front.n + q.higher(w.class) + q.ord.ahead(w.class, w.tenant.name, r)
-	}
-	return 0
 }
 
 // Interval returns the recent interval between admissions: the mean of
@@ -287,13 +253,10 @@ func (q *Queue) hand(now time.Time, label string) *Waiter {
 
 // choose takes w, in line, out as the one chosen.
 func (q *Queue) choose(now time.Time, w *Waiter) {
-	name := w.tenant.name
 	q.ord.serve(w)
 	q.est.sample(now)
 	if q.cfg.Chosen != nil {
-		w.name = name
 		q.cfg.Chosen(w)
-		w.name = ""
 	}
 }
 

@@ -132,9 +132,6 @@ func (r *Redactor) once(s string) string {
 	return replace(s, spans)
 }
 
-// Bytes is String for a byte slice.
-func (r *Redactor) Bytes(b []byte) string { return r.String(string(b)) }
-
 // Cut redacts s and then bounds it to n bytes at a rune boundary, with
 // "…" appended when anything was cut. Invalid UTF-8 becomes U+FFFD first
 // (never dropped, which could join the two halves of a secret). Only a
@@ -229,12 +226,6 @@ func (e *redacted) Timeout() bool {
 
 // String is New(secrets...).String(s).
 func String(s string, secrets ...string) string { return New(secrets...).String(s) }
-
-// Cut is New(secrets...).Cut(s, n).
-func Cut(s string, n int, secrets ...string) string { return New(secrets...).Cut(s, n) }
-
-// Error is New(secrets...).Error(err).
-func Error(err error, secrets ...string) error { return New(secrets...).Error(err) }
 
 // span is a half-open byte range of the text to replace.
 type span struct{ from, to int }
