@@ -41,6 +41,7 @@ FUZZ_TARGETS = \
 	./internal/config:FuzzLoad \
 	./internal/config:FuzzLoadEnvironments \
 	./internal/middleware:FuzzCacheEntry \
+	./internal/redact:FuzzCutRunes \
 	./internal/redact:FuzzString \
 	./internal/transport:FuzzClassifyResponse \
 	./internal/transport:FuzzEncodeRequest \
@@ -64,7 +65,6 @@ FUZZ_TARGETS = \
 	./proxy:FuzzPlaceHeaders \
 	./proxy:FuzzResponsesRequest \
 	./proxy:FuzzScrubAddresses \
-	./tracing:FuzzClip \
 	./tracing:FuzzHandlerTraceparent
 
 fuzz:

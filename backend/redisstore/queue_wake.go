@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -536,10 +537,7 @@ func (wk *waker) renew(k *queueKeys, now time.Time) {
 		delete(wk.renewals, k)
 	}
 	wk.mu.Unlock()
-	for len(ws) > 0 {
-		n := min(len(ws), resyncBatch)
-		batch := ws[:n]
-		ws = ws[n:]
+	for batch := range slices.Chunk(ws, resyncBatch) {
 		ctx, cancel := context.WithTimeout(context.Background(), queueOpTimeout)
 		states, err := wk.a.states(ctx, k, batch, batch)
 		cancel()
@@ -573,10 +571,7 @@ func (wk *waker) check(k *queueKeys, label string) {
 
 // resync asks for the state of ws, waiters of k, after a reconnection.
 func (wk *waker) resync(k *queueKeys, ws []*qwaiter) {
-	for len(ws) > 0 {
-		n := min(len(ws), resyncBatch)
-		batch := ws[:n]
-		ws = ws[n:]
+	for batch := range slices.Chunk(ws, resyncBatch) {
 		ctx, cancel := context.WithTimeout(context.Background(), queueOpTimeout)
 		states, err := wk.a.states(ctx, k, batch, nil)
 		cancel()

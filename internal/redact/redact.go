@@ -141,14 +141,14 @@ func (r *Redactor) Cut(s string, n int) string {
 	n = max(n, 0)
 	cut := false
 	if lim := n + r.window(); len(s) > lim {
-		s, cut = cutRunes(s, lim), true
+		s, cut = CutRunes(s, lim), true
 	}
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	out := r.String(s)
 	if len(out) > n {
-		out, cut = cutMark(cutRunes(out, n)), true
+		out, cut = cutMark(CutRunes(out, n)), true
 	}
 	if cut {
 		out += "…"
@@ -312,8 +312,9 @@ func replace(s string, spans []span) string {
 	return b.String()
 }
 
-// cutRunes returns at most n bytes of s, not splitting a rune.
-func cutRunes(s string, n int) string {
+// CutRunes returns at most n bytes of s, not splitting a rune (a byte that
+// is not valid UTF-8 counts as a rune of its own).
+func CutRunes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
