@@ -245,7 +245,7 @@ func (a *Admitter) queued(ctx context.Context, t *core.Ticket, res []int64, req 
 	}
 	w := c.w
 	if w == nil || w.id != id {
-		w = a.wake.add(c.k, id, req.Permit.Place, req.Permit.Source, c.dl, c.hasDL)
+		w = a.wake.add(c.k, id, req.Permit.Source, c.dl, c.hasDL)
 	}
 	w.source = req.Permit.Source
 	w.setTurn(res[4])

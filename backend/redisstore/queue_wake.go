@@ -83,7 +83,6 @@ type qwaiter struct {
 	a      *Admitter
 	k      *queueKeys
 	id     uint64
-	place  core.Place
 	source string // the source of its last Admit
 	// dl is the call's deadline, on the queue's clock.
 	dl    time.Time
@@ -367,9 +366,9 @@ func (wk *waker) apply1(w *qwaiter, key waitKey, m wakeMsg) {
 }
 
 // add registers the waiter of entry id.
-func (wk *waker) add(k *queueKeys, id uint64, place core.Place, source string, dl time.Time, hasDL bool) *qwaiter {
+func (wk *waker) add(k *queueKeys, id uint64, source string, dl time.Time, hasDL bool) *qwaiter {
 	now := wk.a.l.opt.clockOrSystem().Now()
-	w := &qwaiter{a: wk.a, k: k, id: id, place: place, source: source, dl: dl, hasDL: hasDL, wake: make(chan struct{}, 1)}
+	w := &qwaiter{a: wk.a, k: k, id: id, source: source, dl: dl, hasDL: hasDL, wake: make(chan struct{}, 1)}
 	w.lease = wk.a.leaseEnd(now, dl, hasDL)
 	key := waitKey{k.prefix, id}
 	wk.mu.Lock()
