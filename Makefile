@@ -43,6 +43,7 @@ FUZZ_TARGETS = \
 	./internal/config:FuzzLoad \
 	./internal/config:FuzzLoadEnvironments \
 	./internal/middleware:FuzzCacheEntry \
+	./internal/redact:FuzzCutRunes \
 	./internal/redact:FuzzString \
 	./internal/transport:FuzzClassifyResponse \
 	./internal/transport:FuzzEncodeRequest \
@@ -66,7 +67,6 @@ FUZZ_TARGETS = \
 	./proxy:FuzzPlaceHeaders \
 	./proxy:FuzzResponsesRequest \
 	./proxy:FuzzScrubAddresses \
-	./tracing:FuzzClip \
 	./tracing:FuzzHandlerTraceparent
 
 fuzz:

@@ -86,7 +86,6 @@ func WithRuntimeMetrics() Option { return func(c *config) { c.runtime = true } }
 // for concurrent use. The metric names and labels are listed in the package
 // documentation.
 type Collector struct {
-	cfg      config
 	own      *prometheus.Registry
 	gatherer prometheus.Gatherer
 
@@ -152,7 +151,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 	}
 	cfg.buckets = slices.Clone(cfg.buckets)
 
-	c := &Collector{cfg: cfg}
+	c := &Collector{}
 	ns, b := cfg.namespace, cfg.buckets
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)

@@ -293,12 +293,15 @@ func (b Behavior) WithInterTokenDelay(d time.Duration) Behavior { b.InterTokenDe
 // WithTokens returns a copy of b answering with n content tokens; n <= 0
 // gives an empty answer (unlike the zero Tokens field, which means
 // DefaultTokens).
-func (b Behavior) WithTokens(n int) Behavior {
+func (b Behavior) WithTokens(n int) Behavior { b.Tokens = noneBelowOne(n); return b }
+
+// noneBelowOne returns n, or -1 (none, unlike the zero of a field, which
+// means its default) when n <= 0.
+func noneBelowOne(n int) int {
 	if n <= 0 {
-		n = -1
+		return -1
 	}
-	b.Tokens = n
-	return b
+	return n
 }
 
 // WithModel returns a copy of b reporting model m. (The server option
@@ -312,13 +315,7 @@ func (b Behavior) WithContent(s string) Behavior { b.Content = s; return b }
 
 // WithPromptTokens returns a copy of b whose usage reports n prompt tokens;
 // n <= 0 reports 0.
-func (b Behavior) WithPromptTokens(n int) Behavior {
-	if n <= 0 {
-		n = -1
-	}
-	b.PromptTokens = n
-	return b
-}
+func (b Behavior) WithPromptTokens(n int) Behavior { b.PromptTokens = noneBelowOne(n); return b }
 
 // WithThinking returns a copy of b that sends reasoning text s.
 func (b Behavior) WithThinking(s string) Behavior { b.Thinking = s; return b }

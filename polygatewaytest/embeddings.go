@@ -205,16 +205,7 @@ func (a *answerer) embeddings(e *embedRequest, model string) {
 	default:
 		body = renderEmbeddings(e, model, b)
 	}
-	h := a.w.Header()
-	h["Content-Type"] = hdrJSON
-	a.setHeaders()
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	a.w.WriteHeader(http.StatusOK)
-	if b.fault == faultCut {
-		a.write(body[:len(body)/2])
-		abort()
-	}
-	_, _ = a.w.Write(body)
+	a.writeJSON(body, strconv.Itoa(len(body)))
 }
 
 var bodyEmbedMalformed = []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.125,`)

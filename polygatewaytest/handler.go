@@ -327,12 +327,18 @@ func (a *answerer) plain(rd *rendered) {
 	case faultErrorEvent:
 		body, clen = bodyErrorEvent, lenErrorEvent
 	}
+	a.writeJSON(body, clen)
+}
+
+// writeJSON writes a 200 answer of JSON body, whose length is clen; a Cut
+// behavior breaks the connection halfway through it.
+func (a *answerer) writeJSON(body []byte, clen string) {
 	h := a.w.Header()
 	h["Content-Type"] = hdrJSON
 	a.setHeaders()
 	h["Content-Length"] = []string{clen}
 	a.w.WriteHeader(http.StatusOK)
-	if b.fault == faultCut {
+	if a.b.fault == faultCut {
 		a.write(body[:len(body)/2])
 		abort()
 	}

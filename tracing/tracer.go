@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
 // InstrumentationName names the tracer this package obtains from its
@@ -162,15 +162,15 @@ func (t *Tracer) StartCall(ctx context.Context, call core.CallInfo) (context.Con
 	// The operation and the scope are given at creation, for samplers; the
 	// rest only to a span that records.
 	ctx, span := t.tracer.Start(ctx, spanName(op, call.Scope), callKind,
-		trace.WithAttributes(t.startAttrs(semconv.GenAIOperationNameKey.String(op), ScopeKey.String(clip(call.Scope, maxValueLen)))...))
+		trace.WithAttributes(t.startAttrs(semconv.GenAIOperationNameKey.String(op), ScopeKey.String(redact.CutRunes(call.Scope, maxValueLen)))...))
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 4)
-		attrs = append(attrs, CallIDKey.String(clip(call.CallID, maxValueLen)), semconv.GenAIRequestStream(call.Stream))
+		attrs = append(attrs, CallIDKey.String(redact.CutRunes(call.CallID, maxValueLen)), semconv.GenAIRequestStream(call.Stream))
 		if call.SessionID != "" {
-			attrs = append(attrs, semconv.GenAIConversationID(clip(call.SessionID, maxValueLen)))
+			attrs = append(attrs, semconv.GenAIConversationID(redact.CutRunes(call.SessionID, maxValueLen)))
 		}
 		if call.ParentCallID != "" {
-			attrs = append(attrs, ParentCallIDKey.String(clip(call.ParentCallID, maxValueLen)))
+			attrs = append(attrs, ParentCallIDKey.String(redact.CutRunes(call.ParentCallID, maxValueLen)))
 		}
 		span.SetAttributes(attrs...)
 	}
@@ -196,13 +196,13 @@ func (cs *callSpan) end(resp *polygateway.LLMResponse, err error) {
 	if resp != nil {
 		attrs = make([]attribute.KeyValue, 0, 12)
 		if resp.Provider != "" {
-			attrs = append(attrs, semconv.GenAIProviderNameKey.String(clip(resp.Provider, maxValueLen)))
+			attrs = append(attrs, semconv.GenAIProviderNameKey.String(redact.CutRunes(resp.Provider, maxValueLen)))
 		}
 		if resp.Model != "" {
-			attrs = append(attrs, semconv.GenAIResponseModel(clip(resp.Model, maxValueLen)))
+			attrs = append(attrs, semconv.GenAIResponseModel(redact.CutRunes(resp.Model, maxValueLen)))
 		}
 		if resp.SourceName != "" {
-			attrs = append(attrs, SourceKey.String(clip(resp.SourceName, maxValueLen)))
+			attrs = append(attrs, SourceKey.String(redact.CutRunes(resp.SourceName, maxValueLen)))
 		}
 		if !resp.CacheHit {
 			// A cached answer used no tokens: usage is the answering attempt's.
@@ -213,7 +213,7 @@ func (cs *callSpan) end(resp *polygateway.LLMResponse, err error) {
 			}
 		}
 		if resp.FinishReason != "" {
-			attrs = append(attrs, semconv.GenAIResponseFinishReasons(clip(resp.FinishReason, maxValueLen)))
+			attrs = append(attrs, semconv.GenAIResponseFinishReasons(redact.CutRunes(resp.FinishReason, maxValueLen)))
 		}
 		attrs = append(attrs, CacheHitKey.Bool(resp.CacheHit), DegradedKey.Bool(resp.Degraded),
 			AttemptsKey.Int(len(resp.Attempts)))
@@ -231,9 +231,9 @@ func (cs *callSpan) end(resp *polygateway.LLMResponse, err error) {
 			attrs = append(attrs, ReasonKey.String(string(cl.Reason)))
 		}
 		if resp == nil && cl.Source != "" {
-			attrs = append(attrs, SourceKey.String(clip(cl.Source, maxValueLen)))
+			attrs = append(attrs, SourceKey.String(redact.CutRunes(cl.Source, maxValueLen)))
 		}
-		span.SetStatus(codes.Error, clip(err.Error(), maxMessageLen))
+		span.SetStatus(codes.Error, redact.CutRunes(err.Error(), maxMessageLen))
 	}
 	span.SetAttributes(attrs...)
 	span.End()
@@ -254,14 +254,14 @@ func (t *Tracer) StartAttempt(ctx context.Context, ev core.AttemptEvent) (contex
 	// to a span that records.
 	ctx, span := t.tracer.Start(ctx, spanName(op, ev.Model), attemptKind,
 		trace.WithAttributes(t.startAttrs(semconv.GenAIOperationNameKey.String(op),
-			semconv.GenAIProviderNameKey.String(clip(ev.Provider, maxValueLen)),
-			semconv.GenAIRequestModel(clip(ev.Model, maxValueLen)))...))
+			semconv.GenAIProviderNameKey.String(redact.CutRunes(ev.Provider, maxValueLen)),
+			semconv.GenAIRequestModel(redact.CutRunes(ev.Model, maxValueLen)))...))
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 6)
 		attrs = append(attrs,
-			ScopeKey.String(clip(ev.Scope, maxValueLen)),
-			SourceKey.String(clip(ev.Source, maxValueLen)),
-			CallIDKey.String(clip(ev.CallID, maxValueLen)),
+			ScopeKey.String(redact.CutRunes(ev.Scope, maxValueLen)),
+			SourceKey.String(redact.CutRunes(ev.Source, maxValueLen)),
+			CallIDKey.String(redact.CutRunes(ev.CallID, maxValueLen)),
 			AttemptKey.Int(ev.Attempt),
 			BreakerStateKey.String(ev.Breaker.String()),
 		)
@@ -284,7 +284,7 @@ func endAttempt(span trace.Span, ev core.AttemptEvent, err error) {
 	}
 	if err == nil && ev.Model != "" {
 		// On success the engine reports the model the answer names.
-		attrs = append(attrs, semconv.GenAIResponseModel(clip(ev.Model, maxValueLen)))
+		attrs = append(attrs, semconv.GenAIResponseModel(redact.CutRunes(ev.Model, maxValueLen)))
 	}
 	if ev.TTFT > 0 {
 		attrs = append(attrs, TTFTKey.Float64(ev.TTFT.Seconds()))
@@ -297,7 +297,7 @@ func endAttempt(span trace.Span, ev core.AttemptEvent, err error) {
 		if ev.Reason != "" {
 			attrs = append(attrs, ReasonKey.String(string(ev.Reason)))
 		}
-		span.SetStatus(codes.Error, clip(err.Error(), maxMessageLen))
+		span.SetStatus(codes.Error, redact.CutRunes(err.Error(), maxMessageLen))
 	}
 	span.SetAttributes(attrs...)
 	span.End()
@@ -345,16 +345,5 @@ func spanName(op, target string) string {
 	if target == "" {
 		return op
 	}
-	return op + " " + clip(target, maxValueLen)
-}
-
-// clip cuts s to at most n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return op + " " + redact.CutRunes(target, maxValueLen)
 }

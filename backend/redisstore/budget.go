@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -79,37 +78,15 @@ type budgetKeyID struct {
 	scope, pool string
 }
 
-// budgetState is a Limiter's budget bookkeeping: the keys it built,
-// bounded like the key cache (budgets come from configuration). Safe for
-// concurrent use; the zero value is ready.
-type budgetState struct {
-	mu   sync.RWMutex
-	keys map[budgetKeyID]string
-}
-
 // budgetKey returns the key of b's spend for a script of scope in pool.
 func (l *Limiter) budgetKey(scope, pool string, b core.Budget) string {
 	id := budgetKeyID{budgetID: budgetID{b.Key, b.Window}}
 	if l.tagged {
 		id.scope, id.pool = scope, pool
 	}
-	st := &l.budgets
-	st.mu.RLock()
-	k, ok := st.keys[id]
-	st.mu.RUnlock()
-	if ok {
-		return k
-	}
-	k = budgetKeyName(l.opt.prefix, l.tagged, scope, pool, b)
-	st.mu.Lock()
-	if st.keys == nil {
-		st.keys = make(map[budgetKeyID]string)
-	}
-	if len(st.keys) < maxCachedKeys {
-		st.keys[id] = k
-	}
-	st.mu.Unlock()
-	return k
+	return l.budgetKeys.get(id, func() string {
+		return budgetKeyName(l.opt.prefix, l.tagged, scope, pool, b)
+	})
 }
 
 // withBudgets returns a new slice of base's keys followed by the keys of

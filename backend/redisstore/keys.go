@@ -5,9 +5,38 @@ import (
 	"sync"
 )
 
-// maxCachedKeys bounds a Limiter's key cache: configured scopes and
-// sources are few, but a caller may name any.
+// maxCachedKeys bounds each of a Limiter's key caches: configured scopes,
+// sources and budgets are few, but a caller may name any.
 const maxCachedKeys = 4096
+
+// keyCache maps an ID to the keys built for it, keeping up to
+// maxCachedKeys of them. It is safe for concurrent use; its zero value is
+// empty and ready.
+type keyCache[I comparable, K any] struct {
+	mu sync.RWMutex
+	m  map[I]K
+}
+
+// get returns the keys of id, from the cache when it has them, else built
+// by build (and kept while the cache has room).
+func (c *keyCache[I, K]) get(id I, build func() K) K {
+	c.mu.RLock()
+	k, ok := c.m[id]
+	c.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = build()
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[I]K)
+	}
+	if len(c.m) < maxCachedKeys {
+		c.m[id] = k
+	}
+	c.mu.Unlock()
+	return k
+}
 
 // circuitIndex is the circuit's index (from 1, as in Lua) in the keys of a
 // script that touches both the limiter and the circuit, and pushbackIndex
@@ -43,24 +72,17 @@ type scriptKeys struct {
 	scope, source, pool string
 }
 
-// keyCache maps (scope, source, pool) to its scriptKeys. It is safe for
-// concurrent use; its zero value is empty and ready.
-type keyCache struct {
-	mu sync.RWMutex
-	m  map[[3]string]*scriptKeys
-}
-
 // scriptKeys returns the keys of (scope, source) in pool, from the cache
 // when it has them. The slices are shared: callers only read them.
 func (l *Limiter) scriptKeys(scope, source, pool string) *scriptKeys {
-	id := [3]string{scope, source, pool}
-	l.keys.mu.RLock()
-	sk := l.keys.m[id]
-	l.keys.mu.RUnlock()
-	if sk != nil {
-		return sk
-	}
-	sk = &scriptKeys{scope: scope, source: source, pool: pool}
+	return l.keys.get([3]string{scope, source, pool}, func() *scriptKeys {
+		return l.buildScriptKeys(scope, source, pool)
+	})
+}
+
+// buildScriptKeys builds the keys of (scope, source) in pool.
+func (l *Limiter) buildScriptKeys(scope, source, pool string) *scriptKeys {
+	sk := &scriptKeys{scope: scope, source: source, pool: pool}
 	for i := range numLevels {
 		base := levelBase(l.opt.prefix, scope, source, pool, i)
 		sk.keys = append(sk.keys, base+"slots", base+"log", base+"tok")
@@ -73,14 +95,6 @@ func (l *Limiter) scriptKeys(scope, source, pool string) *scriptKeys {
 	if pool != "" {
 		sk.suffix[levelGlobal] = sk.bsuffix
 	}
-	l.keys.mu.Lock()
-	if l.keys.m == nil {
-		l.keys.m = make(map[[3]string]*scriptKeys)
-	}
-	if len(l.keys.m) < maxCachedKeys {
-		l.keys.m[id] = sk
-	}
-	l.keys.mu.Unlock()
 	return sk
 }
 

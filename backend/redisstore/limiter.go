@@ -89,12 +89,12 @@ import (
 type Limiter struct {
 	c     redis.UniversalClient
 	opt   options
-	keys  keyCache
-	qkeys queueKeyCache
+	keys  keyCache[[3]string, *scriptKeys]
+	qkeys keyCache[[2]string, *queueKeys]
 	pools poolMap
 	// tagged: budget keys carry the scope's (pool's) hash tag (a cluster).
-	tagged  bool
-	budgets budgetState
+	tagged     bool
+	budgetKeys keyCache[budgetKeyID, string]
 }
 
 var _ core.Limiter = (*Limiter)(nil)

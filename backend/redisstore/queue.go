@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -83,41 +82,21 @@ type queueKeys struct {
 	prefix, tag string
 }
 
-// queueKeyCache maps (scope, pool) to the keys of its queue. It is safe
-// for concurrent use; its zero value is empty and ready.
-type queueKeyCache struct {
-	mu sync.RWMutex
-	m  map[[2]string]*queueKeys
-}
-
 // queueKeysOf returns the keys of scope's queue in pool.
 func (l *Limiter) queueKeysOf(scope, pool string) *queueKeys {
-	id := [2]string{scope, pool}
-	l.qkeys.mu.RLock()
-	k := l.qkeys.m[id]
-	l.qkeys.mu.RUnlock()
-	if k != nil {
+	return l.qkeys.get([2]string{scope, pool}, func() *queueKeys {
+		k := &queueKeys{scope: scope, pool: pool}
+		base := queueBase(l.opt.prefix, scope, pool)
+		for i, n := range []string{"s", "o", "r", "x"} {
+			k.keys[i] = base + n
+		}
+		k.prefix = base + "w:"
+		k.tag = scope
+		if pool != "" {
+			k.tag = pool
+		}
 		return k
-	}
-	k = &queueKeys{scope: scope, pool: pool}
-	base := queueBase(l.opt.prefix, scope, pool)
-	for i, n := range []string{"s", "o", "r", "x"} {
-		k.keys[i] = base + n
-	}
-	k.prefix = base + "w:"
-	k.tag = scope
-	if pool != "" {
-		k.tag = pool
-	}
-	l.qkeys.mu.Lock()
-	if l.qkeys.m == nil {
-		l.qkeys.m = make(map[[2]string]*queueKeys)
-	}
-	if len(l.qkeys.m) < maxCachedKeys {
-		l.qkeys.m[id] = k
-	}
-	l.qkeys.mu.Unlock()
-	return k
+	})
 }
 
 // queueBase returns the common start of a queue's keys: in its scope's
@@ -266,7 +245,7 @@ func (a *Admitter) queued(ctx context.Context, t *core.Ticket, res []int64, req 
 	}
 	w := c.w
 	if w == nil || w.id != id {
-		w = a.wake.add(c.k, id, req.Permit.Place, req.Permit.Source, c.dl, c.hasDL)
+		w = a.wake.add(c.k, id, req.Permit.Source, c.dl, c.hasDL)
 	}
 	w.source = req.Permit.Source
 	w.setTurn(res[4])

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,7 +83,6 @@ type qwaiter struct {
 	a      *Admitter
 	k      *queueKeys
 	id     uint64
-	place  core.Place
 	source string // the source of its last Admit
 	// dl is the call's deadline, on the queue's clock.
 	dl    time.Time
@@ -366,9 +366,9 @@ func (wk *waker) apply1(w *qwaiter, key waitKey, m wakeMsg) {
 }
 
 // add registers the waiter of entry id.
-func (wk *waker) add(k *queueKeys, id uint64, place core.Place, source string, dl time.Time, hasDL bool) *qwaiter {
+func (wk *waker) add(k *queueKeys, id uint64, source string, dl time.Time, hasDL bool) *qwaiter {
 	now := wk.a.l.opt.clockOrSystem().Now()
-	w := &qwaiter{a: wk.a, k: k, id: id, place: place, source: source, dl: dl, hasDL: hasDL, wake: make(chan struct{}, 1)}
+	w := &qwaiter{a: wk.a, k: k, id: id, source: source, dl: dl, hasDL: hasDL, wake: make(chan struct{}, 1)}
 	w.lease = wk.a.leaseEnd(now, dl, hasDL)
 	key := waitKey{k.prefix, id}
 	wk.mu.Lock()
@@ -536,10 +536,7 @@ func (wk *waker) renew(k *queueKeys, now time.Time) {
 		delete(wk.renewals, k)
 	}
 	wk.mu.Unlock()
-	for len(ws) > 0 {
-		n := min(len(ws), resyncBatch)
-		batch := ws[:n]
-		ws = ws[n:]
+	for batch := range slices.Chunk(ws, resyncBatch) {
 		ctx, cancel := context.WithTimeout(context.Background(), queueOpTimeout)
 		states, err := wk.a.states(ctx, k, batch, batch)
 		cancel()
@@ -573,10 +570,7 @@ func (wk *waker) check(k *queueKeys, label string) {
 
 // resync asks for the state of ws, waiters of k, after a reconnection.
 func (wk *waker) resync(k *queueKeys, ws []*qwaiter) {
-	for len(ws) > 0 {
-		n := min(len(ws), resyncBatch)
-		batch := ws[:n]
-		ws = ws[n:]
+	for batch := range slices.Chunk(ws, resyncBatch) {
 		ctx, cancel := context.WithTimeout(context.Background(), queueOpTimeout)
 		states, err := wk.a.states(ctx, k, batch, nil)
 		cancel()

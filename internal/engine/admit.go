@@ -39,10 +39,14 @@ func leaseTTL(limit, timeout time.Duration) time.Duration {
 }
 
 // finishContext returns the context of the work after an attempt: not
-// cancelled with the call, bounded by finishTimeout and by the call's
-// deadline plus finishGrace, so that a slow backend cannot hold the caller
-// past its deadline.
-func finishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// cancelled with the call and, unless the backends are in process (they
+// never block and need no bound), bounded by finishTimeout and by the
+// call's deadline plus finishGrace, so that a slow backend cannot hold the
+// caller past its deadline.
+func (e *Engine) finishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if e.inProcess {
+		return context.WithoutCancel(ctx), func() {}
+	}
 	d := finishTimeout
 	if left, ok := untilDeadline(ctx); ok {
 		d = min(d, max(left+finishGrace, finishGrace))
@@ -242,16 +246,11 @@ func (r *run) refusal(i int, t core.Ticket) error {
 }
 
 // finish releases an attempt's permit and records its outcome, detached
-// from the caller's cancellation and bounded by finishContext (in-process
-// backends never block and need no bound). A failure is logged (rate-limited); the Admitter heals
-// what it could not release.
+// from the caller's cancellation and bounded by finishContext. A failure
+// is logged (rate-limited); the Admitter heals what it could not release.
 func (e *Engine) finish(ctx context.Context, callID string, s *sourceState, t *core.Ticket, settle core.Settlement, o core.Outcome) {
-	fctx := context.WithoutCancel(ctx)
-	if !e.inProcess {
-		var cancel context.CancelFunc
-		fctx, cancel = finishContext(ctx)
-		defer cancel()
-	}
+	fctx, cancel := e.finishContext(ctx)
+	defer cancel()
 	if _, err := e.admitter.Finish(fctx, *t, settle, o); err != nil {
 		e.warnBackend(ctx, "polygateway: limiter release or breaker record failed", callID, s.cfg.Name, err)
 	}
@@ -262,12 +261,8 @@ func (e *Engine) finish(ctx context.Context, callID string, s *sourceState, t *c
 // cancellation and bounded like finish. A failure is logged (rate-limited):
 // the process's own hold still holds the source back.
 func (e *Engine) pushBack(ctx context.Context, callID string, s *sourceState, d time.Duration) {
-	fctx := context.WithoutCancel(ctx)
-	if !e.inProcess {
-		var cancel context.CancelFunc
-		fctx, cancel = finishContext(ctx)
-		defer cancel()
-	}
+	fctx, cancel := e.finishContext(ctx)
+	defer cancel()
 	if err := e.admitter.PushBack(fctx, e.settings.Scope, s.cfg.Name, s.breaker, d); err != nil {
 		e.warnBackend(ctx, "polygateway: sharing a 429 pushback failed", callID, s.cfg.Name, err)
 	}

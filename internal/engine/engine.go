@@ -169,9 +169,6 @@ func New(cfg Config) (*Engine, error) {
 // then estimates Call.Tokens).
 func (e *Engine) Windows() bool { return e.windows }
 
-// Settings returns the engine's settings (not a copy: do not modify).
-func (e *Engine) Settings() *core.GatewaySettings { return &e.settings }
-
 // Handle runs one governed call: core.Handler of the innermost layer. A
 // call carrying Served (a cache hit) returns it without an attempt.
 func (e *Engine) Handle(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {

@@ -233,12 +233,8 @@ func (r *run) leave(ctx context.Context) {
 	r.waiter, r.inLine, r.claim = nil, false, claim{}
 	// Detached from the caller's cancellation (a cancelled call leaves
 	// too), bounded like finish for a backend across the network.
-	lctx := context.WithoutCancel(ctx)
-	if !r.e.inProcess {
-		var cancel context.CancelFunc
-		lctx, cancel = finishContext(ctx)
-		defer cancel()
-	}
+	lctx, cancel := r.e.finishContext(ctx)
+	defer cancel()
 	w.Leave(lctx)
 }
 

@@ -50,8 +50,6 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func (iv *interval) mean() time.Duration { return time.Duration(iv.avg) * time.Microsecond }
-
 // wait is when a waiter with ahead others before it is admitted at the
 // mean interval: (ahead+1) intervals; 0 while the mean is unknown.
 func (iv *interval) wait(ahead int) time.Duration {

@@ -23,10 +23,9 @@ type classOrder struct {
 // tenant is one tenant's waiters of one class, and its place in the
 // class's ring.
 type tenant struct {
-	name        string
-	first, last *Waiter
-	n           int
-	prev, next  *tenant
+	name       string
+	list       // its waiters in arrival order
+	prev, next *tenant
 }
 
 // len returns the number of waiters of every class.
@@ -58,14 +57,7 @@ func (o *order) add(w *Waiter, name string) {
 		co.last = t
 	}
 	w.tenant = t
-	w.prev, w.next = t.last, nil
-	if t.last != nil {
-		t.last.next = w
-	} else {
-		t.first = w
-	}
-	t.last = w
-	t.n++
+	t.push(w)
 	co.n++
 }
 
@@ -74,18 +66,8 @@ func (o *order) add(w *Waiter, name string) {
 func (o *order) remove(w *Waiter) {
 	co := &o.classes[w.class.Rank()]
 	t := w.tenant
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		t.first = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		t.last = w.prev
-	}
-	w.prev, w.next, w.tenant = nil, nil, nil
-	t.n--
+	t.remove(w)
+	w.tenant = nil
 	co.n--
 	if t.n == 0 {
 		co.unring(t)

@@ -104,7 +104,6 @@ type Waiter struct {
 	id         uint64
 	claimEnd   time.Time
 	label      string
-	name       string // the tenant's name while Chosen runs
 	class      core.Priority
 	state      state
 	wake       chan struct{}
@@ -123,42 +122,9 @@ const (
 // ID returns the waiter's number: 1 for the queue's first, and so on.
 func (w *Waiter) ID() uint64 { return w.id }
 
-// Class returns the waiter's class.
-func (w *Waiter) Class() core.Priority { return w.class }
-
-// Tenant returns the waiter's tenant while it is in line or Chosen runs
-// ("" otherwise).
-func (w *Waiter) Tenant() string {
-	if w.tenant != nil {
-		return w.tenant.name
-	}
-	return w.name
-}
-
 // Busy reports whether waiters are in line (holders of claims aside): a
 // new call must queue behind them rather than try the gates.
 func (q *Queue) Busy() bool { return q.ord.len() > 0 || q.front.n > 0 }
-
-// Len returns the number of waiters, holders of claims included.
-func (q *Queue) Len() int { return q.ord.len() + q.front.n + q.claims.n }
-
-// Depth returns the number of waiters in line per class, indexed by
-// core.Priority.Rank (holders of claims and waiters returned to the front
-// not counted).
-func (q *Queue) Depth() [core.NumPriorities]int {
-	var d [core.NumPriorities]int
-	for c := range d {
-		d[c] = q.ord.classes[c].n
-	}
-	return d
-}
-
-// Front returns the number of waiters returned to the front (chosen once,
-// refused again by a gate).
-func (q *Queue) Front() int { return q.front.n }
-
-// Claims returns the number of units reserved for woken waiters.
-func (q *Queue) Claims() int { return q.claims.n }
 
 // Enqueue adds a waiter of class and tenant at the back of its line.
 // deadline (zero: none) is when the call must end: a waiter whose
@@ -194,41 +160,6 @@ func (q *Queue) Enqueue(class core.Priority, name string, deadline time.Time, re
 	q.changed()
 	return w, nil
 }
-
-// Estimate returns where a new waiter of class and tenant would stand:
-// how many waiters would be admitted before it, and when it would be
-// admitted at the recent interval (0 when unknown).
-func (q *Queue) Estimate(class core.Priority, name string) (ahead int, wait time.Duration) {
-	if !class.Valid() {
-		return 0, 0
-	}
-	ahead = q.front.n + q.higher(class) + q.ord.ahead(class, name, q.count(class, name))
-	return ahead, q.est.wait(ahead)
-}
-
-// Position returns how many waiters would be admitted before w if no one
-// arrived or left: 0 for the head, and for a holder of a claim.
-func (q *Queue) Position(w *Waiter) int {
-	switch w.state {
-	case stateFront:
-		n := 0
-		for x := q.front.first; x != w; x = x.next {
-			n++
-		}
-		return n
-	case stateWaiting:
-		r := 0
-		for x := w.tenant.first; x != w; x = x.next {
-			r++
-		}
-		return q.front.n + q.higher(w.class) + q.ord.ahead(w.class, w.tenant.name, r)
-	}
-	return 0
-}
-
-// Interval returns the recent interval between admissions: the mean of
-// the last few, weighted to the latest (0 before the first).
-func (q *Queue) Interval() time.Duration { return q.est.mean() }
 
 // higher counts the waiters of the classes above c.
 func (q *Queue) higher(c core.Priority) int {
@@ -287,13 +218,10 @@ func (q *Queue) hand(now time.Time, label string) *Waiter {
 
 // choose takes w, in line, out as the one chosen.
 func (q *Queue) choose(now time.Time, w *Waiter) {
-	name := w.tenant.name
 	q.ord.serve(w)
 	q.est.sample(now)
 	if q.cfg.Chosen != nil {
-		w.name = name
 		q.cfg.Chosen(w)
-		w.name = ""
 	}
 }
 

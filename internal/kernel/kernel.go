@@ -420,9 +420,6 @@ func (c *Client) Settings() *core.GatewaySettings { return &c.settings }
 // classification), for sibling protocols.
 func (c *Client) Transport() *transport.Client { return c.transport }
 
-// Logger returns the client's logger.
-func (c *Client) Logger() *slog.Logger { return c.log }
-
 // Sources reports every source's state.
 func (c *Client) Sources(ctx context.Context) []core.SourceStatus { return c.engine.Sources(ctx) }
 
@@ -443,9 +440,6 @@ func (c *Client) Budgets(ctx context.Context, extra ...core.Budget) ([]core.Budg
 // their own (WithBudget, a gateway's client budget): the limiter enforces
 // budgets and every source is priced; else the config error saying why.
 func (c *Client) CanBudget() error { return c.budgetErr }
-
-// Budgeted reports whether the client's scope has a spend budget.
-func (c *Client) Budgeted() bool { return c.settings.Budget.Limit > 0 }
 
 // Close releases connections and the backends the client created; it is
 // idempotent.

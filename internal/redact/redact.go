@@ -132,9 +132,6 @@ func (r *Redactor) once(s string) string {
 	return replace(s, spans)
 }
 
-// Bytes is String for a byte slice.
-func (r *Redactor) Bytes(b []byte) string { return r.String(string(b)) }
-
 // Cut redacts s and then bounds it to n bytes at a rune boundary, with
 // "…" appended when anything was cut. Invalid UTF-8 becomes U+FFFD first
 // (never dropped, which could join the two halves of a secret). Only a
@@ -144,14 +141,14 @@ func (r *Redactor) Cut(s string, n int) string {
 	n = max(n, 0)
 	cut := false
 	if lim := n + r.window(); len(s) > lim {
-		s, cut = cutRunes(s, lim), true
+		s, cut = CutRunes(s, lim), true
 	}
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	out := r.String(s)
 	if len(out) > n {
-		out, cut = cutMark(cutRunes(out, n)), true
+		out, cut = cutMark(CutRunes(out, n)), true
 	}
 	if cut {
 		out += "…"
@@ -229,12 +226,6 @@ func (e *redacted) Timeout() bool {
 
 // String is New(secrets...).String(s).
 func String(s string, secrets ...string) string { return New(secrets...).String(s) }
-
-// Cut is New(secrets...).Cut(s, n).
-func Cut(s string, n int, secrets ...string) string { return New(secrets...).Cut(s, n) }
-
-// Error is New(secrets...).Error(err).
-func Error(err error, secrets ...string) error { return New(secrets...).Error(err) }
 
 // span is a half-open byte range of the text to replace.
 type span struct{ from, to int }
@@ -321,8 +312,9 @@ func replace(s string, spans []span) string {
 	return b.String()
 }
 
-// cutRunes returns at most n bytes of s, not splitting a rune.
-func cutRunes(s string, n int) string {
+// CutRunes returns at most n bytes of s, not splitting a rune (a byte that
+// is not valid UTF-8 counts as a rune of its own).
+func CutRunes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -249,7 +249,7 @@ func (m errMaker) clean() (name, code, msg string, err error) {
 		name = m.src.Name
 		r = redact.New(m.src.APIKey)
 	}
-	code = cutUTF8(strings.TrimSpace(r.String(m.code)), 128)
+	code = redact.CutRunes(strings.TrimSpace(r.String(m.code)), 128)
 	return name, code, boundMessage(r.String(m.msg)), r.Error(m.err)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
 func TestClassifyResponse(t *testing.T) {
@@ -188,7 +189,7 @@ func TestClassifyRedactsAndBounds(t *testing.T) {
 	if strings.Contains(err.Error(), testKey) || strings.Contains(e.Message, testKey) || strings.Contains(e.Code, testKey) {
 		t.Fatalf("key leaked: %q", err.Error())
 	}
-	if !strings.Contains(e.Message, redactedMark) {
+	if !strings.Contains(e.Message, redact.Mark) {
 		t.Fatalf("message = %q, want redaction mark", e.Message)
 	}
 	if len(e.Message) > maxMessageBytes+len("…") {
@@ -227,9 +228,9 @@ func TestParseEnvelopeShapes(t *testing.T) {
 func TestRedactErr(t *testing.T) {
 	t.Parallel()
 	base := errors.New("dial failed for https://host/v1?key=" + testKey)
-	err := redactErr(base, testKey)
+	err := redact.New(testKey).Error(base)
 	if strings.Contains(err.Error(), testKey) || !errors.Is(err, base) {
-		t.Fatalf("redactErr = %v", err)
+		t.Fatalf("Redactor.Error = %v", err)
 	}
 	if got := RedactKey("abc none def", "none"); got != "abc none def" {
 		t.Fatalf("none redacted: %q", got)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
 // Defaults of Config's zero fields.
@@ -421,7 +422,7 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 func withParam(err error, src *core.SourceConfig, param string) error {
 	var rej *core.RequestRejectedError
 	if param != "" && errors.As(err, &rej) {
-		rej.Param = cutUTF8(strings.TrimSpace(RedactKey(param, src.APIKey)), 128)
+		rej.Param = redact.CutRunes(strings.TrimSpace(RedactKey(param, src.APIKey)), 128)
 	}
 	return err
 }

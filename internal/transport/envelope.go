@@ -6,7 +6,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
 // envelope is a provider's error body reduced to what classification needs.
@@ -210,16 +211,5 @@ func boundMessage(s string) string {
 	if len(s) <= maxMessageBytes {
 		return s
 	}
-	return cutUTF8(s, maxMessageBytes) + "…"
-}
-
-// cutUTF8 returns at most n bytes of s, not splitting a rune.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return redact.CutRunes(s, maxMessageBytes) + "…"
 }

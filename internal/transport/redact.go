@@ -5,9 +5,6 @@ import (
 	"github.com/polygateway/polygateway/internal/redact"
 )
 
-// redactedMark replaces a key in any text the transport emits.
-const redactedMark = redact.Mark
-
 // RedactKey returns text with key removed by the library's one redaction
 // rule (package internal/redact): every occurrence of the key, and every
 // run of 8 or more of its consecutive bytes (a key cut at the edge of a
@@ -16,13 +13,6 @@ const redactedMark = redact.Mark
 // (they would mangle ordinary text and protect nothing).
 func RedactKey(text, key string) string {
 	return redact.String(text, key)
-}
-
-// redactErr returns err with key removed from the text it shows (see
-// redact.Redactor.Error): the original stays reachable with errors.Is and
-// errors.As.
-func redactErr(err error, key string) error {
-	return redact.Error(err, key)
 }
 
 // RedactError returns err, an error of one attempt against src, with src's

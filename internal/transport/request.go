@@ -51,7 +51,9 @@ var thinkingValues = struct{ flag, object, adaptive, template, effort [2]json.Ra
 	effort:   [2]json.RawMessage{json.RawMessage(`"none"`), json.RawMessage(`"medium"`)},
 }
 
-// encodeRequest appends the chat completions request body to b.
+// encodeRequestAfter appends the chat completions request body to b, with
+// the body's opening, head = modelHead(src.Model), made already (an
+// endpoint keeps its own).
 //
 // Layers, later ones winning per top-level key (no deep merge):
 //
@@ -68,12 +70,6 @@ var thinkingValues = struct{ flag, object, adaptive, template, effort [2]json.Ra
 //
 // Keys of each layer are written in sorted order so bodies are
 // deterministic. Values are encoded by encoding/json (see jsonwrite.go).
-func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) ([]byte, error) {
-	return encodeRequestAfter(b, modelHead(src.Model), src, call, prof)
-}
-
-// encodeRequestAfter is encodeRequest with the body's opening, head =
-// modelHead(src.Model), made already (an endpoint keeps its own).
 func encodeRequestAfter(b, head []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) ([]byte, error) {
 	if n := messagesSize(call.Messages); n > smallBodyBytes {
 		// A large body is grown once, to about its size, not step by step.

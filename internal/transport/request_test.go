@@ -13,6 +13,12 @@ import (
 	"github.com/polygateway/polygateway/core"
 )
 
+// encodeRequest appends the chat completions request body to b (see
+// encodeRequestAfter).
+func encodeRequest(b []byte, src *core.SourceConfig, call *core.Call, prof *core.ProviderProfile) ([]byte, error) {
+	return encodeRequestAfter(b, modelHead(src.Model), src, call, prof)
+}
+
 func boolPtr(b bool) *bool { return &b }
 
 func TestRequestShape(t *testing.T) {

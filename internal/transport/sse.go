@@ -63,14 +63,6 @@ type SSEReader struct {
 	ev      SSEEvent
 }
 
-// NewSSEReader returns a reader of r whose single events may hold up to
-// maxEvent bytes (≤ 0 means DefaultMaxEventBytes).
-func NewSSEReader(r io.Reader, maxEvent int) *SSEReader {
-	s := &SSEReader{}
-	s.Reset(r, maxEvent)
-	return s
-}
-
 // Reset makes s read from r, keeping its buffers.
 func (s *SSEReader) Reset(r io.Reader, maxEvent int) {
 	if maxEvent <= 0 {

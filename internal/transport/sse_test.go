@@ -9,6 +9,14 @@ import (
 	"testing/iotest"
 )
 
+// NewSSEReader returns a reader of r whose single events may hold up to
+// maxEvent bytes (≤ 0 means DefaultMaxEventBytes).
+func NewSSEReader(r io.Reader, maxEvent int) *SSEReader {
+	s := &SSEReader{}
+	s.Reset(r, maxEvent)
+	return s
+}
+
 // readAllEvents drains r and returns the data of each event and the final error.
 func readAllEvents(t *testing.T, r *SSEReader) ([]string, []SSEEvent, error) {
 	t.Helper()

@@ -1,4 +1,4 @@
-package tracing
+package redact
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-func TestClip(t *testing.T) {
+func TestCutRunes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		in   string
@@ -22,15 +22,15 @@ func TestClip(t *testing.T) {
 		{"日本語", 2, ""},
 		{"\xff\xfe\xfd", 2, "\xff\xfe"}, // invalid bytes count as rune starts
 	} {
-		if got := clip(tc.in, tc.n); got != tc.want {
-			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		if got := CutRunes(tc.in, tc.n); got != tc.want {
+			t.Errorf("CutRunes(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}
 }
 
-// FuzzClip: the result is a prefix of at most n bytes, and valid UTF-8
+// FuzzCutRunes: the result is a prefix of at most n bytes, and valid UTF-8
 // stays valid.
-func FuzzClip(f *testing.F) {
+func FuzzCutRunes(f *testing.F) {
 	for _, s := range []string{"", "abc", "abcé", "日本語", strings.Repeat("é", 200)} {
 		f.Add(s, 4)
 	}
@@ -38,12 +38,12 @@ func FuzzClip(f *testing.F) {
 		if n < 0 || n > 1<<16 {
 			return
 		}
-		got := clip(s, n)
+		got := CutRunes(s, n)
 		if len(got) > n || !strings.HasPrefix(s, got) {
-			t.Fatalf("clip(%q, %d) = %q", s, n, got)
+			t.Fatalf("CutRunes(%q, %d) = %q", s, n, got)
 		}
 		if utf8.ValidString(s) && !utf8.ValidString(got) {
-			t.Fatalf("clip(%q, %d) = %q: invalid UTF-8", s, n, got)
+			t.Fatalf("CutRunes(%q, %d) = %q: invalid UTF-8", s, n, got)
 		}
 	})
 }
