@@ -12,10 +12,10 @@ import (
 // return the handler itself: the attributes and groups of a derived
 // logger are not kept, only those of each record.
 type Logs struct {
-	min    slog.Level
+	min     slog.Level
 	atLeast bool
-	mu     sync.Mutex
-	recs   []slog.Record
+	mu      sync.Mutex
+	recs    []slog.Record
 }
 
 // NewLogsFrom returns a Logs that is enabled for (and keeps) the records of
@@ -68,22 +68,30 @@ type Record struct {
 	Attrs   map[string]string
 }
 
-// Find returns the records kept with message msg, in the order they were
-// logged.
-func (h *Logs) Find(msg string) []Record {
+// Records returns the records kept, in the order they were logged.
+func (h *Logs) Records() []Record {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []Record
+	out := make([]Record, 0, len(h.recs))
 	for _, r := range h.recs {
-		if r.Message != msg {
-			continue
-		}
 		rec := Record{Level: r.Level, Message: r.Message, Attrs: map[string]string{}}
 		r.Attrs(func(a slog.Attr) bool {
 			rec.Attrs[a.Key] = a.Value.String()
 			return true
 		})
 		out = append(out, rec)
+	}
+	return out
+}
+
+// Find returns the records kept with message msg, in the order they were
+// logged.
+func (h *Logs) Find(msg string) []Record {
+	var out []Record
+	for _, r := range h.Records() {
+		if r.Message == msg {
+			out = append(out, r)
+		}
 	}
 	return out
 }

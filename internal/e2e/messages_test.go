@@ -1,10 +1,11 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
@@ -25,7 +26,7 @@ func TestTheCallHandsTheCallersMessagesDownWithoutACopy(t *testing.T) {
 			return next(ctx, call)
 		}
 	}
-	c := baseEnv().source("openai", 1, srv).client(t, polygateway.WithTelemetry(sink), polygateway.WithMiddleware(spy))
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t, polygateway.WithTelemetry(sink), polygateway.WithMiddleware(spy))
 	if _, err := c.Chat(context.Background(), msgs); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // defaultsEnv is baseEnv with the library's own retry defaults (baseEnv
 // shortens the backoff).
-func defaultsEnv() env {
-	e := baseEnv()
+func defaultsEnv() testkit.Env {
+	e := testkit.BaseEnv()
 	delete(e, "LLM__RETRY__BACKOFF_BASE_S")
 	delete(e, "LLM__RETRY__BACKOFF_MAX_S")
 	return e
@@ -25,8 +26,8 @@ func TestA500OnceOnThePreferredTierIsRetriedThereAndTheFallbackSeesNothing(t *te
 	t.Parallel()
 	primary := fu.NewServer(t, fu.WithScript(fu.ServerError(500), fu.OK()))
 	fallback := fu.NewServer(t)
-	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").client(t)
-	resp, err := ask(t, c)
+	c := defaultsEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").Client(t)
+	resp, err := testkit.Ask(t, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +41,8 @@ func TestA429WithinThePatienceWaitsForThePreferredTier(t *testing.T) {
 	t.Parallel()
 	primary := fu.NewServer(t, fu.WithScript(fu.RateLimited("1"), fu.OK()))
 	fallback := fu.NewServer(t)
-	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").client(t)
-	resp, err := ask(t, c)
+	c := defaultsEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").Client(t)
+	resp, err := testkit.Ask(t, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +59,9 @@ func TestTierPatienceZeroFailsOverAtOnce(t *testing.T) {
 	t.Parallel()
 	primary := fu.NewServer(t, fu.WithScript(fu.ServerError(500), fu.OK()))
 	fallback := fu.NewServer(t)
-	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").
-		set("LLM__RETRY__TIER_PATIENCE_S", "0").client(t)
-	resp, err := ask(t, c)
+	c := defaultsEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").
+		Set("LLM__RETRY__TIER_PATIENCE_S", "0").Client(t)
+	resp, err := testkit.Ask(t, c)
 	if err != nil || resp.SourceName != "qwen_1" || primary.Requests() != 1 {
 		t.Fatalf("= (%v, %v), primary %d requests; want the fallback at once", resp, err, primary.Requests())
 	}
@@ -70,8 +71,8 @@ func TestASourceWhoseContextWindowIsTooSmallGetsNoRequest(t *testing.T) {
 	t.Parallel()
 	small := fu.NewServer(t)
 	large := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, small, "CONTEXT_WINDOW", "100").
-		source("qwen", 1, large, "PRIORITY", "1", "CONTEXT_WINDOW", "128000").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, small.URL(), "CONTEXT_WINDOW", "100").
+		Source("qwen", 1, large.URL(), "PRIORITY", "1", "CONTEXT_WINDOW", "128000").Client(t)
 	long := polygateway.User(longText(2000))
 	resp, err := c.Chat(context.Background(), []polygateway.Message{long}, polygateway.WithParams(map[string]any{"max_tokens": 50}))
 	if err != nil || resp.SourceName != "qwen_1" {
@@ -81,11 +82,11 @@ func TestASourceWhoseContextWindowIsTooSmallGetsNoRequest(t *testing.T) {
 		t.Errorf("the small-window source got %d requests, want 0", small.Requests())
 	}
 	// A short call fits both: the preferred tier answers.
-	if resp, err := ask(t, c); err != nil || resp.SourceName != "openai_1" {
+	if resp, err := testkit.Ask(t, c); err != nil || resp.SourceName != "openai_1" {
 		t.Errorf("short call = (%v, %v), want the preferred source", resp, err)
 	}
 	// Nothing fits: rejected before any request.
-	only := baseEnv().source("openai", 1, small, "CONTEXT_WINDOW", "100").client(t)
+	only := testkit.BaseEnv().Source("openai", 1, small.URL(), "CONTEXT_WINDOW", "100").Client(t)
 	_, err = only.Chat(context.Background(), []polygateway.Message{long})
 	var re *polygateway.RequestRejectedError
 	if !errors.As(err, &re) || re.Code != "context_length_exceeded" || small.Requests() != 1 {
@@ -114,11 +115,11 @@ func TestAFlappingPrimaryGetsItsTrafficBackWithinTenSeconds(t *testing.T) {
 	primary := fu.NewServer(t, fu.WithFlap(outage, time.Hour, fu.ServerError(503)))
 	fallback := fu.NewServer(t)
 	start := primary.Started()
-	c := defaultsEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").client(t)
+	c := defaultsEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").Client(t)
 	var back time.Duration
 	for time.Since(start) < 16*time.Second {
 		at := time.Since(start)
-		resp, err := ask(t, c)
+		resp, err := testkit.Ask(t, c)
 		if err != nil {
 			t.Fatalf("call at %v failed: %v", at, err)
 		}
@@ -148,7 +149,7 @@ func TestAFlappingPrimaryGetsItsTrafficBackWithinTenSeconds(t *testing.T) {
 func TestSlowStartServes200ConcurrentCallsWithinTwoAndAHalfSeconds(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithLatency(300*time.Millisecond)))
-	c := defaultsEnv().source("openai", 1, srv).client(t)
+	c := defaultsEnv().Source("openai", 1, srv.URL()).Client(t)
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, 200)
@@ -173,12 +174,12 @@ func TestUnavailableErrorsSayWhenToRetryAndNameEverySource(t *testing.T) {
 	t.Parallel()
 	a := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
 	b := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
-	c := defaultsEnv().source("openai", 1, a).source("qwen", 1, b).
-		set("LLM__RETRY__MAX_ATTEMPTS", "2", "LLM__BREAKER__FAIL_THRESHOLD", "1", "LLM__BREAKER__COOLDOWN_S", "30",
-			"LLM__RETRY__TIER_PATIENCE_S", "0").client(t)
+	c := defaultsEnv().Source("openai", 1, a.URL()).Source("qwen", 1, b.URL()).
+		Set("LLM__RETRY__MAX_ATTEMPTS", "2", "LLM__BREAKER__FAIL_THRESHOLD", "1", "LLM__BREAKER__COOLDOWN_S", "30",
+			"LLM__RETRY__TIER_PATIENCE_S", "0").Client(t)
 	// Two failures spend the budget and open both circuits: nothing is
 	// usable before the cooldown ends.
-	_, err := ask(t, c)
+	_, err := testkit.Ask(t, c)
 	var u *polygateway.GatewayUnavailableError
 	if !errors.As(err, &u) || u.Reason != polygateway.ReasonRetryExhausted {
 		t.Fatalf("first call: %v, want retry_exhausted", err)
@@ -193,13 +194,13 @@ func TestCircuitOpenSaysWhenAProbeIsAdmittedAndNamesEverySource(t *testing.T) {
 	t.Parallel()
 	a := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
 	b := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
-	c := defaultsEnv().source("openai", 1, a).source("qwen", 1, b).
-		set("LLM__BREAKER__COOLDOWN_S", "30").client(t)
-	if _, err := ask(t, c); err == nil {
+	c := defaultsEnv().Source("openai", 1, a.URL()).Source("qwen", 1, b.URL()).
+		Set("LLM__BREAKER__COOLDOWN_S", "30").Client(t)
+	if _, err := testkit.Ask(t, c); err == nil {
 		t.Fatal("dead sources answered")
 	}
 	before := a.Requests() + b.Requests()
-	_, err := ask(t, c)
+	_, err := testkit.Ask(t, c)
 	var u *polygateway.GatewayUnavailableError
 	if !errors.As(err, &u) || u.Reason != polygateway.ReasonCircuitOpen || !errors.Is(err, polygateway.ErrCircuitOpen) {
 		t.Fatalf("second call: %v, want circuit_open", err)
@@ -219,7 +220,7 @@ func TestTwoScopesInOnePoolShareTheirGlobalGateInOneProcess(t *testing.T) {
 	lim := memory.NewLimiter()
 	var clients []*polygateway.GatewayClient
 	for _, scope := range []string{"SEARCH", "JUDGE"} {
-		e := env{
+		e := testkit.Env{
 			"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 			"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 			scope + "__OPENAI__1__BASE_URL": srv.URL(), scope + "__OPENAI__1__API_KEY": "sk-test",
@@ -238,7 +239,7 @@ func TestTwoScopesInOnePoolShareTheirGlobalGateInOneProcess(t *testing.T) {
 	for _, c := range clients {
 		for range 4 {
 			wg.Go(func() {
-				if _, err := ask(t, c); err != nil {
+				if _, err := testkit.Ask(t, c); err != nil {
 					t.Error(err)
 				}
 			})

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // slowAdmitter is an Admitter that takes rtt for every Admit, as a backend
@@ -97,12 +98,12 @@ func TestPropertyABurstOnAColdSourceNeverExceedsItsStartLimit(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				adm := slowAdmitter{Admitter: core.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker()), rtt: rtt}
-				c := env{
+				c := testkit.Env{
 					"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 					"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 					"LLM__OPENAI__1__BASE_URL": "http://primary.test/v1", "LLM__OPENAI__1__API_KEY": "sk-test-primary",
 					"LLM__OPENAI__1__MODEL": "primary-model", "LLM__OPENAI__1__TIMEOUT_S": "30",
-				}.client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}), polygateway.WithAdmitter(adm))
+				}.Client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}), polygateway.WithAdmitter(adm))
 				var wg sync.WaitGroup
 				errs := make(chan error, callers)
 				for range callers {

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"errors"

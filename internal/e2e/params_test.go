@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestTypedCallOptionsReachTheWireWithTheProvidersFieldNames(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBodyHistory(4))
-	c := baseEnv().source("openai", 1, srv).client(t)
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
 	weather := polygateway.Tool{Name: "weather", Description: "the weather in a city",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}
 	_, err := c.Chat(context.Background(), []polygateway.Message{polygateway.User("hi")},
@@ -50,7 +51,7 @@ func TestTypedCallOptionsReachTheWireWithTheProvidersFieldNames(t *testing.T) {
 func TestTypedCallOptionsArePartOfTheCacheKey(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, srv).set("PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").Client(t)
 	msgs := []polygateway.Message{polygateway.User("same question")}
 	call := func(opts ...polygateway.CallOption) bool {
 		resp, err := c.Chat(context.Background(), msgs, opts...)

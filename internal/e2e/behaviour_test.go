@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -10,19 +10,20 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestRateLimitWithRetryAfterWaitsBeforeRetryingTheSameSource(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithScript(fu.RateLimited("2"), fu.OK()))
-	c := baseEnv().source("openai", 1, srv).client(t)
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
 
-	resp, err := ask(t, c)
+	resp, err := testkit.Ask(t, c)
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
-	if resp.Content != tokens(8) {
+	if resp.Content != fu.Tokens(8) {
 		t.Fatalf("content = %q", resp.Content)
 	}
 	arr := srv.Arrivals()
@@ -43,10 +44,10 @@ func TestRateLimitWithALongRetryAfterFailsOverAtOnceWhenAnotherSourceExists(t *t
 	t.Parallel()
 	limited := fu.NewServer(t, fu.WithScript(fu.RateLimited("30"), fu.OK()))
 	other := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, limited).source("qwen", 2, other, "PRIORITY", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, limited.URL()).Source("qwen", 2, other.URL(), "PRIORITY", "1").Client(t)
 
 	start := time.Now()
-	resp, err := ask(t, c)
+	resp, err := testkit.Ask(t, c)
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
@@ -62,11 +63,11 @@ func TestRateLimitForeverWithoutRetryAfterDoesNotHammerTheSource(t *testing.T) {
 	t.Parallel()
 	limited := fu.NewServer(t, fu.WithBehavior(fu.RateLimited("")))
 	other := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, limited).source("qwen", 2, other).client(t)
+	c := testkit.BaseEnv().Source("openai", 1, limited.URL()).Source("qwen", 2, other.URL()).Client(t)
 
 	deadline := time.Now().Add(3500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		resp, err := ask(t, c)
+		resp, err := testkit.Ask(t, c)
 		if err != nil {
 			t.Fatalf("call failed: %v", err)
 		}
@@ -83,9 +84,9 @@ func TestRateLimitForeverWithoutRetryAfterDoesNotHammerTheSource(t *testing.T) {
 func TestServerErrorOnceThenRetrySucceeds(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithScript(fu.ServerError(500), fu.OK()))
-	c := baseEnv().source("openai", 1, srv).client(t)
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
 
-	resp, err := ask(t, c)
+	resp, err := testkit.Ask(t, c)
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
@@ -98,10 +99,10 @@ func TestPrimaryDownServesFromFallbackTierWithItsModelAndUsage(t *testing.T) {
 	t.Parallel()
 	primary := fu.NewServer(t, fu.WithBehavior(fu.ServerError(503)))
 	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(5).WithModel("fallback-model")))
-	c := baseEnv().source("openai", 1, primary).source("qwen", 2, fallback, "PRIORITY", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Source("qwen", 2, fallback.URL(), "PRIORITY", "1").Client(t)
 
 	for i := range 12 {
-		resp, err := ask(t, c, polygateway.WithStream(i%2 == 0))
+		resp, err := testkit.Ask(t, c, polygateway.WithStream(i%2 == 0))
 		if err != nil {
 			t.Fatalf("call %d failed: %v", i, err)
 		}
@@ -129,8 +130,8 @@ func TestPrimaryDownServesFromFallbackTierWithItsModelAndUsage(t *testing.T) {
 func TestConnectionResetBeforeHeadersIsRetried(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithScript(fu.Reset(), fu.OK()))
-	c := baseEnv().source("openai", 1, srv).client(t)
-	if _, err := ask(t, c); err != nil {
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
+	if _, err := testkit.Ask(t, c); err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
 }
@@ -139,12 +140,12 @@ func TestSilentSourceIsBoundedByTimeoutAndNotRetriedWhileAnotherExists(t *testin
 	t.Parallel()
 	silent := fu.NewServer(t, fu.WithBehavior(fu.Hang()))
 	healthy := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, silent, "TIMEOUT_S", "2").
-		source("qwen", 2, healthy, "TIMEOUT_S", "2", "PRIORITY", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, silent.URL(), "TIMEOUT_S", "2").
+		Source("qwen", 2, healthy.URL(), "TIMEOUT_S", "2", "PRIORITY", "1").Client(t)
 
 	for i := range 3 {
 		start := time.Now()
-		resp, err := ask(t, c)
+		resp, err := testkit.Ask(t, c)
 		if err != nil {
 			t.Fatalf("call %d failed: %v", i, err)
 		}
@@ -162,11 +163,11 @@ func TestSlowFirstTokenFailsOverToFallbackQuickly(t *testing.T) {
 	t.Parallel()
 	slow := fu.NewServer(t, fu.WithBehavior(fu.OK().WithFirstTokenDelay(3*time.Second)))
 	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithModel("fallback-model")))
-	c := baseEnv().source("openai", 1, slow, "TTFT_TIMEOUT_S", "1", "INTER_TOKEN_TIMEOUT_S", "0.5").
-		source("qwen", 2, fallback, "PRIORITY", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, slow.URL(), "TTFT_TIMEOUT_S", "1", "INTER_TOKEN_TIMEOUT_S", "0.5").
+		Source("qwen", 2, fallback.URL(), "PRIORITY", "1").Client(t)
 
 	start := time.Now()
-	resp, err := ask(t, c)
+	resp, err := testkit.Ask(t, c)
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
@@ -180,8 +181,8 @@ func TestCutStreamIsNeverATruncatedSuccess(t *testing.T) {
 	t.Run("single source fails", func(t *testing.T) {
 		t.Parallel()
 		srv := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
-		c := baseEnv().source("openai", 1, srv).set("LLM__RETRY__MAX_ATTEMPTS", "2").client(t)
-		resp, err := ask(t, c)
+		c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("LLM__RETRY__MAX_ATTEMPTS", "2").Client(t)
+		resp, err := testkit.Ask(t, c)
 		if err == nil || resp != nil {
 			t.Fatalf("a cut stream returned success: %v", resp)
 		}
@@ -194,12 +195,12 @@ func TestCutStreamIsNeverATruncatedSuccess(t *testing.T) {
 		t.Parallel()
 		cut := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
 		full := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(60)))
-		c := baseEnv().source("openai", 1, cut).source("qwen", 2, full, "PRIORITY", "1").client(t)
-		resp, err := ask(t, c)
+		c := testkit.BaseEnv().Source("openai", 1, cut.URL()).Source("qwen", 2, full.URL(), "PRIORITY", "1").Client(t)
+		resp, err := testkit.Ask(t, c)
 		if err != nil {
 			t.Fatalf("call failed: %v", err)
 		}
-		if resp.Content != tokens(60) {
+		if resp.Content != fu.Tokens(60) {
 			t.Fatalf("content has %d words, want the full 60", len(strings.Fields(resp.Content)))
 		}
 	})
@@ -209,21 +210,21 @@ func TestStalledStreamEndsQuicklyAndTheClientStillWorks(t *testing.T) {
 	t.Parallel()
 	stall := fu.NewServer(t, fu.WithBehavior(fu.StallAfter(20, 10*time.Second).WithTokens(40)))
 	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(40)))
-	c := baseEnv().source("openai", 1, stall, "TTFT_TIMEOUT_S", "2", "INTER_TOKEN_TIMEOUT_S", "1").
-		source("qwen", 2, fallback, "PRIORITY", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, stall.URL(), "TTFT_TIMEOUT_S", "2", "INTER_TOKEN_TIMEOUT_S", "1").
+		Source("qwen", 2, fallback.URL(), "PRIORITY", "1").Client(t)
 
 	start := time.Now()
-	resp, err := ask(t, c)
+	resp, err := testkit.Ask(t, c)
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("call took %v, want < 3s", took)
 	}
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
-	if resp.Content != tokens(40) {
+	if resp.Content != fu.Tokens(40) {
 		t.Fatalf("content is not the fallback's full answer: %q", resp.Content)
 	}
-	if _, err := ask(t, c); err != nil {
+	if _, err := testkit.Ask(t, c); err != nil {
 		t.Fatalf("the next call failed: %v", err)
 	}
 }
@@ -231,8 +232,8 @@ func TestStalledStreamEndsQuicklyAndTheClientStillWorks(t *testing.T) {
 func TestMalformedEventIsNeverPartialSuccess(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.MalformedAt(5).WithTokens(20)))
-	c := baseEnv().source("openai", 1, srv).set("LLM__RETRY__MAX_ATTEMPTS", "1").client(t)
-	resp, err := ask(t, c)
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("LLM__RETRY__MAX_ATTEMPTS", "1").Client(t)
+	resp, err := testkit.Ask(t, c)
 	var te *polygateway.TransientError
 	if resp != nil || !errors.As(err, &te) {
 		t.Fatalf("resp=%v err=%v, want a TransientError and no content", resp, err)
@@ -242,16 +243,16 @@ func TestMalformedEventIsNeverPartialSuccess(t *testing.T) {
 func TestCompleteStreamWithoutDoneIsReturnedPromptlyWithUsage(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(12).WithoutDone()))
-	c := baseEnv().source("openai", 1, srv, "TTFT_TIMEOUT_S", "2", "INTER_TOKEN_TIMEOUT_S", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL(), "TTFT_TIMEOUT_S", "2", "INTER_TOKEN_TIMEOUT_S", "1").Client(t)
 	start := time.Now()
-	resp, err := ask(t, c)
+	resp, err := testkit.Ask(t, c)
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
 	if took := time.Since(start); took > 500*time.Millisecond {
 		t.Fatalf("took %v", took)
 	}
-	if resp.Content != tokens(12) || resp.CompletionTokens != 12 || resp.UsageSource != "measured" || resp.FinishReason != "stop" {
+	if resp.Content != fu.Tokens(12) || resp.CompletionTokens != 12 || resp.UsageSource != "measured" || resp.FinishReason != "stop" {
 		t.Fatalf("resp = %+v", resp)
 	}
 	if srv.Requests() != 1 {
@@ -266,8 +267,8 @@ func TestContextLengthExceededIsRejectedAfterOneAttemptWhenNoOtherModelIsConfigu
 	t.Parallel()
 	a := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
 	b := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, a).source("openai", 2, b, "PRIORITY", "1").client(t) // same MODEL
-	_, err := ask(t, c)
+	c := testkit.BaseEnv().Source("openai", 1, a.URL()).Source("openai", 2, b.URL(), "PRIORITY", "1").Client(t) // same MODEL
+	_, err := testkit.Ask(t, c)
 	var re *polygateway.RequestRejectedError
 	if !errors.As(err, &re) || re.Code != "context_length_exceeded" || re.Reason != polygateway.ReasonContextLength {
 		t.Fatalf("err = %v, want RequestRejectedError with code context_length_exceeded", err)
@@ -282,9 +283,9 @@ func TestContextLengthExceededRoutesToASourceOfAnotherModel(t *testing.T) {
 	a := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
 	a2 := fu.NewServer(t)
 	b := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, a).source("openai", 2, a2, "PRIORITY", "1").
-		source("qwen", 1, b, "PRIORITY", "2").client(t)
-	resp, err := ask(t, c)
+	c := testkit.BaseEnv().Source("openai", 1, a.URL()).Source("openai", 2, a2.URL(), "PRIORITY", "1").
+		Source("qwen", 1, b.URL(), "PRIORITY", "2").Client(t)
+	resp, err := testkit.Ask(t, c)
 	if err != nil || resp.SourceName != "qwen_1" {
 		t.Fatalf("= (%v, %v), want the answer of the other model's source", resp, err)
 	}
@@ -302,8 +303,8 @@ func TestContentFilterIsRejectedWithTheProvidersReason(t *testing.T) {
 	t.Parallel()
 	a := fu.NewServer(t, fu.WithBehavior(fu.ContentFilter()))
 	b := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, a).source("qwen", 2, b, "PRIORITY", "1").client(t)
-	_, err := ask(t, c)
+	c := testkit.BaseEnv().Source("openai", 1, a.URL()).Source("qwen", 2, b.URL(), "PRIORITY", "1").Client(t)
+	_, err := testkit.Ask(t, c)
 	var re *polygateway.RequestRejectedError
 	if !errors.As(err, &re) || re.Code == "" || re.Message == "" {
 		t.Fatalf("err = %v, want RequestRejectedError with the provider's code and message", err)
@@ -320,9 +321,9 @@ func TestUnauthorizedSourceOpensAtOnceAndIsNeverReachedAgain(t *testing.T) {
 	t.Parallel()
 	bad := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
 	good := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, bad).source("qwen", 2, good, "PRIORITY", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, bad.URL()).Source("qwen", 2, good.URL(), "PRIORITY", "1").Client(t)
 	for i := range 10 {
-		resp, err := ask(t, c)
+		resp, err := testkit.Ask(t, c)
 		if err != nil || resp.SourceName != "qwen_2" {
 			t.Fatalf("call %d: resp=%v err=%v", i, resp, err)
 		}
@@ -343,12 +344,12 @@ func TestFlappingPrimaryIsProbedOncePerCooldownAndTrafficReturns(t *testing.T) {
 	primary := fu.NewServer(t, fu.WithFlap(outage, time.Hour, fu.ServerError(503)))
 	fallback := fu.NewServer(t)
 	start := time.Now()
-	c := baseEnv().source("openai", 1, primary).source("qwen", 2, fallback, "PRIORITY", "1").
-		set("LLM__BREAKER__FAIL_THRESHOLD", "2", "LLM__BREAKER__COOLDOWN_S", "1", "LLM__BREAKER__MAX_COOLDOWN_S", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Source("qwen", 2, fallback.URL(), "PRIORITY", "1").
+		Set("LLM__BREAKER__FAIL_THRESHOLD", "2", "LLM__BREAKER__COOLDOWN_S", "1", "LLM__BREAKER__MAX_COOLDOWN_S", "1").Client(t)
 
 	var backOnPrimary time.Time
 	for time.Since(start) < outage+3*cooldown {
-		resp, err := ask(t, c)
+		resp, err := testkit.Ask(t, c)
 		if err != nil {
 			t.Fatalf("call at %v failed: %v", time.Since(start), err)
 		}
@@ -379,20 +380,20 @@ func TestCancellationReturnsAtOnceAndLeavesNothingHeld(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
-		setup  func(t *testing.T) (env, func())
+		setup  func(t *testing.T) (testkit.Env, func())
 		cancel time.Duration
 	}{
-		{"during a stream", func(t *testing.T) (env, func()) {
+		{"during a stream", func(t *testing.T) (testkit.Env, func()) {
 			srv := fu.NewServer(t, fu.WithBehavior(fu.StallAfter(5, 10*time.Second)))
-			return baseEnv().source("openai", 1, srv), nil
+			return testkit.BaseEnv().Source("openai", 1, srv.URL()), nil
 		}, 300 * time.Millisecond},
-		{"during backoff", func(t *testing.T) (env, func()) {
+		{"during backoff", func(t *testing.T) (testkit.Env, func()) {
 			srv := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
-			return baseEnv().source("openai", 1, srv).set("LLM__RETRY__BACKOFF_BASE_S", "10", "LLM__RETRY__BACKOFF_MAX_S", "10"), nil
+			return testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("LLM__RETRY__BACKOFF_BASE_S", "10", "LLM__RETRY__BACKOFF_MAX_S", "10"), nil
 		}, 300 * time.Millisecond},
-		{"while waiting for a permit", func(t *testing.T) (env, func()) {
+		{"while waiting for a permit", func(t *testing.T) (testkit.Env, func()) {
 			srv := fu.NewServer(t, fu.WithBehavior(fu.Hang()))
-			return baseEnv().source("openai", 1, srv, "MAX_CONCURRENCY", "1"), nil
+			return testkit.BaseEnv().Source("openai", 1, srv.URL(), "MAX_CONCURRENCY", "1"), nil
 		}, 300 * time.Millisecond},
 	}
 	for _, tc := range cases {
@@ -400,7 +401,7 @@ func TestCancellationReturnsAtOnceAndLeavesNothingHeld(t *testing.T) {
 			t.Parallel()
 			e, _ := tc.setup(t)
 			lim, br := memory.NewLimiter(), memory.NewBreaker()
-			c := e.client(t, polygateway.WithLimiter(lim), polygateway.WithBreaker(br))
+			c := e.Client(t, polygateway.WithLimiter(lim), polygateway.WithBreaker(br))
 
 			// For the permit case, a first call holds the only slot.
 			holdCtx, releaseHold := context.WithCancel(context.Background())

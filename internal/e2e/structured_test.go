@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
@@ -48,11 +49,11 @@ func (cs *contentServer) requests() []string {
 	return append([]string(nil), cs.bodies...)
 }
 
-func structuredEnv(cs *contentServer, kv ...string) env {
-	e := baseEnv().set(
+func structuredEnv(cs *contentServer, kv ...string) testkit.Env {
+	e := testkit.BaseEnv().Set(
 		"LLM__OPENAI__1__BASE_URL", cs.URL+"/v1", "LLM__OPENAI__1__API_KEY", "k",
 		"LLM__OPENAI__1__MODEL", "m", "LLM__OPENAI__1__TIMEOUT_S", "5")
-	return e.set(kv...)
+	return e.Set(kv...)
 }
 
 const verdictSchema = `{"type":"object","properties":{"score":{"type":"integer","minimum":0,"maximum":10},"reason":{"type":"string"}},"required":["score","reason"]}`
@@ -69,7 +70,7 @@ func askStructured(c *polygateway.GatewayClient, opts ...polygateway.CallOption)
 func TestFencedTrailingCommaJSONIsRepairedWithoutReask(t *testing.T) {
 	t.Parallel()
 	cs := newContentServer(t, "```json\n{\"score\": 7, \"reason\": 'fine',}\n```")
-	c := structuredEnv(cs).client(t)
+	c := structuredEnv(cs).Client(t)
 	resp, err := askStructured(c, polygateway.WithJSONSchema([]byte(verdictSchema)))
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
@@ -87,7 +88,7 @@ func TestSchemaViolationIsReaskedOnceWithTheErrorFedBack(t *testing.T) {
 	t.Parallel()
 	cs := newContentServer(t, `{"score": 42, "reason": "too high"}`, `{"score": 4, "reason": "ok"}`)
 	sink := telemetry.NewMemory()
-	c := structuredEnv(cs).client(t, polygateway.WithTelemetry(sink))
+	c := structuredEnv(cs).Client(t, polygateway.WithTelemetry(sink))
 	v, resp, err := polygateway.ChatInto[verdict](context.Background(), c, []polygateway.Message{polygateway.User("rate it")},
 		polygateway.WithJSONSchema([]byte(verdictSchema)), polygateway.WithStream(false))
 	if err != nil {
@@ -113,7 +114,7 @@ func TestSchemaViolationIsReaskedOnceWithTheErrorFedBack(t *testing.T) {
 func TestStructuredFailureIsResultInvalidAndNeverChargesTheBreaker(t *testing.T) {
 	t.Parallel()
 	cs := newContentServer(t, "I think it is a seven.")
-	c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "1").client(t)
+	c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "1").Client(t)
 	for range 8 {
 		resp, err := askStructured(c, polygateway.WithJSON())
 		var invalid *polygateway.ResultInvalidError
@@ -133,7 +134,7 @@ func TestStructuredFailureIsResultInvalidAndNeverChargesTheBreaker(t *testing.T)
 func TestStructuredMaxRetriesZeroMeansNoReask(t *testing.T) {
 	t.Parallel()
 	cs := newContentServer(t, "not json at all {")
-	c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "0").client(t)
+	c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "0").Client(t)
 	if _, err := askStructured(c, polygateway.WithJSON()); err == nil {
 		t.Fatal("invalid JSON accepted")
 	}
@@ -146,7 +147,7 @@ func TestOnlyValidatedAnswersAreCached(t *testing.T) {
 	t.Parallel()
 	cs := newContentServer(t, "nope", `{"score": 1, "reason": "r"}`)
 	c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "0",
-		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").client(t)
+		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").Client(t)
 	schema := polygateway.WithJSONSchema([]byte(verdictSchema))
 	if _, err := askStructured(c, schema); err == nil {
 		t.Fatal("first (invalid) answer accepted")
@@ -167,7 +168,7 @@ func TestOnlyValidatedAnswersAreCached(t *testing.T) {
 func TestInvalidSchemaIsRejectedLocally(t *testing.T) {
 	t.Parallel()
 	cs := newContentServer(t, "{}")
-	c := structuredEnv(cs).client(t)
+	c := structuredEnv(cs).Client(t)
 	_, err := askStructured(c, polygateway.WithJSONSchema([]byte(`{"type": 12}`)))
 	var re *polygateway.RequestRejectedError
 	if !errors.As(err, &re) || len(cs.requests()) != 0 {
@@ -186,7 +187,7 @@ type labelled struct {
 func TestChatIntoDerivesTheSchemaFromTheTypeAndReasksForAMissingRequiredField(t *testing.T) {
 	t.Parallel()
 	cs := newContentServer(t, `{"label": "spam"}`, `{"label": "spam", "score": 0.9, "source": null}`)
-	c := structuredEnv(cs).client(t)
+	c := structuredEnv(cs).Client(t)
 	v, resp, err := polygateway.ChatInto[labelled](context.Background(), c, []polygateway.Message{polygateway.User("classify")},
 		polygateway.WithStream(false))
 	if err != nil {
@@ -237,7 +238,7 @@ func TestPropertyAStructuredAnswerCutAtItsTokenLimitIsNeverRepairedIntoASuccess(
 	for cut := 1; cut < len(whole); cut++ {
 		part := whole[:cut]
 		cs := finishServer(t, [2]string{part, "length"}, [2]string{whole, "stop"})
-		c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "1").client(t)
+		c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "1").Client(t)
 		resp, err := askStructured(c, polygateway.WithJSON())
 		if err != nil {
 			t.Fatalf("cut at %d (%q): %v, want the re-asked whole answer", cut, part, err)
@@ -249,14 +250,14 @@ func TestPropertyAStructuredAnswerCutAtItsTokenLimitIsNeverRepairedIntoASuccess(
 		if len(reqs) != 2 || !strings.Contains(reqs[1], "token limit") {
 			t.Fatalf("cut at %d: %d requests (re-ask %v), want one re-ask naming the token limit", cut, len(reqs), reqs[len(reqs)-1])
 		}
-		c0 := structuredEnv(finishServer(t, [2]string{part, "length"}), "PGW_STRUCTURED_MAX_RETRIES", "0").client(t)
+		c0 := structuredEnv(finishServer(t, [2]string{part, "length"}), "PGW_STRUCTURED_MAX_RETRIES", "0").Client(t)
 		var invalid *polygateway.ResultInvalidError
 		if _, err := askStructured(c0, polygateway.WithJSON()); !errors.As(err, &invalid) {
 			t.Fatalf("cut at %d without a re-ask: %v, want a ResultInvalidError", cut, err)
 		}
 	}
 	cs := finishServer(t, [2]string{whole, "length"})
-	resp, err := askStructured(structuredEnv(cs).client(t), polygateway.WithJSON())
+	resp, err := askStructured(structuredEnv(cs).Client(t), polygateway.WithJSON())
 	if err != nil || resp.StructuredData == nil || len(cs.requests()) != 1 {
 		t.Fatalf("valid JSON at the limit: (%v, %v), %d requests; want it taken as sent", resp, err, len(cs.requests()))
 	}

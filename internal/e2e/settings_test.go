@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"errors"
@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // settingsEnv is a valid environment of scope LLM with the one source
 // qwen_1 (TIMEOUT_S 5, the default watchdog of 2.5 s and 1.25 s).
-func settingsEnv(srv *fu.Server) env { return baseEnv().source("qwen", 1, srv) }
+func settingsEnv(srv *fu.Server) testkit.Env { return testkit.BaseEnv().Source("qwen", 1, srv.URL()) }
 
 // cloneSettings copies s deeply enough for a test to change its sources.
 func cloneSettings(s polygateway.GatewaySettings) polygateway.GatewaySettings {
@@ -127,7 +128,7 @@ func TestFromSettingsRefusesWhatLoadSettingsRefuses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := settingsEnv(srv).set(tc.set...)
+			e := settingsEnv(srv).Set(tc.set...)
 			for _, k := range tc.del {
 				delete(e, k)
 			}
@@ -176,7 +177,7 @@ func TestFromSettingsTakesWhatLoadSettingsGives(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := settingsEnv(srv).set(set...)
+			e := settingsEnv(srv).Set(set...)
 			if name == "flat keys" {
 				delete(e, p+"TIMEOUT_S")
 			}
@@ -214,7 +215,7 @@ func TestFromSettingsTakesTheZeroValuesOfOptionalSettings(t *testing.T) {
 		t.Fatalf("FromSettings: %v", err)
 	}
 	defer c.Close()
-	if resp, err := ask(t, c); err != nil || resp.SourceName != "openai_1" {
+	if resp, err := testkit.Ask(t, c); err != nil || resp.SourceName != "openai_1" {
 		t.Fatalf("= (%v, %v), want the answer of openai_1", resp, err)
 	}
 }

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	polygateway "github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -30,16 +31,16 @@ func rawStream(t *testing.T, broken string) *httptest.Server {
 // with fallback, a healthy fallback tier answering fullAnswer.
 func streamClient(t *testing.T, url string, fallback bool) *polygateway.GatewayClient {
 	t.Helper()
-	e := baseEnv().set(
+	e := testkit.BaseEnv().Set(
 		"LLM__RETRY__TIER_PATIENCE_S", "0", "LLM__RETRY__MAX_ATTEMPTS", "2",
 		"LLM__OPENAI__1__BASE_URL", url, "LLM__OPENAI__1__API_KEY", "sk-test-openai",
 		"LLM__OPENAI__1__MODEL", "openai-model", "LLM__OPENAI__1__TIMEOUT_S", "5")
 	if fallback {
-		e = e.source("qwen", 1, fu.NewServer(t, fu.WithBehavior(fu.OK().WithContent(fullAnswer))), "PRIORITY", "1")
+		e = e.Source("qwen", 1, fu.NewServer(t, fu.WithBehavior(fu.OK().WithContent(fullAnswer))).URL(), "PRIORITY", "1")
 	} else {
-		e = e.set("LLM__RETRY__MAX_ATTEMPTS", "1")
+		e = e.Set("LLM__RETRY__MAX_ATTEMPTS", "1")
 	}
-	return e.client(t)
+	return e.Client(t)
 }
 
 // outcomes runs Chat and ChatStream on c and returns each one's text, or

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
@@ -20,8 +21,8 @@ func TestTelemetryContentKey(t *testing.T) {
 	up := fu.NewServer(t, fu.WithBehavior(fu.OK().WithContent("the answer sk-openai-test-key")))
 	for content, wantKept := range map[string]bool{"full": true, "redacted": true, "none": false} {
 		sink := telemetry.NewMemory()
-		e := baseEnv().source("openai", 1, up).set("PGW_TELEMETRY_CONTENT", content, "LLM__OPENAI__1__API_KEY", "sk-openai-test-key")
-		c := e.client(t, polygateway.WithTelemetry(sink))
+		e := testkit.BaseEnv().Source("openai", 1, up.URL()).Set("PGW_TELEMETRY_CONTENT", content, "LLM__OPENAI__1__API_KEY", "sk-openai-test-key")
+		c := e.Client(t, polygateway.WithTelemetry(sink))
 		if c.Settings().TelemetryContent != core.TelemetryContent(content) {
 			t.Errorf("%s: settings say %q", content, c.Settings().TelemetryContent)
 		}
@@ -43,7 +44,7 @@ func TestTelemetryContentKey(t *testing.T) {
 			t.Errorf("%s: usage or source lost: %+v", content, r)
 		}
 	}
-	_, err := polygateway.LoadSettings("LLM", baseEnv().source("openai", 1, up).set("PGW_TELEMETRY_CONTENT", "some"))
+	_, err := polygateway.LoadSettings("LLM", testkit.BaseEnv().Source("openai", 1, up.URL()).Set("PGW_TELEMETRY_CONTENT", "some"))
 	var ce *polygateway.ConfigError
 	if !errors.As(err, &ce) || ce.Key != "PGW_TELEMETRY_CONTENT" {
 		t.Errorf("an unknown content setting: %v", err)

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -17,13 +18,13 @@ import (
 // nothing per prompt token and 2 micro-USD per answer token: a call with
 // max_tokens 1000 reserves 2000 micro-USD, and an answer of n tokens costs
 // 2n. The budget is usd per hour.
-func budgetEnv(t *testing.T, srv *fu.Server, usd string) env {
+func budgetEnv(t *testing.T, srv *fu.Server, usd string) testkit.Env {
 	t.Helper()
 	prices := filepath.Join(t.TempDir(), "prices.json")
 	if err := os.WriteFile(prices, []byte(`{"openai-model": {"input_per_1m": 0, "output_per_1m": 2}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return baseEnv().source("openai", 1, srv).set("PGW_PRICING_PATH", prices,
+	return testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("PGW_PRICING_PATH", prices,
 		"LLM__BUDGET__USD", usd, "LLM__BUDGET__WINDOW_S", "3600", "LLM__RETRY__MAX_ATTEMPTS", "1")
 }
 
@@ -37,7 +38,7 @@ func TestFiftyConcurrentCallsAgainstABudgetOfTenSendAtMostTen(t *testing.T) {
 	// Every answer uses its whole max_tokens: it costs what it reserved,
 	// 2000 micro-USD, so the budget holds 10 calls whatever their order.
 	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(1000)))
-	c := budgetEnv(t, srv, "0.0205").client(t)
+	c := budgetEnv(t, srv, "0.0205").Client(t)
 	const calls = 50
 	errs := make(chan error, calls)
 	for range calls {
@@ -75,7 +76,7 @@ func TestSettlingToTheActualCostLetsLaterCallsFit(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(5)))
 	// Room for 10 reservations of 2000; each call then costs 10.
-	c := budgetEnv(t, srv, "0.0205").client(t)
+	c := budgetEnv(t, srv, "0.0205").Client(t)
 	for i := range 30 {
 		if _, err := askMax(c); err != nil {
 			t.Fatalf("call %d: %v (the reservations were not settled to the actual cost)", i+1, err)
@@ -94,7 +95,7 @@ func TestSettlingToTheActualCostLetsLaterCallsFit(t *testing.T) {
 func TestAFailedAttemptOnA5xxSpendsNothingOfTheBudget(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
-	c := budgetEnv(t, srv, "0.0205").client(t)
+	c := budgetEnv(t, srv, "0.0205").Client(t)
 	for range 3 {
 		if _, err := askMax(c); err == nil {
 			t.Fatal("a 500 answered")
@@ -109,7 +110,7 @@ func TestAFailedAttemptOnA5xxSpendsNothingOfTheBudget(t *testing.T) {
 func TestABudgetedScopeWithoutPricesIsAConfigError(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t)
-	e := baseEnv().source("openai", 1, srv).set("LLM__BUDGET__USD", "5")
+	e := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("LLM__BUDGET__USD", "5")
 	_, err := polygateway.FromEnv("LLM", polygateway.WithEnv(e))
 	var ce *polygateway.ConfigError
 	if !errors.As(err, &ce) || ce.Key != "LLM__BUDGET__USD" {
@@ -120,13 +121,13 @@ func TestABudgetedScopeWithoutPricesIsAConfigError(t *testing.T) {
 func TestADisabledSourceGetsNoRequestUntilEnabled(t *testing.T) {
 	t.Parallel()
 	primary, fallback := fu.NewServer(t), fu.NewServer(t)
-	c := baseEnv().source("openai", 1, primary).source("qwen", 1, fallback, "PRIORITY", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").Client(t)
 	ctx := context.Background()
 	if err := c.DisableSource(ctx, "openai_1"); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
-		resp, err := ask(t, c)
+		resp, err := testkit.Ask(t, c)
 		if err != nil || resp.SourceName != "qwen_1" {
 			t.Fatalf("answer %v, %v; want the fallback while the primary is off", resp, err)
 		}
@@ -148,13 +149,13 @@ func TestADisabledSourceGetsNoRequestUntilEnabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var u *polygateway.GatewayUnavailableError
-	if _, err := ask(t, c); !errors.As(err, &u) || u.Reason != polygateway.ReasonDisabled || u.PerSource["openai_1"] != polygateway.ReasonDisabled {
+	if _, err := testkit.Ask(t, c); !errors.As(err, &u) || u.Reason != polygateway.ReasonDisabled || u.PerSource["openai_1"] != polygateway.ReasonDisabled {
 		t.Fatalf("all off: %v, want reason disabled", err)
 	}
 	if err := c.ResetAllSources(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ask(t, c); !errors.As(err, &u) || u.Reason != polygateway.ReasonDisabled {
+	if _, err := testkit.Ask(t, c); !errors.As(err, &u) || u.Reason != polygateway.ReasonDisabled {
 		t.Fatalf("a reset switched a source on: %v", err)
 	}
 	for _, name := range []string{"openai_1", "qwen_1"} {
@@ -162,7 +163,7 @@ func TestADisabledSourceGetsNoRequestUntilEnabled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	resp, err := ask(t, c)
+	resp, err := testkit.Ask(t, c)
 	if err != nil || resp.SourceName != "openai_1" {
 		t.Fatalf("after enabling: %v, %v; want the primary again", resp, err)
 	}
@@ -185,7 +186,7 @@ func TestAnAbsurdUsageNeverExhaustsTheBudget(t *testing.T) {
 				t.Parallel()
 				absurd := fu.OK().WithTokens(3).WithUsage(`{"prompt_tokens":5,"completion_tokens":` + claimed + `,"total_tokens":` + claimed + `}`)
 				srv := fu.NewServer(t, fu.WithScript(absurd, fu.OK().WithTokens(3)))
-				c := budgetEnv(t, srv, "0.01").client(t) // 5 calls of 1000 tokens at 2 micro-USD
+				c := budgetEnv(t, srv, "0.01").Client(t) // 5 calls of 1000 tokens at 2 micro-USD
 				resp, err := c.Chat(context.Background(), []polygateway.Message{polygateway.User("hi")},
 					polygateway.WithMaxTokens(1000), polygateway.WithStream(stream))
 				if err != nil {

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -87,7 +88,7 @@ var _ http.RoundTripper = (*memoryUpstreams)(nil)
 // are served by up, with the given extra settings.
 func inMemoryClient(t *testing.T, up *memoryUpstreams, kv ...string) *polygateway.GatewayClient {
 	t.Helper()
-	e := env{
+	e := testkit.Env{
 		"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 		"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 		"LLM__OPENAI__1__BASE_URL": "http://primary.test/v1", "LLM__OPENAI__1__API_KEY": "sk-test-primary",
@@ -95,8 +96,8 @@ func inMemoryClient(t *testing.T, up *memoryUpstreams, kv ...string) *polygatewa
 		"LLM__QWEN__1__BASE_URL": "http://fallback.test/v1", "LLM__QWEN__1__API_KEY": "sk-test-fallback",
 		"LLM__QWEN__1__MODEL": "fallback-model", "LLM__QWEN__1__TIMEOUT_S": "10", "LLM__QWEN__1__PRIORITY": "1",
 	}
-	e.set(kv...)
-	return e.client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}))
+	e.Set(kv...)
+	return e.Client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}))
 }
 
 // Through FromEnv, random workloads against a primary that answers every

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/kernel"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -58,7 +59,7 @@ func TestCommittedStreamIsNotFailedOverAndABufferedOneIs(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		cut := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(5).WithTokens(20)))
 		full := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(20)))
-		c := baseEnv().source("openai", 1, cut).source("qwen", 2, full, "PRIORITY", "1").client(t)
+		c := testkit.BaseEnv().Source("openai", 1, cut.URL()).Source("qwen", 2, full.URL(), "PRIORITY", "1").Client(t)
 		r := &relay{commit: commit}
 		k, err := kernel.Unwrap(c)
 		if err != nil {
@@ -72,14 +73,14 @@ func TestCommittedStreamIsNotFailedOverAndABufferedOneIs(t *testing.T) {
 			if !errors.As(err, &te) || resp != nil || full.Requests() != 0 {
 				t.Fatalf("committed stream: err=%v resp=%v fallback requests=%d; want the cut reported, no failover", err, resp, full.Requests())
 			}
-			if r.sent.String() != tokens(5) {
+			if r.sent.String() != fu.Tokens(5) {
 				t.Fatalf("committed stream sent %q", r.sent.String())
 			}
 			continue
 		}
 		// Three attempts: the cut source, once more in its tier (a blip of
 		// a healthy source), then the fallback.
-		if err != nil || resp.Content != tokens(20) || r.sent.String() != tokens(20) || r.resets != 3 {
+		if err != nil || resp.Content != fu.Tokens(20) || r.sent.String() != fu.Tokens(20) || r.resets != 3 {
 			t.Fatalf("buffered stream: err=%v content=%q relayed=%q resets=%d", err, resp.Content, r.sent.String(), r.resets)
 		}
 	}

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -13,7 +14,7 @@ func TestTwoScopesInOneProcessAreIndependent(t *testing.T) {
 	t.Parallel()
 	bad := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
 	good := fu.NewServer(t)
-	e := baseEnv().set(
+	e := testkit.BaseEnv().Set(
 		"SEARCH__OPENAI__1__BASE_URL", bad.URL(), "SEARCH__OPENAI__1__API_KEY", "k", "SEARCH__OPENAI__1__MODEL", "m", "SEARCH__OPENAI__1__TIMEOUT_S", "5",
 		"JUDGE__OPENAI__1__BASE_URL", good.URL(), "JUDGE__OPENAI__1__API_KEY", "k", "JUDGE__OPENAI__1__MODEL", "m", "JUDGE__OPENAI__1__TIMEOUT_S", "5",
 	)
@@ -46,17 +47,17 @@ func TestTwoScopesInOneProcessAreIndependent(t *testing.T) {
 func TestClientsGivenTheSameBreakerShareItsState(t *testing.T) {
 	t.Parallel()
 	bad := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
-	e := baseEnv().source("openai", 1, bad)
+	e := testkit.BaseEnv().Source("openai", 1, bad.URL())
 	br := memory.NewBreaker()
-	a := e.client(t, polygateway.WithBreaker(br))
-	b := e.client(t, polygateway.WithBreaker(br))
-	if _, err := ask(t, a); err == nil {
+	a := e.Client(t, polygateway.WithBreaker(br))
+	b := e.Client(t, polygateway.WithBreaker(br))
+	if _, err := testkit.Ask(t, a); err == nil {
 		t.Fatal("call with a bad key succeeded")
 	}
 	if st := b.Sources(context.Background())[0].Breaker.State; st != polygateway.StateOpen {
 		t.Fatalf("client b sees %s, want open (shared breaker)", st)
 	}
-	if _, err := ask(t, b); err == nil {
+	if _, err := testkit.Ask(t, b); err == nil {
 		t.Fatal("client b reached the dead source")
 	}
 	if n := bad.Requests(); n != 1 {

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/backendtest"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -27,12 +28,12 @@ func TestAPerSourceBreakerThresholdOpensThatSourceAlone(t *testing.T) {
 	t.Parallel()
 	a := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
 	b := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
-	c := baseEnv().
-		source("openai", 1, a, "BREAKER__FAIL_THRESHOLD", "1").
-		source("qwen", 1, b).
-		set("LLM__RETRY__MAX_ATTEMPTS", "2", "LLM__RETRY__TIER_PATIENCE_S", "0").client(t)
+	c := testkit.BaseEnv().
+		Source("openai", 1, a.URL(), "BREAKER__FAIL_THRESHOLD", "1").
+		Source("qwen", 1, b.URL()).
+		Set("LLM__RETRY__MAX_ATTEMPTS", "2", "LLM__RETRY__TIER_PATIENCE_S", "0").Client(t)
 
-	if _, err := ask(t, c); err == nil {
+	if _, err := testkit.Ask(t, c); err == nil {
 		t.Fatal("the call succeeded against two failing sources")
 	}
 	if a.Requests() != 1 || b.Requests() != 1 {
@@ -48,7 +49,7 @@ func TestAPerSourceBreakerThresholdOpensThatSourceAlone(t *testing.T) {
 
 	// openai_1 stays out; qwen_1 takes the failures until its fifth.
 	for b.Requests() < 5 {
-		if _, err := ask(t, c); err == nil {
+		if _, err := testkit.Ask(t, c); err == nil {
 			t.Fatal("the call succeeded against two failing sources")
 		}
 		br = breakers(c)
@@ -73,11 +74,11 @@ func TestAPerSourceBreakerCooldownAndCapApplyToThatSource(t *testing.T) {
 	a := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
 	b := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
 	clk := backendtest.NewFakeClock(time.Now())
-	c := baseEnv().
-		source("openai", 1, a, "BREAKER__COOLDOWN_S", "10", "BREAKER__MAX_COOLDOWN_S", "15").
-		source("qwen", 1, b).
-		set("LLM__BREAKER__FAIL_THRESHOLD", "1", "LLM__RETRY__MAX_ATTEMPTS", "2", "LLM__RETRY__TIER_PATIENCE_S", "0").
-		client(t, polygateway.WithClock(clk))
+	c := testkit.BaseEnv().
+		Source("openai", 1, a.URL(), "BREAKER__COOLDOWN_S", "10", "BREAKER__MAX_COOLDOWN_S", "15").
+		Source("qwen", 1, b.URL()).
+		Set("LLM__BREAKER__FAIL_THRESHOLD", "1", "LLM__RETRY__MAX_ATTEMPTS", "2", "LLM__RETRY__TIER_PATIENCE_S", "0").
+		Client(t, polygateway.WithClock(clk))
 
 	check := func(when string, wantA, wantB time.Duration) {
 		t.Helper()
@@ -89,13 +90,13 @@ func TestAPerSourceBreakerCooldownAndCapApplyToThatSource(t *testing.T) {
 			t.Errorf("%s: qwen_1 %+v, want open for %v", when, s, wantB)
 		}
 	}
-	if _, err := ask(t, c); err == nil {
+	if _, err := testkit.Ask(t, c); err == nil {
 		t.Fatal("the call succeeded against two failing sources")
 	}
 	check("after the first failures", 10*time.Second, 5*time.Second)
 
 	clk.Advance(10 * time.Second) // both half-open
-	if _, err := ask(t, c); err == nil {
+	if _, err := testkit.Ask(t, c); err == nil {
 		t.Fatal("the probes succeeded against two failing sources")
 	}
 	if a.Requests() != 2 || b.Requests() != 2 {

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
@@ -88,13 +89,13 @@ func (u *servedUpstream) log() []served {
 func queuedClient(t *testing.T, limit int, service time.Duration, opts ...polygateway.Option) (*polygateway.GatewayClient, *servedUpstream) {
 	t.Helper()
 	up := &servedUpstream{service: service}
-	c := env{
+	c := testkit.Env{
 		"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 		"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 		"LLM__OPENAI__1__BASE_URL": "http://queued.test/v1", "LLM__OPENAI__1__API_KEY": "sk-test-queued",
 		"LLM__OPENAI__1__MODEL": "queued-model", "LLM__OPENAI__1__TIMEOUT_S": "30",
 		"LLM__OPENAI__1__MAX_CONCURRENCY": strconv.Itoa(limit),
-	}.client(t, append([]polygateway.Option{polygateway.WithHTTPClient(&http.Client{Transport: up})}, opts...)...)
+	}.Client(t, append([]polygateway.Option{polygateway.WithHTTPClient(&http.Client{Transport: up})}, opts...)...)
 	return c, up
 }
 
@@ -388,16 +389,16 @@ func TestWaitingCallersKeepEverySourceOfTheScopeBusy(t *testing.T) {
 			window  = 2 * time.Second
 		)
 		up := &servedUpstream{service: service}
-		e := env{
+		e := testkit.Env{
 			"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 			"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 		}
 		for _, n := range []string{"1", "2"} {
 			p := "LLM__OPENAI__" + n + "__"
-			e.set(p+"BASE_URL", "http://queued-"+n+".test/v1", p+"API_KEY", "sk-test-queued", p+"MODEL", "queued-model",
+			e.Set(p+"BASE_URL", "http://queued-"+n+".test/v1", p+"API_KEY", "sk-test-queued", p+"MODEL", "queued-model",
 				p+"TIMEOUT_S", "30", p+"MAX_CONCURRENCY", "2")
 		}
-		c := e.client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}))
+		c := e.Client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}))
 		start := time.Now()
 		var wg sync.WaitGroup
 		errs := make(chan error, 64)
@@ -435,15 +436,15 @@ func TestACallOverflowsToAnIdleTierInsteadOfWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const service = 200 * time.Millisecond
 		up := &servedUpstream{service: service}
-		c := env{
+		c := testkit.Env{
 			"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 			"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
-		}.set(
+		}.Set(
 			"LLM__OPENAI__1__BASE_URL", "http://preferred.test/v1", "LLM__OPENAI__1__API_KEY", "sk-test-1",
 			"LLM__OPENAI__1__MODEL", "m", "LLM__OPENAI__1__TIMEOUT_S", "30", "LLM__OPENAI__1__PRIORITY", "0", "LLM__OPENAI__1__MAX_CONCURRENCY", "1",
 			"LLM__OPENAI__2__BASE_URL", "http://spare.test/v1", "LLM__OPENAI__2__API_KEY", "sk-test-2",
 			"LLM__OPENAI__2__MODEL", "m", "LLM__OPENAI__2__TIMEOUT_S", "30", "LLM__OPENAI__2__PRIORITY", "1",
-		).client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}))
+		).Client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}))
 		var wg sync.WaitGroup
 		errs := make(chan error, 2)
 		background(&wg, errs, 1, func(int) error { return chatAs(c, "first") })

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -226,17 +227,17 @@ func TestPropertyAContinuationIsSeamlessOrAnError(t *testing.T) {
 			fallback := newContinuer(t, n, refuse)
 			fallback.cuts, fallback.cutAfter, fallback.restart = cuts, cutAfter, restart
 			primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(cutAt).WithTokens(n)))
-			c := baseEnv().source("openai", 1, primary).set("LLM__RETRY__TIER_PATIENCE_S", "0",
+			c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Set("LLM__RETRY__TIER_PATIENCE_S", "0",
 				"LLM__RETRY__MAX_ATTEMPTS", strconv.Itoa(attempts),
 				"LLM__VLLM__1__BASE_URL", fallback.URL+"/v1", "LLM__VLLM__1__API_KEY", "none", "LLM__VLLM__1__MODEL", "local",
-				"LLM__VLLM__1__TIMEOUT_S", "5", "LLM__VLLM__1__PRIORITY", "1").client(t)
+				"LLM__VLLM__1__TIMEOUT_S", "5", "LLM__VLLM__1__PRIORITY", "1").Client(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			s := c.ChatStream(ctx, []polygateway.Message{polygateway.User("tell me")})
 			var got strings.Builder
 			for s.Next() {
 				got.WriteString(s.Delta().Content)
-				if !strings.HasPrefix(tokens(n), got.String()) {
+				if !strings.HasPrefix(fu.Tokens(n), got.String()) {
 					s.Close()
 					t.Fatalf("%s: the caller received %q, not a prefix of the answer", name, got.String())
 				}
@@ -249,11 +250,11 @@ func TestPropertyAContinuationIsSeamlessOrAnError(t *testing.T) {
 				if s.Response() != nil {
 					t.Fatalf("%s: the stream failed (%v) but has a Response", name, err)
 				}
-			} else if got.String() != tokens(n) || s.Response().Content != tokens(n) {
+			} else if got.String() != fu.Tokens(n) || s.Response().Content != fu.Tokens(n) {
 				t.Fatalf("%s: the stream succeeded with %q (Response %q)", name, got.String(), s.Response().Content)
 			}
 			resp, err := c.Chat(ctx, []polygateway.Message{polygateway.User("tell me")})
-			if err == nil && resp.Content != tokens(n) {
+			if err == nil && resp.Content != fu.Tokens(n) {
 				t.Fatalf("%s: Chat succeeded with %q", name, resp.Content)
 			}
 		})

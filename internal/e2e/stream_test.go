@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestChatStreamDeliversTheFirstDeltaBeforeTheUpstreamFinishes(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(20).WithInterTokenDelay(50*time.Millisecond)))
-	c := baseEnv().source("openai", 1, srv).client(t)
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
 	start := time.Now()
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
 	defer s.Close()
@@ -36,7 +37,7 @@ func TestChatStreamDeliversTheFirstDeltaBeforeTheUpstreamFinishes(t *testing.T) 
 		t.Errorf("first delta after %v of %v, %d deltas: want it long before the 20 tokens paced at 50 ms finish", first, total, n)
 	}
 	resp := s.Response()
-	if resp == nil || got.String() != resp.Content || resp.Content != tokens(20) || resp.CompletionTokens != 20 {
+	if resp == nil || got.String() != resp.Content || resp.Content != fu.Tokens(20) || resp.CompletionTokens != 20 {
 		t.Fatalf("deltas %q, Response %+v: want the concatenated deltas to be the answer", got.String(), resp)
 	}
 }
@@ -45,8 +46,8 @@ func TestChatStreamFailsOverBeforeTheFirstDeltaWithoutDuplicatingText(t *testing
 	t.Parallel()
 	broken := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(0)))
 	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(6)))
-	c := baseEnv().source("openai", 1, broken).source("qwen", 1, fallback, "PRIORITY", "1").
-		set("LLM__RETRY__TIER_PATIENCE_S", "0").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, broken.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").
+		Set("LLM__RETRY__TIER_PATIENCE_S", "0").Client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
 	defer s.Close()
 	var got strings.Builder
@@ -56,7 +57,7 @@ func TestChatStreamFailsOverBeforeTheFirstDeltaWithoutDuplicatingText(t *testing
 		}
 		got.WriteString(d.Content)
 	}
-	if got.String() != tokens(6) || s.Response() == nil || s.Response().SourceName != "qwen_1" {
+	if got.String() != fu.Tokens(6) || s.Response() == nil || s.Response().SourceName != "qwen_1" {
 		t.Fatalf("streamed %q (response %+v), want exactly the fallback's answer", got.String(), s.Response())
 	}
 }
@@ -65,7 +66,7 @@ func TestChatStreamCutAfterDeltasEndsWithAnErrorAndNoResponse(t *testing.T) {
 	t.Parallel()
 	cut := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(5).WithTokens(20)))
 	other := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, cut).source("qwen", 1, other, "PRIORITY", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, cut.URL()).Source("qwen", 1, other.URL(), "PRIORITY", "1").Client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
 	defer s.Close()
 	var got strings.Builder
@@ -76,7 +77,7 @@ func TestChatStreamCutAfterDeltasEndsWithAnErrorAndNoResponse(t *testing.T) {
 	if !errors.As(s.Err(), &te) || s.Response() != nil {
 		t.Fatalf("err = %v, response %v: want the cut, no truncated answer", s.Err(), s.Response())
 	}
-	if got.String() != tokens(5) || other.Requests() != 0 {
+	if got.String() != fu.Tokens(5) || other.Requests() != 0 {
 		t.Errorf("delivered %q, other source %d requests: a committed stream cannot fail over", got.String(), other.Requests())
 	}
 }
@@ -84,7 +85,7 @@ func TestChatStreamCutAfterDeltasEndsWithAnErrorAndNoResponse(t *testing.T) {
 func TestChatStreamCloseMidStreamReleasesEverything(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithScript(fu.OK().WithTokens(200).WithInterTokenDelay(20*time.Millisecond), fu.OK()))
-	c := baseEnv().source("openai", 1, srv, "MAX_CONCURRENCY", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL(), "MAX_CONCURRENCY", "1").Client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
 	if !s.Next() {
 		t.Fatalf("no first delta: %v", s.Err())
@@ -104,7 +105,7 @@ func TestChatStreamCloseMidStreamReleasesEverything(t *testing.T) {
 		}
 	}
 	// The slot is free: another call goes through.
-	if _, err := ask(t, c, polygateway.WithStream(false)); err != nil {
+	if _, err := testkit.Ask(t, c, polygateway.WithStream(false)); err != nil {
 		t.Errorf("next call: %v", err)
 	}
 }
@@ -112,7 +113,7 @@ func TestChatStreamCloseMidStreamReleasesEverything(t *testing.T) {
 func TestChatStreamReplaysACacheHitAndANonStreamedAnswerAsOneDelta(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(4)))
-	c := baseEnv().source("openai", 1, srv).set("PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").Client(t)
 	collect := func(opts ...polygateway.CallOption) ([]string, *polygateway.LLMResponse) {
 		s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("same")}, opts...)
 		defer s.Close()
@@ -125,15 +126,15 @@ func TestChatStreamReplaysACacheHitAndANonStreamedAnswerAsOneDelta(t *testing.T)
 		}
 		return parts, s.Response()
 	}
-	if parts, _ := collect(); strings.Join(parts, "") != tokens(4) {
+	if parts, _ := collect(); strings.Join(parts, "") != fu.Tokens(4) {
 		t.Fatalf("first call streamed %q", parts)
 	}
 	parts, resp := collect()
-	if len(parts) != 1 || parts[0] != tokens(4) || !resp.CacheHit || srv.Requests() != 1 {
+	if len(parts) != 1 || parts[0] != fu.Tokens(4) || !resp.CacheHit || srv.Requests() != 1 {
 		t.Errorf("cache hit streamed %q (hit %v, %d requests), want the answer as one delta", parts, resp.CacheHit, srv.Requests())
 	}
 	parts, resp = collect(polygateway.WithStream(false), polygateway.WithCacheSalt("other"))
-	if len(parts) != 1 || parts[0] != tokens(4) || resp.CacheHit {
+	if len(parts) != 1 || parts[0] != fu.Tokens(4) || resp.CacheHit {
 		t.Errorf("non-streamed answer came as %q", parts)
 	}
 }

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -98,10 +99,10 @@ func (c *continuer) requests() []map[string]any {
 // by default).
 func continuationClient(t *testing.T, fallback *continuer) *polygateway.GatewayClient {
 	primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
-	e := baseEnv().source("openai", 1, primary).set("LLM__RETRY__TIER_PATIENCE_S", "0",
+	e := testkit.BaseEnv().Source("openai", 1, primary.URL()).Set("LLM__RETRY__TIER_PATIENCE_S", "0",
 		"LLM__VLLM__1__BASE_URL", fallback.URL+"/v1", "LLM__VLLM__1__API_KEY", "none", "LLM__VLLM__1__MODEL", "local",
 		"LLM__VLLM__1__TIMEOUT_S", "5", "LLM__VLLM__1__PRIORITY", "1")
-	return e.client(t)
+	return e.Client(t)
 }
 
 func TestACutStreamContinuesSeamlesslyOnASourceThatContinuesAPrefill(t *testing.T) {
@@ -117,10 +118,10 @@ func TestACutStreamContinuesSeamlesslyOnASourceThatContinuesAPrefill(t *testing.
 	if err := s.Err(); err != nil {
 		t.Fatalf("stream failed: %v", err)
 	}
-	if got.String() != tokens(60) {
+	if got.String() != fu.Tokens(60) {
 		t.Fatalf("the caller received %q, want exactly the 60-token answer", got.String())
 	}
-	if resp := s.Response(); resp.Content != tokens(60) || resp.SourceName != "vllm_1" ||
+	if resp := s.Response(); resp.Content != fu.Tokens(60) || resp.SourceName != "vllm_1" ||
 		strings.Join(resp.Attempts, ",") != "openai_1,vllm_1" {
 		t.Errorf("response %+v: want the whole answer, finished by the continuing source", resp)
 	}
@@ -130,7 +131,7 @@ func TestACutStreamContinuesSeamlesslyOnASourceThatContinuesAPrefill(t *testing.
 	}
 	msgs := reqs[0]["messages"].([]any)
 	last := msgs[len(msgs)-1].(map[string]any)
-	if last["role"] != "assistant" || last["content"] != tokens(40) || reqs[0]["add_generation_prompt"] != false {
+	if last["role"] != "assistant" || last["content"] != fu.Tokens(40) || reqs[0]["add_generation_prompt"] != false {
 		t.Errorf("continuation request ends with %v (add_generation_prompt %v), want the 40 delivered tokens as the prefill", last, reqs[0]["add_generation_prompt"])
 	}
 }
@@ -159,7 +160,7 @@ func TestAContinuationRefusedOrAnsweredAnewEndsWithTheCut(t *testing.T) {
 		if !asErr(s.Err(), &te) || asErr(s.Err(), &re) || te.Source != "openai_1" {
 			t.Fatalf("%s: err = %v, want the cut of openai_1, never the refusal", tt.name, s.Err())
 		}
-		if s.Response() != nil || got.String() != tokens(40) {
+		if s.Response() != nil || got.String() != fu.Tokens(40) {
 			t.Errorf("%s: delivered %q (response %v): want the 40 tokens once and no answer", tt.name, got.String(), s.Response())
 		}
 		if n := len(fallback.requests()); n != 1 {
@@ -172,7 +173,7 @@ func TestWithoutAContinuingSourceACutCommittedStreamEndsAsBefore(t *testing.T) {
 	t.Parallel()
 	primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
 	other := fu.NewServer(t)
-	c := baseEnv().source("openai", 1, primary).source("qwen", 1, other, "PRIORITY", "1").client(t)
+	c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, other.URL(), "PRIORITY", "1").Client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
 	defer s.Close()
 	for s.Next() {

@@ -1,4 +1,4 @@
-package polygateway_test
+package e2e
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
@@ -18,10 +19,10 @@ func TestTelemetryWritesOneRowPerCallIncludingFailuresAndCacheHitsButNotCancella
 	good := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(3)))
 	rejecting := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
 	sink := telemetry.NewMemory()
-	e := baseEnv().source("openai", 1, good).set(
+	e := testkit.BaseEnv().Source("openai", 1, good.URL()).Set(
 		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60",
 		"BAD__OPENAI__1__BASE_URL", rejecting.URL(), "BAD__OPENAI__1__API_KEY", "k", "BAD__OPENAI__1__MODEL", "m", "BAD__OPENAI__1__TIMEOUT_S", "5")
-	c := e.client(t, polygateway.WithTelemetry(sink), polygateway.WithPricing(polygateway.PricingTable{"openai-model": {InputPer1M: 1, OutputPer1M: 2}}))
+	c := e.Client(t, polygateway.WithTelemetry(sink), polygateway.WithPricing(polygateway.PricingTable{"openai-model": {InputPer1M: 1, OutputPer1M: 2}}))
 	bad, err := polygateway.FromEnv("BAD", polygateway.WithEnv(e), polygateway.WithTelemetry(sink))
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestTelemetryWritesOneRowPerCallIncludingFailuresAndCacheHitsButNotCancella
 	}
 	ok, cached, failed := recs[0], recs[1], recs[2]
 	if ok.CallID != first.CallID || ok.SessionID != "s1" || ok.ParentCallID != "p1" || ok.SourceName != "openai_1" ||
-		ok.Provider != "openai" || ok.Model != "openai-model" || ok.Response != tokens(3) || ok.CompletionTokens != 3 ||
+		ok.Provider != "openai" || ok.Model != "openai-model" || ok.Response != fu.Tokens(3) || ok.CompletionTokens != 3 ||
 		ok.PromptTokens == 0 || ok.UsageSource != "measured" || ok.LatencyMS <= 0 || ok.TTFTMS == nil || ok.CacheHit || ok.Error != "" ||
 		ok.Cost == nil || *ok.Cost <= 0 || ok.Scope != "LLM" || ok.CreatedAt.IsZero() {
 		t.Fatalf("success row = %+v", ok)
@@ -75,8 +76,8 @@ func TestAPIKeysNeverAppearInErrorsOrLogs(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sink := telemetry.NewMemory()
-	c := baseEnv().source("openai", 1, srv, "API_KEY", key).client(t, polygateway.WithLogger(logger), polygateway.WithTelemetry(sink))
-	_, err := ask(t, c)
+	c := testkit.BaseEnv().Source("openai", 1, srv.URL(), "API_KEY", key).Client(t, polygateway.WithLogger(logger), polygateway.WithTelemetry(sink))
+	_, err := testkit.Ask(t, c)
 	if err == nil {
 		t.Fatal("call succeeded")
 	}
@@ -98,11 +99,11 @@ func TestMissingOptInBackendNamesTheImport(t *testing.T) {
 		"PGW_TELEMETRY_BACKEND": "telemetry/sqlitesink",
 	}
 	for key, pkg := range cases {
-		e := baseEnv().source("openai", 1, srv).set("REDIS_URL", "redis://127.0.0.1:6379/0", "PGW_TELEMETRY_SQLITE_PATH", t.TempDir()+"/t.db")
+		e := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("REDIS_URL", "redis://127.0.0.1:6379/0", "PGW_TELEMETRY_SQLITE_PATH", t.TempDir()+"/t.db")
 		if key == "PGW_LIMITER_BACKEND" {
-			e.set(key, "redis")
+			e.Set(key, "redis")
 		} else {
-			e.set(key, "sqlite")
+			e.Set(key, "sqlite")
 		}
 		_, err := polygateway.FromEnv("LLM", polygateway.WithEnv(e))
 		var ce *polygateway.ConfigError
@@ -110,7 +111,7 @@ func TestMissingOptInBackendNamesTheImport(t *testing.T) {
 			t.Fatalf("%s: err = %v, want a ConfigError naming the import of %s", key, err, pkg)
 		}
 	}
-	pg := baseEnv().source("openai", 1, srv).set("PGW_TELEMETRY_BACKEND", "postgres", "PGW_TELEMETRY_PG_DSN", "postgres://127.0.0.1/test")
+	pg := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("PGW_TELEMETRY_BACKEND", "postgres", "PGW_TELEMETRY_PG_DSN", "postgres://127.0.0.1/test")
 	if _, err := polygateway.FromEnv("LLM", polygateway.WithEnv(pg)); err == nil || !strings.Contains(err.Error(), "telemetry/pgsink") {
 		t.Fatalf("postgres: err = %v", err)
 	}
