@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/tracing"
 )
@@ -132,10 +132,10 @@ func upstream(t testing.TB, h *headers, b fakeupstream.Behavior) *fakeupstream.S
 	}))
 }
 
-// baseEnv is testkit.BaseEnv with a shorter backoff and no tier
+// baseEnv is testenv.Base with a shorter backoff and no tier
 // patience.
-func baseEnv() testkit.Env {
-	return testkit.BaseEnv().Set("LLM__RETRY__BACKOFF_BASE_S", "0.01", "LLM__RETRY__BACKOFF_MAX_S", "0.02",
+func baseEnv() testenv.Env {
+	return testenv.Base().Set("LLM__RETRY__BACKOFF_BASE_S", "0.01", "LLM__RETRY__BACKOFF_MAX_S", "0.02",
 		"LLM__RETRY__TIER_PATIENCE_S", "0")
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/embed"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	"github.com/polygateway/polygateway/ocr"
 	"github.com/polygateway/polygateway/ocr/ocrfake"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
@@ -36,7 +36,7 @@ func TestFailoverIsOneCallSpanWithAnAttemptSpanPerSource(t *testing.T) {
 	c := baseEnv().Source("alpha", 1, a.URL(), "PRIORITY", "0").Source("beta", 1, b.URL(), "PRIORITY", "1").
 		Client(t, polygateway.WithTracer(rec.tr))
 
-	resp, err := testkit.AskContext(context.Background(), t, c, polygateway.WithStream(false), polygateway.WithSessionID("sess-1"))
+	resp, err := testenv.AskContext(context.Background(), t, c, polygateway.WithStream(false), polygateway.WithSessionID("sess-1"))
 	if err != nil {
 		t.Fatalf("call: %v", err)
 	}
@@ -123,7 +123,7 @@ func TestCallSpanIsAChildOfTheCallersSpan(t *testing.T) {
 	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t, polygateway.WithTracer(rec.tr))
 
 	ctx, parent := rec.tp.Tracer("test").Start(context.Background(), "job")
-	_, err := testkit.AskContext(ctx, t, c, polygateway.WithParentCallID("parent-1"))
+	_, err := testenv.AskContext(ctx, t, c, polygateway.WithParentCallID("parent-1"))
 	parent.End()
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestStreamedAttemptRecordsTokenTimings(t *testing.T) {
 	rec := newRecorder(t)
 	srv := upstream(t, nil, fakeupstream.OK().WithTokens(4))
 	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t, polygateway.WithTracer(rec.tr))
-	resp, err := testkit.AskContext(context.Background(), t, c, polygateway.WithStream(true))
+	resp, err := testenv.AskContext(context.Background(), t, c, polygateway.WithStream(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestFailedCallHasErrorStatusAndClass(t *testing.T) {
 	rec := newRecorder(t)
 	srv := upstream(t, nil, fakeupstream.BadKey())
 	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t, polygateway.WithTracer(rec.tr))
-	_, err := testkit.AskContext(context.Background(), t, c)
+	_, err := testenv.AskContext(context.Background(), t, c)
 	var unavailable *polygateway.GatewayUnavailableError
 	if !errors.As(err, &unavailable) {
 		t.Fatalf("err = %v, want GatewayUnavailableError", err)
@@ -203,7 +203,7 @@ func TestCacheHitIsACallSpanWithoutAttempts(t *testing.T) {
 	e["PGW_CACHE_BACKEND"], e["PGW_CACHE_NAMESPACE"], e["PGW_CACHE_TTL_S"] = "memory", "tracing-test", "60"
 	c := e.Client(t, polygateway.WithTracer(rec.tr))
 	for range 2 {
-		if _, err := testkit.AskContext(context.Background(), t, c, polygateway.WithStream(false)); err != nil {
+		if _, err := testenv.AskContext(context.Background(), t, c, polygateway.WithStream(false)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -223,7 +223,7 @@ func TestFallbackAnswerIsMarkedDegraded(t *testing.T) {
 		polygateway.WithFallback(func(context.Context, []polygateway.Message, error) (*polygateway.LLMResponse, error) {
 			return &polygateway.LLMResponse{Content: "later"}, nil
 		}))
-	resp, err := testkit.AskContext(context.Background(), t, c)
+	resp, err := testenv.AskContext(context.Background(), t, c)
 	if err != nil || !resp.Degraded {
 		t.Fatalf("resp %+v err %v: the fallback did not answer", resp, err)
 	}
@@ -242,7 +242,7 @@ func TestNoTracerSendsNoTraceparent(t *testing.T) {
 	rec := newRecorder(t)
 	ctx, span := rec.tp.Tracer("test").Start(context.Background(), "job")
 	defer span.End()
-	if _, err := testkit.AskContext(ctx, t, c); err != nil {
+	if _, err := testenv.AskContext(ctx, t, c); err != nil {
 		t.Fatal(err)
 	}
 	if got := hdr.traceparents(); len(got) != 1 || got[0] != "" {
@@ -259,7 +259,7 @@ func TestNonRecordingProviderStillPropagatesTheCallersContext(t *testing.T) {
 	rec := newRecorder(t)
 	ctx, span := rec.tp.Tracer("test").Start(context.Background(), "job")
 	defer span.End()
-	if _, err := testkit.AskContext(ctx, t, c); err != nil {
+	if _, err := testenv.AskContext(ctx, t, c); err != nil {
 		t.Fatal(err)
 	}
 	if got := hdr.traceparents(); len(got) != 1 || got[0] != traceparent(span.SpanContext()) {
@@ -428,7 +428,7 @@ func TestWithAttributesAddsToEverySpan(t *testing.T) {
 	rec := newRecorder(t, tracing.WithAttributes(deployment.String("eu-1")))
 	srv := upstream(t, nil, fakeupstream.OK())
 	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t, polygateway.WithTracer(rec.tr))
-	if _, err := testkit.AskContext(context.Background(), t, c); err != nil {
+	if _, err := testenv.AskContext(context.Background(), t, c); err != nil {
 		t.Fatal(err)
 	}
 	spans := rec.spans()

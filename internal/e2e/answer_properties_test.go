@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -227,7 +227,7 @@ func TestPropertyAContinuationIsSeamlessOrAnError(t *testing.T) {
 			fallback := newContinuer(t, n, refuse)
 			fallback.cuts, fallback.cutAfter, fallback.restart = cuts, cutAfter, restart
 			primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(cutAt).WithTokens(n)))
-			c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Set("LLM__RETRY__TIER_PATIENCE_S", "0",
+			c := testenv.Base().Source("openai", 1, primary.URL()).Set("LLM__RETRY__TIER_PATIENCE_S", "0",
 				"LLM__RETRY__MAX_ATTEMPTS", strconv.Itoa(attempts),
 				"LLM__VLLM__1__BASE_URL", fallback.URL+"/v1", "LLM__VLLM__1__API_KEY", "none", "LLM__VLLM__1__MODEL", "local",
 				"LLM__VLLM__1__TIMEOUT_S", "5", "LLM__VLLM__1__PRIORITY", "1").Client(t)

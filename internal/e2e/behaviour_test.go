@@ -10,16 +10,16 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestRateLimitWithRetryAfterWaitsBeforeRetryingTheSameSource(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithScript(fu.RateLimited("2"), fu.OK()))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Client(t)
 
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
@@ -44,10 +44,10 @@ func TestRateLimitWithALongRetryAfterFailsOverAtOnceWhenAnotherSourceExists(t *t
 	t.Parallel()
 	limited := fu.NewServer(t, fu.WithScript(fu.RateLimited("30"), fu.OK()))
 	other := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, limited.URL()).Source("qwen", 2, other.URL(), "PRIORITY", "1").Client(t)
+	c := testenv.Base().Source("openai", 1, limited.URL()).Source("qwen", 2, other.URL(), "PRIORITY", "1").Client(t)
 
 	start := time.Now()
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
@@ -63,11 +63,11 @@ func TestRateLimitForeverWithoutRetryAfterDoesNotHammerTheSource(t *testing.T) {
 	t.Parallel()
 	limited := fu.NewServer(t, fu.WithBehavior(fu.RateLimited("")))
 	other := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, limited.URL()).Source("qwen", 2, other.URL()).Client(t)
+	c := testenv.Base().Source("openai", 1, limited.URL()).Source("qwen", 2, other.URL()).Client(t)
 
 	deadline := time.Now().Add(3500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		resp, err := testkit.Ask(t, c)
+		resp, err := testenv.Ask(t, c)
 		if err != nil {
 			t.Fatalf("call failed: %v", err)
 		}
@@ -84,9 +84,9 @@ func TestRateLimitForeverWithoutRetryAfterDoesNotHammerTheSource(t *testing.T) {
 func TestServerErrorOnceThenRetrySucceeds(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithScript(fu.ServerError(500), fu.OK()))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Client(t)
 
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
@@ -99,10 +99,10 @@ func TestPrimaryDownServesFromFallbackTierWithItsModelAndUsage(t *testing.T) {
 	t.Parallel()
 	primary := fu.NewServer(t, fu.WithBehavior(fu.ServerError(503)))
 	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(5).WithModel("fallback-model")))
-	c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Source("qwen", 2, fallback.URL(), "PRIORITY", "1").Client(t)
+	c := testenv.Base().Source("openai", 1, primary.URL()).Source("qwen", 2, fallback.URL(), "PRIORITY", "1").Client(t)
 
 	for i := range 12 {
-		resp, err := testkit.Ask(t, c, polygateway.WithStream(i%2 == 0))
+		resp, err := testenv.Ask(t, c, polygateway.WithStream(i%2 == 0))
 		if err != nil {
 			t.Fatalf("call %d failed: %v", i, err)
 		}
@@ -130,8 +130,8 @@ func TestPrimaryDownServesFromFallbackTierWithItsModelAndUsage(t *testing.T) {
 func TestConnectionResetBeforeHeadersIsRetried(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithScript(fu.Reset(), fu.OK()))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
-	if _, err := testkit.Ask(t, c); err != nil {
+	c := testenv.Base().Source("openai", 1, srv.URL()).Client(t)
+	if _, err := testenv.Ask(t, c); err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
 }
@@ -140,12 +140,12 @@ func TestSilentSourceIsBoundedByTimeoutAndNotRetriedWhileAnotherExists(t *testin
 	t.Parallel()
 	silent := fu.NewServer(t, fu.WithBehavior(fu.Hang()))
 	healthy := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, silent.URL(), "TIMEOUT_S", "2").
+	c := testenv.Base().Source("openai", 1, silent.URL(), "TIMEOUT_S", "2").
 		Source("qwen", 2, healthy.URL(), "TIMEOUT_S", "2", "PRIORITY", "1").Client(t)
 
 	for i := range 3 {
 		start := time.Now()
-		resp, err := testkit.Ask(t, c)
+		resp, err := testenv.Ask(t, c)
 		if err != nil {
 			t.Fatalf("call %d failed: %v", i, err)
 		}
@@ -163,11 +163,11 @@ func TestSlowFirstTokenFailsOverToFallbackQuickly(t *testing.T) {
 	t.Parallel()
 	slow := fu.NewServer(t, fu.WithBehavior(fu.OK().WithFirstTokenDelay(3*time.Second)))
 	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithModel("fallback-model")))
-	c := testkit.BaseEnv().Source("openai", 1, slow.URL(), "TTFT_TIMEOUT_S", "1", "INTER_TOKEN_TIMEOUT_S", "0.5").
+	c := testenv.Base().Source("openai", 1, slow.URL(), "TTFT_TIMEOUT_S", "1", "INTER_TOKEN_TIMEOUT_S", "0.5").
 		Source("qwen", 2, fallback.URL(), "PRIORITY", "1").Client(t)
 
 	start := time.Now()
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
@@ -181,8 +181,8 @@ func TestCutStreamIsNeverATruncatedSuccess(t *testing.T) {
 	t.Run("single source fails", func(t *testing.T) {
 		t.Parallel()
 		srv := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
-		c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("LLM__RETRY__MAX_ATTEMPTS", "2").Client(t)
-		resp, err := testkit.Ask(t, c)
+		c := testenv.Base().Source("openai", 1, srv.URL()).Set("LLM__RETRY__MAX_ATTEMPTS", "2").Client(t)
+		resp, err := testenv.Ask(t, c)
 		if err == nil || resp != nil {
 			t.Fatalf("a cut stream returned success: %v", resp)
 		}
@@ -195,8 +195,8 @@ func TestCutStreamIsNeverATruncatedSuccess(t *testing.T) {
 		t.Parallel()
 		cut := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
 		full := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(60)))
-		c := testkit.BaseEnv().Source("openai", 1, cut.URL()).Source("qwen", 2, full.URL(), "PRIORITY", "1").Client(t)
-		resp, err := testkit.Ask(t, c)
+		c := testenv.Base().Source("openai", 1, cut.URL()).Source("qwen", 2, full.URL(), "PRIORITY", "1").Client(t)
+		resp, err := testenv.Ask(t, c)
 		if err != nil {
 			t.Fatalf("call failed: %v", err)
 		}
@@ -210,11 +210,11 @@ func TestStalledStreamEndsQuicklyAndTheClientStillWorks(t *testing.T) {
 	t.Parallel()
 	stall := fu.NewServer(t, fu.WithBehavior(fu.StallAfter(20, 10*time.Second).WithTokens(40)))
 	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(40)))
-	c := testkit.BaseEnv().Source("openai", 1, stall.URL(), "TTFT_TIMEOUT_S", "2", "INTER_TOKEN_TIMEOUT_S", "1").
+	c := testenv.Base().Source("openai", 1, stall.URL(), "TTFT_TIMEOUT_S", "2", "INTER_TOKEN_TIMEOUT_S", "1").
 		Source("qwen", 2, fallback.URL(), "PRIORITY", "1").Client(t)
 
 	start := time.Now()
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("call took %v, want < 3s", took)
 	}
@@ -224,7 +224,7 @@ func TestStalledStreamEndsQuicklyAndTheClientStillWorks(t *testing.T) {
 	if resp.Content != fu.Tokens(40) {
 		t.Fatalf("content is not the fallback's full answer: %q", resp.Content)
 	}
-	if _, err := testkit.Ask(t, c); err != nil {
+	if _, err := testenv.Ask(t, c); err != nil {
 		t.Fatalf("the next call failed: %v", err)
 	}
 }
@@ -232,8 +232,8 @@ func TestStalledStreamEndsQuicklyAndTheClientStillWorks(t *testing.T) {
 func TestMalformedEventIsNeverPartialSuccess(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.MalformedAt(5).WithTokens(20)))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("LLM__RETRY__MAX_ATTEMPTS", "1").Client(t)
-	resp, err := testkit.Ask(t, c)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Set("LLM__RETRY__MAX_ATTEMPTS", "1").Client(t)
+	resp, err := testenv.Ask(t, c)
 	var te *polygateway.TransientError
 	if resp != nil || !errors.As(err, &te) {
 		t.Fatalf("resp=%v err=%v, want a TransientError and no content", resp, err)
@@ -243,9 +243,9 @@ func TestMalformedEventIsNeverPartialSuccess(t *testing.T) {
 func TestCompleteStreamWithoutDoneIsReturnedPromptlyWithUsage(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(12).WithoutDone()))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL(), "TTFT_TIMEOUT_S", "2", "INTER_TOKEN_TIMEOUT_S", "1").Client(t)
+	c := testenv.Base().Source("openai", 1, srv.URL(), "TTFT_TIMEOUT_S", "2", "INTER_TOKEN_TIMEOUT_S", "1").Client(t)
 	start := time.Now()
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if err != nil {
 		t.Fatalf("call failed: %v", err)
 	}
@@ -267,8 +267,8 @@ func TestContextLengthExceededIsRejectedAfterOneAttemptWhenNoOtherModelIsConfigu
 	t.Parallel()
 	a := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
 	b := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, a.URL()).Source("openai", 2, b.URL(), "PRIORITY", "1").Client(t) // same MODEL
-	_, err := testkit.Ask(t, c)
+	c := testenv.Base().Source("openai", 1, a.URL()).Source("openai", 2, b.URL(), "PRIORITY", "1").Client(t) // same MODEL
+	_, err := testenv.Ask(t, c)
 	var re *polygateway.RequestRejectedError
 	if !errors.As(err, &re) || re.Code != "context_length_exceeded" || re.Reason != polygateway.ReasonContextLength {
 		t.Fatalf("err = %v, want RequestRejectedError with code context_length_exceeded", err)
@@ -283,9 +283,9 @@ func TestContextLengthExceededRoutesToASourceOfAnotherModel(t *testing.T) {
 	a := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
 	a2 := fu.NewServer(t)
 	b := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, a.URL()).Source("openai", 2, a2.URL(), "PRIORITY", "1").
+	c := testenv.Base().Source("openai", 1, a.URL()).Source("openai", 2, a2.URL(), "PRIORITY", "1").
 		Source("qwen", 1, b.URL(), "PRIORITY", "2").Client(t)
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if err != nil || resp.SourceName != "qwen_1" {
 		t.Fatalf("= (%v, %v), want the answer of the other model's source", resp, err)
 	}
@@ -303,8 +303,8 @@ func TestContentFilterIsRejectedWithTheProvidersReason(t *testing.T) {
 	t.Parallel()
 	a := fu.NewServer(t, fu.WithBehavior(fu.ContentFilter()))
 	b := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, a.URL()).Source("qwen", 2, b.URL(), "PRIORITY", "1").Client(t)
-	_, err := testkit.Ask(t, c)
+	c := testenv.Base().Source("openai", 1, a.URL()).Source("qwen", 2, b.URL(), "PRIORITY", "1").Client(t)
+	_, err := testenv.Ask(t, c)
 	var re *polygateway.RequestRejectedError
 	if !errors.As(err, &re) || re.Code == "" || re.Message == "" {
 		t.Fatalf("err = %v, want RequestRejectedError with the provider's code and message", err)
@@ -321,9 +321,9 @@ func TestUnauthorizedSourceOpensAtOnceAndIsNeverReachedAgain(t *testing.T) {
 	t.Parallel()
 	bad := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
 	good := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, bad.URL()).Source("qwen", 2, good.URL(), "PRIORITY", "1").Client(t)
+	c := testenv.Base().Source("openai", 1, bad.URL()).Source("qwen", 2, good.URL(), "PRIORITY", "1").Client(t)
 	for i := range 10 {
-		resp, err := testkit.Ask(t, c)
+		resp, err := testenv.Ask(t, c)
 		if err != nil || resp.SourceName != "qwen_2" {
 			t.Fatalf("call %d: resp=%v err=%v", i, resp, err)
 		}
@@ -344,12 +344,12 @@ func TestFlappingPrimaryIsProbedOncePerCooldownAndTrafficReturns(t *testing.T) {
 	primary := fu.NewServer(t, fu.WithFlap(outage, time.Hour, fu.ServerError(503)))
 	fallback := fu.NewServer(t)
 	start := time.Now()
-	c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Source("qwen", 2, fallback.URL(), "PRIORITY", "1").
+	c := testenv.Base().Source("openai", 1, primary.URL()).Source("qwen", 2, fallback.URL(), "PRIORITY", "1").
 		Set("LLM__BREAKER__FAIL_THRESHOLD", "2", "LLM__BREAKER__COOLDOWN_S", "1", "LLM__BREAKER__MAX_COOLDOWN_S", "1").Client(t)
 
 	var backOnPrimary time.Time
 	for time.Since(start) < outage+3*cooldown {
-		resp, err := testkit.Ask(t, c)
+		resp, err := testenv.Ask(t, c)
 		if err != nil {
 			t.Fatalf("call at %v failed: %v", time.Since(start), err)
 		}
@@ -380,20 +380,20 @@ func TestCancellationReturnsAtOnceAndLeavesNothingHeld(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
-		setup  func(t *testing.T) (testkit.Env, func())
+		setup  func(t *testing.T) (testenv.Env, func())
 		cancel time.Duration
 	}{
-		{"during a stream", func(t *testing.T) (testkit.Env, func()) {
+		{"during a stream", func(t *testing.T) (testenv.Env, func()) {
 			srv := fu.NewServer(t, fu.WithBehavior(fu.StallAfter(5, 10*time.Second)))
-			return testkit.BaseEnv().Source("openai", 1, srv.URL()), nil
+			return testenv.Base().Source("openai", 1, srv.URL()), nil
 		}, 300 * time.Millisecond},
-		{"during backoff", func(t *testing.T) (testkit.Env, func()) {
+		{"during backoff", func(t *testing.T) (testenv.Env, func()) {
 			srv := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
-			return testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("LLM__RETRY__BACKOFF_BASE_S", "10", "LLM__RETRY__BACKOFF_MAX_S", "10"), nil
+			return testenv.Base().Source("openai", 1, srv.URL()).Set("LLM__RETRY__BACKOFF_BASE_S", "10", "LLM__RETRY__BACKOFF_MAX_S", "10"), nil
 		}, 300 * time.Millisecond},
-		{"while waiting for a permit", func(t *testing.T) (testkit.Env, func()) {
+		{"while waiting for a permit", func(t *testing.T) (testenv.Env, func()) {
 			srv := fu.NewServer(t, fu.WithBehavior(fu.Hang()))
-			return testkit.BaseEnv().Source("openai", 1, srv.URL(), "MAX_CONCURRENCY", "1"), nil
+			return testenv.Base().Source("openai", 1, srv.URL(), "MAX_CONCURRENCY", "1"), nil
 		}, 300 * time.Millisecond},
 	}
 	for _, tc := range cases {

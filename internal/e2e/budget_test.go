@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -18,13 +18,13 @@ import (
 // nothing per prompt token and 2 micro-USD per answer token: a call with
 // max_tokens 1000 reserves 2000 micro-USD, and an answer of n tokens costs
 // 2n. The budget is usd per hour.
-func budgetEnv(t *testing.T, srv *fu.Server, usd string) testkit.Env {
+func budgetEnv(t *testing.T, srv *fu.Server, usd string) testenv.Env {
 	t.Helper()
 	prices := filepath.Join(t.TempDir(), "prices.json")
 	if err := os.WriteFile(prices, []byte(`{"openai-model": {"input_per_1m": 0, "output_per_1m": 2}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("PGW_PRICING_PATH", prices,
+	return testenv.Base().Source("openai", 1, srv.URL()).Set("PGW_PRICING_PATH", prices,
 		"LLM__BUDGET__USD", usd, "LLM__BUDGET__WINDOW_S", "3600", "LLM__RETRY__MAX_ATTEMPTS", "1")
 }
 
@@ -110,7 +110,7 @@ func TestAFailedAttemptOnA5xxSpendsNothingOfTheBudget(t *testing.T) {
 func TestABudgetedScopeWithoutPricesIsAConfigError(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t)
-	e := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("LLM__BUDGET__USD", "5")
+	e := testenv.Base().Source("openai", 1, srv.URL()).Set("LLM__BUDGET__USD", "5")
 	_, err := polygateway.FromEnv("LLM", polygateway.WithEnv(e))
 	var ce *polygateway.ConfigError
 	if !errors.As(err, &ce) || ce.Key != "LLM__BUDGET__USD" {
@@ -121,13 +121,13 @@ func TestABudgetedScopeWithoutPricesIsAConfigError(t *testing.T) {
 func TestADisabledSourceGetsNoRequestUntilEnabled(t *testing.T) {
 	t.Parallel()
 	primary, fallback := fu.NewServer(t), fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").Client(t)
+	c := testenv.Base().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").Client(t)
 	ctx := context.Background()
 	if err := c.DisableSource(ctx, "openai_1"); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
-		resp, err := testkit.Ask(t, c)
+		resp, err := testenv.Ask(t, c)
 		if err != nil || resp.SourceName != "qwen_1" {
 			t.Fatalf("answer %v, %v; want the fallback while the primary is off", resp, err)
 		}
@@ -149,13 +149,13 @@ func TestADisabledSourceGetsNoRequestUntilEnabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var u *polygateway.GatewayUnavailableError
-	if _, err := testkit.Ask(t, c); !errors.As(err, &u) || u.Reason != polygateway.ReasonDisabled || u.PerSource["openai_1"] != polygateway.ReasonDisabled {
+	if _, err := testenv.Ask(t, c); !errors.As(err, &u) || u.Reason != polygateway.ReasonDisabled || u.PerSource["openai_1"] != polygateway.ReasonDisabled {
 		t.Fatalf("all off: %v, want reason disabled", err)
 	}
 	if err := c.ResetAllSources(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := testkit.Ask(t, c); !errors.As(err, &u) || u.Reason != polygateway.ReasonDisabled {
+	if _, err := testenv.Ask(t, c); !errors.As(err, &u) || u.Reason != polygateway.ReasonDisabled {
 		t.Fatalf("a reset switched a source on: %v", err)
 	}
 	for _, name := range []string{"openai_1", "qwen_1"} {
@@ -163,7 +163,7 @@ func TestADisabledSourceGetsNoRequestUntilEnabled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if err != nil || resp.SourceName != "openai_1" {
 		t.Fatalf("after enabling: %v, %v; want the primary again", resp, err)
 	}

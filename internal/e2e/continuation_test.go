@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -99,7 +99,7 @@ func (c *continuer) requests() []map[string]any {
 // by default).
 func continuationClient(t *testing.T, fallback *continuer) *polygateway.GatewayClient {
 	primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
-	e := testkit.BaseEnv().Source("openai", 1, primary.URL()).Set("LLM__RETRY__TIER_PATIENCE_S", "0",
+	e := testenv.Base().Source("openai", 1, primary.URL()).Set("LLM__RETRY__TIER_PATIENCE_S", "0",
 		"LLM__VLLM__1__BASE_URL", fallback.URL+"/v1", "LLM__VLLM__1__API_KEY", "none", "LLM__VLLM__1__MODEL", "local",
 		"LLM__VLLM__1__TIMEOUT_S", "5", "LLM__VLLM__1__PRIORITY", "1")
 	return e.Client(t)
@@ -173,7 +173,7 @@ func TestWithoutAContinuingSourceACutCommittedStreamEndsAsBefore(t *testing.T) {
 	t.Parallel()
 	primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(40).WithTokens(60)))
 	other := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, other.URL(), "PRIORITY", "1").Client(t)
+	c := testenv.Base().Source("openai", 1, primary.URL()).Source("qwen", 1, other.URL(), "PRIORITY", "1").Client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
 	defer s.Close()
 	for s.Next() {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/kernel"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -59,7 +59,7 @@ func TestCommittedStreamIsNotFailedOverAndABufferedOneIs(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		cut := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(5).WithTokens(20)))
 		full := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(20)))
-		c := testkit.BaseEnv().Source("openai", 1, cut.URL()).Source("qwen", 2, full.URL(), "PRIORITY", "1").Client(t)
+		c := testenv.Base().Source("openai", 1, cut.URL()).Source("qwen", 2, full.URL(), "PRIORITY", "1").Client(t)
 		r := &relay{commit: commit}
 		k, err := kernel.Unwrap(c)
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -20,8 +20,8 @@ import (
 func TestErrorsReachTheCallerAsThePublicTypes(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.ServerError(503)))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("LLM__RETRY__MAX_ATTEMPTS", "2").Client(t)
-	_, err := testkit.Ask(t, c)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Set("LLM__RETRY__MAX_ATTEMPTS", "2").Client(t)
+	_, err := testenv.Ask(t, c)
 	if _, ok := err.(*polygateway.GatewayUnavailableError); !ok { //nolint:errorlint // the public type itself must reach the caller, not wrapped
 		t.Fatalf("err is a %T, want *polygateway.GatewayUnavailableError", err)
 	}
@@ -49,9 +49,9 @@ func TestARedirectReachesTheCallerAsErrRedirect(t *testing.T) {
 		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
 	}))
 	t.Cleanup(srv.Close)
-	e := testkit.BaseEnv().Set("LLM__RETRY__MAX_ATTEMPTS", "1", "LLM__OPENAI__1__BASE_URL", srv.URL,
+	e := testenv.Base().Set("LLM__RETRY__MAX_ATTEMPTS", "1", "LLM__OPENAI__1__BASE_URL", srv.URL,
 		"LLM__OPENAI__1__API_KEY", "sk-test-openai", "LLM__OPENAI__1__MODEL", "openai-model", "LLM__OPENAI__1__TIMEOUT_S", "5")
-	_, err := testkit.Ask(t, e.Client(t))
+	_, err := testenv.Ask(t, e.Client(t))
 	var te *polygateway.TransientError
 	if !errors.Is(err, polygateway.ErrRedirect) || !errors.Is(err, core.ErrRedirect) || !errors.As(err, &te) ||
 		te.StatusCode != http.StatusTemporaryRedirect || te.Reason != polygateway.ReasonNetworkError {
@@ -68,7 +68,7 @@ func TestARedirectReachesTheCallerAsErrRedirect(t *testing.T) {
 func TestAnUnknownRoleIsRejectedBeforeAnyRequest(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Client(t)
 	msgs := []polygateway.Message{polygateway.System("be brief"), {Role: "usr", Content: "hi"}}
 	_, err := c.Chat(context.Background(), msgs)
 	var rej *polygateway.RequestRejectedError

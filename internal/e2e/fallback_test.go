@@ -8,7 +8,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/backendtest"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
@@ -17,10 +17,10 @@ func TestQualityGuardFailsOverWithoutChargingTheBreaker(t *testing.T) {
 	t.Parallel()
 	terse := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(1)))
 	good := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, terse.URL()).Source("qwen", 2, good.URL(), "PRIORITY", "1").
+	c := testenv.Base().Source("openai", 1, terse.URL()).Source("qwen", 2, good.URL(), "PRIORITY", "1").
 		Set("LLM__QUALITY__GUARD", "true", "LLM__QUALITY__MIN_CHARS", "10").Client(t)
 	for i := range 6 {
-		resp, err := testkit.Ask(t, c)
+		resp, err := testenv.Ask(t, c)
 		if err != nil || resp.SourceName != "qwen_2" || resp.Content != fu.Tokens(8) {
 			t.Fatalf("call %d: resp=%+v err=%v", i, resp, err)
 		}
@@ -31,8 +31,8 @@ func TestQualityGuardFailsOverWithoutChargingTheBreaker(t *testing.T) {
 		}
 	}
 	// With the guard off the short answer is accepted.
-	off := testkit.BaseEnv().Source("openai", 1, terse.URL()).Client(t)
-	if resp, err := testkit.Ask(t, off); err != nil || resp.Content != "tok0" {
+	off := testenv.Base().Source("openai", 1, terse.URL()).Client(t)
+	if resp, err := testenv.Ask(t, off); err != nil || resp.Content != "tok0" {
 		t.Fatalf("guard off: %+v %v", resp, err)
 	}
 }
@@ -40,9 +40,9 @@ func TestQualityGuardFailsOverWithoutChargingTheBreaker(t *testing.T) {
 func TestQualityGuardReturnsResultInvalidWhenEverySourceIsBad(t *testing.T) {
 	t.Parallel()
 	terse := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(1)))
-	c := testkit.BaseEnv().Source("openai", 1, terse.URL()).Set("LLM__QUALITY__GUARD", "true", "LLM__QUALITY__MIN_CHARS", "10",
+	c := testenv.Base().Source("openai", 1, terse.URL()).Set("LLM__QUALITY__GUARD", "true", "LLM__QUALITY__MIN_CHARS", "10",
 		"LLM__RETRY__MAX_ATTEMPTS", "2").Client(t)
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	var invalid *polygateway.ResultInvalidError
 	if !errors.As(err, &invalid) || invalid.Raw != "tok0" || resp == nil {
 		t.Fatalf("err = %v, want ResultInvalidError with the raw answer", err)
@@ -55,15 +55,15 @@ func TestQualityGuardReturnsResultInvalidWhenEverySourceIsBad(t *testing.T) {
 func TestStaleCacheEntryServesWhenTheScopeIsUnavailable(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithScript(fu.OK(), fu.BadKey()))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set(
+	c := testenv.Base().Source("openai", 1, srv.URL()).Set(
 		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "0.2",
 		"LLM__FALLBACK__STALE_S", "60").Client(t)
-	first, err := testkit.Ask(t, c)
+	first, err := testenv.Ask(t, c)
 	if err != nil || first.Degraded {
 		t.Fatalf("first call: %+v %v", first, err)
 	}
 	time.Sleep(300 * time.Millisecond) // past the TTL: no longer a hit
-	stale, err := testkit.Ask(t, c)
+	stale, err := testenv.Ask(t, c)
 	if err != nil || !stale.Degraded || !stale.CacheHit || stale.Content != first.Content {
 		t.Fatalf("want the stale answer marked degraded, got %+v, %v", stale, err)
 	}
@@ -73,11 +73,11 @@ func TestStaleCacheEntryServesWhenTheScopeIsUnavailable(t *testing.T) {
 
 	// Without a stale window the expired entry is gone.
 	srv2 := fu.NewServer(t, fu.WithScript(fu.OK(), fu.BadKey()))
-	c2 := testkit.BaseEnv().Source("openai", 1, srv2.URL()).Set(
+	c2 := testenv.Base().Source("openai", 1, srv2.URL()).Set(
 		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "0.2").Client(t)
-	_, _ = testkit.Ask(t, c2)
+	_, _ = testenv.Ask(t, c2)
 	time.Sleep(300 * time.Millisecond)
-	if _, err := testkit.Ask(t, c2); err == nil {
+	if _, err := testenv.Ask(t, c2); err == nil {
 		t.Fatal("without FALLBACK__STALE_S an expired entry was served")
 	}
 }
@@ -91,23 +91,23 @@ func TestCallerFallbackIsTheLastStep(t *testing.T) {
 		}
 		return &polygateway.LLMResponse{Content: "scope fallback"}, nil
 	}
-	c := testkit.BaseEnv().Source("openai", 1, dead.URL()).Client(t, polygateway.WithFallback(scopeFallback))
-	resp, err := testkit.Ask(t, c)
+	c := testenv.Base().Source("openai", 1, dead.URL()).Client(t, polygateway.WithFallback(scopeFallback))
+	resp, err := testenv.Ask(t, c)
 	if err != nil || resp.Content != "scope fallback" || !resp.Degraded || resp.CallID == "" {
 		t.Fatalf("resp=%+v err=%v", resp, err)
 	}
 	perCall := polygateway.WithCallFallback(func(context.Context, []polygateway.Message, error) (*polygateway.LLMResponse, error) {
 		return &polygateway.LLMResponse{Content: "call fallback"}, nil
 	})
-	if resp, err := testkit.Ask(t, c, perCall); err != nil || resp.Content != "call fallback" {
+	if resp, err := testenv.Ask(t, c, perCall); err != nil || resp.Content != "call fallback" {
 		t.Fatalf("per-call fallback: %+v %v", resp, err)
 	}
 
 	// A rejected request is the caller's problem: no fallback.
 	bad := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
-	c2 := testkit.BaseEnv().Source("openai", 1, bad.URL()).Client(t, polygateway.WithFallback(scopeFallback))
+	c2 := testenv.Base().Source("openai", 1, bad.URL()).Client(t, polygateway.WithFallback(scopeFallback))
 	var re *polygateway.RequestRejectedError
-	if _, err := testkit.Ask(t, c2); !errors.As(err, &re) {
+	if _, err := testenv.Ask(t, c2); !errors.As(err, &re) {
 		t.Fatalf("rejected request: err = %v, want RequestRejectedError and no fallback", err)
 	}
 }
@@ -121,15 +121,15 @@ func TestADegradedAnswerWritesOneRowDescribingItAndItsStrategy(t *testing.T) {
 		srv := fu.NewServer(t, fu.WithScript(fu.OK(), fu.BadKey()))
 		sink := telemetry.NewMemory()
 		clk := backendtest.NewFakeClock(time.Now())
-		c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set(
+		c := testenv.Base().Source("openai", 1, srv.URL()).Set(
 			"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "10",
 			"LLM__FALLBACK__STALE_S", "60").Client(t, polygateway.WithTelemetry(sink), polygateway.WithClock(clk))
-		first, err := testkit.Ask(t, c)
+		first, err := testenv.Ask(t, c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(20 * time.Second) // past the TTL, inside the stale window
-		stale, err := testkit.Ask(t, c)
+		stale, err := testenv.Ask(t, c)
 		if err != nil || stale.DegradedBy != polygateway.DegradedStaleCache {
 			t.Fatalf("= (%+v, %v), want the stale answer", stale, err)
 		}
@@ -150,11 +150,11 @@ func TestADegradedAnswerWritesOneRowDescribingItAndItsStrategy(t *testing.T) {
 		t.Parallel()
 		dead := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
 		sink := telemetry.NewMemory()
-		c := testkit.BaseEnv().Source("openai", 1, dead.URL()).Client(t, polygateway.WithTelemetry(sink),
+		c := testenv.Base().Source("openai", 1, dead.URL()).Client(t, polygateway.WithTelemetry(sink),
 			polygateway.WithFallback(func(context.Context, []polygateway.Message, error) (*polygateway.LLMResponse, error) {
 				return &polygateway.LLMResponse{Content: "from the fallback", Model: "canned"}, nil
 			}))
-		resp, err := testkit.Ask(t, c)
+		resp, err := testenv.Ask(t, c)
 		if err != nil || resp.DegradedBy != polygateway.DegradedFallback || !resp.Degraded {
 			t.Fatalf("= (%+v, %v), want the fallback's answer", resp, err)
 		}

@@ -9,14 +9,14 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // defaultsEnv is baseEnv with the library's own retry defaults (baseEnv
 // shortens the backoff).
-func defaultsEnv() testkit.Env {
-	e := testkit.BaseEnv()
+func defaultsEnv() testenv.Env {
+	e := testenv.Base()
 	delete(e, "LLM__RETRY__BACKOFF_BASE_S")
 	delete(e, "LLM__RETRY__BACKOFF_MAX_S")
 	return e
@@ -27,7 +27,7 @@ func TestA500OnceOnThePreferredTierIsRetriedThereAndTheFallbackSeesNothing(t *te
 	primary := fu.NewServer(t, fu.WithScript(fu.ServerError(500), fu.OK()))
 	fallback := fu.NewServer(t)
 	c := defaultsEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").Client(t)
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestA429WithinThePatienceWaitsForThePreferredTier(t *testing.T) {
 	primary := fu.NewServer(t, fu.WithScript(fu.RateLimited("1"), fu.OK()))
 	fallback := fu.NewServer(t)
 	c := defaultsEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").Client(t)
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestTierPatienceZeroFailsOverAtOnce(t *testing.T) {
 	fallback := fu.NewServer(t)
 	c := defaultsEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").
 		Set("LLM__RETRY__TIER_PATIENCE_S", "0").Client(t)
-	resp, err := testkit.Ask(t, c)
+	resp, err := testenv.Ask(t, c)
 	if err != nil || resp.SourceName != "qwen_1" || primary.Requests() != 1 {
 		t.Fatalf("= (%v, %v), primary %d requests; want the fallback at once", resp, err, primary.Requests())
 	}
@@ -71,7 +71,7 @@ func TestASourceWhoseContextWindowIsTooSmallGetsNoRequest(t *testing.T) {
 	t.Parallel()
 	small := fu.NewServer(t)
 	large := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, small.URL(), "CONTEXT_WINDOW", "100").
+	c := testenv.Base().Source("openai", 1, small.URL(), "CONTEXT_WINDOW", "100").
 		Source("qwen", 1, large.URL(), "PRIORITY", "1", "CONTEXT_WINDOW", "128000").Client(t)
 	long := polygateway.User(longText(2000))
 	resp, err := c.Chat(context.Background(), []polygateway.Message{long}, polygateway.WithParams(map[string]any{"max_tokens": 50}))
@@ -82,11 +82,11 @@ func TestASourceWhoseContextWindowIsTooSmallGetsNoRequest(t *testing.T) {
 		t.Errorf("the small-window source got %d requests, want 0", small.Requests())
 	}
 	// A short call fits both: the preferred tier answers.
-	if resp, err := testkit.Ask(t, c); err != nil || resp.SourceName != "openai_1" {
+	if resp, err := testenv.Ask(t, c); err != nil || resp.SourceName != "openai_1" {
 		t.Errorf("short call = (%v, %v), want the preferred source", resp, err)
 	}
 	// Nothing fits: rejected before any request.
-	only := testkit.BaseEnv().Source("openai", 1, small.URL(), "CONTEXT_WINDOW", "100").Client(t)
+	only := testenv.Base().Source("openai", 1, small.URL(), "CONTEXT_WINDOW", "100").Client(t)
 	_, err = only.Chat(context.Background(), []polygateway.Message{long})
 	var re *polygateway.RequestRejectedError
 	if !errors.As(err, &re) || re.Code != "context_length_exceeded" || small.Requests() != 1 {
@@ -119,7 +119,7 @@ func TestAFlappingPrimaryGetsItsTrafficBackWithinTenSeconds(t *testing.T) {
 	var back time.Duration
 	for time.Since(start) < 16*time.Second {
 		at := time.Since(start)
-		resp, err := testkit.Ask(t, c)
+		resp, err := testenv.Ask(t, c)
 		if err != nil {
 			t.Fatalf("call at %v failed: %v", at, err)
 		}
@@ -179,7 +179,7 @@ func TestUnavailableErrorsSayWhenToRetryAndNameEverySource(t *testing.T) {
 			"LLM__RETRY__TIER_PATIENCE_S", "0").Client(t)
 	// Two failures spend the budget and open both circuits: nothing is
 	// usable before the cooldown ends.
-	_, err := testkit.Ask(t, c)
+	_, err := testenv.Ask(t, c)
 	var u *polygateway.GatewayUnavailableError
 	if !errors.As(err, &u) || u.Reason != polygateway.ReasonRetryExhausted {
 		t.Fatalf("first call: %v, want retry_exhausted", err)
@@ -196,11 +196,11 @@ func TestCircuitOpenSaysWhenAProbeIsAdmittedAndNamesEverySource(t *testing.T) {
 	b := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
 	c := defaultsEnv().Source("openai", 1, a.URL()).Source("qwen", 1, b.URL()).
 		Set("LLM__BREAKER__COOLDOWN_S", "30").Client(t)
-	if _, err := testkit.Ask(t, c); err == nil {
+	if _, err := testenv.Ask(t, c); err == nil {
 		t.Fatal("dead sources answered")
 	}
 	before := a.Requests() + b.Requests()
-	_, err := testkit.Ask(t, c)
+	_, err := testenv.Ask(t, c)
 	var u *polygateway.GatewayUnavailableError
 	if !errors.As(err, &u) || u.Reason != polygateway.ReasonCircuitOpen || !errors.Is(err, polygateway.ErrCircuitOpen) {
 		t.Fatalf("second call: %v, want circuit_open", err)
@@ -220,7 +220,7 @@ func TestTwoScopesInOnePoolShareTheirGlobalGateInOneProcess(t *testing.T) {
 	lim := memory.NewLimiter()
 	var clients []*polygateway.GatewayClient
 	for _, scope := range []string{"SEARCH", "JUDGE"} {
-		e := testkit.Env{
+		e := testenv.Env{
 			"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 			"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 			scope + "__OPENAI__1__BASE_URL": srv.URL(), scope + "__OPENAI__1__API_KEY": "sk-test",
@@ -239,7 +239,7 @@ func TestTwoScopesInOnePoolShareTheirGlobalGateInOneProcess(t *testing.T) {
 	for _, c := range clients {
 		for range 4 {
 			wg.Go(func() {
-				if _, err := testkit.Ask(t, c); err != nil {
+				if _, err := testenv.Ask(t, c); err != nil {
 					t.Error(err)
 				}
 			})

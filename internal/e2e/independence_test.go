@@ -6,7 +6,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -14,7 +14,7 @@ func TestTwoScopesInOneProcessAreIndependent(t *testing.T) {
 	t.Parallel()
 	bad := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
 	good := fu.NewServer(t)
-	e := testkit.BaseEnv().Set(
+	e := testenv.Base().Set(
 		"SEARCH__OPENAI__1__BASE_URL", bad.URL(), "SEARCH__OPENAI__1__API_KEY", "k", "SEARCH__OPENAI__1__MODEL", "m", "SEARCH__OPENAI__1__TIMEOUT_S", "5",
 		"JUDGE__OPENAI__1__BASE_URL", good.URL(), "JUDGE__OPENAI__1__API_KEY", "k", "JUDGE__OPENAI__1__MODEL", "m", "JUDGE__OPENAI__1__TIMEOUT_S", "5",
 	)
@@ -47,17 +47,17 @@ func TestTwoScopesInOneProcessAreIndependent(t *testing.T) {
 func TestClientsGivenTheSameBreakerShareItsState(t *testing.T) {
 	t.Parallel()
 	bad := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
-	e := testkit.BaseEnv().Source("openai", 1, bad.URL())
+	e := testenv.Base().Source("openai", 1, bad.URL())
 	br := memory.NewBreaker()
 	a := e.Client(t, polygateway.WithBreaker(br))
 	b := e.Client(t, polygateway.WithBreaker(br))
-	if _, err := testkit.Ask(t, a); err == nil {
+	if _, err := testenv.Ask(t, a); err == nil {
 		t.Fatal("call with a bad key succeeded")
 	}
 	if st := b.Sources(context.Background())[0].Breaker.State; st != polygateway.StateOpen {
 		t.Fatalf("client b sees %s, want open (shared breaker)", st)
 	}
-	if _, err := testkit.Ask(t, b); err == nil {
+	if _, err := testenv.Ask(t, b); err == nil {
 		t.Fatal("client b reached the dead source")
 	}
 	if n := bad.Requests(); n != 1 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -14,9 +15,9 @@ func TestALoggedFailoverAndBreakerOpenCarryTheCallID(t *testing.T) {
 	primary := fu.NewServer(t, fu.WithBehavior(fu.BadKey())) // dead: opens at once, fails over at once
 	fallback := fu.NewServer(t)
 	logs := &testkit.Logs{}
-	c := testkit.BaseEnv().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").
+	c := testenv.Base().Source("openai", 1, primary.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").
 		Client(t, polygateway.WithLogger(slog.New(logs)))
-	first, err := testkit.Ask(t, c)
+	first, err := testenv.Ask(t, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestALoggedFailoverAndBreakerOpenCarryTheCallID(t *testing.T) {
 		t.Fatalf("breaker records %+v, want one WARN record of call %s for openai_1 (closed to open)", open, first.CallID)
 	}
 	// A later call skips the open source without logging it again.
-	if _, err := testkit.Ask(t, c); err != nil {
+	if _, err := testenv.Ask(t, c); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(logs.Find("polygateway: breaker open")); n != 1 {

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 )
 
 // lazyStream is an SSE body of total bytes of content in chunks of per
@@ -76,7 +76,7 @@ func TestAStreamThroughChatStreamIsKeptOnce(t *testing.T) {
 		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Request: r, ContentLength: -1,
 			Body: io.NopCloser(newLazyStream(total, 4096, func() { live.Store(liveHeap() - base) }))}
 	})
-	c := testkit.BaseEnv().Set("LLM__OPENAI__1__BASE_URL", "http://upstream.invalid/v1", "LLM__OPENAI__1__API_KEY", "k",
+	c := testenv.Base().Set("LLM__OPENAI__1__BASE_URL", "http://upstream.invalid/v1", "LLM__OPENAI__1__API_KEY", "k",
 		"LLM__OPENAI__1__MODEL", "m", "LLM__OPENAI__1__TIMEOUT_S", "600").Client(t, polygateway.WithHTTPClient(&http.Client{Transport: rt}))
 	base = liveHeap()
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})

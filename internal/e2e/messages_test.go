@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
@@ -26,7 +26,7 @@ func TestTheCallHandsTheCallersMessagesDownWithoutACopy(t *testing.T) {
 			return next(ctx, call)
 		}
 	}
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t, polygateway.WithTelemetry(sink), polygateway.WithMiddleware(spy))
+	c := testenv.Base().Source("openai", 1, srv.URL()).Client(t, polygateway.WithTelemetry(sink), polygateway.WithMiddleware(spy))
 	if _, err := c.Chat(context.Background(), msgs); err != nil {
 		t.Fatal(err)
 	}

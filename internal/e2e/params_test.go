@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestTypedCallOptionsReachTheWireWithTheProvidersFieldNames(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBodyHistory(4))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Client(t)
 	weather := polygateway.Tool{Name: "weather", Description: "the weather in a city",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}
 	_, err := c.Chat(context.Background(), []polygateway.Message{polygateway.User("hi")},
@@ -51,7 +51,7 @@ func TestTypedCallOptionsReachTheWireWithTheProvidersFieldNames(t *testing.T) {
 func TestTypedCallOptionsArePartOfTheCacheKey(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").Client(t)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Set("PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").Client(t)
 	msgs := []polygateway.Message{polygateway.User("same question")}
 	call := func(opts ...polygateway.CallOption) bool {
 		resp, err := c.Chat(context.Background(), msgs, opts...)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -88,7 +88,7 @@ var _ http.RoundTripper = (*memoryUpstreams)(nil)
 // are served by up, with the given extra settings.
 func inMemoryClient(t *testing.T, up *memoryUpstreams, kv ...string) *polygateway.GatewayClient {
 	t.Helper()
-	e := testkit.Env{
+	e := testenv.Env{
 		"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 		"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 		"LLM__OPENAI__1__BASE_URL": "http://primary.test/v1", "LLM__OPENAI__1__API_KEY": "sk-test-primary",

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
@@ -89,7 +89,7 @@ func (u *servedUpstream) log() []served {
 func queuedClient(t *testing.T, limit int, service time.Duration, opts ...polygateway.Option) (*polygateway.GatewayClient, *servedUpstream) {
 	t.Helper()
 	up := &servedUpstream{service: service}
-	c := testkit.Env{
+	c := testenv.Env{
 		"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 		"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 		"LLM__OPENAI__1__BASE_URL": "http://queued.test/v1", "LLM__OPENAI__1__API_KEY": "sk-test-queued",
@@ -389,7 +389,7 @@ func TestWaitingCallersKeepEverySourceOfTheScopeBusy(t *testing.T) {
 			window  = 2 * time.Second
 		)
 		up := &servedUpstream{service: service}
-		e := testkit.Env{
+		e := testenv.Env{
 			"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 			"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 		}
@@ -436,7 +436,7 @@ func TestACallOverflowsToAnIdleTierInsteadOfWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const service = 200 * time.Millisecond
 		up := &servedUpstream{service: service}
-		c := testkit.Env{
+		c := testenv.Env{
 			"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 			"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 		}.Set(

@@ -11,7 +11,7 @@ import (
 	"github.com/polygateway/polygateway/backend"
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -46,7 +46,7 @@ func init() {
 
 func TestABackendRegisteredFromOutsideIsSelectedByNameFromTheEnvironment(t *testing.T) {
 	srv := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("PGW_LIMITER_BACKEND", "thirdparty").Client(t)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Set("PGW_LIMITER_BACKEND", "thirdparty").Client(t)
 	if _, err := c.Chat(context.Background(), []polygateway.Message{polygateway.User("hi")}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestABackendRegisteredFromOutsideIsSelectedByNameFromTheEnvironment(t *test
 
 func TestAnUnknownBackendNameListsTheRegisteredOnes(t *testing.T) {
 	t.Parallel()
-	env := testkit.BaseEnv().Set("LLM__OPENAI__1__BASE_URL", "http://127.0.0.1:1/v1", "LLM__OPENAI__1__API_KEY", "k",
+	env := testenv.Base().Set("LLM__OPENAI__1__BASE_URL", "http://127.0.0.1:1/v1", "LLM__OPENAI__1__API_KEY", "k",
 		"LLM__OPENAI__1__MODEL", "m", "LLM__OPENAI__1__TIMEOUT_S", "5", "PGW_LIMITER_BACKEND", "thirdpary")
 	_, err := polygateway.LoadSettings("LLM", env)
 	var ce *polygateway.ConfigError
@@ -75,7 +75,7 @@ func TestAnUnknownBackendNameListsTheRegisteredOnes(t *testing.T) {
 func TestAFailingRegisteredFactoryIsAnAssemblyError(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t)
-	_, err := polygateway.FromEnv("LLM", polygateway.WithEnv(testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("PGW_BREAKER_BACKEND", "broken")))
+	_, err := polygateway.FromEnv("LLM", polygateway.WithEnv(testenv.Base().Source("openai", 1, srv.URL()).Set("PGW_BREAKER_BACKEND", "broken")))
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the breaker store") {
 		t.Fatalf("FromEnv = %v, want the factory's error", err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -34,7 +34,7 @@ func TestAUserSelectorGivenByOptionChoosesTheSource(t *testing.T) {
 	t.Parallel()
 	a, b, c := fu.NewServer(t), fu.NewServer(t), fu.NewServer(t)
 	sel := &lastSelector{}
-	client := testkit.BaseEnv().Source("openai", 1, a.URL()).Source("openai", 2, b.URL()).Source("openai", 3, c.URL(), "PRIORITY", "1").
+	client := testenv.Base().Source("openai", 1, a.URL()).Source("openai", 2, b.URL()).Source("openai", 3, c.URL(), "PRIORITY", "1").
 		Client(t, polygateway.WithSelector(sel))
 	for range 5 {
 		resp, err := client.Chat(context.Background(), []polygateway.Message{polygateway.User("hi")})
@@ -64,7 +64,7 @@ func TestASelectorChoosingAnIneligibleSourceEndsTheCallWithAnError(t *testing.T)
 	t.Parallel()
 	for _, sel := range []badSelector{{}, {err: errors.New("no opinion")}} {
 		a, b := fu.NewServer(t), fu.NewServer(t)
-		client := testkit.BaseEnv().Source("openai", 1, a.URL()).Source("openai", 2, b.URL()).Client(t, polygateway.WithSelector(sel))
+		client := testenv.Base().Source("openai", 1, a.URL()).Source("openai", 2, b.URL()).Client(t, polygateway.WithSelector(sel))
 		_, err := client.Chat(context.Background(), []polygateway.Message{polygateway.User("hi")})
 		var se *polygateway.SelectorError
 		if !errors.As(err, &se) || !errors.Is(err, polygateway.ErrGateway) {

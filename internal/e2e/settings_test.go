@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 // settingsEnv is a valid environment of scope LLM with the one source
 // qwen_1 (TIMEOUT_S 5, the default watchdog of 2.5 s and 1.25 s).
-func settingsEnv(srv *fu.Server) testkit.Env { return testkit.BaseEnv().Source("qwen", 1, srv.URL()) }
+func settingsEnv(srv *fu.Server) testenv.Env { return testenv.Base().Source("qwen", 1, srv.URL()) }
 
 // cloneSettings copies s deeply enough for a test to change its sources.
 func cloneSettings(s polygateway.GatewaySettings) polygateway.GatewaySettings {
@@ -215,7 +215,7 @@ func TestFromSettingsTakesTheZeroValuesOfOptionalSettings(t *testing.T) {
 		t.Fatalf("FromSettings: %v", err)
 	}
 	defer c.Close()
-	if resp, err := testkit.Ask(t, c); err != nil || resp.SourceName != "openai_1" {
+	if resp, err := testenv.Ask(t, c); err != nil || resp.SourceName != "openai_1" {
 		t.Fatalf("= (%v, %v), want the answer of openai_1", resp, err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 )
 
 // slowAdmitter is an Admitter that takes rtt for every Admit, as a backend
@@ -98,7 +98,7 @@ func TestPropertyABurstOnAColdSourceNeverExceedsItsStartLimit(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				adm := slowAdmitter{Admitter: core.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker()), rtt: rtt}
-				c := testkit.Env{
+				c := testenv.Env{
 					"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 					"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
 					"LLM__OPENAI__1__BASE_URL": "http://primary.test/v1", "LLM__OPENAI__1__API_KEY": "sk-test-primary",

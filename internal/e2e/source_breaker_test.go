@@ -7,7 +7,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/backendtest"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -28,12 +28,12 @@ func TestAPerSourceBreakerThresholdOpensThatSourceAlone(t *testing.T) {
 	t.Parallel()
 	a := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
 	b := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
-	c := testkit.BaseEnv().
+	c := testenv.Base().
 		Source("openai", 1, a.URL(), "BREAKER__FAIL_THRESHOLD", "1").
 		Source("qwen", 1, b.URL()).
 		Set("LLM__RETRY__MAX_ATTEMPTS", "2", "LLM__RETRY__TIER_PATIENCE_S", "0").Client(t)
 
-	if _, err := testkit.Ask(t, c); err == nil {
+	if _, err := testenv.Ask(t, c); err == nil {
 		t.Fatal("the call succeeded against two failing sources")
 	}
 	if a.Requests() != 1 || b.Requests() != 1 {
@@ -49,7 +49,7 @@ func TestAPerSourceBreakerThresholdOpensThatSourceAlone(t *testing.T) {
 
 	// openai_1 stays out; qwen_1 takes the failures until its fifth.
 	for b.Requests() < 5 {
-		if _, err := testkit.Ask(t, c); err == nil {
+		if _, err := testenv.Ask(t, c); err == nil {
 			t.Fatal("the call succeeded against two failing sources")
 		}
 		br = breakers(c)
@@ -74,7 +74,7 @@ func TestAPerSourceBreakerCooldownAndCapApplyToThatSource(t *testing.T) {
 	a := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
 	b := fu.NewServer(t, fu.WithBehavior(fu.ServerError(500)))
 	clk := backendtest.NewFakeClock(time.Now())
-	c := testkit.BaseEnv().
+	c := testenv.Base().
 		Source("openai", 1, a.URL(), "BREAKER__COOLDOWN_S", "10", "BREAKER__MAX_COOLDOWN_S", "15").
 		Source("qwen", 1, b.URL()).
 		Set("LLM__BREAKER__FAIL_THRESHOLD", "1", "LLM__RETRY__MAX_ATTEMPTS", "2", "LLM__RETRY__TIER_PATIENCE_S", "0").
@@ -90,13 +90,13 @@ func TestAPerSourceBreakerCooldownAndCapApplyToThatSource(t *testing.T) {
 			t.Errorf("%s: qwen_1 %+v, want open for %v", when, s, wantB)
 		}
 	}
-	if _, err := testkit.Ask(t, c); err == nil {
+	if _, err := testenv.Ask(t, c); err == nil {
 		t.Fatal("the call succeeded against two failing sources")
 	}
 	check("after the first failures", 10*time.Second, 5*time.Second)
 
 	clk.Advance(10 * time.Second) // both half-open
-	if _, err := testkit.Ask(t, c); err == nil {
+	if _, err := testenv.Ask(t, c); err == nil {
 		t.Fatal("the probes succeeded against two failing sources")
 	}
 	if a.Requests() != 2 || b.Requests() != 2 {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -34,7 +34,7 @@ func TestTwoHundredConcurrentCallsWithRandomCancellationLeaveNothingHeld(t *test
 	}))
 	steady := fu.NewServer(t, fu.WithBehavior(fu.OK().WithLatency(20*time.Millisecond)))
 	lim, br := memory.NewLimiter(), memory.NewBreaker()
-	c := testkit.BaseEnv().Source("openai", 1, flaky.URL(), "MAX_CONCURRENCY", "5").Source("qwen", 2, steady.URL(), "MAX_CONCURRENCY", "20").
+	c := testenv.Base().Source("openai", 1, flaky.URL(), "MAX_CONCURRENCY", "5").Source("qwen", 2, steady.URL(), "MAX_CONCURRENCY", "20").
 		Set("LLM__GLOBAL__MAX_CONCURRENCY", "20", "LLM__BREAKER__FAIL_THRESHOLD", "3", "LLM__BREAKER__COOLDOWN_S", "0.1",
 			"LLM__RETRY__MAX_ATTEMPTS", "4").Client(t, polygateway.WithLimiter(lim), polygateway.WithBreaker(br))
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	polygateway "github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -31,7 +31,7 @@ func rawStream(t *testing.T, broken string) *httptest.Server {
 // with fallback, a healthy fallback tier answering fullAnswer.
 func streamClient(t *testing.T, url string, fallback bool) *polygateway.GatewayClient {
 	t.Helper()
-	e := testkit.BaseEnv().Set(
+	e := testenv.Base().Set(
 		"LLM__RETRY__TIER_PATIENCE_S", "0", "LLM__RETRY__MAX_ATTEMPTS", "2",
 		"LLM__OPENAI__1__BASE_URL", url, "LLM__OPENAI__1__API_KEY", "sk-test-openai",
 		"LLM__OPENAI__1__MODEL", "openai-model", "LLM__OPENAI__1__TIMEOUT_S", "5")

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestChatStreamDeliversTheFirstDeltaBeforeTheUpstreamFinishes(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(20).WithInterTokenDelay(50*time.Millisecond)))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Client(t)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Client(t)
 	start := time.Now()
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
 	defer s.Close()
@@ -46,7 +46,7 @@ func TestChatStreamFailsOverBeforeTheFirstDeltaWithoutDuplicatingText(t *testing
 	t.Parallel()
 	broken := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(0)))
 	fallback := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(6)))
-	c := testkit.BaseEnv().Source("openai", 1, broken.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").
+	c := testenv.Base().Source("openai", 1, broken.URL()).Source("qwen", 1, fallback.URL(), "PRIORITY", "1").
 		Set("LLM__RETRY__TIER_PATIENCE_S", "0").Client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
 	defer s.Close()
@@ -66,7 +66,7 @@ func TestChatStreamCutAfterDeltasEndsWithAnErrorAndNoResponse(t *testing.T) {
 	t.Parallel()
 	cut := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(5).WithTokens(20)))
 	other := fu.NewServer(t)
-	c := testkit.BaseEnv().Source("openai", 1, cut.URL()).Source("qwen", 1, other.URL(), "PRIORITY", "1").Client(t)
+	c := testenv.Base().Source("openai", 1, cut.URL()).Source("qwen", 1, other.URL(), "PRIORITY", "1").Client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
 	defer s.Close()
 	var got strings.Builder
@@ -85,7 +85,7 @@ func TestChatStreamCutAfterDeltasEndsWithAnErrorAndNoResponse(t *testing.T) {
 func TestChatStreamCloseMidStreamReleasesEverything(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithScript(fu.OK().WithTokens(200).WithInterTokenDelay(20*time.Millisecond), fu.OK()))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL(), "MAX_CONCURRENCY", "1").Client(t)
+	c := testenv.Base().Source("openai", 1, srv.URL(), "MAX_CONCURRENCY", "1").Client(t)
 	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
 	if !s.Next() {
 		t.Fatalf("no first delta: %v", s.Err())
@@ -105,7 +105,7 @@ func TestChatStreamCloseMidStreamReleasesEverything(t *testing.T) {
 		}
 	}
 	// The slot is free: another call goes through.
-	if _, err := testkit.Ask(t, c, polygateway.WithStream(false)); err != nil {
+	if _, err := testenv.Ask(t, c, polygateway.WithStream(false)); err != nil {
 		t.Errorf("next call: %v", err)
 	}
 }
@@ -113,7 +113,7 @@ func TestChatStreamCloseMidStreamReleasesEverything(t *testing.T) {
 func TestChatStreamReplaysACacheHitAndANonStreamedAnswerAsOneDelta(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(4)))
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").Client(t)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Set("PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60").Client(t)
 	collect := func(opts ...polygateway.CallOption) ([]string, *polygateway.LLMResponse) {
 		s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("same")}, opts...)
 		defer s.Close()

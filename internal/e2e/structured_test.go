@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	"github.com/polygateway/polygateway/telemetry"
 )
 
@@ -49,8 +49,8 @@ func (cs *contentServer) requests() []string {
 	return append([]string(nil), cs.bodies...)
 }
 
-func structuredEnv(cs *contentServer, kv ...string) testkit.Env {
-	e := testkit.BaseEnv().Set(
+func structuredEnv(cs *contentServer, kv ...string) testenv.Env {
+	e := testenv.Base().Set(
 		"LLM__OPENAI__1__BASE_URL", cs.URL+"/v1", "LLM__OPENAI__1__API_KEY", "k",
 		"LLM__OPENAI__1__MODEL", "m", "LLM__OPENAI__1__TIMEOUT_S", "5")
 	return e.Set(kv...)

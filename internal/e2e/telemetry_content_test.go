@@ -8,7 +8,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
@@ -21,7 +21,7 @@ func TestTelemetryContentKey(t *testing.T) {
 	up := fu.NewServer(t, fu.WithBehavior(fu.OK().WithContent("the answer sk-openai-test-key")))
 	for content, wantKept := range map[string]bool{"full": true, "redacted": true, "none": false} {
 		sink := telemetry.NewMemory()
-		e := testkit.BaseEnv().Source("openai", 1, up.URL()).Set("PGW_TELEMETRY_CONTENT", content, "LLM__OPENAI__1__API_KEY", "sk-openai-test-key")
+		e := testenv.Base().Source("openai", 1, up.URL()).Set("PGW_TELEMETRY_CONTENT", content, "LLM__OPENAI__1__API_KEY", "sk-openai-test-key")
 		c := e.Client(t, polygateway.WithTelemetry(sink))
 		if c.Settings().TelemetryContent != core.TelemetryContent(content) {
 			t.Errorf("%s: settings say %q", content, c.Settings().TelemetryContent)
@@ -44,7 +44,7 @@ func TestTelemetryContentKey(t *testing.T) {
 			t.Errorf("%s: usage or source lost: %+v", content, r)
 		}
 	}
-	_, err := polygateway.LoadSettings("LLM", testkit.BaseEnv().Source("openai", 1, up.URL()).Set("PGW_TELEMETRY_CONTENT", "some"))
+	_, err := polygateway.LoadSettings("LLM", testenv.Base().Source("openai", 1, up.URL()).Set("PGW_TELEMETRY_CONTENT", "some"))
 	var ce *polygateway.ConfigError
 	if !errors.As(err, &ce) || ce.Key != "PGW_TELEMETRY_CONTENT" {
 		t.Errorf("an unknown content setting: %v", err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
-	"github.com/polygateway/polygateway/internal/testkit"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/telemetry"
 )
@@ -19,7 +19,7 @@ func TestTelemetryWritesOneRowPerCallIncludingFailuresAndCacheHitsButNotCancella
 	good := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(3)))
 	rejecting := fu.NewServer(t, fu.WithBehavior(fu.ContextLength()))
 	sink := telemetry.NewMemory()
-	e := testkit.BaseEnv().Source("openai", 1, good.URL()).Set(
+	e := testenv.Base().Source("openai", 1, good.URL()).Set(
 		"PGW_CACHE_BACKEND", "memory", "PGW_CACHE_NAMESPACE", "t", "PGW_CACHE_TTL_S", "60",
 		"BAD__OPENAI__1__BASE_URL", rejecting.URL(), "BAD__OPENAI__1__API_KEY", "k", "BAD__OPENAI__1__MODEL", "m", "BAD__OPENAI__1__TIMEOUT_S", "5")
 	c := e.Client(t, polygateway.WithTelemetry(sink), polygateway.WithPricing(polygateway.PricingTable{"openai-model": {InputPer1M: 1, OutputPer1M: 2}}))
@@ -76,8 +76,8 @@ func TestAPIKeysNeverAppearInErrorsOrLogs(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sink := telemetry.NewMemory()
-	c := testkit.BaseEnv().Source("openai", 1, srv.URL(), "API_KEY", key).Client(t, polygateway.WithLogger(logger), polygateway.WithTelemetry(sink))
-	_, err := testkit.Ask(t, c)
+	c := testenv.Base().Source("openai", 1, srv.URL(), "API_KEY", key).Client(t, polygateway.WithLogger(logger), polygateway.WithTelemetry(sink))
+	_, err := testenv.Ask(t, c)
 	if err == nil {
 		t.Fatal("call succeeded")
 	}
@@ -99,7 +99,7 @@ func TestMissingOptInBackendNamesTheImport(t *testing.T) {
 		"PGW_TELEMETRY_BACKEND": "telemetry/sqlitesink",
 	}
 	for key, pkg := range cases {
-		e := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("REDIS_URL", "redis://127.0.0.1:6379/0", "PGW_TELEMETRY_SQLITE_PATH", t.TempDir()+"/t.db")
+		e := testenv.Base().Source("openai", 1, srv.URL()).Set("REDIS_URL", "redis://127.0.0.1:6379/0", "PGW_TELEMETRY_SQLITE_PATH", t.TempDir()+"/t.db")
 		if key == "PGW_LIMITER_BACKEND" {
 			e.Set(key, "redis")
 		} else {
@@ -111,7 +111,7 @@ func TestMissingOptInBackendNamesTheImport(t *testing.T) {
 			t.Fatalf("%s: err = %v, want a ConfigError naming the import of %s", key, err, pkg)
 		}
 	}
-	pg := testkit.BaseEnv().Source("openai", 1, srv.URL()).Set("PGW_TELEMETRY_BACKEND", "postgres", "PGW_TELEMETRY_PG_DSN", "postgres://127.0.0.1/test")
+	pg := testenv.Base().Source("openai", 1, srv.URL()).Set("PGW_TELEMETRY_BACKEND", "postgres", "PGW_TELEMETRY_PG_DSN", "postgres://127.0.0.1/test")
 	if _, err := polygateway.FromEnv("LLM", polygateway.WithEnv(pg)); err == nil || !strings.Contains(err.Error(), "telemetry/pgsink") {
 		t.Fatalf("postgres: err = %v", err)
 	}

@@ -1,13 +1,17 @@
 // Package testkit holds the fakes and helpers that the tests of several
-// packages of the module share: a configuration builder for clients
-// assembled by FromEnv, a call with a short prompt, a slog handler that
-// keeps what it is given, a log buffer safe for concurrent writes, a
-// polling wait and the typed errors an upstream fails with.
+// packages of the module share: a slog handler that keeps what it is
+// given, a log buffer safe for concurrent writes, a polling wait, and the
+// typed errors and the clock epoch of the engine's and the middleware's
+// tests. Its package testenv builds the configurations of clients
+// assembled by FromEnv and makes their calls.
 //
-// It is internal: only the module's own tests import it. The public test
-// kit for users of the library is package polygatewaytest (a fake
-// OpenAI-compatible upstream); testkit does not import it, so that the
-// tests of polygatewaytest may use testkit.
+// It is internal: only the module's own tests import it. testkit imports
+// package core only, so that the tests of any package built on core may
+// use it; testenv imports the root package, so only the tests of packages
+// the root does not import may use that one. The public test kit for
+// users of the library is package polygatewaytest (a fake
+// OpenAI-compatible upstream); neither imports it, so that its own tests
+// may use them.
 //
 // Everything here is safe for concurrent use unless its doc says
 // otherwise.

@@ -1,4 +1,9 @@
-package testkit
+// Package testenv builds the configurations of clients that the module's
+// tests assemble with FromEnv, and makes their calls. It is part of the
+// tests' kit (internal/testkit) but apart from it: it imports the root
+// package, which the tests of the packages the root is made of (the
+// engine, the middleware, the transport, ...) cannot import.
+package testenv
 
 import (
 	"context"
@@ -16,9 +21,9 @@ import (
 // concurrent writes.
 type Env map[string]string
 
-// BaseEnv returns the assembly keys with memory backends and no cache or
+// Base returns the assembly keys with memory backends and no cache or
 // telemetry, plus fast retry settings (a backoff of 0.05 s to 0.2 s).
-func BaseEnv() Env {
+func Base() Env {
 	return Env{
 		"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 		"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
