@@ -277,7 +277,7 @@ func (f *File) Path(key string) (path string, ok bool) {
 		}
 	case 3:
 		gn := strings.ToLower(parts[1])
-		if g, ok := shape.groups[gn]; ok && shape.groupKey[gn] == parts[1] {
+		if g, ok := shape.groups.byName[gn]; ok && shape.groups.key[gn] == parts[1] {
 			if fl, ok := g.byName[strings.ToLower(parts[2])]; ok {
 				return scope + "." + gn + "." + fl.name, true
 			}
@@ -289,7 +289,7 @@ func (f *File) Path(key string) (path string, ok bool) {
 		if len(parts) == 5 {
 			tail = parts[3] + "__" + parts[4]
 			fl, ok = field{}, false
-			if g := shape.sourceGroups[strings.ToLower(parts[3])]; g != nil {
+			if g := shape.sourceGroups.byName[strings.ToLower(parts[3])]; g != nil {
 				fl, ok = g.byName[strings.ToLower(parts[4])]
 				name = strings.ToLower(parts[3]) + "." + fl.name
 			}

@@ -41,15 +41,35 @@ func (s *section) names() []string {
 // the environment supports has exactly one place in the file.
 type layout struct {
 	assembly, defaults, server, scope, source section
-	groups                                    map[string]*section // by YAML name
-	groupOrder                                []string            // YAML names in table order
-	groupKey                                  map[string]string   // YAML name -> GROUP
-	// sourceGroups are the mappings inside a source
-	// ({SCOPE}__{PROVIDER}__{N}__{GROUP}__{FIELD}), as groups are for a
-	// scope.
-	sourceGroups     map[string]*section
-	sourceGroupOrder []string
-	sourceGroupKey   map[string]string
+	// groups are the mappings inside a scope ({SCOPE}__{GROUP}__{FIELD});
+	// sourceGroups those inside a source
+	// ({SCOPE}__{PROVIDER}__{N}__{GROUP}__{FIELD}).
+	groups, sourceGroups groupSet
+}
+
+// groupSet is the group mappings of a scope or of a source.
+type groupSet struct {
+	byName map[string]*section // by YAML name
+	order  []string            // YAML names in table order
+	key    map[string]string   // YAML name -> GROUP
+}
+
+// place adds the key d, tail after its scope's or source's prefix: to
+// flat, or, when tail is GROUP__FIELD, to the group's section.
+func (gs *groupSet) place(flat *section, tail string, d config.KeyDoc) {
+	g, f, ok := strings.Cut(tail, "__")
+	if !ok {
+		flat.add(field{name: strings.ToLower(tail), key: tail, kind: d.Kind, doc: d})
+		return
+	}
+	gn := strings.ToLower(g)
+	sec := gs.byName[gn]
+	if sec == nil {
+		sec = &section{}
+		gs.byName[gn], gs.key[gn] = sec, g
+		gs.order = append(gs.order, gn)
+	}
+	sec.add(field{name: strings.ToLower(f), key: tail, kind: d.Kind, doc: d})
 }
 
 const (
@@ -73,8 +93,8 @@ var keysNotInFiles = map[string]bool{"PGW_ALLOW_KEYS": true}
 var shape = deriveLayout(config.Keys())
 
 func deriveLayout(keys []config.KeyDoc) *layout {
-	l := &layout{groups: map[string]*section{}, groupKey: map[string]string{},
-		sourceGroups: map[string]*section{}, sourceGroupKey: map[string]string{}}
+	l := &layout{groups: groupSet{byName: map[string]*section{}, key: map[string]string{}},
+		sourceGroups: groupSet{byName: map[string]*section{}, key: map[string]string{}}}
 	for _, d := range keys {
 		if d.Reader == config.ReaderTooling || d.Reader == config.ReaderNobody || keysNotInFiles[d.Pattern] {
 			continue
@@ -82,33 +102,9 @@ func deriveLayout(keys []config.KeyDoc) *layout {
 		p := d.Pattern
 		switch {
 		case strings.HasPrefix(p, sourceP):
-			tail := strings.TrimPrefix(p, sourceP)
-			if g, f, ok := strings.Cut(tail, "__"); ok {
-				gn := strings.ToLower(g)
-				sec := l.sourceGroups[gn]
-				if sec == nil {
-					sec = &section{}
-					l.sourceGroups[gn], l.sourceGroupKey[gn] = sec, g
-					l.sourceGroupOrder = append(l.sourceGroupOrder, gn)
-				}
-				sec.add(field{name: strings.ToLower(f), key: tail, kind: d.Kind, doc: d})
-				continue
-			}
-			l.source.add(field{name: strings.ToLower(tail), key: tail, kind: d.Kind, doc: d})
+			l.sourceGroups.place(&l.source, strings.TrimPrefix(p, sourceP), d)
 		case strings.HasPrefix(p, scopeP):
-			tail := strings.TrimPrefix(p, scopeP)
-			if g, f, ok := strings.Cut(tail, "__"); ok {
-				gn := strings.ToLower(g)
-				sec := l.groups[gn]
-				if sec == nil {
-					sec = &section{}
-					l.groups[gn], l.groupKey[gn] = sec, g
-					l.groupOrder = append(l.groupOrder, gn)
-				}
-				sec.add(field{name: strings.ToLower(f), key: tail, kind: d.Kind, doc: d})
-				continue
-			}
-			l.scope.add(field{name: strings.ToLower(tail), key: tail, kind: d.Kind, doc: d})
+			l.groups.place(&l.scope, strings.TrimPrefix(p, scopeP), d)
 		case d.Reader == config.ReaderGateway:
 			l.server.add(field{name: strings.ToLower(strings.TrimPrefix(p, "PGW_")), key: p, kind: d.Kind, doc: d})
 		case strings.HasPrefix(p, "LLM_"):
@@ -123,12 +119,12 @@ func deriveLayout(keys []config.KeyDoc) *layout {
 // scopeFieldNames lists every field a scope mapping may hold, for
 // suggestions.
 func (l *layout) scopeFieldNames() []string {
-	out := append(l.scope.names(), l.groupOrder...)
+	out := append(l.scope.names(), l.groups.order...)
 	return append(out, fieldSources)
 }
 
 // sourceFieldNames lists every field a source mapping may hold.
 func (l *layout) sourceFieldNames() []string {
 	out := append([]string{fieldProvider}, l.source.names()...)
-	return append(out, l.sourceGroupOrder...)
+	return append(out, l.sourceGroups.order...)
 }

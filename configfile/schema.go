@@ -54,8 +54,8 @@ type obj = map[string]any
 // scopeSchema is the schema of one scope: its fields, groups and sources.
 func scopeSchema() obj {
 	scopeProps := props(&shape.scope)
-	for _, g := range shape.groupOrder {
-		scopeProps[g] = closed(props(shape.groups[g]), "The "+shape.groupKey[g]+" keys ({SCOPE}__"+shape.groupKey[g]+"__…).")
+	for _, g := range shape.groups.order {
+		scopeProps[g] = closed(props(shape.groups.byName[g]), "The "+shape.groups.key[g]+" keys ({SCOPE}__"+shape.groups.key[g]+"__…).")
 	}
 	scopeProps[fieldSources] = obj{"type": "array", "items": obj{"$ref": "#/$defs/source"},
 		"description": "The scope's sources. A source's N is its position among the sources of the same provider: the first openai entry is OPENAI__1 (openai_1)."}
@@ -68,9 +68,9 @@ func scopeSchema() obj {
 // sourceSchema is the schema of one source of a scope.
 func sourceSchema() obj {
 	sourceProps := props(&shape.source)
-	for _, g := range shape.sourceGroupOrder {
-		key := shape.sourceGroupKey[g]
-		sourceProps[g] = closed(props(shape.sourceGroups[g]),
+	for _, g := range shape.sourceGroups.order {
+		key := shape.sourceGroups.key[g]
+		sourceProps[g] = closed(props(shape.sourceGroups.byName[g]),
 			"This source's own "+key+" keys ({SCOPE}__{PROVIDER}__{N}__"+key+"__…), in place of the scope's.")
 	}
 	sourceProps[fieldProvider] = obj{"type": "string", "pattern": "^[A-Za-z0-9](?:[A-Za-z0-9]|_[A-Za-z0-9])*$",

@@ -234,8 +234,8 @@ func (w *walker) scope(n *yaml.Node, scope, path string) error {
 		switch fl := shape.scope.byName[e.name]; {
 		case e.name == fieldSources:
 			err = w.sources(e.val, scope, fp)
-		case shape.groups[e.name] != nil:
-			err = w.section(e.val, fp, shape.groups[e.name], prefix)
+		case shape.groups.byName[e.name] != nil:
+			err = w.section(e.val, fp, shape.groups.byName[e.name], prefix)
 		case fl.key != "":
 			err = w.value(e.val, fp, prefix+fl.key, fl.kind)
 		case ownKey.MatchString(e.name):
@@ -304,7 +304,7 @@ func (w *walker) source(item *yaml.Node, scope, ip string, count map[string]int)
 	for _, e := range entries {
 		fl, ok := shape.source.byName[e.name]
 		err := unknown(ip, e, shape.sourceFieldNames())
-		switch g := shape.sourceGroups[e.name]; {
+		switch g := shape.sourceGroups.byName[e.name]; {
 		case e.name == fieldProvider:
 			err = nil
 		case g != nil:

@@ -2,10 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
-	"errors"
-	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/polygateway/polygateway/core"
 )
@@ -16,11 +13,14 @@ import (
 //   - json.Unmarshal into map[string]rawSpan validates the whole body and
 //     finds each top-level member's JSON text without copying it (the
 //     last of a key given twice wins, as in any map);
-//   - the messages — those of a large array counted first (into a slice
-//     that takes no memory per element), to be decoded into a slice of
-//     exactly their number — are decoded each straight into its place
-//     (inMessage, whose layout is core.Message's: the slice is the
-//     request's []core.Message, never copied into another type).
+//   - the messages array is read the same way into one rawSpan per
+//     message (those of a large array counted first, into a slice that
+//     takes no memory per element, so the spans and the messages take
+//     slices of exactly their number); each message is then decoded from
+//     its span into its wire form (wireMessage, the client's shape, which
+//     core.Message is not: content is a string or an array of parts, a
+//     tool call nests its function) and converted into its place of the
+//     request's []core.Message.
 //
 // What the request keeps is copied out of the body (strings by
 // encoding/json, the other members' JSON text once, to go upstream), so
@@ -29,7 +29,8 @@ import (
 // of the messages into []wireMessage means (FuzzParseChat holds the two
 // together); message fields match their names in any case.
 
-// rawSpan is a member's JSON text where it is in the body (no copy).
+// rawSpan is a member's or a message's JSON text where it is in the body
+// (no copy).
 type rawSpan []byte
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -38,65 +39,23 @@ func (r *rawSpan) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// inMessage is one message decoded from its wire form (wireMessage) and
-// converted into the library's message, in place. Its layout is
-// core.Message's (the conversion below compiles only while the two are
-// the same), so a []inMessage is read as the []core.Message it is.
-type inMessage core.Message
-
-var _ = core.Message(inMessage{})
-
-// asMessages returns msgs as the []core.Message it is (the same memory).
-func asMessages(msgs []inMessage) []core.Message {
-	if len(msgs) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*core.Message)(unsafe.Pointer(unsafe.SliceData(msgs))), len(msgs))
-}
-
-// messageError is what is wrong with one message; its param and text name
-// the message with msgMark, replaced by its place once it is known (see
-// at).
-type messageError struct{ err *requestError }
-
-// msgMark stands for a message's param ("messages[i]") in a messageError.
-const msgMark = "\x00"
-
-func (e *messageError) Error() string { return e.err.msg }
-
-// at returns the error of message i.
-func (e *messageError) at(i int) *requestError {
-	p := msgParam(i)
-	return &requestError{param: strings.ReplaceAll(e.err.param, msgMark, p), code: e.err.code, msg: strings.ReplaceAll(e.err.msg, msgMark, p)}
-}
-
-// UnmarshalJSON implements json.Unmarshaler: a message that is not an
-// object of the wire form is an error of encoding/json (the messages are
-// of the wrong type); one that does not convert is a *messageError.
-func (m *inMessage) UnmarshalJSON(b []byte) error {
-	w := wireMessages.Get().(*wireMessage)
-	defer wireMessages.Put(w)
-	*w = wireMessage{Content: messageContent{raw: w.Content.raw[:0]}, ToolCalls: w.ToolCalls[:0]}
-	if err := json.Unmarshal(b, w); err != nil {
-		return err
-	}
-	msg, err := convertAt(w, msgMark)
-	if err != nil {
-		return &messageError{err}
-	}
-	*m = inMessage(msg)
-	return nil
-}
-
 // wireMessages are the wire forms messages are read into, one at a time.
 var wireMessages = sync.Pool{New: func() any { return new(wireMessage) }}
 
 // chatParse is the state of decoding one chat request, in one allocation.
+// The messages of a short request are kept in msgBuf; spans and spanBuf
+// hold the messages' spans only while they are decoded.
 type chatParse struct {
-	req    chatRequest
-	fields members
-	msgs   []inMessage
+	req     chatRequest
+	fields  members
+	spans   []rawSpan
+	spanBuf [shortMessages]rawSpan
+	msgBuf  [shortMessages]core.Message
 }
+
+// shortMessages is the number of messages a chat request takes no
+// allocation of their own for.
+const shortMessages = 4
 
 // parseChat decodes a chat completion request body. Nothing of the
 // request refers to body.
@@ -114,11 +73,11 @@ func parseChat(body []byte) (*chatRequest, error) {
 	if raw == nil {
 		return nil, badRequest("messages", "missing_required_parameter", "messages is required")
 	}
-	msgs, err := decodeMessages(raw, &p.msgs)
+	msgs, err := p.decodeMessages(raw)
 	if err != nil {
 		return nil, err
 	}
-	req.messages, p.msgs = msgs, nil
+	req.messages = msgs
 	// extra_body goes upstream without its fallbacks member.
 	var extraBody []byte
 	stripped := false
@@ -202,35 +161,54 @@ func (req *chatRequest) options(fields members) error {
 // message objects.
 var errMessagesType = badRequest("messages", "invalid_type", "messages must be an array of message objects")
 
-// decodeMessages decodes the messages array (raw is its JSON text), each
-// message into its place of the request's slice (of exactly their number,
-// for a large array); msgs is where the slice is made.
-func decodeMessages(raw []byte, msgs *[]inMessage) ([]core.Message, error) {
+// decodeMessages decodes the messages array (raw is its JSON text):
+// each message's text, found in place, is read into its wire form and
+// converted into its place of the request's slice. The error is the first
+// message's, in order, that is not an object of the wire form (the
+// messages are of the wrong type) or does not convert (named by its
+// place). No span is kept once it returns.
+func (p *chatParse) decodeMessages(raw []byte) ([]core.Message, error) {
 	if raw[0] != '[' {
 		return nil, errMessagesType
 	}
 	if len(raw) > countFrom {
 		var counted []skipValue
-		*msgs = make([]inMessage, 0, countInto(&counted, raw, 1<<31-2))
+		p.spans = make([]rawSpan, 0, countInto(&counted, raw, 1<<31-2))
 	} else {
-		*msgs = make([]inMessage, 0, 4)
+		p.spans = p.spanBuf[:0]
 	}
-	if err := json.Unmarshal(raw, msgs); err != nil {
-		// encoding/json stops at the first message that failed, the
-		// last one of msgs.
-		var me *messageError
-		if errors.As(err, &me) {
-			return nil, me.at(len(*msgs) - 1)
-		}
+	defer func() { p.spans = nil; clear(p.spanBuf[:]) }()
+	if err := json.Unmarshal(raw, &p.spans); err != nil {
 		return nil, errMessagesType
 	}
-	if len(*msgs) == 0 {
+	n := len(p.spans)
+	if n == 0 {
 		return nil, badRequest("messages", "empty_array", "messages must not be empty")
 	}
-	return asMessages(*msgs), nil
+	var msgs []core.Message
+	if n <= shortMessages {
+		msgs = p.msgBuf[:n:n]
+	} else {
+		msgs = make([]core.Message, n)
+	}
+	w := wireMessages.Get().(*wireMessage)
+	defer wireMessages.Put(w)
+	for i, b := range p.spans {
+		*w = wireMessage{Content: messageContent{raw: w.Content.raw[:0]}, ToolCalls: w.ToolCalls[:0]}
+		if err := json.Unmarshal(b, w); err != nil {
+			return nil, errMessagesType
+		}
+		m, err := convertMessage(w, i)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = m
+	}
+	return msgs, nil
 }
 
 // countFrom is the size of a messages array from which its messages are
-// counted before they are decoded: a larger one goes into a slice of
-// exactly their number, a smaller one into a slice grown as they come.
+// counted before they are decoded: the spans of a larger one go into a
+// slice of exactly their number, a smaller one's into a slice grown as
+// they come.
 const countFrom = 16 << 10

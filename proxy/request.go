@@ -70,8 +70,13 @@ func (req *chatRequest) gatewayOptions(raw []byte) error {
 // validCommit reports whether v names a stream commit policy.
 func validCommit(v string) bool { return v == CommitFirstToken || v == CommitBuffer }
 
-// wireMessage is one message as a client sends it. Unknown fields are
-// ignored.
+// wireMessage is one message as a client sends it, read only to be
+// converted into a core.Message (convertAt). It is a shape of its own
+// because the wire form is not core.Message's: content is a string or an
+// array of typed parts (core.Message has Content and Parts), a tool call
+// nests its name and arguments under "function", the role is checked
+// before it is kept, and what is wrong must be told by its place
+// (messages[i].content[j].image_url). Unknown fields are ignored.
 type wireMessage struct {
 	Role       roleName        `json:"role"`
 	Content    messageContent  `json:"content"`
@@ -154,17 +159,17 @@ func msgParam(i int) string { return fmt.Sprintf("messages[%d]", i) }
 
 // convertMessage turns wire message i into a library message.
 func convertMessage(w *wireMessage, i int) (core.Message, error) {
-	m, err := convertAt(w, msgParam(i))
+	m, err := convertAt(w, i)
 	if err != nil {
 		return m, err
 	}
 	return m, nil
 }
 
-// convertAt turns a wire message into a library message; param names the
-// message in errors.
-func convertAt(w *wireMessage, msg string) (core.Message, *requestError) {
-	param := func() string { return msg }
+// convertAt turns wire message i into a library message (its name,
+// messages[i], made only for an error).
+func convertAt(w *wireMessage, i int) (core.Message, *requestError) {
+	param := func() string { return msgParam(i) }
 	m := core.Message{Role: string(w.Role), Name: w.Name, ToolCallID: w.ToolCallID}
 	switch m.Role {
 	case "system", "user", "assistant", "tool", "developer":

@@ -107,22 +107,29 @@ func (d *responsesDecoder) message(obj map[string]json.RawMessage, param string)
 	default:
 		return badRequest(param+".role", "invalid_value", "%s.role %q is not a role (user, assistant, system, developer)", param, role)
 	}
-	raw, ok := obj["content"]
-	if !ok || isNull(raw) {
-		return badRequest(param+".content", "missing_required_parameter", "%s.content is required", param)
-	}
-	if raw = bytes.TrimSpace(raw); raw[0] == '"' {
-		if err := decodeAs(raw, &m.Content, param+".content", "a string or an array of content parts"); err != nil {
-			return err
-		}
-	} else {
-		parts, err := contentParts(raw, param+".content", role)
-		if err != nil {
-			return err
-		}
-		setParts(&m, parts)
+	if err := readContent(&m, obj, "content", param, role, "a string or an array of content parts"); err != nil {
+		return err
 	}
 	d.input = append(d.input, m)
+	return nil
+}
+
+// readContent reads the required member key of item param into m: a
+// string is its Content, an array its parts (those a message of role may
+// have); want names the two forms in a type error.
+func readContent(m *core.Message, obj map[string]json.RawMessage, key, param, role, want string) error {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		return badRequest(param+"."+key, "missing_required_parameter", "%s.%s is required", param, key)
+	}
+	if raw = bytes.TrimSpace(raw); raw[0] == '"' {
+		return decodeAs(raw, &m.Content, param+"."+key, want)
+	}
+	parts, err := contentParts(raw, param+"."+key, role)
+	if err != nil {
+		return err
+	}
+	setParts(m, parts)
 	return nil
 }
 
@@ -272,22 +279,10 @@ func (d *responsesDecoder) functionCallOutput(obj map[string]json.RawMessage, pa
 		}
 		return err
 	}
-	raw, ok := obj["output"]
-	if !ok || isNull(raw) {
-		return badRequest(param+".output", "missing_required_parameter", "%s.output is required", param)
-	}
-	if raw = bytes.TrimSpace(raw); raw[0] == '"' {
-		if err := decodeAs(raw, &m.Content, param+".output", "a string or an array of input_text parts"); err != nil {
-			return err
-		}
-	} else {
-		// A chat tool message carries text only: input_text parts, as a
-		// user message has them.
-		parts, err := contentParts(raw, param+".output", core.RoleTool)
-		if err != nil {
-			return err
-		}
-		setParts(&m, parts)
+	// A chat tool message carries text only: input_text parts, as a user
+	// message has them.
+	if err := readContent(&m, obj, "output", param, core.RoleTool, "a string or an array of input_text parts"); err != nil {
+		return err
 	}
 	d.input = append(d.input, m)
 	return nil

@@ -68,13 +68,13 @@ var responsesFields = []responsesField{
 	{"user", (*responsesDecoder).user},
 	{"stream", (*responsesDecoder).stream},
 	{"stream_options", (*responsesDecoder).streamOptions},
-	{"store", (*responsesDecoder).store},
+	{"store", refuseTrue("store", "this gateway stores no responses (send store: false or leave it out)")},
 	{"include", (*responsesDecoder).include},
 	{"truncation", (*responsesDecoder).truncation},
 	{"service_tier", (*responsesDecoder).serviceTier},
 	{"previous_response_id", refuseField("previous_response_id", "this gateway stores no responses: send the whole conversation in input")},
 	{"conversation", refuseField("conversation", "this gateway stores no conversations: send the whole conversation in input")},
-	{"background", (*responsesDecoder).background},
+	{"background", refuseTrue("background", "this gateway answers in the request")},
 	{fallbacksField, func(d *responsesDecoder, raw json.RawMessage) error { return d.req.setFallbacks(raw, nil) }},
 	{gatewayField, func(d *responsesDecoder, raw json.RawMessage) error { return d.req.gatewayOptions(raw) }},
 }
@@ -172,6 +172,21 @@ func unknownParameter(param string) error {
 func refuseField(name, why string) func(*responsesDecoder, json.RawMessage) error {
 	return func(*responsesDecoder, json.RawMessage) error {
 		return badRequest(name, "unsupported_parameter", "%s is not supported: %s", name, why)
+	}
+}
+
+// refuseTrue is the reader of a boolean member the gateway takes only as
+// false: true is refused, for the reason why.
+func refuseTrue(name, why string) func(*responsesDecoder, json.RawMessage) error {
+	return func(_ *responsesDecoder, raw json.RawMessage) error {
+		var b bool
+		if err := decodeAs(raw, &b, name, "a boolean"); err != nil {
+			return err
+		}
+		if b {
+			return badRequest(name, "unsupported_value", "%s: true is not supported: %s", name, why)
+		}
+		return nil
 	}
 }
 
@@ -311,18 +326,6 @@ func (d *responsesDecoder) streamOptions(raw json.RawMessage) error {
 	return err
 }
 
-// store accepts false: the gateway keeps no response to retrieve later.
-func (d *responsesDecoder) store(raw json.RawMessage) error {
-	var b bool
-	if err := decodeAs(raw, &b, "store", "a boolean"); err != nil {
-		return err
-	}
-	if b {
-		return badRequest("store", "unsupported_value", "store: true is not supported: this gateway stores no responses (send store: false or leave it out)")
-	}
-	return nil
-}
-
 // include accepts reasoning.encrypted_content, which asks for nothing the
 // gateway has: its reasoning items never carry encrypted content.
 func (d *responsesDecoder) include(raw json.RawMessage) error {
@@ -358,17 +361,6 @@ func (d *responsesDecoder) serviceTier(raw json.RawMessage) error {
 	}
 	if s != "auto" {
 		d.param("service_tier", s)
-	}
-	return nil
-}
-
-func (d *responsesDecoder) background(raw json.RawMessage) error {
-	var b bool
-	if err := decodeAs(raw, &b, "background", "a boolean"); err != nil {
-		return err
-	}
-	if b {
-		return badRequest("background", "unsupported_value", "background: true is not supported: this gateway answers in the request")
 	}
 	return nil
 }

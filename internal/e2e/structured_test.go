@@ -176,6 +176,55 @@ func TestInvalidSchemaIsRejectedLocally(t *testing.T) {
 	}
 }
 
+// A schema that is JSON but not valid against its meta-schema (a type that
+// does not exist, a negative length) is refused before any request, like
+// one that is not a schema at all.
+func TestSchemaInvalidAgainstItsMetaSchemaIsRejectedLocally(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{`{"type": "strin"}`, `{"type": "string", "minLength": -1}`, `{"required": ["a", "a"]}`} {
+		cs := newContentServer(t, "{}")
+		_, err := askStructured(structuredEnv(cs).client(t), polygateway.WithJSONSchema([]byte(schema)))
+		var re *polygateway.RequestRejectedError
+		if !errors.As(err, &re) || re.Code != "invalid_json_schema" || len(cs.requests()) != 0 {
+			t.Errorf("%s: err = %v, requests = %d; want a local invalid_json_schema", schema, err, len(cs.requests()))
+		}
+	}
+}
+
+// Validation follows the schema's own draft and exact decimal arithmetic:
+// a decimal multipleOf holds for decimal answers, schemas of drafts 4, 6,
+// 7 and 2019-09 validate, and a draft-07 schema asserts its formats (a
+// 2020-12 schema keeps format an annotation).
+func TestSchemaValidationFollowsTheDraftAndDecimalArithmetic(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, schema, answer string
+		valid                bool
+	}{
+		{"decimal multipleOf", `{"type":"object","properties":{"price":{"type":"number","multipleOf":0.01}},"required":["price"]}`, `{"price": 1.15}`, true},
+		{"decimal multipleOf refused", `{"type":"object","properties":{"price":{"type":"number","multipleOf":0.01}},"required":["price"]}`, `{"price": 1.155}`, false},
+		{"draft-04", `{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","required":["a"]}`, `{"a": 1}`, true},
+		{"draft-06", `{"$schema":"http://json-schema.org/draft-06/schema#","type":"object","required":["a"]}`, `{"a": 1}`, true},
+		{"draft-07 without the fragment", `{"$schema":"http://json-schema.org/draft-07/schema","type":"object","required":["a"]}`, `{"a": 1}`, true},
+		{"draft 2019-09", `{"$schema":"https://json-schema.org/draft/2019-09/schema","type":"object","required":["a"]}`, `{"a": 1}`, true},
+		{"draft-07 format asserted", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"to":{"type":"string","format":"email"}}}`, `{"to": "nobody"}`, false},
+		{"draft 2020-12 format annotated", `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"to":{"type":"string","format":"email"}}}`, `{"to": "nobody"}`, true},
+	} {
+		cs := newContentServer(t, tc.answer)
+		c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "0").client(t)
+		resp, err := askStructured(c, polygateway.WithJSONSchema([]byte(tc.schema)))
+		var invalid *polygateway.ResultInvalidError
+		switch {
+		case tc.valid && (err != nil || resp.StructuredData == nil):
+			t.Errorf("%s: %v, want %s accepted", tc.name, err, tc.answer)
+		case !tc.valid && !errors.As(err, &invalid):
+			t.Errorf("%s: %v, want %s refused as a ResultInvalidError", tc.name, err, tc.answer)
+		case len(cs.requests()) != 1:
+			t.Errorf("%s: %d requests, want 1", tc.name, len(cs.requests()))
+		}
+	}
+}
+
 // A Go type to decode into, with no hand-written schema.
 type labelled struct {
 	Label  string   `json:"label"`
