@@ -183,7 +183,7 @@ func TestSchemaInvalidAgainstItsMetaSchemaIsRejectedLocally(t *testing.T) {
 	t.Parallel()
 	for _, schema := range []string{`{"type": "strin"}`, `{"type": "string", "minLength": -1}`, `{"required": ["a", "a"]}`} {
 		cs := newContentServer(t, "{}")
-		_, err := askStructured(structuredEnv(cs).client(t), polygateway.WithJSONSchema([]byte(schema)))
+		_, err := askStructured(structuredEnv(cs).Client(t), polygateway.WithJSONSchema([]byte(schema)))
 		var re *polygateway.RequestRejectedError
 		if !errors.As(err, &re) || re.Code != "invalid_json_schema" || len(cs.requests()) != 0 {
 			t.Errorf("%s: err = %v, requests = %d; want a local invalid_json_schema", schema, err, len(cs.requests()))
@@ -211,7 +211,7 @@ func TestSchemaValidationFollowsTheDraftAndDecimalArithmetic(t *testing.T) {
 		{"draft 2020-12 format annotated", `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"to":{"type":"string","format":"email"}}}`, `{"to": "nobody"}`, true},
 	} {
 		cs := newContentServer(t, tc.answer)
-		c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "0").client(t)
+		c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "0").Client(t)
 		resp, err := askStructured(c, polygateway.WithJSONSchema([]byte(tc.schema)))
 		var invalid *polygateway.ResultInvalidError
 		switch {
