@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bytes"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,12 @@ func (b *Buffer) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Len()
+}
+
+// TextLogger returns a logger that writes every record, debug ones
+// included, to b in slog's text format.
+func (b *Buffer) TextLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // WaitFor polls cond every poll until it holds, and fails the test when
