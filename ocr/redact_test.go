@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/ocr"
 	"github.com/polygateway/polygateway/telemetry"
 )

@@ -19,11 +19,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/configfile"
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/config"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 

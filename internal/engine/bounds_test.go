@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // TestNoWaitOutlastsTheStallWindow holds every kind of wait to the stall

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // stubHandler is the inner handler of a layer under test.

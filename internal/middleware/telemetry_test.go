@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 func telemetryFixture(sink core.TelemetrySink, inner *stubHandler) (core.Handler, *backendtest.FakeClock) {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 func TestKeyNeverInErrorsOrLogs(t *testing.T) {
