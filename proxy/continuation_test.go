@@ -71,7 +71,7 @@ func TestGatewayContinuesACommittedStreamCutMidway(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 	events := sseEvents(body)
-	if got := streamText(t, events); got != tokens(60) {
+	if got := streamText(t, events); got != fakeupstream.Tokens(60) {
 		t.Fatalf("client received %q, want exactly the 60-token answer", got)
 	}
 	if lastEvent(events) != "[DONE]" || countErrorEvents(events) != 0 {
