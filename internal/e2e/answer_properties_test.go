@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fu "github.com/polygateway/polygateway/polygatewaytest"
 )
@@ -224,8 +225,8 @@ func TestPropertyAContinuationIsSeamlessOrAnError(t *testing.T) {
 			seed, n, cutAt, refuse, restart, cuts, cutAfter, attempts)
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			t.Parallel()
-			fallback := newContinuer(t, n, refuse)
-			fallback.cuts, fallback.cutAfter, fallback.restart = cuts, cutAfter, restart
+			fallback := testkit.NewContinuer(t, n, refuse)
+			fallback.Cuts, fallback.CutAfter, fallback.Restart = cuts, cutAfter, restart
 			primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(cutAt).WithTokens(n)))
 			c := testenv.Base().Source("openai", 1, primary.URL()).Set("LLM__RETRY__TIER_PATIENCE_S", "0",
 				"LLM__RETRY__MAX_ATTEMPTS", strconv.Itoa(attempts),

@@ -1,6 +1,7 @@
 // Package testkit holds the fakes and helpers that the tests of several
-// packages of the module share: a slog handler that keeps what it is
-// given, a log buffer safe for concurrent writes, a polling wait, and the
+// packages of the module share: an upstream that continues a prefill
+// (Continuer), a slog handler that keeps what it is given, a log buffer
+// safe for concurrent writes, a polling wait, and the
 // typed errors and the clock epoch of the engine's and the middleware's
 // tests. Its package testenv builds the configurations of clients
 // assembled by FromEnv and makes their calls.
