@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 func boolPtr(b bool) *bool { return &b }
@@ -338,7 +339,7 @@ func TestEncodeRequestShape(t *testing.T) {
 	if want := `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a\u2028<b>"}],"stream":false}`; err != nil || string(plain) != want {
 		t.Fatalf("body\n%s (%v)\nwant\n%s", plain, err, want)
 	}
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		return
 	}
 	// As an attempt encodes: with its endpoint's opening made once.
