@@ -1,12 +1,18 @@
 // Package testkit holds the fakes and helpers that the tests of several
-// packages of the module share: an upstream that continues a prefill
-// (Continuer), a slog handler that keeps what it is given (Logs), a log
-// buffer safe for concurrent writes (Buffer), a polling wait (WaitFor),
-// the means of the heap tests (SkipHeapMeasurement, LiveHeap, TotalAlloc,
-// an SSE body made as it is read: LazyStream, RaceEnabled), and the typed
-// upstream errors and the clock epoch of the engine's and
-// the middleware's tests. Its package testenv builds the configurations
-// of clients assembled by FromEnv and makes their calls.
+// packages of the module share:
+//
+//   - Continuer, an upstream that continues a prefill;
+//   - Logs, a slog handler that keeps the records it is given, and Buffer,
+//     a log destination safe for concurrent writes;
+//   - WaitFor, a polling wait;
+//   - the means of the heap tests: SkipHeapMeasurement, LiveHeap,
+//     TotalAlloc, RaceEnabled and LazyStream (an SSE body made as it is
+//     read);
+//   - the typed upstream errors (TransientErr, DeadErr, …) and the clock
+//     Epoch of the engine's and the middleware's tests.
+//
+// Its package testenv builds the configurations of clients assembled by
+// FromEnv and makes their calls.
 //
 // It is internal: only the module's own tests import it. testkit imports
 // package core only, so that the tests of any package built on core may
