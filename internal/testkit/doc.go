@@ -5,6 +5,9 @@
 //   - Logs, a slog handler that keeps the records it is given, and Buffer,
 //     a log destination safe for concurrent writes;
 //   - WaitFor, a polling wait;
+//   - SplitReader, which makes a body arrive in reads of given sizes;
+//   - PlaceAdmitter, a core.Admitter that records the place of every
+//     admission;
 //   - the means of the heap tests: SkipHeapMeasurement, LiveHeap,
 //     TotalAlloc, RaceEnabled and LazyStream (an SSE body made as it is
 //     read);

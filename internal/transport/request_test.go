@@ -498,7 +498,7 @@ func FuzzEncodeRequest(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec := json.NewDecoder(&splitReader{b: body, sizes: split})
+		dec := json.NewDecoder(&testkit.SplitReader{Data: body, Sizes: split, Mod: 61})
 		var m map[string]json.RawMessage
 		if err := dec.Decode(&m); err != nil || dec.More() {
 			t.Fatalf("body %q: %v", body, err)
