@@ -20,8 +20,10 @@ bench:
 # The admission queue: callers contending for one concurrency gate through
 # each backend's Admitter (memory; Redis on a redis-server of its own):
 # utilization of the gate, wait p50/p99 per class, Redis scripts and
-# commands per admission and per waiter-second, heap per waiting call.
-# The figures are in docs/explanation-benchmarks.md.
+# commands per admission and per waiter-second, heap per waiting call;
+# then the utilization of each backend at 20, 50, 100 and 200 ms of mean
+# service (BenchmarkQueueUtilization, about 45 s). The figures are in
+# docs/explanation-benchmarks.md.
 QUEUEBENCH_N ?= 2000x
 queuebench:
 	$(GO) test -run '^$$' -bench BenchmarkQueue -benchtime $(QUEUEBENCH_N) -count 1 ./bench/queue/

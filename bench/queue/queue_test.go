@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os/exec"
@@ -79,6 +80,43 @@ func BenchmarkQueue(b *testing.B) {
 	})
 }
 
+// BenchmarkQueueUtilization: the utilization of the gate under the load of
+// BenchmarkQueue as the mean service time grows, through the memory
+// limiter's queue and the Redis Admitter's (a handoff costs about the
+// same whatever the length of the call, so its share shrinks as calls
+// grow). Each arm runs about four seconds of load once, whatever b.N.
+func BenchmarkQueueUtilization(b *testing.B) {
+	rs := startRedis(b)
+	c := redis.NewClient(&redis.Options{Addr: rs, ContextTimeoutEnabled: true, PoolSize: 4 * callers})
+	defer c.Close()
+	opts := []redisstore.Option{redisstore.WithPrefix("qutil")}
+	ra := redisstore.NewAdmitter(redisstore.NewLimiter(c, opts...), redisstore.NewBreaker(c, opts...),
+		redisstore.WithQueue(redisstore.QueueConfig{}))
+	defer ra.Close()
+	ml := memory.NewLimiter(memory.WithQueue(memory.QueueConfig{}))
+	arms := []struct {
+		name string
+		be   backend
+	}{{"memory", backend{admitter: core.ComposeAdmitter(ml, memory.NewBreaker())}}, {"redis", backend{admitter: ra}}}
+	for _, svc := range []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond} {
+		for _, arm := range arms {
+			b.Run(fmt.Sprintf("%s/service=%v", arm.name, svc), func(b *testing.B) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if err := load(ctx, arm.be, 2*slots, nil, svc); err != nil {
+					b.Fatal(err)
+				}
+				n := int(4*time.Second/svc) * slots
+				r := &result{start: time.Now(), target: n}
+				if err := load(ctx, arm.be, n, r, svc); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(r.utilization()*100, "util-%")
+			})
+		}
+	}
+}
+
 const scope = "QBENCH"
 
 // request is the call of a caller of place.
@@ -91,7 +129,7 @@ func run(b *testing.B, be backend) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// Warm up: scripts loaded, keys made, the subscriber listening.
-	if err := load(ctx, be, 2*slots, nil); err != nil {
+	if err := load(ctx, be, 2*slots, nil, service); err != nil {
 		b.Fatal(err)
 	}
 	var s0, c0 int
@@ -100,7 +138,7 @@ func run(b *testing.B, be backend) {
 	}
 	b.ResetTimer()
 	r := &result{start: time.Now(), target: b.N}
-	if err := load(ctx, be, b.N, r); err != nil {
+	if err := load(ctx, be, b.N, r, service); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
@@ -195,9 +233,10 @@ func (r *result) percentiles(p core.Priority) (time.Duration, time.Duration) {
 	return w[len(w)/2], w[len(w)*99/100]
 }
 
-// load runs callers until n calls were admitted (r records them; nil: a
-// warm-up), then lets the callers drain.
-func load(ctx context.Context, be backend, n int, r *result) error {
+// load runs callers, each holding its slot for a time drawn uniformly
+// between half and one and a half of svc, until n calls were admitted (r
+// records them; nil: a warm-up), then lets the callers drain.
+func load(ctx context.Context, be backend, n int, r *result, svc time.Duration) error {
 	if r == nil {
 		r = &result{start: time.Now(), target: n}
 	}
@@ -216,7 +255,7 @@ func load(ctx context.Context, be backend, n int, r *result) error {
 					return
 				}
 				from := time.Now()
-				time.Sleep(service/2 + rand.N(service))
+				time.Sleep(svc/2 + rand.N(svc))
 				to := time.Now()
 				if _, err := be.admitter.Finish(ctx, t, core.Settlement{Kind: core.SettleEstimate}, core.OutcomeSuccess); err != nil {
 					errs <- err
