@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 )
 
 // streamedText is a round tripper that answers every chat completion with
@@ -72,7 +73,7 @@ func FuzzStructuredRepair(f *testing.F) {
 		f.Add(s, []byte{3, 0, 250})
 	}
 	rt := &streamedText{}
-	c, err := polygateway.FromEnv("LLM", polygateway.WithEnv(baseEnv().set(
+	c, err := polygateway.FromEnv("LLM", polygateway.WithEnv(testenv.Base().Set(
 		"LLM__OPENAI__1__BASE_URL", "http://upstream.invalid/v1", "LLM__OPENAI__1__API_KEY", "k", "LLM__OPENAI__1__MODEL", "m",
 		"LLM__OPENAI__1__TIMEOUT_S", "5", "PGW_STRUCTURED_MAX_RETRIES", "0")), polygateway.WithHTTPClient(&http.Client{Transport: rt}))
 	if err != nil {

@@ -6,13 +6,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"testing"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/internal/transport"
 )
 
@@ -278,29 +278,6 @@ func nesting(in []byte) int {
 	return deepest
 }
 
-// splitReader hands out data in reads of the sizes given in turn (0 is
-// read as 1; no sizes: everything at once).
-type splitReader struct {
-	data  []byte
-	sizes []byte
-	i     int
-}
-
-func (r *splitReader) Read(p []byte) (int, error) {
-	if len(r.data) == 0 {
-		return 0, io.EOF
-	}
-	k := len(r.data)
-	if len(r.sizes) > 0 {
-		k = max(int(r.sizes[r.i%len(r.sizes)]), 1)
-		r.i++
-	}
-	k = min(k, len(p), len(r.data))
-	copy(p, r.data[:k])
-	r.data = r.data[k:]
-	return k, nil
-}
-
 // verdictOf is the class of decodeAnswer's result.
 func verdictOf(d *decoded, err error) refVerdict {
 	var (
@@ -325,7 +302,7 @@ func verdictOf(d *decoded, err error) refVerdict {
 func checkAgainstRef(t *testing.T, body []byte, n int, format string, sizes []byte) {
 	t.Helper()
 	whole, werr := decodeAnswer(bytes.NewReader(body), n, format)
-	got, err := decodeAnswer(&splitReader{data: body, sizes: sizes}, n, format)
+	got, err := decodeAnswer(&testkit.SplitReader{Data: body, Sizes: sizes}, n, format)
 	if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
 		t.Fatalf("%q in reads of %v: %v; read whole: %v", body, sizes, err, werr)
 	}
@@ -430,7 +407,7 @@ func FuzzEmbeddingsErrorBody(f *testing.F) {
 	prof := transport.ProfileFor(transport.DefaultProfiles(), src.Provider)
 	f.Fuzz(func(t *testing.T, in []byte, status uint16, sizes []byte) {
 		code := 400 + int(status)%200
-		body := &bodyReader{r: &splitReader{data: in, sizes: sizes}, limit: maxBodyBytes}
+		body := &bodyReader{r: &testkit.SplitReader{Data: in, Sizes: sizes}, limit: maxBodyBytes}
 		got, err := readErrorBody(body)
 		want := in[:min(len(in), transport.DefaultMaxErrorBodyBytes)]
 		if err != nil || !bytes.Equal(got, want) {
@@ -441,7 +418,7 @@ func FuzzEmbeddingsErrorBody(f *testing.F) {
 		if a == nil || a.Error() != b.Error() {
 			t.Fatalf("classified %v, the whole body %v", a, b)
 		}
-		d, derr := decodeAnswer(&splitReader{data: in, sizes: sizes}, 1, EncodingFloat)
+		d, derr := decodeAnswer(&testkit.SplitReader{Data: in, Sizes: sizes}, 1, EncodingFloat)
 		ref := refDecode(in, 1, EncodingFloat)
 		if ref.verdict == refErrorBody && (derr != nil || !bytes.Equal(d.errorBody, ref.got.errorBody)) {
 			t.Fatalf("%q: error body %q (%v), encoding/json reads %q", in, d.errorBody, derr, ref.got.errorBody)

@@ -5,38 +5,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // maxErrorText bounds the text of a result error built from a document.
 const maxErrorText = 4 << 10
-
-// splitReader hands out data in reads of the sizes given in turn (0 is
-// read as 1; no sizes: everything at once).
-type splitReader struct {
-	data  []byte
-	sizes []byte
-	i     int
-}
-
-func (r *splitReader) Read(p []byte) (int, error) {
-	if len(r.data) == 0 {
-		return 0, io.EOF
-	}
-	k := len(r.data)
-	if len(r.sizes) > 0 {
-		k = max(int(r.sizes[r.i%len(r.sizes)]), 1)
-		r.i++
-	}
-	k = min(k, len(p), len(r.data))
-	copy(p, r.data[:k])
-	r.data = r.data[k:]
-	return k, nil
-}
 
 // refParseMiddle is the reference for decodeMiddle: the whole document
 // read at once by json.Unmarshal, then checked page by page.
@@ -117,7 +95,7 @@ func checkMiddle(t *testing.T, data []byte, maxOutside float64, sizes []byte) {
 	t.Helper()
 	lim := limitsOf(Config{}.withDefaults())
 	lim.maxOutside = maxOutside
-	els, szs, err := decodeMiddle(&splitReader{data: data, sizes: sizes}, lim)
+	els, szs, err := decodeMiddle(&testkit.SplitReader{Data: data, Sizes: sizes}, lim)
 	wels, wszs, werr := decodeMiddle(bytes.NewReader(data), lim)
 	if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
 		t.Fatalf("%q in reads of %v: %v; read whole: %v", data, sizes, err, werr)
@@ -264,7 +242,7 @@ func FuzzExtractMiddle(f *testing.F) {
 	f.Add([]byte("not a zip"), []byte{1})
 	cfg := Config{MaxMemberBytes: 4 << 10, MaxMembers: 8, MaxLayoutPages: 4, MaxLayoutBlocks: 16}.withDefaults()
 	f.Fuzz(func(t *testing.T, body []byte, sizes []byte) {
-		archive, err := readAnswer(&splitReader{data: body, sizes: sizes}, -1, 1<<20)
+		archive, err := readAnswer(&testkit.SplitReader{Data: body, Sizes: sizes}, -1, 1<<20)
 		if err != nil || !bytes.Equal(archive, body) {
 			t.Fatalf("the download in reads of %v: %d bytes, %v", sizes, len(archive), err)
 		}
@@ -333,7 +311,7 @@ func FuzzResolveDownloadURL(f *testing.F) {
 			return
 		}
 		body, _ := json.Marshal(map[string]any{"success": true, "download_url": dl})
-		got, err := readAnswer(&splitReader{data: body, sizes: sizes}, -1, 1<<20)
+		got, err := readAnswer(&testkit.SplitReader{Data: body, Sizes: sizes}, -1, 1<<20)
 		if err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("answer in reads of %v: %q, %v", sizes, got, err)
 		}
@@ -384,7 +362,7 @@ func FuzzOCRAnswer(f *testing.F) {
 		f.Add([]byte(s), []byte{2}, uint16(300), false)
 	}
 	f.Fuzz(func(t *testing.T, body, sizes []byte, limit uint16, layout bool) {
-		got, err := readAnswer(&splitReader{data: body, sizes: sizes}, -1, int64(limit))
+		got, err := readAnswer(&testkit.SplitReader{Data: body, Sizes: sizes}, -1, int64(limit))
 		if len(body) > int(limit) {
 			if !errors.Is(err, errTooLarge) {
 				t.Fatalf("%d bytes under a limit of %d: %v", len(body), limit, err)

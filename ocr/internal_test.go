@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 func TestDownloadURLResolution(t *testing.T) {
@@ -316,7 +318,7 @@ func FuzzCheckDirectory(f *testing.F) {
 	_ = zw.Close()
 	f.Add(buf.Bytes(), []byte{1, 3})
 	f.Fuzz(func(t *testing.T, body []byte, sizes []byte) {
-		b, err := readAnswer(&splitReader{data: body, sizes: sizes}, -1, 1<<20)
+		b, err := readAnswer(&testkit.SplitReader{Data: body, Sizes: sizes}, -1, 1<<20)
 		if err != nil || !bytes.Equal(b, body) {
 			t.Fatalf("the download in reads of %v: %d bytes, %v", sizes, len(b), err)
 		}

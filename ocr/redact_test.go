@@ -1,17 +1,15 @@
 package ocr_test
 
 import (
-	"bytes"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/ocr"
 	"github.com/polygateway/polygateway/telemetry"
 )
@@ -44,42 +42,24 @@ func echoServer(t *testing.T, status int, body string) string {
 	return srv.URL
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // keyedClient is an OCR client of one source at u whose API_KEY is ocrKey,
 // with a debug log and a telemetry sink to inspect.
-func keyedClient(t *testing.T, u string) (*ocr.Client, *syncBuffer, *telemetry.Memory) {
+func keyedClient(t *testing.T, u string) (*ocr.Client, *testkit.Buffer, *telemetry.Memory) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	sink := telemetry.NewMemory()
 	c := newClient(t, ocr.Config{}, map[string]string{
 		"OCR__MONKEY__1__API_KEY":  ocrKey,
 		"OCR__RETRY__MAX_ATTEMPTS": "1",
 	}, []string{u},
-		polygateway.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		polygateway.WithLogger(logs.TextLogger()),
 		polygateway.WithTelemetry(sink))
 	return c, logs, sink
 }
 
 // noKey fails the test when the key shows in err, its Raw or Message, the
 // log or the telemetry rows.
-func noKey(t *testing.T, err error, logs *syncBuffer, sink *telemetry.Memory) {
+func noKey(t *testing.T, err error, logs *testkit.Buffer, sink *telemetry.Memory) {
 	t.Helper()
 	if err == nil {
 		t.Fatal("the call succeeded")

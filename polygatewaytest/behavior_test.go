@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 func TestOKNonStream(t *testing.T) {
@@ -325,7 +327,7 @@ func TestHangReleasedByClient(t *testing.T) {
 	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Errorf("returned after %v", d)
 	}
-	waitFor(t, "in-flight 0", func() bool { return s.InFlight() == 0 })
+	testkit.WaitFor(t, 5*time.Second, 2*time.Millisecond, "in-flight 0", func() bool { return s.InFlight() == 0 })
 }
 
 func TestHangReleasedByClose(t *testing.T) {
@@ -342,7 +344,7 @@ func TestHangReleasedByClose(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "4 in flight", func() bool { return s.InFlight() == 4 })
+	testkit.WaitFor(t, 5*time.Second, 2*time.Millisecond, "4 in flight", func() bool { return s.InFlight() == 4 })
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
 	select {

@@ -198,15 +198,3 @@ func wantContent(n int) string {
 	}
 	return b.String()
 }
-
-// waitFor polls cond until it holds or fails the test after 5s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}

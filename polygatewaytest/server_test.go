@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 func TestScriptOrdering(t *testing.T) {
@@ -117,7 +119,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	}
 	// A request is in flight from its first byte but admitted only once its
 	// body is read; its attempt is logged after admission.
-	waitFor(t, "2 admitted", func() bool { return len(s.Attempts()) == 2 })
+	testkit.WaitFor(t, 5*time.Second, 2*time.Millisecond, "2 admitted", func() bool { return len(s.Attempts()) == 2 })
 	for i := range 3 {
 		resp, _ := mustPost(t, s, plainReq)
 		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
@@ -129,7 +131,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	waitFor(t, "0 in flight", func() bool { return s.InFlight() == 0 })
+	testkit.WaitFor(t, 5*time.Second, 2*time.Millisecond, "0 in flight", func() bool { return s.InFlight() == 0 })
 	// Rejected requests did not consume the script: the next admitted one
 	// gets the third entry.
 	resp, _ := mustPost(t, s, plainReq)

@@ -49,7 +49,7 @@ func TestNonStreamingClientStillFailsOverOnASilentFirstTokenWithAWatchdog(t *tes
 			} `json:"message"`
 		} `json:"choices"`
 	}
-	if err := json.Unmarshal(body, &out); err != nil || out.Choices[0].Message.Content != tokens(4) {
+	if err := json.Unmarshal(body, &out); err != nil || out.Choices[0].Message.Content != fakeupstream.Tokens(4) {
 		t.Fatalf("body %s (%v)", body, err)
 	}
 }
@@ -73,8 +73,8 @@ func TestPerRequestBufferCommitRescuesALateCutOnAFirstTokenGateway(t *testing.T)
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
 			events := sseEvents(body)
-			if got := streamText(t, events); got != tokens(7) {
-				t.Fatalf("client saw %q, want only the fallback's complete answer %q", got, tokens(7))
+			if got := streamText(t, events); got != fakeupstream.Tokens(7) {
+				t.Fatalf("client saw %q, want only the fallback's complete answer %q", got, fakeupstream.Tokens(7))
 			}
 			if lastEvent(events) != "[DONE]" || countErrorEvents(events) != 0 {
 				t.Fatalf("stream does not end cleanly: %v", events)

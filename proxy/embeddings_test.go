@@ -14,6 +14,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/embed"
+	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/proxy"
 )
 
@@ -139,7 +140,7 @@ func TestGatewayWritesEmbeddingsVectorByVector(t *testing.T) {
 		alloc := after.TotalAlloc - before.TotalAlloc
 		t.Logf("%s: %d bytes in %d writes (largest %d); the handler allocated %.2f× the answer's bytes", format, len(body), w.writes, w.largest,
 			float64(alloc)/float64(len(body)))
-		if !raceEnabled && float64(alloc) > 1.5*float64(len(body)) {
+		if !testkit.RaceEnabled && float64(alloc) > 1.5*float64(len(body)) {
 			t.Errorf("%s: writing an answer of %d bytes allocated %d", format, len(body), alloc)
 		}
 	}

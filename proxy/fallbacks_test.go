@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
@@ -37,7 +38,7 @@ func threeRoutes(t *testing.T, a, b, c fakeupstream.Behavior, cfg proxy.Config) 
 		source("C", "gamma", 1, rt.c.URL(), secretKey2, "gamma-model")
 	cfg.Clients = map[string]*polygateway.GatewayClient{"A": chatClient(t, "A", e), "B": chatClient(t, "B", e), "C": chatClient(t, "C", e)}
 	cfg.Routes = map[string]string{"a": "A", "b": "B", "c": "C", "a-too": "A"}
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	cfg.Logger = slog.New(notifyHandler{slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}), rt.logged})
 	rt.fixture = serve(t, cfg)
 	rt.logs = logs
@@ -194,8 +195,8 @@ func TestFallbacksAnswerFromTheNextRoute(t *testing.T) {
 			}
 			wantAttempts := append(repeat("alpha_1", rt.a.Requests()), "beta_1")
 			model, content, gw := fallbackAnswer(t, tc.stream, body)
-			if model != "beta-model" || content != tokens(4) {
-				t.Errorf("answer from model %q: %q, want beta-model's %q", model, content, tokens(4))
+			if model != "beta-model" || content != fakeupstream.Tokens(4) {
+				t.Errorf("answer from model %q: %q, want beta-model's %q", model, content, fakeupstream.Tokens(4))
 			}
 			if gw.Route != "b" || gw.Scope != "B" || gw.Source != "beta_1" || strings.Join(gw.Attempts, ",") != strings.Join(wantAttempts, ",") {
 				t.Errorf("gateway = %+v, want route b, scope B, source beta_1, attempts %v", gw, wantAttempts)
@@ -269,7 +270,7 @@ func TestFallbacksNeverAfterTheStreamBegan(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 	events := sseEvents(body)
-	if got := streamText(t, events); got != tokens(3) || countErrorEvents(events) != 1 || strings.Contains(string(body), "[DONE]") {
+	if got := streamText(t, events); got != fakeupstream.Tokens(3) || countErrorEvents(events) != 1 || strings.Contains(string(body), "[DONE]") {
 		t.Errorf("stream %v, want A's 3 tokens and an error event", events)
 	}
 	if rt.b.Requests() != 0 || rt.c.Requests() != 0 {
@@ -288,7 +289,7 @@ func TestFallbacksBufferedStreamFallsBackAfterACut(t *testing.T) {
 	rt := threeRoutes(t, fakeupstream.CutAfter(3).WithTokens(10), fakeupstream.OK().WithTokens(5), fakeupstream.OK(), proxy.Config{})
 	resp, body := rt.do("POST", "/v1/chat/completions", chatBody("a", true, `,"fallbacks":["b"],"polygateway":{"stream_commit":"buffer"}`))
 	events := sseEvents(body)
-	if resp.StatusCode != http.StatusOK || streamText(t, events) != tokens(5) || lastEvent(events) != "[DONE]" {
+	if resp.StatusCode != http.StatusOK || streamText(t, events) != fakeupstream.Tokens(5) || lastEvent(events) != "[DONE]" {
 		t.Fatalf("status %d, stream %v, want B's whole answer", resp.StatusCode, events)
 	}
 	if gw := lastGateway(t, events); gw.Route != "b" || rt.b.Requests() != 1 {

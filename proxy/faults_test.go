@@ -123,7 +123,7 @@ func TestFaultA500OnceIsRetriedOnTheTierZeroPrimaryThroughTheGateway(t *testing.
 	f := defaultsGateway(t, baseEnv().source("LLM", "primary", 1, primary.URL(), secretKey1, "primary-model").
 		source("LLM", "fallback", 1, fallback.URL(), secretKey2, "fallback-model", "PRIORITY", "1"))
 	a := askGateway(t, f, false, "hello")
-	if a.status != http.StatusOK || a.source != "primary_1" || a.content != tokens(8) {
+	if a.status != http.StatusOK || a.source != "primary_1" || a.content != fakeupstream.Tokens(8) {
 		t.Fatalf("answer %+v, want the primary's", a)
 	}
 	if got := strings.Join(a.attempts, ","); got != "primary_1,primary_1" || primary.Requests() != 2 || fallback.Requests() != 0 {
@@ -139,7 +139,7 @@ func TestFaultA429WithRetryAfterOneWaitsForTheTierZeroPrimaryThroughTheGateway(t
 	f := defaultsGateway(t, baseEnv().source("LLM", "primary", 1, primary.URL(), secretKey1, "primary-model").
 		source("LLM", "fallback", 1, fallback.URL(), secretKey2, "fallback-model", "PRIORITY", "1"))
 	a := askGateway(t, f, true, "hello")
-	if a.status != http.StatusOK || a.source != "primary_1" || a.content != tokens(8) || fallback.Requests() != 0 {
+	if a.status != http.StatusOK || a.source != "primary_1" || a.content != fakeupstream.Tokens(8) || fallback.Requests() != 0 {
 		t.Fatalf("answer %+v, fallback %d requests; want the primary's and nothing on the fallback", a, fallback.Requests())
 	}
 	arr := primary.Arrivals()
@@ -161,7 +161,7 @@ func TestFaultA429WithALongRetryAfterFailsOverAtOnceThroughTheGateway(t *testing
 		source("LLM", "fallback", 1, fallback.URL(), secretKey2, "fallback-model", "PRIORITY", "1"))
 	a := askGateway(t, f, false, "hello")
 	t.Logf("answered by %s in %v", a.source, a.latency)
-	if a.status != http.StatusOK || a.source != "fallback_1" || a.content != tokens(8) {
+	if a.status != http.StatusOK || a.source != "fallback_1" || a.content != fakeupstream.Tokens(8) {
 		t.Fatalf("answer %+v, want the fallback's", a)
 	}
 	if got := strings.Join(a.attempts, ","); got != "primary_1,fallback_1" || primary.Requests() != 1 {
@@ -184,7 +184,7 @@ func TestFaultA503ForeverOnThePrimaryIsServedByTheFallbackWithoutWaitingEveryCal
 	seen := make([]int, calls) // the primary's requests after each call
 	for i := range calls {
 		a := askGateway(t, f, i%2 == 1, "hello")
-		if a.status != http.StatusOK || a.source != "fallback_1" || a.content != tokens(8) {
+		if a.status != http.StatusOK || a.source != "fallback_1" || a.content != fakeupstream.Tokens(8) {
 			t.Fatalf("call %d: %+v, want the fallback's answer", i, a)
 		}
 		seen[i] = primary.Requests()
@@ -208,7 +208,7 @@ func TestFaultContextLengthRoutesToAnotherModelThroughTheGateway(t *testing.T) {
 	f := defaultsGateway(t, baseEnv().source("LLM", "small", 1, a.URL(), secretKey1, "model-a").
 		source("LLM", "large", 1, b.URL(), secretKey2, "model-b", "PRIORITY", "1"))
 	ans := askGateway(t, f, true, "hello")
-	if ans.status != http.StatusOK || ans.source != "large_1" || ans.content != tokens(8) {
+	if ans.status != http.StatusOK || ans.source != "large_1" || ans.content != fakeupstream.Tokens(8) {
 		t.Fatalf("answer %+v, want model B's", ans)
 	}
 	if a.Requests() != 1 || b.Requests() != 1 {
@@ -241,7 +241,7 @@ func TestFaultASourceWhoseContextWindowIsTooSmallGetsNoRequestThroughTheGateway(
 	f := defaultsGateway(t, baseEnv().source("LLM", "small", 1, small.URL(), secretKey1, "model-a", "CONTEXT_WINDOW", "100").
 		source("LLM", "large", 1, large.URL(), secretKey2, "model-b", "PRIORITY", "1", "CONTEXT_WINDOW", "128000"))
 	ans := askGateway(t, f, true, strings.Repeat("words ", 2000))
-	if ans.status != http.StatusOK || ans.source != "large_1" || ans.content != tokens(8) {
+	if ans.status != http.StatusOK || ans.source != "large_1" || ans.content != fakeupstream.Tokens(8) {
 		t.Fatalf("answer %+v, want the large-window source's", ans)
 	}
 	if small.Requests() != 0 || strings.Join(ans.attempts, ",") != "large_1" {
@@ -269,7 +269,7 @@ func TestFaultAFlappingPrimaryGetsItsTrafficBackWithinTenSecondsThroughTheGatewa
 		at := time.Since(start)
 		a := askGateway(t, f, calls%2 == 0, "hello")
 		calls++
-		if a.status != http.StatusOK || a.content != tokens(8) {
+		if a.status != http.StatusOK || a.content != fakeupstream.Tokens(8) {
 			t.Fatalf("call at %v: %+v", at, a)
 		}
 		if back == 0 && at > outage && a.source == "primary_1" {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // FuzzParseChatProperties parses random chat completion request bodies,
@@ -28,7 +30,7 @@ func FuzzParseChatProperties(f *testing.F) {
 		f.Add([]byte(s), []byte{9})
 	}
 	f.Fuzz(func(t *testing.T, body, split []byte) {
-		read, aerr := readVia(&splitReader{b: body, sizes: split}, int64(len(body)))
+		read, aerr := readVia(&testkit.SplitReader{Data: body, Sizes: split, Mod: 61}, int64(len(body)))
 		if aerr != nil || !bytes.Equal(read, body) {
 			t.Fatalf("%q read in pieces %v: %q, %+v", body, split, read, aerr)
 		}
@@ -105,7 +107,7 @@ func FuzzParseEmbed(f *testing.F) {
 		f.Add([]byte(s), []byte{0, 33})
 	}
 	f.Fuzz(func(t *testing.T, body, split []byte) {
-		read, aerr := readVia(&splitReader{b: body, sizes: split}, -1)
+		read, aerr := readVia(&testkit.SplitReader{Data: body, Sizes: split, Mod: 61}, -1)
 		if aerr != nil || !bytes.Equal(read, body) {
 			t.Fatalf("%q read in pieces %v: %q, %+v", body, split, read, aerr)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/embed"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
@@ -116,7 +117,7 @@ func hold(t *testing.T, f *fixture, up *fakeupstream.Server, body []byte) func()
 			resp.Body.Close()
 		}
 	}()
-	waitFor(t, 10*time.Second, "a held call", func() bool { return up.InFlight() == n+1 })
+	testkit.WaitFor(t, 10*time.Second, 5*time.Millisecond, "a held call", func() bool { return up.InFlight() == n+1 })
 	return func() {
 		cancel()
 		<-done
@@ -217,7 +218,7 @@ func TestBodyBudgetRefusesBodiesThatDoNotFit(t *testing.T) {
 	releaseSmall := hold(t, f, up, []byte(chatBody("m", true, "")))
 	releaseSmall()
 	release()
-	waitFor(t, 10*time.Second, "the budget to be given back", func() bool { return proxy.BufferedBodyBytes(f.srv) == 0 })
+	testkit.WaitFor(t, 10*time.Second, 5*time.Millisecond, "the budget to be given back", func() bool { return proxy.BufferedBodyBytes(f.srv) == 0 })
 
 	// Once the held request is gone the same bodies are read in full.
 	hang.Store(false)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // FuzzClientHeaders reads a request's client key (Authorization: Bearer),
@@ -38,7 +40,7 @@ func FuzzClientHeaders(f *testing.F) {
 				raw += name + ": " + v + "\r\n"
 			}
 		}
-		r, err := http.ReadRequest(bufio.NewReader(&splitReader{b: []byte(raw + "\r\n"), sizes: split}))
+		r, err := http.ReadRequest(bufio.NewReader(&testkit.SplitReader{Data: []byte(raw + "\r\n"), Sizes: split, Mod: 61}))
 		if err != nil {
 			return // net/http refuses the header lines
 		}

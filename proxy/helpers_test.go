@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/embed"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
@@ -74,30 +73,12 @@ func chatClient(t testing.TB, scope string, e env, opts ...polygateway.Option) *
 	return c
 }
 
-// logBuffer collects log output safely.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // fixture is a proxy served on loopback.
 type fixture struct {
 	t    testing.TB
 	srv  *proxy.Server
 	ts   *httptest.Server
-	logs *logBuffer
+	logs *testkit.Buffer
 }
 
 // serve starts cfg on a loopback httptest server configured like
@@ -125,7 +106,7 @@ func serveGoverned(t testing.TB, cfg proxy.Config, onCall func(*core.Call)) *fix
 // nil).
 func startServer(t testing.TB, cfg proxy.Config, wrap func(net.Listener) net.Listener, prep func(*proxy.Server)) *fixture {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -234,18 +215,6 @@ func streamText(t testing.TB, events []string) string {
 	return b.String()
 }
 
-// tokens is the fake upstream's answer of n tokens.
-func tokens(n int) string {
-	var b strings.Builder
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "tok%d", i)
-	}
-	return b.String()
-}
-
 // embeddingsHandler is a fake OpenAI embeddings endpoint: the vector of
 // input i is [i+1, len(input i), 0.5].
 func embeddingsHandler(t testing.TB) http.Handler {
@@ -284,18 +253,6 @@ func embedClient(t testing.TB, url string) *embed.Client {
 		t.Fatalf("embed.FromEnv: %v", err)
 	}
 	return c
-}
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // fake starts a fake upstream for the test.

@@ -45,7 +45,7 @@ func TestLoadStreamingClients(t *testing.T) {
 
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxIdleConns: clients, IdleConnTimeout: 10 * time.Second}
 	hc := &http.Client{Transport: tr}
-	want := tokens(toks)
+	want := fakeupstream.Tokens(toks)
 	body := chatBody("m", true, "")
 	lc := &loadClients{hc: hc, url: f.ts.URL + "/v1/chat/completions", body: body, want: want}
 	var mu sync.Mutex

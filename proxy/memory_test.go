@@ -7,14 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/proxy"
 )
 
@@ -22,28 +21,6 @@ import (
 // large request or answer through the gateway. They need the process to
 // themselves and mean nothing under the race detector; they are skipped
 // with -short.
-
-func skipHeapTest(t *testing.T) {
-	t.Helper()
-	if raceEnabled || testing.Short() {
-		t.Skip("heap measurement: not under -race or -short")
-	}
-}
-
-// liveHeap returns the live heap after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
-// totalAlloc returns the bytes allocated so far.
-func totalAlloc() uint64 {
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.TotalAlloc
-}
 
 // upstreamFunc is an in-memory upstream: a round tripper answering every
 // request with the response answer makes of it.
@@ -120,22 +97,22 @@ func smallMessages(n int) []byte {
 // the upstream request body; the body it came in is no longer held), and
 // its whole call allocates at most 20 times its bytes in all.
 func TestALargeChatRequestTakesAFewTimesItsBytes(t *testing.T) {
-	skipHeapTest(t)
+	testkit.SkipHeapMeasurement(t)
 	body := smallMessages(250_000)
 	var live atomic.Uint64
 	var base uint64
 	answer := `{"model":"m","choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]}`
 	s := gateway(t, func(r *http.Request) *http.Response {
 		_, _ = io.Copy(io.Discard, r.Body)
-		live.Store(liveHeap() - base)
+		live.Store(testkit.LiveHeap() - base)
 		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Request: r,
 			Body: io.NopCloser(strings.NewReader(answer)), ContentLength: int64(len(answer))}
 	}, 1<<30)
 	post(s, smallMessages(10)) // warm
-	base = liveHeap()
-	before := totalAlloc()
+	base = testkit.LiveHeap()
+	before := testkit.TotalAlloc()
 	w := post(s, body)
-	total := totalAlloc() - before
+	total := testkit.TotalAlloc() - before
 	if w.status != http.StatusOK {
 		t.Fatalf("%d %s", w.status, w.head.String())
 	}
@@ -149,51 +126,12 @@ func TestALargeChatRequestTakesAFewTimesItsBytes(t *testing.T) {
 	}
 }
 
-// lazyStream is an SSE body of total bytes of content in chunks of per
-// bytes, made as it is read; atEnd is called once, before the finish.
-type lazyStream struct {
-	piece []byte
-	per   int
-	total int
-	sent  int
-	tail  []byte
-	buf   []byte
-	atEnd func()
-	once  sync.Once
-}
-
-func newLazyStream(total, per int, atEnd func()) *lazyStream {
-	return &lazyStream{
-		piece: []byte(`data: {"model":"m","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("y", per) + `"}}]}` + "\n\n"),
-		per:   per, total: total, atEnd: atEnd,
-		tail: []byte(`data: {"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"),
-	}
-}
-
-func (l *lazyStream) Read(p []byte) (int, error) {
-	if len(l.buf) == 0 {
-		switch {
-		case l.sent < l.total:
-			l.buf = l.piece
-			l.sent += l.per
-		case l.tail != nil:
-			l.once.Do(l.atEnd)
-			l.buf, l.tail = l.tail, nil
-		default:
-			return 0, io.EOF
-		}
-	}
-	n := copy(p, l.buf)
-	l.buf = l.buf[n:]
-	return n, nil
-}
-
 // TestAStreamRelayedThroughTheGatewayIsKeptOnce: a 200 MiB stream relayed
 // to the client (first_token and buffer) is held once, by the relay —
 // just before it ends the live heap is at most 1.6 times its text — and
 // the relayed text is the whole answer.
 func TestAStreamRelayedThroughTheGatewayIsKeptOnce(t *testing.T) {
-	skipHeapTest(t)
+	testkit.SkipHeapMeasurement(t)
 	const total = 200 << 20
 	for _, commit := range []string{proxy.CommitFirstToken, proxy.CommitBuffer} {
 		var live atomic.Uint64
@@ -201,10 +139,10 @@ func TestAStreamRelayedThroughTheGatewayIsKeptOnce(t *testing.T) {
 		s := gateway(t, func(r *http.Request) *http.Response {
 			_, _ = io.Copy(io.Discard, r.Body)
 			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Request: r, ContentLength: -1,
-				Body: io.NopCloser(newLazyStream(total, 4096, func() { live.Store(liveHeap() - base) }))}
+				Body: io.NopCloser(testkit.NewLazyStream(total, 4096, func() { live.Store(testkit.LiveHeap() - base) }))}
 		}, 1<<30)
 		post(s, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"warm"}]}`))
-		base = liveHeap()
+		base = testkit.LiveHeap()
 		w := post(s, []byte(`{"model":"m","stream":true,"polygateway":{"stream_commit":"`+commit+`"},"messages":[{"role":"user","content":"hi"}]}`))
 		if w.status != http.StatusOK || w.n < total {
 			t.Fatalf("%s: %d, %d bytes", commit, w.status, w.n)

@@ -82,7 +82,7 @@ func TestNodeSDK(t *testing.T) {
 		Embedders:   map[string]proxy.Embedder{"EMBED": embedClient(t, emb.URL)},
 		EmbedRoutes: map[string]string{"embed": "EMBED"},
 	}})
-	expect, _ := json.Marshal(map[string]string{"content": tokens(5), "model": "primary-model"})
+	expect, _ := json.Marshal(map[string]string{"content": fakeupstream.Tokens(5), "model": "primary-model"})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "sdk.mjs")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
@@ -258,7 +259,7 @@ func TestObserverNamesEveryRefusalBeforeGovernance(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	waitFor(t, 5*time.Second, "the hung request in flight", func() bool { return up.InFlight() == 1 })
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the hung request in flight", func() bool { return up.InFlight() == 1 })
 	f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", false, ""))
 	<-done
 	_, refusals := obs.seen()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
@@ -404,9 +405,9 @@ func TestSlowClientsCannotHoldTheServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		waitFor(t, 15*time.Second, "the stalled stream to be dropped", func() bool { return f.srv.InFlight() == 0 && up.InFlight() == 0 })
+		testkit.WaitFor(t, 15*time.Second, 5*time.Millisecond, "the stalled stream to be dropped", func() bool { return f.srv.InFlight() == 0 && up.InFlight() == 0 })
 		t.Logf("stalled reader dropped after %v", time.Since(start).Round(time.Millisecond))
-		waitFor(t, 5*time.Second, "the log line", func() bool { return strings.Contains(f.logs.String(), `"error_code":"client_write_failed"`) })
+		testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the log line", func() bool { return strings.Contains(f.logs.String(), `"error_code":"client_write_failed"`) })
 	})
 
 	t.Run("body sent too slowly", func(t *testing.T) {
@@ -481,7 +482,7 @@ func TestSwapDrainsAndClosesReplacedClients(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		got <- result{resp, b}
 	}()
-	waitFor(t, 5*time.Second, "the old stream to start", func() bool { return oldUp.InFlight() == 1 })
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the old stream to start", func() bool { return oldUp.InFlight() == 1 })
 
 	// A bad generation is refused and changes nothing.
 	if err := f.srv.Swap(proxy.Backends{Routes: map[string]string{"m": "NOPE"}}); err == nil {
@@ -504,10 +505,10 @@ func TestSwapDrainsAndClosesReplacedClients(t *testing.T) {
 		t.Fatal("in-flight stream failed across the swap")
 	}
 	events := sseEvents(r.body)
-	if streamText(t, events) != tokens(10) || lastEvent(events) != "[DONE]" {
+	if streamText(t, events) != fakeupstream.Tokens(10) || lastEvent(events) != "[DONE]" {
 		t.Fatalf("in-flight stream was disturbed: %v", events)
 	}
-	waitFor(t, 5*time.Second, "the replaced client to be closed", func() bool {
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the replaced client to be closed", func() bool {
 		_, err := oldClient.Chat(context.Background(), []polygateway.Message{polygateway.User("x")})
 		return errors.Is(err, polygateway.ErrClientClosed)
 	})
@@ -518,14 +519,14 @@ func TestShutdownDrainsInFlightStreams(t *testing.T) {
 	e := baseEnv().source("LLM", "big", 1, up.URL(), secretKey1, "big-model")
 	f := serve(t, proxy.Config{Backends: proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)}, DefaultScope: "LLM"}})
 	got := startStream(f)
-	waitFor(t, 5*time.Second, "the stream to start", func() bool { return up.InFlight() == 1 })
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the stream to start", func() bool { return up.InFlight() == 1 })
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		done <- f.srv.Shutdown(ctx)
 	}()
-	waitFor(t, 5*time.Second, "draining", func() bool {
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "draining", func() bool {
 		resp, body := f.do("GET", "/readyz", "")
 		return resp.StatusCode == http.StatusServiceUnavailable && string(body) == `{"ready":false}`
 	})
@@ -535,7 +536,7 @@ func TestShutdownDrainsInFlightStreams(t *testing.T) {
 	}
 	b := <-got
 	events := sseEvents(b)
-	if streamText(t, events) != tokens(10) || lastEvent(events) != "[DONE]" {
+	if streamText(t, events) != fakeupstream.Tokens(10) || lastEvent(events) != "[DONE]" {
 		t.Fatalf("drained stream incomplete: %v", events)
 	}
 	if err := <-done; err != nil {
@@ -548,7 +549,7 @@ func TestShutdownDeadlineCutsStreamsHonestly(t *testing.T) {
 	e := baseEnv().source("LLM", "big", 1, up.URL(), secretKey1, "big-model")
 	f := serve(t, proxy.Config{Backends: proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)}, DefaultScope: "LLM"}})
 	got := startStream(f)
-	waitFor(t, 5*time.Second, "the stream to start", func() bool { return up.InFlight() == 1 })
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the stream to start", func() bool { return up.InFlight() == 1 })
 	time.Sleep(150 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -579,7 +580,7 @@ func TestMaxInFlightShedsLoad(t *testing.T) {
 		resp.Body.Close()
 		done <- resp.StatusCode
 	}()
-	waitFor(t, 5*time.Second, "the first call", func() bool { return up.InFlight() == 1 })
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the first call", func() bool { return up.InFlight() == 1 })
 	resp, body := f.do("POST", "/v1/chat/completions", chatBody("m", false, ""))
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "server_overloaded") {
 		t.Fatalf("over MaxInFlight: %d %s", resp.StatusCode, body)

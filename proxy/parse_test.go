@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // parseChatStd is the reference reading of a chat request: encoding/json
@@ -165,7 +166,7 @@ func FuzzParseChat(f *testing.F) {
 		f.Add([]byte(seed), []byte{2, 200})
 	}
 	f.Fuzz(func(t *testing.T, body, split []byte) {
-		read, aerr := readVia(&splitReader{b: body, sizes: split}, -1)
+		read, aerr := readVia(&testkit.SplitReader{Data: body, Sizes: split, Mod: 61}, -1)
 		if aerr != nil || !bytes.Equal(read, body) {
 			t.Fatalf("%q read in pieces %v: %q, %+v", body, split, read, aerr)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // FuzzPlaceHeaders reads X-PolyGateway-Priority and X-Client-Id as the
@@ -35,7 +36,7 @@ func FuzzPlaceHeaders(f *testing.F) {
 				raw += name + ": " + v + "\r\n"
 			}
 		}
-		r, err := http.ReadRequest(bufio.NewReader(&splitReader{b: []byte(raw + "\r\n"), sizes: split}))
+		r, err := http.ReadRequest(bufio.NewReader(&testkit.SplitReader{Data: []byte(raw + "\r\n"), Sizes: split, Mod: 61}))
 		if err != nil {
 			return // net/http refuses the header lines
 		}

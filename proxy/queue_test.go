@@ -14,6 +14,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
@@ -137,13 +138,13 @@ func (q *queueGateway) queued() core.QueueDepth {
 // waitQueued waits until the queue holds want.
 func (q *queueGateway) waitQueued(want core.QueueDepth) {
 	q.t.Helper()
-	waitFor(q.t, gateBound, "queue depth "+queueString(want), func() bool { return q.queued() == want })
+	testkit.WaitFor(q.t, gateBound, 5*time.Millisecond, "queue depth "+queueString(want), func() bool { return q.queued() == want })
 }
 
 // waitArrived waits until n requests have reached the upstream.
 func (q *queueGateway) waitArrived(n int) {
 	q.t.Helper()
-	waitFor(q.t, gateBound, strconv.Itoa(n)+" upstream arrivals", func() bool { return len(q.up.arrived()) >= n })
+	testkit.WaitFor(q.t, gateBound, 5*time.Millisecond, strconv.Itoa(n)+" upstream arrivals", func() bool { return len(q.up.arrived()) >= n })
 }
 
 // admitNext releases one held answer and waits for the queued call that

@@ -13,30 +13,9 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/polygateway/polygateway/internal/testkit"
 )
-
-// splitReader returns b in reads whose sizes sizes gives in turn (cycling;
-// a size byte s reads s%61+1 bytes); without sizes, in one read.
-type splitReader struct {
-	b     []byte
-	sizes []byte
-	i     int
-}
-
-func (s *splitReader) Read(p []byte) (int, error) {
-	if len(s.b) == 0 {
-		return 0, io.EOF
-	}
-	n := len(s.b)
-	if len(s.sizes) > 0 {
-		n = int(s.sizes[s.i%len(s.sizes)])%61 + 1
-		s.i++
-	}
-	n = min(n, len(p), len(s.b))
-	copy(p, s.b[:n])
-	s.b = s.b[n:]
-	return n, nil
-}
 
 // cutAtReader returns b in two reads, split at offset at.
 type cutAtReader struct {
@@ -179,7 +158,7 @@ func TestRequestReadersReadTheSameWhateverTheReads(t *testing.T) {
 			"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(body)) },
 			"half":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(body)) },
 			"data+EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(body)) },
-			"random":   func() io.Reader { return &splitReader{b: body, sizes: []byte{3, 250, 17, 0, 99}} },
+			"random":   func() io.Reader { return &testkit.SplitReader{Data: body, Sizes: []byte{3, 250, 17, 0, 99}, Mod: 61} },
 		}
 		for at := 1; at < len(body); at++ {
 			readers["split at "+strconv.Itoa(at)] = func() io.Reader { return &cutAtReader{b: body, at: at} }
@@ -299,7 +278,7 @@ func TestChatRequestReadingMatchesEncodingJSON(t *testing.T) {
 		if !json.Valid(body) {
 			t.Fatalf("generated invalid JSON %s", body)
 		}
-		read, aerr := readVia(&splitReader{b: body, sizes: []byte{byte(g.r.IntN(256)), byte(g.r.IntN(256))}}, -1)
+		read, aerr := readVia(&testkit.SplitReader{Data: body, Sizes: []byte{byte(g.r.IntN(256)), byte(g.r.IntN(256))}, Mod: 61}, -1)
 		if aerr != nil {
 			t.Fatalf("%s: %+v", body, aerr)
 		}

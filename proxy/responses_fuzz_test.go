@@ -9,6 +9,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // responsesSeeds are bodies of the shapes the SDKs send, and broken ones.
@@ -35,7 +36,7 @@ func FuzzResponsesRequest(f *testing.F) {
 		f.Add([]byte(s), []byte{byte(i), 3, 17, 1})
 	}
 	f.Fuzz(func(t *testing.T, body, sizes []byte) {
-		req, ans, err := decodeResponses(&splitReader{b: body, sizes: sizes})
+		req, ans, err := decodeResponses(&testkit.SplitReader{Data: body, Sizes: sizes, Mod: 61})
 		wreq, _, werr := decodeResponses(bytes.NewReader(body))
 		if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
 			t.Fatalf("split reads: %v; whole: %v", err, werr)

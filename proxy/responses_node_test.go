@@ -74,8 +74,8 @@ func TestNodeResponsesClients(t *testing.T) {
 	}
 	f := serve(t, proxy.Config{Backends: proxy.Backends{Clients: clients, Routes: routes}})
 	expect, _ := json.Marshal(map[string]any{
-		"content": tokens(5), "reasoning": "let me think", "model": "primary-model",
-		"json": json.RawMessage(weather), "prefix": tokens(3),
+		"content": fakeupstream.Tokens(5), "reasoning": "let me think", "model": "primary-model",
+		"json": json.RawMessage(weather), "prefix": fakeupstream.Tokens(3),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

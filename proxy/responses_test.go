@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 	"github.com/polygateway/polygateway/telemetry"
@@ -96,7 +97,7 @@ func TestResponsesThroughTheGoSDK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Responses.New: %v", err)
 	}
-	if resp.OutputText() != tokens(5) || resp.Status != "completed" || resp.Model != "primary-model" || !strings.HasPrefix(resp.ID, "resp_") {
+	if resp.OutputText() != fakeupstream.Tokens(5) || resp.Status != "completed" || resp.Model != "primary-model" || !strings.HasPrefix(resp.ID, "resp_") {
 		t.Fatalf("response %s", resp.RawJSON())
 	}
 	if u := resp.Usage; u.OutputTokens != 5 || u.InputTokens == 0 || u.TotalTokens != u.InputTokens+5 {
@@ -112,7 +113,7 @@ func TestResponsesThroughTheGoSDK(t *testing.T) {
 			CallID string `json:"call_id"`
 		} `json:"gateway"`
 	}
-	if err := json.Unmarshal([]byte(resp.RawJSON()), &body); err != nil || body.OutputText != tokens(5) || body.Gateway.Scope != "LLM" || body.Gateway.CallID == "" || "resp_"+body.Gateway.CallID != resp.ID {
+	if err := json.Unmarshal([]byte(resp.RawJSON()), &body); err != nil || body.OutputText != fakeupstream.Tokens(5) || body.Gateway.Scope != "LLM" || body.Gateway.CallID == "" || "resp_"+body.Gateway.CallID != resp.ID {
 		t.Errorf("output_text %q, gateway %+v (%v)", body.OutputText, body.Gateway, err)
 	}
 	for h, want := range map[string]string{"X-PolyGateway-Source": "primary_1", "X-PolyGateway-Attempts": "primary_1", "X-PolyGateway-Cache": "miss",
@@ -164,7 +165,7 @@ func TestResponsesStreamThroughTheGoSDK(t *testing.T) {
 	if err := stream.Err(); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	if text != tokens(6) || reasoning != "hmm" || completed == nil || completed.OutputText() != text || completed.Usage.OutputTokens != 6 {
+	if text != fakeupstream.Tokens(6) || reasoning != "hmm" || completed == nil || completed.OutputText() != text || completed.Usage.OutputTokens != 6 {
 		t.Fatalf("text %q, reasoning %q, completed %+v", text, reasoning, completed)
 	}
 }
@@ -289,8 +290,8 @@ func TestResponsesStreamCutIsAFailureNeverACompletedResponse(t *testing.T) {
 			text += ev.data["delta"].(string)
 		}
 	}
-	if text != tokens(3) {
-		t.Errorf("relayed %q before the cut, want %q", text, tokens(3))
+	if text != fakeupstream.Tokens(3) {
+		t.Errorf("relayed %q before the cut, want %q", text, fakeupstream.Tokens(3))
 	}
 	if !strings.Contains(f.logs.String(), `"path":"/v1/responses"`) || !strings.Contains(f.logs.String(), `"outcome":"stream_interrupted"`) {
 		t.Errorf("the access log does not tell the cut: %s", f.logs.String())
@@ -320,8 +321,8 @@ func TestResponsesStreamCutIsAFailureNeverACompletedResponse(t *testing.T) {
 			text += ev.data["delta"].(string)
 		}
 	}
-	if resp.StatusCode != http.StatusOK || last.name != "response.completed" || text != tokens(60) ||
-		last.data["response"].(map[string]any)["output_text"] != tokens(60) {
+	if resp.StatusCode != http.StatusOK || last.name != "response.completed" || text != fakeupstream.Tokens(60) ||
+		last.data["response"].(map[string]any)["output_text"] != fakeupstream.Tokens(60) {
 		t.Fatalf("continued stream: %d, last %s, text %q", resp.StatusCode, last.name, text)
 	}
 }
@@ -342,7 +343,7 @@ func TestResponsesBufferedStreamFailsOverBeforeCommitting(t *testing.T) {
 	resp, body := f.do("POST", "/v1/responses", `{"model":"gpt-4o","input":"hi","stream":true,"polygateway":{"stream_commit":"buffer"}}`)
 	evs := responseEvents(t, body)
 	last := evs[len(evs)-1].data["response"].(map[string]any)
-	if resp.StatusCode != http.StatusOK || evs[len(evs)-1].name != "response.completed" || last["output_text"] != tokens(4) || last["model"] != "fallback-model" {
+	if resp.StatusCode != http.StatusOK || evs[len(evs)-1].name != "response.completed" || last["output_text"] != fakeupstream.Tokens(4) || last["model"] != "fallback-model" {
 		t.Fatalf("%d %v %v", resp.StatusCode, eventNames(evs), last)
 	}
 	if got := resp.Header.Get("X-PolyGateway-Attempts"); got != "primary_1,fallback_2" {
@@ -435,7 +436,7 @@ func TestResponsesShareTheChatRoutesGovernance(t *testing.T) {
 		}
 	}
 	// Its telemetry row, with the request id as its session.
-	waitFor(t, 5*time.Second, "the telemetry row", func() bool {
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the telemetry row", func() bool {
 		for _, r := range rows.Records() {
 			if r.CallID == answer.Gateway.CallID {
 				return true
@@ -464,7 +465,7 @@ func TestResponsesShareTheChatRoutesGovernance(t *testing.T) {
 		OutputText string `json:"output_text"`
 		Model      string
 	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &fell) != nil || fell.OutputText != tokens(2) || fell.Model != "backup-model" || resp.Header.Get("X-PolyGateway-Route") != "backup" {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &fell) != nil || fell.OutputText != fakeupstream.Tokens(2) || fell.Model != "backup-model" || resp.Header.Get("X-PolyGateway-Route") != "backup" {
 		t.Fatalf("fallback: %d %s", resp.StatusCode, body)
 	}
 }

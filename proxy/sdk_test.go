@@ -55,8 +55,8 @@ func TestSDKNonStreaming(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Chat.Completions.New: %v", err)
 	}
-	if got := resp.Choices[0].Message.Content; got != tokens(5) {
-		t.Fatalf("content = %q, want %q", got, tokens(5))
+	if got := resp.Choices[0].Message.Content; got != fakeupstream.Tokens(5) {
+		t.Fatalf("content = %q, want %q", got, fakeupstream.Tokens(5))
 	}
 	if resp.Model != "primary-model" {
 		t.Errorf("model = %q, want the answering source's model", resp.Model)
@@ -123,8 +123,8 @@ func TestSDKStreaming(t *testing.T) {
 	if err := stream.Err(); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	if got := acc.Choices[0].Message.Content; got != tokens(8) {
-		t.Fatalf("accumulated %q, want %q", got, tokens(8))
+	if got := acc.Choices[0].Message.Content; got != fakeupstream.Tokens(8) {
+		t.Fatalf("accumulated %q, want %q", got, fakeupstream.Tokens(8))
 	}
 	if chunks < 8 {
 		t.Errorf("got %d chunks: the answer was not relayed token by token", chunks)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/proxy"
 )
 
@@ -102,7 +103,7 @@ func TestConfigPrintsMasked(t *testing.T) {
 	t.Parallel()
 	const token = "admin-TOKEN-0123456789"
 	cfg := proxy.Config{ClientKeys: []string{secretKey1, secretKey2}, AdminToken: token, MaxInFlight: 7}
-	var logs logBuffer
+	var logs testkit.Buffer
 	slog.New(slog.NewJSONHandler(&logs, nil)).Info("cfg", "config", cfg, "ptr", &cfg)
 	slog.New(slog.NewTextHandler(&logs, nil)).Info("cfg", "config", cfg)
 	outs := []string{logs.String()}

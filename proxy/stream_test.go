@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/proxy"
 )
@@ -48,8 +49,8 @@ func TestStreamFirstTokenFailsOverInvisiblyBeforeFirstToken(t *testing.T) {
 				t.Fatalf("status %d, content type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 			}
 			events := sseEvents(body)
-			if got := streamText(t, events); got != tokens(6) {
-				t.Fatalf("client saw %q, want exactly the fallback's answer %q", got, tokens(6))
+			if got := streamText(t, events); got != fakeupstream.Tokens(6) {
+				t.Fatalf("client saw %q, want exactly the fallback's answer %q", got, fakeupstream.Tokens(6))
 			}
 			if lastEvent(events) != "[DONE]" || countErrorEvents(events) != 0 {
 				t.Fatalf("stream does not end cleanly: %v", events)
@@ -77,7 +78,7 @@ func TestStreamFirstTokenFailsOverInvisiblyBeforeFirstToken(t *testing.T) {
 			for s.Next() {
 				acc.AddChunk(s.Current())
 			}
-			if s.Err() != nil || acc.Choices[0].Message.Content != tokens(6) {
+			if s.Err() != nil || acc.Choices[0].Message.Content != fakeupstream.Tokens(6) {
 				t.Fatalf("SDK: err %v content %q", s.Err(), acc.Choices[0].Message.Content)
 			}
 		})
@@ -93,7 +94,7 @@ func TestStreamFirstTokenCutAfterTokensEndsWithErrorEvent(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 	events := sseEvents(body)
-	if got := streamText(t, events); got != tokens(3) {
+	if got := streamText(t, events); got != fakeupstream.Tokens(3) {
 		t.Errorf("relayed %q, want the 3 tokens sent before the cut", got)
 	}
 	if strings.Contains(string(body), "data: [DONE]") {
@@ -142,8 +143,8 @@ func TestStreamBufferReplacesCutStreamWithFallbackAnswer(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 	events := sseEvents(body)
-	if got := streamText(t, events); got != tokens(7) {
-		t.Fatalf("client saw %q, want only the fallback's complete answer %q", got, tokens(7))
+	if got := streamText(t, events); got != fakeupstream.Tokens(7) {
+		t.Fatalf("client saw %q, want only the fallback's complete answer %q", got, fakeupstream.Tokens(7))
 	}
 	if lastEvent(events) != "[DONE]" || countErrorEvents(events) != 0 {
 		t.Fatalf("stream does not end cleanly: %v", events)
@@ -198,9 +199,9 @@ func TestStreamClientDisconnectCancelsTheCall(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	waitFor(t, 5*time.Second, "the upstream call to be cancelled", func() bool { return primary.InFlight() == 0 && f.srv.InFlight() == 0 })
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the upstream call to be cancelled", func() bool { return primary.InFlight() == 0 && f.srv.InFlight() == 0 })
 	// The client had its 200: the log keeps it and says the client left.
-	waitFor(t, 5*time.Second, "the log line of the abandoned stream", func() bool {
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the log line of the abandoned stream", func() bool {
 		return strings.Contains(f.logs.String(), `"status":200`) && strings.Contains(f.logs.String(), `"outcome":"client_`)
 	})
 }
@@ -221,7 +222,7 @@ func TestFallbackAnswerNeverCompletesABrokenStream(t *testing.T) {
 			events := sseEvents(body)
 			if commit == proxy.CommitFirstToken {
 				// tok0..tok2 went out: the canned answer cannot continue them.
-				if lastEvent(events) == "[DONE]" || !strings.Contains(lastEvent(events), "stream_interrupted") || streamText(t, events) != tokens(3) {
+				if lastEvent(events) == "[DONE]" || !strings.Contains(lastEvent(events), "stream_interrupted") || streamText(t, events) != fakeupstream.Tokens(3) {
 					t.Fatalf("broken stream completed by a fallback: %v", events)
 				}
 				return

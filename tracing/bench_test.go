@@ -61,10 +61,10 @@ func BenchmarkSpans(b *testing.B) {
 // on each provider. Read the tracing arms as ratios to raw.
 func BenchmarkCall(b *testing.B) {
 	srv := fakeupstream.NewServer(b, fakeupstream.WithBehavior(fakeupstream.OK()))
-	e := baseEnv().source("openai", srv.URL())
+	e := baseEnv().Source("openai", 1, srv.URL())
 	msgs := []polygateway.Message{polygateway.User("hello")}
 	run := func(b *testing.B, opts ...polygateway.Option) {
-		c := e.client(b, opts...)
+		c := e.Client(b, opts...)
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -15,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
-	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 	"github.com/polygateway/polygateway/tracing"
 )
@@ -134,47 +132,11 @@ func upstream(t testing.TB, h *headers, b fakeupstream.Behavior) *fakeupstream.S
 	}))
 }
 
-// env is a test configuration under construction.
-type env map[string]string
-
-func baseEnv() env {
-	return env{
-		"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
-		"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",
-		"LLM__RETRY__BACKOFF_BASE_S": "0.01", "LLM__RETRY__BACKOFF_MAX_S": "0.02",
-		"LLM__RETRY__TIER_PATIENCE_S": "0",
-	}
-}
-
-// source adds the source {provider}_1 of the scope LLM at url, model
-// {provider}-model, with extra fields.
-func (e env) source(provider, url string, fields ...string) env {
-	p := "LLM__" + strings.ToUpper(provider) + "__1__"
-	e[p+"BASE_URL"] = url
-	e[p+"API_KEY"] = "sk-test-" + provider
-	e[p+"MODEL"] = provider + "-model"
-	e[p+"TIMEOUT_S"] = "5"
-	for i := 0; i+1 < len(fields); i += 2 {
-		e[p+fields[i]] = fields[i+1]
-	}
-	return e
-}
-
-func (e env) client(t testing.TB, opts ...polygateway.Option) *polygateway.GatewayClient {
-	t.Helper()
-	c, err := polygateway.FromEnv("LLM", append([]polygateway.Option{polygateway.WithEnv(e)}, opts...)...)
-	if err != nil {
-		t.Fatalf("FromEnv: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-func ask(t testing.TB, ctx context.Context, c *polygateway.GatewayClient, opts ...polygateway.CallOption) (*polygateway.LLMResponse, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return c.Chat(ctx, []polygateway.Message{polygateway.User("hello")}, opts...)
+// baseEnv is testenv.Base with a shorter backoff and no tier
+// patience.
+func baseEnv() testenv.Env {
+	return testenv.Base().Set("LLM__RETRY__BACKOFF_BASE_S", "0.01", "LLM__RETRY__BACKOFF_MAX_S", "0.02",
+		"LLM__RETRY__TIER_PATIENCE_S", "0")
 }
 
 // traceparent is the W3C header value naming s as the parent (sampled).

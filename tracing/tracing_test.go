@@ -20,6 +20,7 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/embed"
+	"github.com/polygateway/polygateway/internal/testkit/testenv"
 	"github.com/polygateway/polygateway/ocr"
 	"github.com/polygateway/polygateway/ocr/ocrfake"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
@@ -32,10 +33,10 @@ func TestFailoverIsOneCallSpanWithAnAttemptSpanPerSource(t *testing.T) {
 	var hdrA, hdrB headers
 	a := upstream(t, &hdrA, fakeupstream.BadKey())
 	b := upstream(t, &hdrB, fakeupstream.OK().WithTokens(3))
-	c := baseEnv().source("alpha", a.URL(), "PRIORITY", "0").source("beta", b.URL(), "PRIORITY", "1").
-		client(t, polygateway.WithTracer(rec.tr))
+	c := baseEnv().Source("alpha", 1, a.URL(), "PRIORITY", "0").Source("beta", 1, b.URL(), "PRIORITY", "1").
+		Client(t, polygateway.WithTracer(rec.tr))
 
-	resp, err := ask(t, context.Background(), c, polygateway.WithStream(false), polygateway.WithSessionID("sess-1"))
+	resp, err := testenv.AskContext(context.Background(), t, c, polygateway.WithStream(false), polygateway.WithSessionID("sess-1"))
 	if err != nil {
 		t.Fatalf("call: %v", err)
 	}
@@ -119,10 +120,10 @@ func TestCallSpanIsAChildOfTheCallersSpan(t *testing.T) {
 	rec := newRecorder(t)
 	var hdr headers
 	srv := upstream(t, &hdr, fakeupstream.OK())
-	c := baseEnv().source("alpha", srv.URL()).client(t, polygateway.WithTracer(rec.tr))
+	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t, polygateway.WithTracer(rec.tr))
 
 	ctx, parent := rec.tp.Tracer("test").Start(context.Background(), "job")
-	_, err := ask(t, ctx, c, polygateway.WithParentCallID("parent-1"))
+	_, err := testenv.AskContext(ctx, t, c, polygateway.WithParentCallID("parent-1"))
 	parent.End()
 	if err != nil {
 		t.Fatal(err)
@@ -149,8 +150,8 @@ func TestStreamedAttemptRecordsTokenTimings(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t)
 	srv := upstream(t, nil, fakeupstream.OK().WithTokens(4))
-	c := baseEnv().source("alpha", srv.URL()).client(t, polygateway.WithTracer(rec.tr))
-	resp, err := ask(t, context.Background(), c, polygateway.WithStream(true))
+	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t, polygateway.WithTracer(rec.tr))
+	resp, err := testenv.AskContext(context.Background(), t, c, polygateway.WithStream(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +171,8 @@ func TestFailedCallHasErrorStatusAndClass(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t)
 	srv := upstream(t, nil, fakeupstream.BadKey())
-	c := baseEnv().source("alpha", srv.URL()).client(t, polygateway.WithTracer(rec.tr))
-	_, err := ask(t, context.Background(), c)
+	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t, polygateway.WithTracer(rec.tr))
+	_, err := testenv.AskContext(context.Background(), t, c)
 	var unavailable *polygateway.GatewayUnavailableError
 	if !errors.As(err, &unavailable) {
 		t.Fatalf("err = %v, want GatewayUnavailableError", err)
@@ -198,11 +199,11 @@ func TestCacheHitIsACallSpanWithoutAttempts(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t)
 	srv := upstream(t, nil, fakeupstream.OK())
-	e := baseEnv().source("alpha", srv.URL())
+	e := baseEnv().Source("alpha", 1, srv.URL())
 	e["PGW_CACHE_BACKEND"], e["PGW_CACHE_NAMESPACE"], e["PGW_CACHE_TTL_S"] = "memory", "tracing-test", "60"
-	c := e.client(t, polygateway.WithTracer(rec.tr))
+	c := e.Client(t, polygateway.WithTracer(rec.tr))
 	for range 2 {
-		if _, err := ask(t, context.Background(), c, polygateway.WithStream(false)); err != nil {
+		if _, err := testenv.AskContext(context.Background(), t, c, polygateway.WithStream(false)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -218,11 +219,11 @@ func TestFallbackAnswerIsMarkedDegraded(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t)
 	srv := upstream(t, nil, fakeupstream.BadKey())
-	c := baseEnv().source("alpha", srv.URL()).client(t, polygateway.WithTracer(rec.tr),
+	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t, polygateway.WithTracer(rec.tr),
 		polygateway.WithFallback(func(context.Context, []polygateway.Message, error) (*polygateway.LLMResponse, error) {
 			return &polygateway.LLMResponse{Content: "later"}, nil
 		}))
-	resp, err := ask(t, context.Background(), c)
+	resp, err := testenv.AskContext(context.Background(), t, c)
 	if err != nil || !resp.Degraded {
 		t.Fatalf("resp %+v err %v: the fallback did not answer", resp, err)
 	}
@@ -237,11 +238,11 @@ func TestNoTracerSendsNoTraceparent(t *testing.T) {
 	t.Parallel()
 	var hdr headers
 	srv := upstream(t, &hdr, fakeupstream.OK())
-	c := baseEnv().source("alpha", srv.URL()).client(t)
+	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t)
 	rec := newRecorder(t)
 	ctx, span := rec.tp.Tracer("test").Start(context.Background(), "job")
 	defer span.End()
-	if _, err := ask(t, ctx, c); err != nil {
+	if _, err := testenv.AskContext(ctx, t, c); err != nil {
 		t.Fatal(err)
 	}
 	if got := hdr.traceparents(); len(got) != 1 || got[0] != "" {
@@ -253,12 +254,12 @@ func TestNonRecordingProviderStillPropagatesTheCallersContext(t *testing.T) {
 	t.Parallel()
 	var hdr headers
 	srv := upstream(t, &hdr, fakeupstream.OK())
-	c := baseEnv().source("alpha", srv.URL()).client(t,
+	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t,
 		polygateway.WithTracer(tracing.New(tracing.WithTracerProvider(noop.NewTracerProvider()))))
 	rec := newRecorder(t)
 	ctx, span := rec.tp.Tracer("test").Start(context.Background(), "job")
 	defer span.End()
-	if _, err := ask(t, ctx, c); err != nil {
+	if _, err := testenv.AskContext(ctx, t, c); err != nil {
 		t.Fatal(err)
 	}
 	if got := hdr.traceparents(); len(got) != 1 || got[0] != traceparent(span.SpanContext()) {
@@ -426,8 +427,8 @@ func TestWithAttributesAddsToEverySpan(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, tracing.WithAttributes(deployment.String("eu-1")))
 	srv := upstream(t, nil, fakeupstream.OK())
-	c := baseEnv().source("alpha", srv.URL()).client(t, polygateway.WithTracer(rec.tr))
-	if _, err := ask(t, context.Background(), c); err != nil {
+	c := baseEnv().Source("alpha", 1, srv.URL()).Client(t, polygateway.WithTracer(rec.tr))
+	if _, err := testenv.AskContext(context.Background(), t, c); err != nil {
 		t.Fatal(err)
 	}
 	spans := rec.spans()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -48,7 +49,7 @@ func localProfile(t *testing.T, dir, url, extra string) string {
 func TestProductionProfileIsValid(t *testing.T) {
 	up := fakeupstream.NewServer(t)
 	dir := t.TempDir()
-	logs := &syncBuf{}
+	logs := &testkit.Buffer{}
 	if code := run([]string{"-check", "-env-file", localProfile(t, dir, up.URL(), "")}, io.Discard, logs, nil); code != 0 ||
 		!strings.Contains(logs.String(), "configuration valid") {
 		t.Fatalf("-check of %s: exit %d\n%s", productionEnv, code, logs.String())
@@ -58,7 +59,7 @@ func TestProductionProfileIsValid(t *testing.T) {
 	}
 	// The check has teeth: the same file with a misspelt key is refused,
 	// naming it.
-	bad := &syncBuf{}
+	bad := &testkit.Buffer{}
 	path := localProfile(t, dir, up.URL(), "\nLLM__OPENAI__1__TTFT_TIMEOUT=15\n")
 	if code := run([]string{"-check", "-env-file", path}, io.Discard, bad, nil); code != 1 ||
 		!strings.Contains(bad.String(), "LLM__OPENAI__1__TTFT_TIMEOUT") {
@@ -81,7 +82,7 @@ func TestCheckHoldsClientPrioritiesToTheKeys(t *testing.T) {
 		{known + "=batch", 0},
 		{"key-000000000000=batch", 1},
 	} {
-		logs := &syncBuf{}
+		logs := &testkit.Buffer{}
 		path := localProfile(t, dir, up.URL(), "\nPGW_CLIENT_PRIORITIES="+tc.priorities+"\n")
 		code := run([]string{"-check", "-env-file", path}, io.Discard, logs, nil)
 		if code != tc.code || tc.code == 1 && !strings.Contains(logs.String(), "key-000000000000") {

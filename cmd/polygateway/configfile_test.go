@@ -23,6 +23,7 @@ import (
 	"github.com/polygateway/polygateway/configfile"
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/config"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -170,7 +171,7 @@ func TestReloadFromFileSwapsScopesAndDrains(t *testing.T) {
 	fast := fakeupstream.NewServer(t)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	writeFile(t, path, gatewayFile("LLM", slow.URL(), ""))
-	logs := &syncBuf{}
+	logs := &testkit.Buffer{}
 	vars := func() (map[string]string, error) { return map[string]string{"UP_KEY": "sk-up-secret"}, nil }
 	a := newApp(slog.New(slog.NewJSONHandler(logs, nil)), fileSource(path, vars), nil)
 	addr, err := a.start()
@@ -261,7 +262,7 @@ func TestRunWithConfigFileReloadsOnSIGHUP(t *testing.T) {
 	if err := os.WriteFile(envFile, []byte("UP_KEY=sk-from-dotenv\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuf{}
+	logs := &testkit.Buffer{}
 	sigs := make(chan os.Signal, 1)
 	code := make(chan int, 1)
 	go func() { code <- run([]string{"-config", path, "-env-file", envFile}, io.Discard, logs, sigs) }()
@@ -294,7 +295,7 @@ func TestRunWithConfigFileReloadsOnSIGHUP(t *testing.T) {
 
 	// -check with a bad file names the path and fails.
 	writeFile(t, path, strings.Replace(gatewayFile("FAST", two.URL(), ""), "routes:", "routs:", 1))
-	bad := &syncBuf{}
+	bad := &testkit.Buffer{}
 	if c := run([]string{"-check", "-config", path, "-env-file", envFile}, io.Discard, bad, nil); c != 1 || !strings.Contains(bad.String(), "server.routs") ||
 		!strings.Contains(bad.String(), "did you mean routes?") {
 		t.Errorf("-check of a bad file: %d %s", c, bad.String())
@@ -306,7 +307,7 @@ func TestRunWithConfigFileReloadsOnSIGHUP(t *testing.T) {
 
 // waitLog waits (bounded) for a log line matching re and returns its first
 // group.
-func waitLog(t *testing.T, logs *syncBuf, re *regexp.Regexp) string {
+func waitLog(t *testing.T, logs *testkit.Buffer, re *regexp.Regexp) string {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if m := re.FindStringSubmatch(logs.String()); m != nil {

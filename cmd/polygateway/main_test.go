@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -15,28 +14,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func post(t *testing.T, url, body string) (int, string) {
@@ -78,7 +61,7 @@ func TestServeReloadAndShutdownFromEnv(t *testing.T) {
 		defer mu.Unlock()
 		return maps.Clone(current), nil
 	}
-	logs := &syncBuf{}
+	logs := &testkit.Buffer{}
 	hook, err := newMetrics()
 	if err != nil {
 		t.Fatal(err)

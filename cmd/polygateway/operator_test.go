@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/polygateway/polygateway/internal/config"
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -145,7 +146,7 @@ func TestStartWarnsWhenOpenBeyondLoopback(t *testing.T) {
 		{"all addresses, keys and metrics token", map[string]string{"PGW_LISTEN_ADDR": "0.0.0.0:0", "PGW_CLIENT_KEYS": "k-1", "PGW_METRICS_TOKEN": "m-1"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &syncBuf{}
+			logs := &testkit.Buffer{}
 			_, base := startGateway(t, up, slog.New(slog.NewJSONHandler(logs, nil)), tc.env)
 			_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 			base = "http://127.0.0.1:" + port // the all-addresses listener, reached on loopback
@@ -241,7 +242,7 @@ func TestLogsWriteDurationsAsDurations(t *testing.T) {
 	if got := buf.String(); !strings.Contains(got, `"drain_timeout":"30s"`) || !strings.Contains(got, `"wait":"1.5s"`) {
 		t.Errorf("durations logged as %s", got)
 	}
-	logs := &syncBuf{}
+	logs := &testkit.Buffer{}
 	a, _ := startGateway(t, fakeupstream.NewServer(t), newLogger(logs, serverConfig{logFormat: "json"}), map[string]string{"PGW_DRAIN_TIMEOUT_S": "7"})
 	if err := a.shutdown(context.Background()); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/polygateway/polygateway/internal/testkit"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
 
@@ -21,7 +22,7 @@ func checkError(t *testing.T, path string) (int, string) {
 	if err := os.WriteFile(vars, []byte("UP_KEY=sk-up-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuf{}
+	logs := &testkit.Buffer{}
 	code := run([]string{"-check", "-config", path, "-env-file", vars}, io.Discard, logs, nil)
 	for line := range strings.SplitSeq(logs.String(), "\n") {
 		var rec struct{ Msg, Error string }
@@ -123,7 +124,7 @@ func TestCheckNamesTheEnvFileLineOfARouteToAnUnknownScope(t *testing.T) {
 	if err := os.WriteFile(path, []byte(env), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuf{}
+	logs := &testkit.Buffer{}
 	code := run([]string{"-check", "-env-file", path}, io.Discard, logs, nil)
 	want := "PGW_ROUTES: route mini=FSAT: scope FSAT has no keys (no FSAT__…) (did you mean FAST?) (" + path + ", line 9)"
 	if code != 1 || !strings.Contains(logs.String(), want) {

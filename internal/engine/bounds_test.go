@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // TestNoWaitOutlastsTheStallWindow holds every kind of wait to the stall
@@ -24,8 +25,8 @@ func TestNoWaitOutlastsTheStallWindow(t *testing.T) {
 		err     error
 		backoff time.Duration
 	}{
-		{"a Retry-After of 30 s", rateLimitedErr("a", 30*time.Second), time.Millisecond},
-		{"a Retry-After of 10 min", rateLimitedErr("a", 10*time.Minute), time.Millisecond},
+		{"a Retry-After of 30 s", testkit.RateLimitedErr("a", 30*time.Second), time.Millisecond},
+		{"a Retry-After of 10 min", testkit.RateLimitedErr("a", 10*time.Minute), time.Millisecond},
 		{"a backoff of a minute after a 5xx", &core.TransientError{Source: "a", Reason: core.ReasonServerError, StatusCode: 503}, time.Minute},
 	}
 	for _, tc := range cases {
@@ -71,7 +72,7 @@ func TestAWaitNeverOutlastsTheDeadline(t *testing.T) {
 		set := testSettings(src("a", 0))
 		set.Backpressure.StallWindow = time.Hour
 		f := newFixture(t, set, withLiveBreaker)
-		f.up.script("a", failStep(rateLimitedErr("a", 30*time.Second)))
+		f.up.script("a", failStep(testkit.RateLimitedErr("a", 30*time.Second)))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		start := time.Now()
@@ -96,8 +97,8 @@ func TestAThrottledScopeTellsItsCallerWhenToComeBack(t *testing.T) {
 		set := testSettings(src("a", 0), src("b", 0))
 		set.Backpressure.StallWindow = time.Minute
 		f := newFixture(t, set, withLiveBreaker)
-		f.up.script("a", failStep(rateLimitedErr("a", 7*time.Second)))
-		f.up.script("b", failStep(rateLimitedErr("b", 9*time.Second)))
+		f.up.script("a", failStep(testkit.RateLimitedErr("a", 7*time.Second)))
+		f.up.script("b", failStep(testkit.RateLimitedErr("b", 9*time.Second)))
 		for i := range 2 {
 			call := newCall()
 			call.NoPushbackWait = true
@@ -125,7 +126,7 @@ func TestAThrottledSourceIsWaitedForByDefault(t *testing.T) {
 		set := testSettings(src("a", 0))
 		set.Backpressure.StallWindow = time.Minute
 		f := newFixture(t, set, withLiveBreaker)
-		f.up.script("a", failStep(rateLimitedErr("a", 2*time.Second)), okStep())
+		f.up.script("a", failStep(testkit.RateLimitedErr("a", 2*time.Second)), okStep())
 		start := time.Now()
 		resp, err := f.g.Handle(context.Background(), newCall())
 		if err != nil || resp == nil {
@@ -137,34 +138,6 @@ func TestAThrottledSourceIsWaitedForByDefault(t *testing.T) {
 	})
 }
 
-// recordingLog keeps the messages and attributes of the records it gets.
-type recordingLog struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (h *recordingLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordingLog) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	h.recs = append(h.recs, r.Clone())
-	h.mu.Unlock()
-	return nil
-}
-func (h *recordingLog) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *recordingLog) WithGroup(string) slog.Handler      { return h }
-
-func (h *recordingLog) messages() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for _, r := range h.recs {
-		if r.Level >= slog.LevelInfo {
-			out = append(out, r.Message)
-		}
-	}
-	return out
-}
-
 // TestTheLastAttemptIsLoggedAsTheLast: an attempt after which the call
 // gives up is logged as the call's end, never as "trying again"; one that
 // is followed by another attempt is logged as tried again.
@@ -173,16 +146,16 @@ func TestTheLastAttemptIsLoggedAsTheLast(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		set := testSettings(src("a", 0))
 		set.Backpressure.StallWindow = 2 * time.Second
-		h := &recordingLog{}
+		h := &testkit.Logs{}
 		f := newFixture(t, set, withLiveBreaker, func(c *Config) { c.Logger = slog.New(h) })
-		f.up.script("a", failStep(rateLimitedErr("a", 1500*time.Millisecond)), failStep(rateLimitedErr("a", time.Minute)))
+		f.up.script("a", failStep(testkit.RateLimitedErr("a", 1500*time.Millisecond)), failStep(testkit.RateLimitedErr("a", time.Minute)))
 		_, err := f.g.Handle(context.Background(), newCall())
 		var ue *core.GatewayUnavailableError
 		if !errors.As(err, &ue) || ue.Reason != core.ReasonStalled {
 			t.Fatalf("err = %v, want stalled", err)
 		}
 		want := []string{"polygateway: attempt failed, trying again", "polygateway: attempt failed, the call ends"}
-		got := h.messages()
+		got := h.Messages(slog.LevelInfo)
 		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 			t.Errorf("logged %q, want %q", got, want)
 		}

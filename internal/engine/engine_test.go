@@ -16,6 +16,7 @@ import (
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 func TestNewRejectsIncompleteConfig(t *testing.T) {
@@ -91,8 +92,8 @@ func TestEngineLeavesCostNilWithoutAPrice(t *testing.T) {
 func TestEngineFailsOverAndListsAttemptsInOrder(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0), src("b", 1), src("c", 2)))
-	f.up.script("a", failStep(transientErr("a")))
-	f.up.script("b", failStep(timeoutErr("b")))
+	f.up.script("a", failStep(testkit.TransientErr("a")))
+	f.up.script("b", failStep(testkit.TimeoutErr("b")))
 	resp, err := f.g.Handle(context.Background(), newCall())
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func TestEngineFailsOverAndListsAttemptsInOrder(t *testing.T) {
 func TestEngineRetriesTheSameSourceWhenItIsTheOnlyOne(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0)))
-	f.up.script("a", failStep(transientErr("a")), failStep(stalledErr("a")), okStep())
+	f.up.script("a", failStep(testkit.TransientErr("a")), failStep(testkit.StalledErr("a")), okStep())
 	resp, err := f.g.Handle(context.Background(), newCall())
 	if err != nil {
 		t.Fatal(err)
@@ -126,10 +127,10 @@ func TestEngineSpentRetryBudgetReturnsRetryExhausted(t *testing.T) {
 		errOf  func(string) error
 		reason core.Reason
 	}{
-		{"network errors", transientErr, core.ReasonNetworkError},
-		{"timeouts", timeoutErr, core.ReasonTimeout},
-		{"stalls", stalledErr, core.ReasonTimeout},
-		{"dead sources", deadErr, core.ReasonSourceDead},
+		{"network errors", testkit.TransientErr, core.ReasonNetworkError},
+		{"timeouts", testkit.TimeoutErr, core.ReasonTimeout},
+		{"stalls", testkit.StalledErr, core.ReasonTimeout},
+		{"dead sources", testkit.DeadErr, core.ReasonSourceDead},
 		{"foreign errors", func(s string) error { return errors.New("unclassified failure on " + s) }, core.ReasonNetworkError},
 	}
 	for _, tc := range tests {
@@ -171,11 +172,11 @@ func TestEngineSingleAttemptReturnsTheRawClassifiedError(t *testing.T) {
 		maxAttempts int
 		err         error
 	}{
-		{"transient", 1, transientErr("a")},
-		{"timeout", 1, timeoutErr("a")},
-		{"source dead", 1, deadErr("a")},
-		{"zero max attempts means one", 0, transientErr("a")},
-		{"negative max attempts means one", -3, transientErr("a")},
+		{"transient", 1, testkit.TransientErr("a")},
+		{"timeout", 1, testkit.TimeoutErr("a")},
+		{"source dead", 1, testkit.DeadErr("a")},
+		{"zero max attempts means one", 0, testkit.TransientErr("a")},
+		{"negative max attempts means one", -3, testkit.TransientErr("a")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,8 +202,8 @@ func TestEngineReturnsRejectedAndInvalidAtOnceWithoutChargingTheBreaker(t *testi
 		name  string
 		errOf func(string) error
 	}{
-		{"request rejected", rejectedErr},
-		{"result invalid", invalidErr},
+		{"request rejected", testkit.RejectedErr},
+		{"result invalid", testkit.InvalidErr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -245,7 +246,7 @@ func TestEngineRateLimitDoesNotConsumeBudgetNorCountForTheBreaker(t *testing.T) 
 		set.Backpressure.StallWindow = time.Minute
 		f := newFixture(t, set, withLiveBreaker)
 		f.up.script("a",
-			failStep(rateLimitedErr("a", 0)), failStep(rateLimitedErr("a", 0)), failStep(rateLimitedErr("a", 0)), okStep())
+			failStep(testkit.RateLimitedErr("a", 0)), failStep(testkit.RateLimitedErr("a", 0)), failStep(testkit.RateLimitedErr("a", 0)), okStep())
 		resp, err := f.g.Handle(context.Background(), newCall())
 		if err != nil {
 			t.Fatalf("three 429s used up a budget of one attempt: %v", err)
@@ -267,7 +268,7 @@ func TestEngineRateLimitPrefersAnotherSource(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
 		f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
-		f.up.script("a", failStep(rateLimitedErr("a", time.Hour)))
+		f.up.script("a", failStep(testkit.RateLimitedErr("a", time.Hour)))
 		start := time.Now()
 		resp, err := f.g.Handle(context.Background(), newCall())
 		if err != nil {
@@ -294,7 +295,7 @@ func TestEnginePushbackWaitIsTheMaxOfRetryAfterAndBackoffNotTheirSum(t *testing.
 		set := testSettings(src("a", 0))
 		set.Retry.BackoffBase, set.Retry.BackoffMax = 400*time.Millisecond, 400*time.Millisecond
 		f := newFixture(t, set, withLiveBreaker)
-		f.up.script("a", failStep(rateLimitedErr("a", 1300*time.Millisecond)), okStep())
+		f.up.script("a", failStep(testkit.RateLimitedErr("a", 1300*time.Millisecond)), okStep())
 		start := time.Now()
 		if _, err := f.g.Handle(context.Background(), newCall()); err != nil {
 			t.Fatal(err)
@@ -310,7 +311,7 @@ func TestEnginePushbackWaitIsTheMaxOfRetryAfterAndBackoffNotTheirSum(t *testing.
 func TestEngineSourceDeadOpensItsBreakerAtOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
-	f.up.script("a", failStep(deadErr("a")))
+	f.up.script("a", failStep(testkit.DeadErr("a")))
 	resp, err := f.g.Handle(context.Background(), newCall())
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +338,7 @@ func TestEngineConsecutiveFailuresOpenTheBreaker(t *testing.T) {
 	set.Retry.MaxAttempts = 1
 	set.Breaker.FailThreshold = 3
 	f := newFixture(t, set)
-	f.up.script("a", failStep(transientErr("a")))
+	f.up.script("a", failStep(testkit.TransientErr("a")))
 	for range 3 {
 		if _, err := f.g.Handle(context.Background(), newCall()); err == nil {
 			t.Fatal("scripted failure succeeded")
@@ -646,7 +647,7 @@ func TestEngineCancellationDuringBackoffReturnsPromptly(t *testing.T) {
 		set := testSettings(src("a", 0))
 		set.Retry.BackoffBase, set.Retry.BackoffMax = 10*time.Second, 10*time.Second
 		f := newFixture(t, set)
-		f.up.script("a", failStep(transientErr("a")), okStep())
+		f.up.script("a", failStep(testkit.TransientErr("a")), okStep())
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan error, 1)
@@ -789,7 +790,7 @@ func TestEngineDeadlineShorterThanTheNextBackoffReturnsBeforeTheDeadline(t *test
 		set := testSettings(src("a", 0))
 		set.Retry.BackoffBase, set.Retry.BackoffMax = 5*time.Second, 5*time.Second
 		f := newFixture(t, set)
-		last := transientErr("a")
+		last := testkit.TransientErr("a")
 		f.up.script("a", failStep(last), okStep())
 		const budget = 400 * time.Millisecond
 		start := time.Now()
@@ -820,7 +821,7 @@ func TestEngineSourcesReportsBreakerHealthAndLimits(t *testing.T) {
 	a.Region = "eu"
 	b := weighted("b", 1, 2.5)
 	f := newFixture(t, testSettings(a, b))
-	f.up.script("a", failStep(deadErr("a")))
+	f.up.script("a", failStep(testkit.DeadErr("a")))
 	if _, err := f.g.Handle(context.Background(), newCall()); err != nil {
 		t.Fatal(err)
 	}
@@ -877,7 +878,7 @@ func TestEngineSourcesReportsBackendReadFailures(t *testing.T) {
 func TestEngineResetClosesTheBreakerAndClearsTheHold(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testSettings(src("a", 0), src("b", 1)))
-	f.up.script("a", failStep(deadErr("a")), okStep())
+	f.up.script("a", failStep(testkit.DeadErr("a")), okStep())
 	if _, err := f.g.Handle(context.Background(), newCall()); err != nil {
 		t.Fatal(err)
 	}
@@ -924,8 +925,8 @@ func TestEngineResetErrors(t *testing.T) {
 // must show in the logs), not once per call (it would flood them).
 func TestEngineWarnsAboutFailingSettlementAtMostOncePerInterval(t *testing.T) {
 	t.Parallel()
-	h := &countingHandler{min: slog.LevelWarn}
-	clk := backendtest.NewFakeClock(testEpoch)
+	h := testkit.NewLogsFrom(slog.LevelWarn)
+	clk := backendtest.NewFakeClock(testkit.Epoch)
 	set := testSettings(src("a", 0))
 	lim := &releaseFailingLimiter{Limiter: memory.NewLimiter()}
 	g, err := New(Config{
@@ -943,17 +944,17 @@ func TestEngineWarnsAboutFailingSettlementAtMostOncePerInterval(t *testing.T) {
 		}
 	}
 	calls(5)
-	if n := h.count(); n != 1 {
+	if n := h.Count(); n != 1 {
 		t.Errorf("5 calls in one interval logged %d warnings, want 1", n)
 	}
 	clk.Advance(warnEvery / 2)
 	calls(3)
-	if n := h.count(); n != 1 {
+	if n := h.Count(); n != 1 {
 		t.Errorf("after half an interval: %d warnings, want still 1", n)
 	}
 	clk.Advance(warnEvery)
 	calls(3)
-	if n := h.count(); n != 2 {
+	if n := h.Count(); n != 2 {
 		t.Errorf("after another interval: %d warnings, want 2 (the failure goes on)", n)
 	}
 }
@@ -989,15 +990,15 @@ func TestEngineStormLeavesNothingInFlight(t *testing.T) {
 			}
 			switch rand.IntN(8) {
 			case 0:
-				return nil, transientErr(src.Name)
+				return nil, testkit.TransientErr(src.Name)
 			case 1:
-				return nil, rateLimitedErr(src.Name, time.Millisecond)
+				return nil, testkit.RateLimitedErr(src.Name, time.Millisecond)
 			case 2:
-				return nil, deadErr(src.Name)
+				return nil, testkit.DeadErr(src.Name)
 			case 3:
-				return nil, invalidErr(src.Name)
+				return nil, testkit.InvalidErr(src.Name)
 			case 4:
-				return nil, timeoutErr(src.Name)
+				return nil, testkit.TimeoutErr(src.Name)
 			}
 			return &core.LLMResponse{Content: "ok", FinishReason: "stop"}, nil
 		})
@@ -1042,8 +1043,8 @@ func TestEngineHonoursTheDeadlineWithAnInjectedClock(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		set := testSettings(src("a", 0))
 		set.Retry.BackoffBase, set.Retry.BackoffMax = 5*time.Second, 5*time.Second
-		f := newFixture(t, set, withClock(backendtest.NewFakeClock(testEpoch)))
-		f.up.script("a", failStep(transientErr("a")), okStep())
+		f := newFixture(t, set, withClock(backendtest.NewFakeClock(testkit.Epoch)))
+		f.up.script("a", failStep(testkit.TransientErr("a")), okStep())
 		const budget = 400 * time.Millisecond
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), budget)

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -13,11 +12,10 @@ import (
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 const testScope = "LLM"
-
-var testEpoch = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // step is one scripted attempt result.
 type step struct {
@@ -112,34 +110,6 @@ func (f upstreamFunc) Do(ctx context.Context, src *core.SourceConfig, call *core
 	return f(ctx, src, call)
 }
 
-func transientErr(source string) error {
-	return &core.TransientError{Source: source, Reason: core.ReasonNetworkError, StatusCode: 503, Message: "service unavailable"}
-}
-
-func timeoutErr(source string) error {
-	return &core.TransientError{Source: source, Reason: core.ReasonTimeout, Message: "attempt timed out"}
-}
-
-func stalledErr(source string) error {
-	return &core.TransientError{Source: source, Reason: core.ReasonStalled, Message: "stream stalled"}
-}
-
-func rateLimitedErr(source string, retryAfter time.Duration) error {
-	return &core.TransientError{Source: source, Reason: core.ReasonRateLimited, StatusCode: 429, RetryAfter: retryAfter}
-}
-
-func deadErr(source string) error {
-	return &core.SourceDeadError{Source: source, StatusCode: 401, Code: "invalid_api_key"}
-}
-
-func rejectedErr(source string) error {
-	return &core.RequestRejectedError{Source: source, StatusCode: 400, Code: "context_length_exceeded"}
-}
-
-func invalidErr(source string) error {
-	return &core.ResultInvalidError{Source: source, Raw: "{", Message: "not JSON"}
-}
-
 // failingLimiter is a core.Limiter whose backend is down.
 type failingLimiter struct{ err error }
 
@@ -174,28 +144,6 @@ func (b failingBreaker) SetEnabled(context.Context, string, string, core.Breaker
 }
 func (b failingBreaker) PushBack(context.Context, string, string, core.BreakerConfig, time.Duration) error {
 	return b.err
-}
-
-// countingHandler is a slog.Handler that keeps the messages it is given.
-type countingHandler struct {
-	min  slog.Level // records below it are not counted (zero: INFO)
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.min }
-func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	h.msgs = append(h.msgs, r.Message)
-	h.mu.Unlock()
-	return nil
-}
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
-func (h *countingHandler) count() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.msgs)
 }
 
 // testSettings returns a scope with fast retries and the given sources.
@@ -240,7 +188,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, set core.GatewaySettings, opts ...func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{up: newScriptedUpstream(), brClock: backendtest.NewFakeClock(testEpoch), set: set}
+	f := &fixture{up: newScriptedUpstream(), brClock: backendtest.NewFakeClock(testkit.Epoch), set: set}
 	f.lim = memory.NewLimiter()
 	f.br = memory.NewBreaker(memory.WithClock(f.brClock))
 	cfg := Config{Settings: set, Upstream: f.up, Limiter: f.lim, Breaker: f.br}

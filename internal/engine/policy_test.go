@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // recordingAdmitter composes the memory backends and records what every
@@ -80,11 +81,11 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 	}{
 		{name: "success", breaker: core.OutcomeSuccess, settle: core.SettleActual, tokens: 10, health: healthGood,
 			hold: holdNone, aimd: aimdGrow, ends: true, observe: core.AttemptSuccess},
-		{name: "429", err: rateLimitedErr("a", 5*time.Second), breaker: core.OutcomeRateLimited, settle: core.SettleRefund,
+		{name: "429", err: testkit.RateLimitedErr("a", 5*time.Second), breaker: core.OutcomeRateLimited, settle: core.SettleRefund,
 			health: healthBad, hold: holdPushedBack, aimd: aimdHalve, observe: core.AttemptRateLimited, perSource: core.ReasonRateLimited},
-		{name: "timeout", err: timeoutErr("a"), breaker: core.OutcomeTimeout, settle: core.SettleEstimate,
+		{name: "timeout", err: testkit.TimeoutErr("a"), breaker: core.OutcomeTimeout, settle: core.SettleEstimate,
 			health: healthBad, hold: holdTimeout, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
-		{name: "stall", err: stalledErr("a"), breaker: core.OutcomeTimeout, settle: core.SettleEstimate,
+		{name: "stall", err: testkit.StalledErr("a"), breaker: core.OutcomeTimeout, settle: core.SettleEstimate,
 			health: healthBad, hold: holdTimeout, spends: true, observe: core.AttemptTimeout, perSource: core.ReasonTimeout},
 		{name: "5xx", err: &core.TransientError{Source: "a", Reason: core.ReasonServerError, StatusCode: 503},
 			breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad, hold: holdFailed, spends: true,
@@ -92,12 +93,12 @@ func TestEveryPolicyRowHasItsEffects(t *testing.T) {
 		{name: "task failed", err: &core.TransientError{Source: "a", Reason: core.ReasonTaskFailed, StatusCode: 200, Message: "OCR task failed: CUDA out of memory"},
 			breaker: core.OutcomeSuccess, settle: core.SettleEstimate, health: healthBad, hold: holdFailed, spends: true,
 			observe: core.AttemptTransient, perSource: core.ReasonTaskFailed},
-		{name: "network error", err: transientErr("a"), breaker: core.OutcomeFailure, settle: core.SettleEstimate,
+		{name: "network error", err: testkit.TransientErr("a"), breaker: core.OutcomeFailure, settle: core.SettleEstimate,
 			health: healthBad, hold: holdFailed, spends: true, observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
 		{name: "transient of another reason", err: &core.TransientError{Source: "a", Reason: core.ReasonCircuitOpen, Message: "an upstream gateway's circuit is open"},
 			breaker: core.OutcomeFailure, settle: core.SettleEstimate, health: healthBad, hold: holdFailed, spends: true,
 			observe: core.AttemptTransient, perSource: core.ReasonNetworkError},
-		{name: "source dead", err: deadErr("a"), breaker: core.OutcomeDead, settle: core.SettleRefund,
+		{name: "source dead", err: testkit.DeadErr("a"), breaker: core.OutcomeDead, settle: core.SettleRefund,
 			health: healthBad, hold: holdCircuitOpen, spends: true, observe: core.AttemptDead, perSource: core.ReasonSourceDead},
 		{name: "rejected", err: &core.RequestRejectedError{Source: "a", StatusCode: 400, Code: "invalid_request_error"},
 			breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral, hold: holdNone, ends: true,
@@ -244,12 +245,12 @@ func TestThePerSourceReasonOfEveryRow(t *testing.T) {
 		err  error
 		want core.Reason
 	}{
-		{timeoutErr("a"), core.ReasonTimeout},
-		{stalledErr("a"), core.ReasonTimeout},
+		{testkit.TimeoutErr("a"), core.ReasonTimeout},
+		{testkit.StalledErr("a"), core.ReasonTimeout},
 		{&core.TransientError{Source: "a", Reason: core.ReasonServerError, StatusCode: 500}, core.ReasonServerError},
 		{&core.TransientError{Source: "a", Reason: core.ReasonTaskFailed, StatusCode: 200}, core.ReasonTaskFailed},
-		{transientErr("a"), core.ReasonNetworkError},
-		{deadErr("a"), core.ReasonSourceDead},
+		{testkit.TransientErr("a"), core.ReasonNetworkError},
+		{testkit.DeadErr("a"), core.ReasonSourceDead},
 		{&core.ResultInvalidError{Source: "a", Reason: core.ReasonLowQuality}, core.ReasonLowQuality},
 		{errors.New("foreign"), core.ReasonNetworkError},
 	}
@@ -262,7 +263,7 @@ func TestThePerSourceReasonOfEveryRow(t *testing.T) {
 			st.resp = &core.LLMResponse{Content: "x", FinishReason: "stop"}
 		}
 		f.up.script("a", st)
-		f.up.script("b", step{err: transientErr("b")})
+		f.up.script("b", step{err: testkit.TransientErr("b")})
 		_, err := f.g.Handle(context.Background(), newCall())
 		var ue *core.GatewayUnavailableError
 		if tc.want == core.ReasonLowQuality {

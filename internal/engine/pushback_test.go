@@ -9,6 +9,7 @@ import (
 
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // throttled is an upstream whose source "a" answers every request 429
@@ -43,7 +44,7 @@ func (u *throttled) Do(ctx context.Context, src *core.SourceConfig, _ *core.Call
 	u.mu.Lock()
 	u.answered = append(u.answered, time.Now())
 	u.mu.Unlock()
-	return nil, rateLimitedErr("a", u.retryAfter)
+	return nil, testkit.RateLimitedErr("a", u.retryAfter)
 }
 
 // mostInWindow is the largest number of times within any window of w.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 func TestEWMAHealthFollowsVerdicts(t *testing.T) {
@@ -31,9 +32,9 @@ func TestEWMAHealthFollowsVerdicts(t *testing.T) {
 			t.Parallel()
 			s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
 			for _, good := range tc.verdicts {
-				observe(s, testEpoch, good)
+				observe(s, testkit.Epoch, good)
 			}
-			if got := s.health(testEpoch); math.Abs(got-tc.want) > 1e-12 {
+			if got := s.health(testkit.Epoch); math.Abs(got-tc.want) > 1e-12 {
 				t.Errorf("health = %v, want %v", got, tc.want)
 			}
 		})
@@ -55,11 +56,11 @@ func TestIdleWeakSourceRecoversTowardOne(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.idle.String(), func(t *testing.T) {
 			t.Parallel()
-			clk := backendtest.NewFakeClock(testEpoch)
+			clk := backendtest.NewFakeClock(testkit.Epoch)
 			set := testSettings(src("a", 0))
 			set.Retry.MaxAttempts = 1
 			f := newFixture(t, set, withClock(clk))
-			f.up.script("a", failStep(transientErr("a")))
+			f.up.script("a", failStep(testkit.TransientErr("a")))
 			for range 3 {
 				if _, err := f.g.Handle(context.Background(), newCall()); err == nil {
 					t.Fatal("a scripted failure succeeded")
@@ -79,8 +80,8 @@ func TestIdleWeakSourceRecoversTowardOne(t *testing.T) {
 func TestRecoveredHealthIsTheBaseOfTheNextObservation(t *testing.T) {
 	t.Parallel()
 	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
-	observe(s, testEpoch, false) // 0.8
-	later := testEpoch.Add(recoveryTau)
+	observe(s, testkit.Epoch, false) // 0.8
+	later := testkit.Epoch.Add(recoveryTau)
 	observe(s, later, false)
 	want := (1 - 0.2*math.Exp(-1)) * 0.8
 	if got := s.health(later); math.Abs(got-want) > 1e-12 {
@@ -136,9 +137,9 @@ func TestAIMDAdaptiveLimit(t *testing.T) {
 			s := newSourceState(cfg, core.BreakerConfig{}, nil)
 			for _, o := range tc.ops {
 				if o == success {
-					s.settle(testEpoch, healthNeutral, aimdGrow, false, time.Second)
+					s.settle(testkit.Epoch, healthNeutral, aimdGrow, false, time.Second)
 				} else {
-					s.settle(testEpoch, healthNeutral, aimdHalve, false, 0)
+					s.settle(testkit.Epoch, healthNeutral, aimdHalve, false, 0)
 				}
 			}
 			if got := s.aimdLimit(); math.Abs(got-tc.want) > 1e-9 {
@@ -152,12 +153,12 @@ func TestAIMDPushbackCountsConsecutive429sUntilASuccess(t *testing.T) {
 	t.Parallel()
 	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
 	for want := 1; want <= 3; want++ {
-		if got := s.settle(testEpoch, healthNeutral, aimdHalve, false, 0); got != want {
+		if got := s.settle(testkit.Epoch, healthNeutral, aimdHalve, false, 0); got != want {
 			t.Fatalf("pushback #%d returned %d", want, got)
 		}
 	}
-	s.settle(testEpoch, healthNeutral, aimdGrow, false, time.Second)
-	if got := s.settle(testEpoch, healthNeutral, aimdHalve, false, 0); got != 1 {
+	s.settle(testkit.Epoch, healthNeutral, aimdGrow, false, time.Second)
+	if got := s.settle(testkit.Epoch, healthNeutral, aimdHalve, false, 0); got != 1 {
 		t.Errorf("pushback after a success returned %d, want 1", got)
 	}
 }
@@ -186,7 +187,7 @@ func TestEffectiveBreakerThresholdIsTwiceTheSourceConcurrency(t *testing.T) {
 
 func TestCooldownHold(t *testing.T) {
 	t.Parallel()
-	t0 := testEpoch
+	t0 := testkit.Epoch
 	at := t0.Add
 	type set struct {
 		at, until time.Duration
@@ -219,7 +220,7 @@ func TestCooldownHold(t *testing.T) {
 				s.setHold(at(st.at*time.Second), at(st.until*time.Second), st.kind)
 			}
 			if tc.clear {
-				s.settle(testEpoch, healthNeutral, aimdHold, true, 0)
+				s.settle(testkit.Epoch, healthNeutral, aimdHold, true, 0)
 			}
 			kind, until := s.hold(at(tc.readAt * time.Second))
 			if kind != tc.wantKind {
@@ -246,16 +247,16 @@ func TestHoldHardness(t *testing.T) {
 func TestSlowStartEndsOnTheLatencySignal(t *testing.T) {
 	t.Parallel()
 	s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
-	s.settle(testEpoch, healthNeutral, aimdGrow, false, 100*time.Millisecond) // 6
-	s.settle(testEpoch, healthNeutral, aimdGrow, false, 150*time.Millisecond) // 8: within twice the fastest
+	s.settle(testkit.Epoch, healthNeutral, aimdGrow, false, 100*time.Millisecond) // 6
+	s.settle(testkit.Epoch, healthNeutral, aimdGrow, false, 150*time.Millisecond) // 8: within twice the fastest
 	if got := s.aimdLimit(); got != 8 {
 		t.Fatalf("limit = %v, want 8 in slow start", got)
 	}
-	s.settle(testEpoch, healthNeutral, aimdGrow, false, 250*time.Millisecond) // more than twice the fastest: AIMD from here
+	s.settle(testkit.Epoch, healthNeutral, aimdGrow, false, 250*time.Millisecond) // more than twice the fastest: AIMD from here
 	if got := s.aimdLimit(); math.Abs(got-(8+1.0/8)) > 1e-9 {
 		t.Fatalf("limit = %v, want 8+1/8 (+1/limit once slow start ended)", got)
 	}
-	s.settle(testEpoch, healthNeutral, aimdGrow, false, 100*time.Millisecond)
+	s.settle(testkit.Epoch, healthNeutral, aimdGrow, false, 100*time.Millisecond)
 	if got := s.aimdLimit(); math.Abs(got-(8+1.0/8+1/(8+1.0/8))) > 1e-9 {
 		t.Fatalf("limit = %v: slow start came back", got)
 	}
@@ -285,31 +286,31 @@ func TestSettleCountsWhatTheHoldRuleScalesWith(t *testing.T) {
 		{"nothing learned", healthNeutral, aimdHold, 0},
 	}
 	for _, st := range steps {
-		if got := s.settle(testEpoch, st.health, st.aimd, false, time.Second); got != st.want {
+		if got := s.settle(testkit.Epoch, st.health, st.aimd, false, time.Second); got != st.want {
 			t.Fatalf("%s: settle returned %d, want %d", st.name, got, st.want)
 		}
 	}
 	fresh := newSourceState(src("b", 0), core.BreakerConfig{}, nil)
-	if !fresh.blipReady(testEpoch) {
+	if !fresh.blipReady(testkit.Epoch) {
 		t.Fatal("a healthy source that never failed is ready for a blip")
 	}
-	fresh.settle(testEpoch, healthBad, aimdHold, false, 0)
-	if fresh.blipReady(testEpoch) {
+	fresh.settle(testkit.Epoch, healthBad, aimdHold, false, 0)
+	if fresh.blipReady(testkit.Epoch) {
 		t.Fatal("a source that failed since its last answer is not ready for a blip (its health is still above healthy)")
 	}
-	fresh.settle(testEpoch, healthGood, aimdGrow, false, time.Second)
-	if !fresh.blipReady(testEpoch) {
+	fresh.settle(testkit.Epoch, healthGood, aimdGrow, false, time.Second)
+	if !fresh.blipReady(testkit.Epoch) {
 		t.Fatal("a healthy source that just answered is ready for a blip")
 	}
-	later := testEpoch.Add(time.Minute)
-	s.setHold(testEpoch, later, holdFailed)
-	s.settle(testEpoch, healthGood, aimdGrow, true, time.Second)
-	if k, _ := s.hold(testEpoch); k != holdNone {
+	later := testkit.Epoch.Add(time.Minute)
+	s.setHold(testkit.Epoch, later, holdFailed)
+	s.settle(testkit.Epoch, healthGood, aimdGrow, true, time.Second)
+	if k, _ := s.hold(testkit.Epoch); k != holdNone {
 		t.Fatalf("a soft hold survived clearSoft: %d", k)
 	}
-	s.setHold(testEpoch, later, holdRateLimited)
-	s.settle(testEpoch, healthGood, aimdGrow, true, time.Second)
-	if k, _ := s.hold(testEpoch); k != holdRateLimited {
+	s.setHold(testkit.Epoch, later, holdRateLimited)
+	s.settle(testkit.Epoch, healthGood, aimdGrow, true, time.Second)
+	if k, _ := s.hold(testkit.Epoch); k != holdRateLimited {
 		t.Fatalf("a hard hold was cleared by clearSoft: %d", k)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // stubHandler is the inner handler of a layer under test.
@@ -268,7 +269,7 @@ func TestCacheDoesNotStoreAnswersWithoutFinishReason(t *testing.T) {
 func TestCacheDoesNotStoreErrors(t *testing.T) {
 	t.Parallel()
 	rc := newRecordingCache()
-	want := invalidErr("prov_1")
+	want := testkit.InvalidErr("prov_1")
 	inner := &stubHandler{err: want}
 	h := core.Chain(inner.handle, Cache(cacheConfig(rc)))
 	for range 2 {
@@ -284,7 +285,7 @@ func TestCacheDoesNotStoreErrors(t *testing.T) {
 func TestCacheBackendFailureDegradesToAMissAndWarnsOnce(t *testing.T) {
 	t.Parallel()
 	fc := &failingCache{}
-	logs := &countingHandler{}
+	logs := &testkit.Logs{}
 	cfg := cacheConfig(fc)
 	cfg.Logger = slog.New(logs)
 	inner := &stubHandler{resp: answer()}
@@ -298,7 +299,7 @@ func TestCacheBackendFailureDegradesToAMissAndWarnsOnce(t *testing.T) {
 	if inner.count() != 4 || fc.gets != 4 || fc.sets != 4 {
 		t.Errorf("inner %d, gets %d, sets %d; want 4 each", inner.count(), fc.gets, fc.sets)
 	}
-	if n := logs.count(); n != 1 {
+	if n := logs.Count(); n != 1 {
 		t.Errorf("logged %d times, want once", n)
 	}
 }
@@ -359,7 +360,7 @@ func TestCacheCorruptOrForeignEntriesReadAsAMiss(t *testing.T) {
 
 func TestCacheEntriesExpireAfterTheirTTL(t *testing.T) {
 	t.Parallel()
-	clk := backendtest.NewFakeClock(testEpoch)
+	clk := backendtest.NewFakeClock(testkit.Epoch)
 	cfg := cacheConfig(memory.NewCache(memory.WithClock(clk)))
 	cfg.TTL = time.Minute
 	inner := &stubHandler{resp: answer()}
@@ -379,7 +380,7 @@ func TestCacheEntriesExpireAfterTheirTTL(t *testing.T) {
 func TestCacheHitsAreRecorded(t *testing.T) {
 	t.Parallel()
 	sink := &recordingSink{}
-	clk := backendtest.NewFakeClock(testEpoch)
+	clk := backendtest.NewFakeClock(testkit.Epoch)
 	cfg := cacheConfig(memory.NewCache())
 	cfg.Clock = clk
 	inner := &stubHandler{resp: answer()}

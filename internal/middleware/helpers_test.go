@@ -3,7 +3,6 @@ package middleware
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -13,49 +12,6 @@ import (
 )
 
 const testScope = "LLM"
-
-var testEpoch = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func transientErr(source string) error {
-	return &core.TransientError{Source: source, Reason: core.ReasonNetworkError, StatusCode: 503, Message: "service unavailable"}
-}
-
-func timeoutErr(source string) error {
-	return &core.TransientError{Source: source, Reason: core.ReasonTimeout, Message: "attempt timed out"}
-}
-
-func deadErr(source string) error {
-	return &core.SourceDeadError{Source: source, StatusCode: 401, Code: "invalid_api_key"}
-}
-
-func rejectedErr(source string) error {
-	return &core.RequestRejectedError{Source: source, StatusCode: 400, Code: "context_length_exceeded"}
-}
-
-func invalidErr(source string) error {
-	return &core.ResultInvalidError{Source: source, Raw: "{", Message: "not JSON"}
-}
-
-// countingHandler is a slog.Handler that keeps the messages it is given.
-type countingHandler struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	h.msgs = append(h.msgs, r.Message)
-	h.mu.Unlock()
-	return nil
-}
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
-func (h *countingHandler) count() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.msgs)
-}
 
 // recordingSink is a core.TelemetrySink that keeps accepted rows; with err
 // set it refuses every row.

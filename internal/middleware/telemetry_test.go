@@ -10,10 +10,11 @@ import (
 
 	"github.com/polygateway/polygateway/backend/backendtest"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 func telemetryFixture(sink core.TelemetrySink, inner *stubHandler) (core.Handler, *backendtest.FakeClock) {
-	clk := backendtest.NewFakeClock(testEpoch)
+	clk := backendtest.NewFakeClock(testkit.Epoch)
 	inner.during = func() { clk.Advance(1500 * time.Millisecond) }
 	mw := Telemetry(TelemetryConfig{Sink: sink, Scope: testScope, Clock: clk})
 	return core.Chain(inner.handle, mw), clk
@@ -59,7 +60,7 @@ func TestTelemetryWritesOneRowForASuccessfulCall(t *testing.T) {
 		{"CacheHit", r.CacheHit, false},
 		{"Error", r.Error, ""},
 		{"Scope", r.Scope, testScope},
-		{"CreatedAt", r.CreatedAt, testEpoch},
+		{"CreatedAt", r.CreatedAt, testkit.Epoch},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -97,11 +98,11 @@ func TestTelemetryWritesOneRowForAFailedCall(t *testing.T) {
 		prefix     string
 		sourceName string
 	}{
-		{"transient", transientErr("b_1"), "TransientError: ", "b_1"},
-		{"source dead", deadErr("b_1"), "SourceDeadError: ", "b_1"},
-		{"rejected", rejectedErr("b_1"), "RequestRejectedError: ", "b_1"},
-		{"invalid", invalidErr("b_1"), "ResultInvalidError: ", "b_1"},
-		{"unavailable", &core.GatewayUnavailableError{Scope: testScope, Reason: core.ReasonRetryExhausted, Err: timeoutErr("c_1")}, "GatewayUnavailableError: ", "c_1"},
+		{"transient", testkit.TransientErr("b_1"), "TransientError: ", "b_1"},
+		{"source dead", testkit.DeadErr("b_1"), "SourceDeadError: ", "b_1"},
+		{"rejected", testkit.RejectedErr("b_1"), "RequestRejectedError: ", "b_1"},
+		{"invalid", testkit.InvalidErr("b_1"), "ResultInvalidError: ", "b_1"},
+		{"unavailable", &core.GatewayUnavailableError{Scope: testScope, Reason: core.ReasonRetryExhausted, Err: testkit.TimeoutErr("c_1")}, "GatewayUnavailableError: ", "c_1"},
 		{"backend", &core.GovernanceBackendError{Backend: "limiter", Op: "acquire", Err: errors.New("down")}, "GovernanceBackendError: ", ""},
 		{"foreign", errors.New("boom"), "Error: ", ""},
 	}
@@ -139,7 +140,7 @@ func TestTelemetryWritesNoRowForACancelledCall(t *testing.T) {
 		{"CanceledError", &core.CanceledError{Err: context.Canceled}, false},
 		{"deadline CanceledError", &core.CanceledError{Err: context.DeadlineExceeded}, false},
 		{"wrapped CanceledError", errors.Join(errors.New("x"), &core.CanceledError{Err: context.Canceled}), false},
-		{"any failure once the context ended", transientErr("a"), true},
+		{"any failure once the context ended", testkit.TransientErr("a"), true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,7 +164,7 @@ func TestTelemetryWritesNoRowForACancelledCall(t *testing.T) {
 
 func TestTelemetryWithoutSinkOnlyStampsLatency(t *testing.T) {
 	t.Parallel()
-	clk := backendtest.NewFakeClock(testEpoch)
+	clk := backendtest.NewFakeClock(testkit.Epoch)
 	inner := &stubHandler{resp: answer(), during: func() { clk.Advance(time.Second) }}
 	h := core.Chain(inner.handle, Telemetry(TelemetryConfig{Clock: clk}))
 	resp, err := h(context.Background(), callWithID("c"))
@@ -175,7 +176,7 @@ func TestTelemetryWithoutSinkOnlyStampsLatency(t *testing.T) {
 func TestTelemetrySinkFailureIsLoggedOnceAndNeverAffectsTheCall(t *testing.T) {
 	t.Parallel()
 	sink := &recordingSink{err: errors.New("disk full")}
-	logs := &countingHandler{}
+	logs := &testkit.Logs{}
 	inner := &stubHandler{resp: answer()}
 	h := core.Chain(inner.handle, Telemetry(TelemetryConfig{Sink: sink, Logger: slog.New(logs)}))
 	for i := range 3 {
@@ -184,7 +185,7 @@ func TestTelemetrySinkFailureIsLoggedOnceAndNeverAffectsTheCall(t *testing.T) {
 			t.Fatalf("call %d = (%+v, %v)", i, resp, err)
 		}
 	}
-	failing := &stubHandler{err: transientErr("a")}
+	failing := &stubHandler{err: testkit.TransientErr("a")}
 	hf := core.Chain(failing.handle, Telemetry(TelemetryConfig{Sink: sink, Logger: slog.New(logs)}))
 	if _, err := hf(context.Background(), callWithID("c")); err == nil || !errors.Is(err, core.ErrGateway) {
 		t.Errorf("err = %v, want the inner failure", err)
@@ -192,7 +193,7 @@ func TestTelemetrySinkFailureIsLoggedOnceAndNeverAffectsTheCall(t *testing.T) {
 	if sink.tries != 4 {
 		t.Errorf("sink tried %d times, want 4", sink.tries)
 	}
-	if n := logs.count(); n != 2 { // once per recorder
+	if n := logs.Count(); n != 2 { // once per recorder
 		t.Errorf("logged %d times for two recorders, want 2", n)
 	}
 }
@@ -217,12 +218,12 @@ func TestTelemetryRowStoresImagesAsDigests(t *testing.T) {
 // an answered call and a failed one alike.
 func TestTelemetryRecordsTheQueueWait(t *testing.T) {
 	t.Parallel()
-	for _, inner := range []*stubHandler{{resp: answer()}, {err: transientErr("b_1")}} {
+	for _, inner := range []*stubHandler{{resp: answer()}, {err: testkit.TransientErr("b_1")}} {
 		sink := &recordingSink{}
 		h := core.Chain(func(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
 			call.QueueWait = 750 * time.Millisecond
 			return inner.handle(ctx, call)
-		}, Telemetry(TelemetryConfig{Sink: sink, Scope: testScope, Clock: backendtest.NewFakeClock(testEpoch)}))
+		}, Telemetry(TelemetryConfig{Sink: sink, Scope: testScope, Clock: backendtest.NewFakeClock(testkit.Epoch)}))
 		_, _ = h(context.Background(), callWithID("q"))
 		if recs := sink.records(); len(recs) != 1 || recs[0].QueueWaitMS != 750 {
 			t.Errorf("records %+v, want one with QueueWaitMS 750", recs)

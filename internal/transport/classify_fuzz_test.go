@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // FuzzClassifyResponse classifies random failures: any status, retry
@@ -87,7 +88,7 @@ func FuzzClassifyResponse(f *testing.F) {
 			t.Fatalf("code %d bytes, message %d bytes", len(code), len(msg))
 		}
 
-		read, err := readBody(&splitReader{b: body, sizes: split}, nil, int64(len(body)), -1, nil)
+		read, err := readBody(&testkit.SplitReader{Data: body, Sizes: split, Mod: 61}, nil, int64(len(body)), -1, nil)
 		if err != nil || !bytes.Equal(read, body) {
 			t.Fatalf("readBody in reads of %v: %q, %v", split, read, err)
 		}

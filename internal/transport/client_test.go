@@ -1,9 +1,7 @@
 package transport
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,14 +12,13 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 func TestKeyNeverInErrorsOrLogs(t *testing.T) {
 	t.Parallel()
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c := newClient(t, Config{Logger: logger})
+	logs := &testkit.Buffer{}
+	c := newClient(t, Config{Logger: logs.TextLogger()})
 	echo := "Incorrect API key provided: " + testKey + ". You can find your API key at https://platform.openai.com/account/api-keys."
 	cases := []http.Handler{
 		jsonResp(401, `{"error":{"message":"`+echo+`","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`),
@@ -40,25 +37,12 @@ func TestKeyNeverInErrorsOrLogs(t *testing.T) {
 			t.Fatalf("case %d: key in error: %v", i, err)
 		}
 	}
-	logMu.Lock()
-	defer logMu.Unlock()
 	if logs.Len() == 0 {
 		t.Fatal("no debug logs written")
 	}
 	if strings.Contains(logs.String(), testKey) {
 		t.Fatalf("key in logs: %s", logs.String())
 	}
-}
-
-type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func TestConcurrentCallsReuseConnections(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // The differential tests generate random answers — keys given twice,
@@ -183,14 +185,14 @@ func TestBodyReadingMatchesEncodingJSON(t *testing.T) {
 			// The body cut one byte short is no answer.
 			cut := body[:len(body)-1]
 			r, err := doWith(t, readerTransport{status: 200, ctype: "application/json", length: -1,
-				body: func() io.Reader { return &splitReader{b: cut, sizes: sizes} }}, false)
+				body: func() io.Reader { return &testkit.SplitReader{Data: cut, Sizes: sizes, Mod: 61} }}, false)
 			if err == nil {
 				t.Fatalf("cut body %q read as %+v", cut, r)
 			}
 			continue
 		}
 		r, err := doWith(t, readerTransport{status: 200, ctype: "application/json", length: int64(len(body)),
-			body: func() io.Reader { return &splitReader{b: body, sizes: sizes} }}, false)
+			body: func() io.Reader { return &testkit.SplitReader{Data: body, Sizes: sizes, Mod: 61} }}, false)
 		var ref refChunk
 		if !ref.read(body) {
 			t.Fatalf("generated an invalid body %q", body)
@@ -269,7 +271,7 @@ func TestChunkReadingMatchesEncodingJSON(t *testing.T) {
 		body := sseBody(events...)
 		sizes := []byte{byte(g.r.IntN(256)), byte(g.r.IntN(256))}
 		r, err := doWith(t, readerTransport{status: 200, ctype: "text/event-stream", length: -1,
-			body: func() io.Reader { return &splitReader{b: body, sizes: sizes} }}, true)
+			body: func() io.Reader { return &testkit.SplitReader{Data: body, Sizes: sizes, Mod: 61} }}, true)
 		if !picked {
 			if err == nil {
 				t.Fatalf("%s: success %+v without a choice to read", body, r)
@@ -340,7 +342,7 @@ func FuzzParseChunk(f *testing.F) {
 		whole := outcome(doWith(t, readerTransport{status: 200, ctype: "application/json", length: int64(len(in)),
 			body: func() io.Reader { return bytes.NewReader(in) }}, false))
 		pieces := outcome(doWith(t, readerTransport{status: 200, ctype: "application/json", length: -1,
-			body: func() io.Reader { return &splitReader{b: in, sizes: split} }}, false))
+			body: func() io.Reader { return &testkit.SplitReader{Data: in, Sizes: split, Mod: 61} }}, false))
 		if pieces != whole {
 			t.Fatalf("%q read in pieces %v: %+v, read whole %+v", in, split, pieces, whole)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // FuzzRetryAfter reads fuzzed retry headers as a client reads them — an
@@ -43,7 +45,7 @@ func FuzzRetryAfter(f *testing.F) {
 			direct.Set(k, v)
 		}
 		raw.WriteString("Content-Length: 0\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(&splitReader{b: []byte(raw.String()), sizes: split}), nil)
+		resp, err := http.ReadResponse(bufio.NewReader(&testkit.SplitReader{Data: []byte(raw.String()), Sizes: split, Mod: 61}), nil)
 		if err != nil {
 			return // net/http refuses the header line
 		}

@@ -14,33 +14,12 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // The memory tests measure the heap (runtime.ReadMemStats) around one
 // large answer. They need the process to themselves and mean nothing under
 // the race detector; they are skipped with -short.
-
-func skipHeapTest(t *testing.T) {
-	t.Helper()
-	if raceEnabled || testing.Short() {
-		t.Skip("heap measurement: not under -race or -short")
-	}
-}
-
-// heap returns the live heap after a collection.
-func heap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
-// totalAlloc returns the bytes allocated so far.
-func totalAlloc() uint64 {
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.TotalAlloc
-}
 
 // bigBody is a non-streamed answer whose content is n bytes of text with a
 // newline (an escape) every 64 bytes.
@@ -61,20 +40,20 @@ func bigBody(n int) []byte {
 // body once, its content decoded once (with escapes, encoding/json's
 // unescaping once more) — and what the answer keeps is its content.
 func TestANonStreamedAnswerTakesAFewTimesItsBytes(t *testing.T) {
-	skipHeapTest(t)
+	testkit.SkipHeapMeasurement(t)
 	body := bigBody(31 << 20)
 	c := New(Config{HTTPClient: &http.Client{Transport: readerTransport{status: 200, ctype: "application/json", length: int64(len(body)),
 		body: func() io.Reader { return bytes.NewReader(body) }}}})
 	defer c.Close()
 	src := &core.SourceConfig{Name: "s_1", Provider: "openai", BaseURL: "http://upstream.invalid/v1", Model: "m", Timeout: time.Minute}
-	base := heap()
-	before := totalAlloc()
+	base := testkit.LiveHeap()
+	before := testkit.TotalAlloc()
 	r, err := c.Do(context.Background(), src, chatCall(false))
-	total := totalAlloc() - before
+	total := testkit.TotalAlloc() - before
 	if err != nil || len(r.Content) < 30<<20 {
 		t.Fatalf("(%d bytes, %v)", len(r.Content), err)
 	}
-	live := heap() - base
+	live := testkit.LiveHeap() - base
 	t.Logf("31 MiB answer: %.2f× its bytes allocated, %.2f× kept", float64(total)/float64(len(body)), float64(live)/float64(len(body)))
 	if total > uint64(3.5*float64(len(body))) {
 		t.Errorf("reading the answer allocated %d bytes, %.2f× its %d bytes; want at most 3.5×", total, float64(total)/float64(len(body)), len(body))
@@ -83,50 +62,6 @@ func TestANonStreamedAnswerTakesAFewTimesItsBytes(t *testing.T) {
 		t.Errorf("the answer keeps %d bytes, %.2f× the body", live, float64(live)/float64(len(body)))
 	}
 	runtime.KeepAlive(r)
-}
-
-// lazyStream is an SSE body of chunks of one content piece each, made as
-// it is read (the upstream's bytes take no memory of their own), with the
-// finish and [DONE] after total bytes of content; at the end of the
-// content it calls atEnd (once).
-type lazyStream struct {
-	piece   []byte // one chunk, as sent
-	content int    // content bytes per chunk
-	total   int
-	sent    int
-	tail    []byte
-	buf     []byte
-	atEnd   func()
-	once    sync.Once
-}
-
-func newLazyStream(total, per int, atEnd func()) *lazyStream {
-	content := strings.Repeat("y", per)
-	return &lazyStream{
-		piece:   []byte(`data: {"model":"m","choices":[{"index":0,"delta":{"content":"` + content + `"}}]}` + "\n\n"),
-		content: per, total: total, atEnd: atEnd,
-		tail: []byte(`data: {"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"),
-	}
-}
-
-func (l *lazyStream) Read(p []byte) (int, error) {
-	if len(l.buf) == 0 {
-		switch {
-		case l.sent < l.total:
-			l.buf = l.piece
-			l.sent += l.content
-		case l.tail != nil:
-			if l.atEnd != nil {
-				l.once.Do(l.atEnd)
-			}
-			l.buf, l.tail = l.tail, nil
-		default:
-			return 0, io.EOF
-		}
-	}
-	n := copy(p, l.buf)
-	l.buf = l.buf[n:]
-	return n, nil
 }
 
 // keeperSink keeps every delta's text, as a relay does.
@@ -160,11 +95,11 @@ func (k keeping) Kept() (string, string) { return k.Delivered() }
 // transport: just before the stream ends, the live heap is at most 1.6
 // times the text (the sink's buffer grows by doubling).
 func TestAStreamsTextIsKeptOnce(t *testing.T) {
-	skipHeapTest(t)
+	testkit.SkipHeapMeasurement(t)
 	const total = 200 << 20
 	var live atomic.Uint64
-	base := heap()
-	stream := newLazyStream(total, 4096, func() { live.Store(heap() - base) })
+	base := testkit.LiveHeap()
+	stream := testkit.NewLazyStream(total, 4096, func() { live.Store(testkit.LiveHeap() - base) })
 	c := New(Config{HTTPClient: &http.Client{Transport: readerTransport{status: 200, ctype: "text/event-stream", length: -1,
 		body: func() io.Reader { return stream }}}})
 	defer c.Close()

@@ -12,30 +12,8 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
-
-// splitReader returns b in reads whose sizes sizes gives in turn (cycling;
-// a size byte s reads s%61+1 bytes); without sizes, in one read.
-type splitReader struct {
-	b     []byte
-	sizes []byte
-	i     int
-}
-
-func (s *splitReader) Read(p []byte) (int, error) {
-	if len(s.b) == 0 {
-		return 0, io.EOF
-	}
-	n := len(s.b)
-	if len(s.sizes) > 0 {
-		n = int(s.sizes[s.i%len(s.sizes)])%61 + 1
-		s.i++
-	}
-	n = min(n, len(p), len(s.b))
-	copy(p, s.b[:n])
-	s.b = s.b[n:]
-	return n, nil
-}
 
 // cutAtReader returns b in two reads, split at offset at.
 type cutAtReader struct {
@@ -170,7 +148,7 @@ func TestReadersReadTheSameWhateverTheReads(t *testing.T) {
 			"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(body)) },
 			"half":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(body)) },
 			"data+EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(body)) },
-			"random":   func() io.Reader { return &splitReader{b: body, sizes: []byte{3, 250, 17, 0, 99}} },
+			"random":   func() io.Reader { return &testkit.SplitReader{Data: body, Sizes: []byte{3, 250, 17, 0, 99}, Mod: 61} },
 		}
 		for name, r := range readers {
 			for _, length := range []int64{int64(len(body)), -1} {

@@ -1,18 +1,16 @@
 package transport
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // fragment returns the first run of 8 consecutive bytes of key in text, ""
@@ -26,28 +24,6 @@ func fragment(text, key string) string {
 	return ""
 }
 
-// logBuffer is a debug-level text logger whose output a test reads.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 // A malformed SSE event that echoes the key near the 120-byte snippet cut
 // used to come back with 39 of its 40 characters: the cut came first and
 // redaction then matched only the whole key.
@@ -56,8 +32,8 @@ func TestMalformedEventKeyAtTheSnippetCutIsRedacted(t *testing.T) {
 	for _, at := range []int{60, 80, 100, 112, 113, 119, 130} {
 		prefix := `{"choices":[{"delta":{"content":"` + strings.Repeat("x", max(0, at-34))
 		event := prefix[:min(len(prefix), at)] + testKey + `"}}]` // not valid JSON: the object never closes
-		var logs logBuffer
-		c := newClient(t, Config{Logger: logs.logger()})
+		var logs testkit.Buffer
+		c := newClient(t, Config{Logger: logs.TextLogger()})
 		srv := newServer(t, sse(data(event), data("[DONE]")))
 		_, err := c.Do(context.Background(), source(srv, "openai"), chatCall(true))
 		te := asTransient(t, err)
@@ -86,8 +62,8 @@ func TestErrorBodyKeyAcrossTheReadLimitIsRedacted(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = io.WriteString(w, body) // the client side checks what arrived
 		}))
-		var logs logBuffer
-		c := newClient(t, Config{Logger: logs.logger()})
+		var logs testkit.Buffer
+		c := newClient(t, Config{Logger: logs.TextLogger()})
 		_, err := c.Do(context.Background(), source(srv, "openai"), chatCall(false))
 		te := asTransient(t, err)
 		if te.StatusCode != 500 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // encodeRequest appends the chat completions request body to b (see
@@ -344,7 +345,7 @@ func TestEncodeRequestShape(t *testing.T) {
 	if want := `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a\u2028<b>"}],"stream":false}`; err != nil || string(plain) != want {
 		t.Fatalf("body\n%s (%v)\nwant\n%s", plain, err, want)
 	}
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		return
 	}
 	// As an attempt encodes: with its endpoint's opening made once.
@@ -503,7 +504,7 @@ func FuzzEncodeRequest(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec := json.NewDecoder(&splitReader{b: body, sizes: split})
+		dec := json.NewDecoder(&testkit.SplitReader{Data: body, Sizes: split, Mod: 61})
 		var m map[string]json.RawMessage
 		if err := dec.Decode(&m); err != nil || dec.More() {
 			t.Fatalf("body %q: %v", body, err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
 
 // wordChunk is a real chat.completion.chunk event carrying one word.
@@ -50,7 +51,7 @@ func TestSkippableOnlyProvesEmptinessWithoutAnObject(t *testing.T) {
 }
 
 // memTransport answers every request with body as an SSE stream, in
-// memory, in reads of the sizes sizes gives (see splitReader).
+// memory, in reads of the sizes sizes gives (see testkit.SplitReader).
 type memTransport struct{ body, sizes []byte }
 
 func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -59,7 +60,7 @@ func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		_ = r.Body.Close()
 	}
 	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
-		Body: io.NopCloser(&splitReader{b: m.body, sizes: m.sizes}), Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+		Body: io.NopCloser(&testkit.SplitReader{Data: m.body, Sizes: m.sizes, Mod: 61}), Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
 }
 
 // streamOf runs one streaming call whose upstream sends body.
