@@ -261,3 +261,58 @@ func TestAResentAdmitIsAnsweredAsItsFirstRun(t *testing.T) {
 		t.Fatalf("Depth = %v, %v; want the one entry", d, err)
 	}
 }
+
+// TestAResentAdmitOfAWokenWaiterKeepsItsGrant: a waiter woken with a
+// claim admits on it, and the client resends that Admit (its reply lost)
+// while another caller is still in line: the second run, which finds the
+// entry gone, answers with the grant the first made instead of queueing
+// the call again while its slot stays held by no one.
+func TestAResentAdmitOfAWokenWaiterKeepsItsGrant(t *testing.T) {
+	c, prefix := internalClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, b := NewLimiter(c, WithPrefix(prefix)), NewBreaker(c, WithPrefix(prefix))
+	a := NewAdmitter(l, b, WithQueue(QueueConfig{}))
+	defer a.Close()
+	one := core.Limits{MaxConcurrency: 1}
+	req := core.AdmitRequest{Permit: core.PermitRequest{Scope: "W", Source: "a", SourceLimits: one, LeaseTTL: time.Hour}}
+	hold, err := a.Admit(ctx, req)
+	if err != nil || !hold.Admitted() {
+		t.Fatalf("Admit = %+v, %v", hold, err)
+	}
+	var waiters [2]*qwaiter
+	for i := range waiters {
+		tk, err := a.Admit(ctx, req)
+		if err != nil || tk.Queued == nil {
+			t.Fatalf("waiter %d: %+v, %v", i, tk, err)
+		}
+		waiters[i] = tk.Queued.(*qwaiter)
+	}
+	if _, err := a.Finish(ctx, hold, core.Settlement{Kind: core.SettleRefund}, core.OutcomeSuccess); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := waiters[0].Wait(ctx); err != nil || ev.Kind != core.WaitClaimed {
+		t.Fatalf("the head was not handed the slot: %+v, %v", ev, err)
+	}
+	lease := newLease(&req.Permit)
+	take := func() []int64 {
+		k := a.l.queueKeysOf("W", "")
+		now := a.l.opt.clockOrSystem().Now()
+		keys, arg := a.admitArgs(&req, lease, &admitCall{k: k, w: waiters[0], now: now, dl: now, lease: lease})
+		res, err := admitScript.Run(ctx, a.l.c, keys, arg).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := take(); res[allowReply] != 1 {
+		t.Fatalf("the claim's Admit = %v; want granted", res)
+	}
+	if res := take(); res[allowReply] != 1 || res[allowReply+5] != statusGranted {
+		t.Fatalf("the resent claim's Admit = %v; want its grant", res)
+	}
+	if d, err := a.Depth(ctx, "W", ""); err != nil || d[0]+d[1]+d[2] != 1 {
+		t.Fatalf("Depth = %v, %v; want only the other waiter", d, err)
+	}
+	waiters[1].Leave(ctx)
+}

@@ -96,11 +96,13 @@ local function waitable(gate, retry)
   return gate ~= 0 and retry > 0
 end
 
--- ran: whether this call's member already holds its first level's slot
--- or book entry (a grant not yet released).
+-- ran: whether this attempt's member already holds its first level's slot
+-- or book entry (a grant not yet released): a second run of an Admit that
+-- was granted, a new call's or a woken waiter's whose entry the first run
+-- took out of line.
 local function ran()
   local l = lim.levels[1]
-  if not l or not a.mb then
+  if not l then
     return false
   end
   if redis.call('ZSCORE', KEYS[l.key], l.member) then
@@ -164,8 +166,8 @@ else
   end
   local known = status == 1 and a.mb and qknown(q, a.mb)
   if status == 1 and not known and retry < 0 and ran() then
-    -- A second run of an Admit granted before waiters came (the client
-    -- resent it, its reply lost): its grant stands, as acquire's own.
+    -- A second run of a granted Admit (the client resent it, its reply
+    -- lost) while waiters are in line: its grant stands, as acquire's own.
     g, status, id = { 1, 0, 0, now, 0 }, 0, 0
   elseif known == '0' then
     -- Reclaimed before it came (its reply was lost): not queued.
