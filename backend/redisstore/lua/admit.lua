@@ -108,6 +108,11 @@ local function ran()
   if redis.call('ZSCORE', KEYS[l.key], l.member) then
     return true
   end
+  for _, g in ipairs(lim.gates) do
+    if g.level == 1 and g.kind == 'conc' then
+      return false -- a grant there holds a slot
+    end
+  end
   local v = redis.call('HGET', KEYS[l.key + 2], l.member)
   return v and string.sub(v, -3) ~= ' -1'
 end
