@@ -5,8 +5,12 @@ import (
 	"github.com/polygateway/polygateway/internal/kernel"
 )
 
-// An error's reason (GatewayUnavailableError.Reason, TransientError.Reason,
-// …) is a core.Reason, one of the core.Reason… constants.
+// Reason is the controlled vocabulary of why a source or a scope failed
+// (GatewayUnavailableError.Reason and PerSource, TransientError.Reason, …):
+// "network_error", "timeout", "rate_limited", "source_dead",
+// "circuit_open", "retry_exhausted", "stalled", …; the core.Reason…
+// constants name every value.
+type Reason = core.Reason
 
 // Sentinels, matched with errors.Is.
 var (
