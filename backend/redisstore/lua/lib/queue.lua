@@ -380,7 +380,7 @@ local function qlapse(q)
       q.ne, q.dirty = q.ne - 1, true
     elseif not e then
       redis.call('ZREM', q.x, m)
-    elseif string.sub(m, 1, 1) == 'l' or e.st == 'c' then
+    elseif kind == 'l' or e.st == 'c' then
       qtell(q, e.p, qmsg('gone', id))
       qleave(q, id, e)
     else
