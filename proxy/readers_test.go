@@ -17,44 +17,6 @@ import (
 	"github.com/polygateway/polygateway/internal/testkit"
 )
 
-// cutAtReader returns b in two reads, split at offset at.
-type cutAtReader struct {
-	b  []byte
-	at int
-}
-
-func (c *cutAtReader) Read(p []byte) (int, error) {
-	if len(c.b) == 0 {
-		return 0, io.EOF
-	}
-	n := len(c.b)
-	if c.at > 0 && c.at < n {
-		n = c.at
-	}
-	n = min(n, len(p))
-	copy(p, c.b[:n])
-	c.b = c.b[n:]
-	c.at -= n
-	return n, nil
-}
-
-// failAtReader returns the first at bytes of b, then err.
-type failAtReader struct {
-	b   []byte
-	at  int
-	err error
-}
-
-func (f *failAtReader) Read(p []byte) (int, error) {
-	if f.at <= 0 {
-		return 0, f.err
-	}
-	n := min(len(p), f.at, len(f.b))
-	copy(p, f.b[:n])
-	f.b, f.at = f.b[n:], f.at-n
-	return n, nil
-}
-
 // bodyServer is a server with nothing but its body bounds: MaxBodyBytes
 // and the budget.
 func bodyServer() *Server {
@@ -161,7 +123,7 @@ func TestRequestReadersReadTheSameWhateverTheReads(t *testing.T) {
 			"random":   func() io.Reader { return &testkit.SplitReader{Data: body, Sizes: []byte{3, 250, 17, 0, 99}, Mod: 61} },
 		}
 		for at := 1; at < len(body); at++ {
-			readers["split at "+strconv.Itoa(at)] = func() io.Reader { return &cutAtReader{b: body, at: at} }
+			readers["split at "+strconv.Itoa(at)] = func() io.Reader { return &testkit.CutAtReader{B: body, At: at} }
 		}
 		wantChat := chatOf(body, nil)
 		wantEmbed, wantCode := embedOf(body, nil)
@@ -191,7 +153,7 @@ func TestARequestBodyCutByAReadErrorIsRefused(t *testing.T) {
 	for at := 0; at < len(body); at += 7 {
 		for _, e := range []error{errors.New("connection reset by peer"), iotest.ErrTimeout} {
 			for _, length := range []int64{int64(len(body)), -1} {
-				_, aerr := readVia(&failAtReader{b: body, at: at, err: e}, length)
+				_, aerr := readVia(&testkit.FailAtReader{B: body, At: at, Err: e}, length)
 				if aerr == nil || aerr.status != http.StatusBadRequest || aerr.code != "invalid_body" {
 					t.Fatalf("cut at %d by %v, length %d: %+v, want 400 invalid_body", at, e, length, aerr)
 				}

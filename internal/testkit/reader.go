@@ -35,3 +35,45 @@ func (r *SplitReader) Read(p []byte) (int, error) {
 	r.Data = r.Data[n:]
 	return n, nil
 }
+
+// CutAtReader hands out B in two reads, split at offset At (one read when
+// At is 0 or past the end). It is read by one goroutine at a time.
+type CutAtReader struct {
+	B  []byte
+	At int
+}
+
+// Read hands out the part before At, then the rest.
+func (c *CutAtReader) Read(p []byte) (int, error) {
+	if len(c.B) == 0 {
+		return 0, io.EOF
+	}
+	n := len(c.B)
+	if c.At > 0 && c.At < n {
+		n = c.At
+	}
+	n = min(n, len(p))
+	copy(p, c.B[:n])
+	c.B = c.B[n:]
+	c.At -= n
+	return n, nil
+}
+
+// FailAtReader hands out the first At bytes of B, then fails with Err. It
+// is read by one goroutine at a time.
+type FailAtReader struct {
+	B   []byte
+	At  int
+	Err error
+}
+
+// Read hands out what is left of the first At bytes, then Err.
+func (f *FailAtReader) Read(p []byte) (int, error) {
+	if f.At <= 0 {
+		return 0, f.Err
+	}
+	n := min(len(p), f.At, len(f.B))
+	copy(p, f.B[:n])
+	f.B, f.At = f.B[n:], f.At-n
+	return n, nil
+}

@@ -140,3 +140,25 @@ func TestContinuerContinuesThePrefill(t *testing.T) {
 		t.Errorf("requests %v", reqs)
 	}
 }
+
+func TestCutAtReaderSplitsOnceAtItsOffset(t *testing.T) {
+	data := []byte("abcdefghij")
+	for _, tc := range []struct {
+		at   int
+		want []int
+	}{{0, []int{10}}, {3, []int{3, 7}}, {10, []int{10}}, {42, []int{10}}} {
+		sizes, got := reads(t, &testkit.CutAtReader{B: data, At: tc.at}, 64)
+		if got != string(data) || !slices.Equal(sizes, tc.want) {
+			t.Errorf("at %d: reads %v of %q, want %v of the data", tc.at, sizes, got, tc.want)
+		}
+	}
+}
+
+func TestFailAtReaderFailsAfterItsOffset(t *testing.T) {
+	boom := io.ErrUnexpectedEOF
+	r := &testkit.FailAtReader{B: []byte("abcdefghij"), At: 4, Err: boom}
+	b, err := io.ReadAll(r)
+	if string(b) != "abcd" || err != boom { //nolint:errorlint // the very error must come back
+		t.Fatalf("ReadAll = %q, %v; want the first 4 bytes, then %v", b, err, boom)
+	}
+}

@@ -15,44 +15,6 @@ import (
 	"github.com/polygateway/polygateway/internal/testkit"
 )
 
-// cutAtReader returns b in two reads, split at offset at.
-type cutAtReader struct {
-	b  []byte
-	at int
-}
-
-func (c *cutAtReader) Read(p []byte) (int, error) {
-	if len(c.b) == 0 {
-		return 0, io.EOF
-	}
-	n := len(c.b)
-	if c.at > 0 && c.at < n {
-		n = c.at
-	}
-	n = min(n, len(p))
-	copy(p, c.b[:n])
-	c.b = c.b[n:]
-	c.at -= n
-	return n, nil
-}
-
-// failAtReader returns the first at bytes of b, then err.
-type failAtReader struct {
-	b   []byte
-	at  int
-	err error
-}
-
-func (f *failAtReader) Read(p []byte) (int, error) {
-	if f.at <= 0 {
-		return 0, f.err
-	}
-	n := min(len(p), f.at, len(f.b))
-	copy(p, f.b[:n])
-	f.b, f.at = f.b[n:], f.at-n
-	return n, nil
-}
-
 // readerTransport answers every request with a response whose body is
 // made by body, with the given status and Content-Type; a declared length
 // is sent when length ≥ 0.
@@ -158,7 +120,7 @@ func TestReadersReadTheSameWhateverTheReads(t *testing.T) {
 			}
 		}
 		for at := 1; at < len(body); at++ {
-			if got := run(func() io.Reader { return &cutAtReader{b: body, at: at} }, -1); got != want {
+			if got := run(func() io.Reader { return &testkit.CutAtReader{B: body, At: at} }, -1); got != want {
 				t.Fatalf("%s split at %d: %+v, read whole %+v", sh.name, at, got, want)
 			}
 		}
@@ -179,7 +141,7 @@ func TestAReadErrorMidBodyIsNeverASuccess(t *testing.T) {
 		for at := 0; at < len(body); at += max(1, len(body)/97) {
 			for _, e := range []error{boom, iotest.ErrTimeout} {
 				r, err := doWith(t, readerTransport{status: sh.status, ctype: sh.ctype, length: -1,
-					body: func() io.Reader { return &failAtReader{b: body, at: at, err: e} }}, sh.stream)
+					body: func() io.Reader { return &testkit.FailAtReader{B: body, At: at, Err: e} }}, sh.stream)
 				if err == nil {
 					if got := outcome(r, nil); !sh.stream || got != whole {
 						t.Fatalf("%s cut at %d by %v: success %+v, the whole answer is %+v", sh.name, at, e, got, whole)
