@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 )
 
 // localCluster is a Redis Cluster of three masters on free loopback ports,
-// started once per test binary (TestMain) and shared by the tests, which
+// started at most once per test binary and shared by the tests, which
 // keep apart by key prefix or scope.
 type localCluster struct {
 	dir   string
@@ -25,8 +26,11 @@ type localCluster struct {
 	procs []*exec.Cmd
 }
 
-// testCluster is the binary's cluster; clusterErr says why there is none.
+// testCluster is the binary's cluster, started by the first test that
+// needs one (so that a binary whose tests need none — a fuzz worker among
+// them — starts none); clusterErr says why there is none.
 var (
+	clusterOnce sync.Once
 	testCluster *localCluster
 	clusterErr  error
 )
@@ -168,6 +172,7 @@ func (c *localCluster) URL() string {
 // it with PGW_REQUIRE_SERVICES=1) when there is none.
 func needCluster(t testing.TB) *localCluster {
 	t.Helper()
+	clusterOnce.Do(func() { testCluster, clusterErr = startCluster() })
 	if testCluster == nil {
 		msg := fmt.Sprintf("no local Redis Cluster: %v", clusterErr)
 		if requireServices() {

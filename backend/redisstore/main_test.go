@@ -14,9 +14,8 @@ func TestMain(m *testing.M) {
 	// go-redis logs failed dials through its own logger; the outage tests
 	// cause thousands on purpose.
 	redis.SetLogger(&logging.VoidLogger{})
-	testCluster, clusterErr = startCluster()
 	code := m.Run()
-	if testCluster != nil {
+	if testCluster != nil { // started by a test that needed it (needCluster)
 		testCluster.stop()
 	}
 	if code == 0 {
