@@ -122,6 +122,34 @@ func background(wg *sync.WaitGroup, errs chan<- error, n int, call func(i int) e
 	}
 }
 
+// busyFor has n callers call c back to back until window has passed since
+// they started, and returns how many of up's answers ended within it.
+func busyFor(t *testing.T, c *polygateway.GatewayClient, up *servedUpstream, n int, window time.Duration) int {
+	t.Helper()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			for time.Since(start) < window {
+				if err := chatAs(c, "caller-"+strconv.Itoa(i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	noErrors(t, errs)
+	done := 0
+	for _, s := range up.log() {
+		if !s.end.After(start.Add(window)) {
+			done++
+		}
+	}
+	return done
+}
+
 func noErrors(t *testing.T, errs chan error) {
 	t.Helper()
 	close(errs)
@@ -188,27 +216,7 @@ func TestWaitingCallersKeepTheSourceBusy(t *testing.T) {
 			window  = 3 * time.Second
 		)
 		c, up := queuedClient(t, limit, service)
-		start := time.Now()
-		var wg sync.WaitGroup
-		errs := make(chan error, 64)
-		for i := range 60 {
-			wg.Go(func() {
-				for time.Since(start) < window {
-					if err := chatAs(c, "caller-"+strconv.Itoa(i)); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		noErrors(t, errs)
-		done := 0
-		for _, s := range up.log() {
-			if !s.end.After(start.Add(window)) {
-				done++
-			}
-		}
+		done := busyFor(t, c, up, 60, window)
 		capacity := int(limit * window / service)
 		t.Logf("%d answers in %v of a capacity of %d", done, window, capacity)
 		if done*100 < capacity*95 {
@@ -400,27 +408,7 @@ func TestWaitingCallersKeepEverySourceOfTheScopeBusy(t *testing.T) {
 				p+"TIMEOUT_S", "30", p+"MAX_CONCURRENCY", "2")
 		}
 		c := e.Client(t, polygateway.WithHTTPClient(&http.Client{Transport: up}))
-		start := time.Now()
-		var wg sync.WaitGroup
-		errs := make(chan error, 64)
-		for i := range 40 {
-			wg.Go(func() {
-				for time.Since(start) < window {
-					if err := chatAs(c, "caller-"+strconv.Itoa(i)); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		noErrors(t, errs)
-		done := 0
-		for _, s := range up.log() {
-			if !s.end.After(start.Add(window)) {
-				done++
-			}
-		}
+		done := busyFor(t, c, up, 40, window)
 		capacity := int(4 * window / service)
 		t.Logf("%d answers in %v of a capacity of %d (two sources of 2 slots)", done, window, capacity)
 		if done*100 < capacity*95 {

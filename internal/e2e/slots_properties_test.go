@@ -16,29 +16,9 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 	"github.com/polygateway/polygateway/internal/testkit/testenv"
 )
-
-// slowAdmitter is an Admitter that takes rtt for every Admit, as a backend
-// across the network (Redis) does: callers racing for a source are all
-// inside Admit at once.
-type slowAdmitter struct {
-	core.Admitter
-	rtt time.Duration
-}
-
-func (a slowAdmitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
-	t := time.NewTimer(a.rtt)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return core.Ticket{}, ctx.Err()
-	case <-t.C:
-	}
-	return a.Admitter.Admit(ctx, req)
-}
-
-var _ core.Admitter = slowAdmitter{}
 
 // coldUpstream answers every request after latency and records how many
 // arrived before its first answer left.
@@ -97,7 +77,7 @@ func TestPropertyABurstOnAColdSourceNeverExceedsItsStartLimit(t *testing.T) {
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				adm := slowAdmitter{Admitter: core.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker()), rtt: rtt}
+				adm := testkit.SlowAdmitter{Admitter: core.ComposeAdmitter(memory.NewLimiter(), memory.NewBreaker()), RTT: rtt}
 				c := testenv.Env{
 					"PGW_LIMITER_BACKEND": "memory", "PGW_BREAKER_BACKEND": "memory",
 					"PGW_CACHE_BACKEND": "none", "PGW_TELEMETRY_BACKEND": "none",

@@ -88,7 +88,7 @@ func TestAPersistently429ingPrimaryIsNeverHammered(t *testing.T) {
 								up := &throttled{latency: 20 * time.Millisecond, retryAfter: ra}
 								lim, br := memory.NewLimiter(), memory.NewBreaker()
 								adm := core.ComposeAdmitter(lim, br)
-								g, err := New(Config{Settings: set, Upstream: up, Limiter: lim, Breaker: br, Admitter: roundTripAdmitter{adm, rtt}})
+								g, err := New(Config{Settings: set, Upstream: up, Limiter: lim, Breaker: br, Admitter: testkit.SlowAdmitter{Admitter: adm, RTT: rtt}})
 								if err != nil {
 									t.Fatal(err)
 								}

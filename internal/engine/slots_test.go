@@ -9,28 +9,8 @@ import (
 
 	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/testkit"
 )
-
-// roundTripAdmitter is an admitter whose every Admit takes rtt, as a
-// backend across the network does (Redis): calls racing for a source are
-// all inside Admit at once.
-type roundTripAdmitter struct {
-	core.Admitter
-	rtt time.Duration
-}
-
-func (a roundTripAdmitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
-	t := time.NewTimer(a.rtt)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return core.Ticket{}, ctx.Err()
-	case <-t.C:
-	}
-	return a.Admitter.Admit(ctx, req)
-}
-
-var _ core.Admitter = roundTripAdmitter{}
 
 // firstWave is an upstream that answers after latency and counts the
 // requests that arrived before its first answer left.
@@ -79,7 +59,7 @@ func TestACallBurstOnAColdSourceNeverExceedsTheStartLimit(t *testing.T) {
 					set.Retry.MaxAttempts = 1
 					lim, br := memory.NewLimiter(), memory.NewBreaker()
 					adm := core.ComposeAdmitter(lim, br)
-					g, err := New(Config{Settings: set, Upstream: up, Limiter: lim, Breaker: br, Admitter: roundTripAdmitter{adm, rtt}})
+					g, err := New(Config{Settings: set, Upstream: up, Limiter: lim, Breaker: br, Admitter: testkit.SlowAdmitter{Admitter: adm, RTT: rtt}})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/polygateway/polygateway/core"
 )
@@ -32,4 +33,27 @@ func (a *PlaceAdmitter) Places() []core.Place {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]core.Place(nil), a.places...)
+}
+
+// SlowAdmitter is a core.Admitter whose every Admit takes RTT (on the
+// clock of the time package, so a synctest bubble's), as a backend across
+// the network (Redis) does: callers racing for a source are all inside
+// Admit at once. A cancelled context ends the wait.
+type SlowAdmitter struct {
+	core.Admitter
+	RTT time.Duration
+}
+
+var _ core.Admitter = SlowAdmitter{}
+
+// Admit waits RTT, then admits through the embedded Admitter.
+func (a SlowAdmitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticket, error) {
+	t := time.NewTimer(a.RTT)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return core.Ticket{}, ctx.Err()
+	case <-t.C:
+	}
+	return a.Admitter.Admit(ctx, req)
 }
