@@ -204,7 +204,6 @@ func (a *Admitter) Admit(ctx context.Context, req core.AdmitRequest) (core.Ticke
 	c.now = a.l.opt.clockOrSystem().Now()
 	c.dl = c.now.Add(c.left) // the deadline on the queue's clock
 	lease := newLease(&p)
-	c.lease = lease
 	keys, arg := a.admitArgs(&req, lease, &c)
 	res, err := admitScript.Run(ctx, a.l.c, keys, arg).Int64Slice()
 	if err != nil {

@@ -190,9 +190,6 @@ type admitCall struct {
 	dl    time.Time
 	left  time.Duration
 	hasDL bool
-	// lease is the attempt's: a new call's entry is indexed by it, so
-	// that a reclaim of an Admit whose reply was lost finds the entry.
-	lease uint64
 }
 
 // writeAdmitQueue writes the queue request of an admit (lua/admit.lua):
@@ -210,8 +207,6 @@ func (a *Admitter) writeAdmitQueue(w *request, c *admitCall, place core.Place, s
 	var id uint64
 	if c.w != nil {
 		id = c.w.id
-	} else {
-		w.str("mb", strconv.FormatUint(c.lease, 10))
 	}
 	w.uint("id", id)
 	w.int("class", int64(place.Priority.Rank()))

@@ -132,7 +132,7 @@ func rawAdmit(t *testing.T, a *Admitter, req core.AdmitRequest, lease uint64) []
 	t.Helper()
 	k := a.l.queueKeysOf(req.Permit.Scope, req.Permit.Pool)
 	now := a.l.opt.clockOrSystem().Now()
-	keys, arg := a.admitArgs(&req, lease, &admitCall{k: k, now: now, dl: now, lease: lease})
+	keys, arg := a.admitArgs(&req, lease, &admitCall{k: k, now: now, dl: now})
 	res, err := admitScript.Run(context.Background(), a.l.c, keys, arg).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +298,7 @@ func TestAResentAdmitOfAWokenWaiterKeepsItsGrant(t *testing.T) {
 	take := func() []int64 {
 		k := a.l.queueKeysOf("W", "")
 		now := a.l.opt.clockOrSystem().Now()
-		keys, arg := a.admitArgs(&req, lease, &admitCall{k: k, w: waiters[0], now: now, dl: now, lease: lease})
+		keys, arg := a.admitArgs(&req, lease, &admitCall{k: k, w: waiters[0], now: now, dl: now})
 		res, err := admitScript.Run(ctx, a.l.c, keys, arg).Int64Slice()
 		if err != nil {
 			t.Fatal(err)

@@ -46,6 +46,12 @@ end
 local key = KEYS[b.key]
 local al = allow(key, KEYS[b.pkey], b, bnow)
 local id = a.id or 0
+-- A new call's entry is indexed by its attempt's lease (the breaker's
+-- holder), so that the reclaim of an Admit whose reply was lost finds it.
+local mb = nil
+if id == 0 then
+  mb = b.holder
+end
 
 if a.off and al[1] == 1 then
   -- An Admitter without a queue: a gate's refusal is the answer.
@@ -169,7 +175,7 @@ else
       status = 3
     end
   end
-  local known = status == 1 and a.mb and qknown(q, a.mb)
+  local known = status == 1 and mb and qknown(q, mb)
   if status == 1 and not known and retry < 0 and ran() then
     -- A second run of a granted Admit (the client resent it, its reply
     -- lost) while waiters are in line: its grant stands, as acquire's own.
@@ -183,7 +189,7 @@ else
     q.self = id
   elseif status == 1 then
     local nid, n, t = qpush(q, { class = a.class, tenant = a.tenant, left = a.left, lease = a.lease, retry = retry,
-      mb = a.mb })
+      mb = mb })
     if nid then
       id, q.self = nid, nid
     else
