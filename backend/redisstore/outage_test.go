@@ -359,6 +359,26 @@ func liveSlots(t *testing.T, c *redis.Client, scope string) int {
 	return n
 }
 
+// dumpQueue logs the keys Redis holds for scope: the slots and the queue.
+func dumpQueue(t *testing.T, c *redis.Client, scope string) {
+	t.Helper()
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, "pgw:lim:{"+scope+"}:*", 100).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		switch typ, _ := c.Type(ctx, k).Result(); typ {
+		case "hash":
+			m, _ := c.HGetAll(ctx, k).Result()
+			t.Logf("%s: %v", k, m)
+		case "zset":
+			m, _ := c.ZRangeWithScores(ctx, k, 0, -1).Result()
+			t.Logf("%s: %v", k, m)
+		default:
+			t.Logf("%s: a %s", k, typ)
+		}
+	}
+}
+
 // sourcesInFlight sums the slots Sources reports held, or -1 on an error.
 func sourcesInFlight(c *polygateway.GatewayClient) int {
 	n := 0
@@ -449,6 +469,7 @@ func TestOutageHeals(t *testing.T) {
 			fw.set(linkPass)
 			took, ok := load.firstSuccessAfter(back, 5*time.Second)
 			if !ok {
+				dumpQueue(t, rc, scope)
 				t.Fatalf("no call succeeded within 5 s of the link returning (%d slots held in Redis): %s",
 					liveSlots(t, rc, scope), load.summary())
 			}

@@ -163,3 +163,43 @@ func TestQueueEntryOfALostAdmitLeavesTheLine(t *testing.T) {
 		t.Fatalf("the freed slot did not go to the next caller: %+v %v", next, err)
 	}
 }
+
+// TestQueueTakesASlotThatLapsesUnreleased: a process holds the only slot
+// and dies without releasing it (its lease is 1 s), while callers queue
+// for the slot and more keep coming. No release will hand the slot on:
+// once the lease ends, the head of the line takes it (it holds a timer
+// for the end of the lease), and the line moves again, every caller
+// admitted well before its deadline, instead of the line waiting for a
+// release that never comes with every new call queueing behind it.
+func TestQueueTakesASlotThatLapsesUnreleased(t *testing.T) {
+	t.Parallel()
+	prefix := freshPrefix(t, newClient(t))
+	dead := newProcess(t, prefix, redisstore.QueueConfig{})
+	live := newProcess(t, prefix, redisstore.QueueConfig{})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req := core.PermitRequest{Scope: "LAPSE", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Second}
+	if hold, err := admitOnce(ctx, dead.a, req, core.Place{}); err != nil || !hold.Admitted() {
+		t.Fatalf("%+v %v", hold, err)
+	}
+	_ = dead.a.Close() // it never releases its slot
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			// Arrivals spread over the lease, each with 8 s to go.
+			<-time.After(time.Duration(i) * 200 * time.Millisecond)
+			cctx, stop := context.WithTimeout(ctx, 8*time.Second)
+			defer stop()
+			tk, _, err := queueAdmit(cctx, live.a, req, core.Place{})
+			if err == nil {
+				err = finish(ctx, live.a, tk)
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a caller behind a slot that lapsed unreleased was not admitted: %v", err)
+		}
+	}
+}

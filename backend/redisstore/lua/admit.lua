@@ -123,6 +123,32 @@ local function ran()
   return v and string.sub(v, -3) ~= ' -1'
 end
 
+-- wait_of: when a waiter refused by gate (g, acquire's reply) may find
+-- room. A rate gate says when; a concurrency gate frees on a release,
+-- which hands the slot on, but also when a slot lapses unreleased: the
+-- lease of a holder that died or whose reclaim has not landed, a claim's
+-- reservation that its passer held no key of. Nothing hands those on, so
+-- the head holds a timer for the earliest end of a slot held there (the
+-- refusal purged the ended ones): without it, a line whose gate is held
+-- only by such slots would wait for a release that never comes, every
+-- new call queueing behind it.
+local function wait_of(g)
+  if g[3] > 0 then
+    return g[3]
+  end
+  for _, gt in ipairs(lim.gates) do
+    if gt.gate == g[2] and gt.kind == 'conc' then
+      local m = redis.call('ZRANGEBYSCORE', KEYS[lim.levels[gt.level].key], '(' .. int(now), '(+inf', 'WITHSCORES',
+        'LIMIT', 0, 1)
+      if m[2] then
+        return math.max(tonumber(m[2]) - now, 1)
+      end
+      return 0
+    end
+  end
+  return g[3]
+end
+
 local function queueable(gate, retry)
   return waitable(gate, retry) and gate ~= a.bgate
 end
@@ -138,7 +164,7 @@ if e and e.st == 'c' then
     status = 0
   elseif waitable(g[2], g[3]) then
     qtofront(q, id, e)
-    qdue(q, g[3])
+    qdue(q, wait_of(g))
   else
     -- No wait mends it: it leaves, and the unit reserved for it goes on.
     qforget(q, id, e)
@@ -157,7 +183,7 @@ elseif e then
       qforget(q, id, e)
       status = 0
     elseif waitable(g[2], g[3]) then
-      qdue(q, g[3])
+      qdue(q, wait_of(g))
     else
       qleave(q, id, e)
       id, status = 0, 3
@@ -170,7 +196,7 @@ else
     if g[1] == 1 then
       status = 0
     elseif queueable(g[2], g[3]) then
-      retry = g[3]
+      retry = wait_of(g)
     else
       status = 3
     end
