@@ -134,19 +134,19 @@ end
 -- new call queueing behind it.
 local function wait_of(g)
   if g[3] > 0 then
-    return g[3]
+    return g[3], false
   end
   for _, gt in ipairs(lim.gates) do
     if gt.gate == g[2] and gt.kind == 'conc' then
       local m = redis.call('ZRANGEBYSCORE', KEYS[lim.levels[gt.level].key], '(' .. int(now), '(+inf', 'WITHSCORES',
         'LIMIT', 0, 1)
       if m[2] then
-        return math.max(tonumber(m[2]) - now, 1)
+        return math.max(tonumber(m[2]) - now, 1), true
       end
-      return 0
+      return 0, false
     end
   end
-  return g[3]
+  return g[3], false
 end
 
 local function queueable(gate, retry)
@@ -190,13 +190,13 @@ elseif e then
     end
   end
 else
-  local retry = -1
+  local retry, lapse = -1, false
   if not qbusy(q) then
     g = acquire(lim, now)
     if g[1] == 1 then
       status = 0
     elseif queueable(g[2], g[3]) then
-      retry = wait_of(g)
+      retry, lapse = wait_of(g)
     else
       status = 3
     end
@@ -215,7 +215,7 @@ else
     q.self = id
   elseif status == 1 then
     local nid, n, t = qpush(q, { class = a.class, tenant = a.tenant, left = a.left, lease = a.lease, retry = retry,
-      mb = mb })
+      lapse = lapse, mb = mb })
     if nid then
       id, q.self = nid, nid
     else

@@ -20,7 +20,8 @@
 -- k0..k2 (passes per class), nf (in front), fo (the front's last order),
 -- nc (claims), ne (entries), turn (the rings' last turn), iv, last and
 -- seen (the interval, as internal/fairqueue keeps it), due (when the
--- head's room is due, µs; 0 none), hd (the head last told), ttl (until
+-- head's room is due, µs; 0 none), lp (1: that room is a slot's that may
+-- lapse unreleased, see qdue), hd (the head last told), ttl (until
 -- when the keys' TTLs run), and sh, cl, kp: the share, claim and keep of
 -- the queue's last writer, for a script whose request does not carry
 -- them (a Limiter's release that hands a unit on).
@@ -48,7 +49,7 @@
 
 local QB = 17592186044416 -- 2^44
 local QF = { 'seq', 'w0', 'w1', 'w2', 'k0', 'k1', 'k2', 'nf', 'fo', 'nc', 'ne', 'turn', 'iv', 'last', 'seen', 'due', 'hd', 'ttl',
-  'sh', 'cl', 'kp' }
+  'sh', 'cl', 'kp', 'lp' }
 local QLAPSE = 100 -- lapses handled by one script at most
 
 -- qopen reads the queue's scalars; only a queue with entries needs more.
@@ -69,7 +70,7 @@ local function qopen(r, now)
     f[name] = tonumber(v[j]) or 0
   end
   q.seq, q.nf, q.fo, q.nc, q.ne, q.turn = f.seq, f.nf, f.fo, f.nc, f.ne, f.turn
-  q.iv, q.last, q.seen, q.due, q.hd, q.mark = f.iv, f.last, f.seen, f.due, f.hd, f.ttl
+  q.iv, q.last, q.seen, q.due, q.hd, q.mark, q.lp = f.iv, f.last, f.seen, f.due, f.hd, f.ttl, f.lp
   q.w = { f.w0, f.w1, f.w2 }
   q.k = { f.k0, f.k1, f.k2 }
   if not r.share then
@@ -92,7 +93,8 @@ local function qsave(q)
   redis.call('HSET', q.s, 'seq', int(q.seq), 'w0', int(q.w[1]), 'w1', int(q.w[2]), 'w2', int(q.w[3]),
     'k0', int(q.k[1]), 'k1', int(q.k[2]), 'k2', int(q.k[3]), 'nf', int(q.nf), 'fo', int(q.fo), 'nc', int(q.nc),
     'ne', int(q.ne), 'turn', int(q.turn), 'iv', int(q.iv), 'last', int(q.last), 'seen', int(q.seen),
-    'due', int(q.due), 'hd', int(q.hd), 'ttl', int(q.mark), 'sh', int(q.share), 'cl', int(q.ttl), 'kp', int(q.keep))
+    'due', int(q.due), 'hd', int(q.hd), 'ttl', int(q.mark), 'sh', int(q.share), 'cl', int(q.ttl), 'kp', int(q.keep),
+    'lp', int(q.lp))
   local ms = int(math.ceil((q.mark - q.now) / 1000))
   if fresh then
     for _, k in ipairs({ q.s, q.o, q.r, q.x }) do
@@ -389,14 +391,16 @@ local function qlapse(q)
   end
 end
 
--- qdue records when the head may find room: now + retry µs, or none.
-local function qdue(q, retry)
+-- qdue records when the head may find room: now + retry µs, or none;
+-- lapse: the room is that of a slot that may lapse unreleased (admit.lua,
+-- wait_of), which a new head is told of only once it is due.
+local function qdue(q, retry, lapse)
   if retry > 0 then
     q.due = q.now + retry
   else
     q.due = 0
   end
-  q.dirty = true
+  q.lp, q.told, q.dirty = lapse and 1 or 0, true, true
 end
 
 -- qchanged tells the head when it is not the one last told and room is
@@ -409,6 +413,12 @@ local function qchanged(q)
     if q.hd ~= 0 then
       q.hd, q.dirty = 0, true
     end
+    return
+  end
+  if q.lp == 1 and q.due > q.now and not q.told then
+    -- The room of a slot that may lapse: most likely a release hands it
+    -- on first. A new head is told once it is due, by the first script
+    -- that runs then; until then this costs nothing per handoff.
     return
   end
   while true do
@@ -462,7 +472,8 @@ end
 
 -- qpush adds a waiter: a = { class, tenant, left = µs to its deadline
 -- (absent: none), lease = µs its entry lasts unless renewed, retry = µs
--- (-1: it did not try the gates), mb = the member of the Admit that
+-- (-1: it did not try the gates), lapse = the retry is when a slot may
+-- lapse unreleased (qdue), mb = the member of the Admit that
 -- queues it (absent: none), indexed for qreclaim }. It returns
 -- the entry's id, or nil and the position and estimate when its deadline
 -- cannot be met.
@@ -508,7 +519,7 @@ local function qpush(q, a)
   q.ne = q.ne + 1
   q.dirty = true
   if a.retry >= 0 and qhead(q) == id then
-    qdue(q, a.retry)
+    qdue(q, a.retry, a.lapse)
   end
   return id
 end
