@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -295,17 +296,29 @@ func (a *Admitter) runQueue(ctx context.Context, s *redis.Script, k *queueKeys, 
 // claim it may hold, "" = none); a claim it held goes on, to the entry it
 // returns (0: none).
 func (a *Admitter) leave(ctx context.Context, k *queueKeys, id uint64, label string) (uint64, error) {
-	res, err := a.runQueue(ctx, queueLeaveScript, k, label, func(w *request) { w.uint("id", id) }).Int64Slice()
-	if err != nil {
-		return 0, fmt.Errorf("polygateway: redisstore: queue leave: %w", err)
+	for range 2 {
+		res, err := a.runQueue(ctx, queueLeaveScript, k, label, func(w *request) { w.uint("id", id) }).Slice()
+		if err != nil {
+			return 0, fmt.Errorf("polygateway: redisstore: queue leave: %w", err)
+		}
+		if len(res) != 3 {
+			return 0, fmt.Errorf("polygateway: redisstore: queue leave: unexpected reply %v", res)
+		}
+		to, ok1 := res[0].(int64)
+		other, ok2 := res[2].(string)
+		if !ok1 || !ok2 {
+			return 0, fmt.Errorf("polygateway: redisstore: queue leave: unexpected reply %v", res)
+		}
+		if other != "" && other != label {
+			label = other // it holds a claim of that label: again, with its keys
+			continue
+		}
+		if to > 0 {
+			a.wake.granted(k, uint64(to), label)
+		}
+		return uint64(to), nil
 	}
-	if len(res) != 2 {
-		return 0, fmt.Errorf("polygateway: redisstore: queue leave: unexpected reply %v", res)
-	}
-	if res[0] > 0 {
-		a.wake.granted(k, uint64(res[0]), label)
-	}
-	return uint64(res[0]), nil
+	return 0, errors.New("polygateway: redisstore: queue leave: the claim's label changed twice")
 }
 
 // writeNow writes the "now" of a test clock (see request.now).
