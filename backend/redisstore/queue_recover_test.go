@@ -203,3 +203,41 @@ func TestQueueTakesASlotThatLapsesUnreleased(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueTimerForALapsingSlotPassesToTheNextHead: the head of the line
+// holds the timer for the end of a slot that will lapse unreleased (its
+// holder died); it leaves before that end. The next waiter becomes the
+// head, is told when the slot ends, and takes it then, though nothing
+// else happens in the queue meanwhile.
+func TestQueueTimerForALapsingSlotPassesToTheNextHead(t *testing.T) {
+	t.Parallel()
+	prefix := freshPrefix(t, newClient(t))
+	dead := newProcess(t, prefix, redisstore.QueueConfig{})
+	live := newProcess(t, prefix, redisstore.QueueConfig{})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req := core.PermitRequest{Scope: "LAPSE2", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: 1500 * time.Millisecond}
+	if hold, err := admitOnce(ctx, dead.a, req, core.Place{}); err != nil || !hold.Admitted() {
+		t.Fatalf("%+v %v", hold, err)
+	}
+	_ = dead.a.Close() // it never releases its slot
+	head, err := admitOnce(ctx, live.a, req, core.Place{})
+	if err != nil || head.Queued == nil {
+		t.Fatalf("%+v %v", head, err)
+	}
+	next := make(chan error, 1)
+	go func() {
+		cctx, stop := context.WithTimeout(ctx, 8*time.Second)
+		defer stop()
+		tk, _, err := queueAdmit(cctx, live.a, req, core.Place{})
+		if err == nil {
+			err = finish(ctx, live.a, tk)
+		}
+		next <- err
+	}()
+	waitDepth(t, ctx, live.a, "LAPSE2", func(d int) bool { return d == 2 })
+	head.Queued.Leave(ctx)
+	if err := <-next; err != nil {
+		t.Fatalf("the waiter behind a head that left was not admitted when the slot lapsed: %v", err)
+	}
+}

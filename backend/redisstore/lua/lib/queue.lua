@@ -302,6 +302,9 @@ end
 
 -- qdrop takes id (e) out as gone: its process no longer listens.
 local function qdrop(q, id, e)
+  if id == q.hd then
+    q.tell = true -- the new head holds the timer for the room due
+  end
   if e.st == 'f' then
     qunfront(q, e)
   elseif e.st == 'w' then
@@ -352,6 +355,9 @@ end
 
 -- qleave takes id (e) out: its call ended. A claim it held goes on.
 local function qleave(q, id, e)
+  if id == q.hd then
+    q.tell = true -- the new head holds the timer for the room due
+  end
   if e.st == 'c' then
     qpass(q, id, e)
   elseif e.st == 'f' then
@@ -400,7 +406,7 @@ local function qdue(q, retry, lapse)
   else
     q.due = 0
   end
-  q.lp, q.told, q.dirty = lapse and 1 or 0, true, true
+  q.lp, q.tell, q.dirty = lapse and 1 or 0, true, true
 end
 
 -- qchanged tells the head when it is not the one last told and room is
@@ -415,10 +421,11 @@ local function qchanged(q)
     end
     return
   end
-  if q.lp == 1 and q.due > q.now and not q.told then
+  if q.lp == 1 and q.due > q.now and not q.tell then
     -- The room of a slot that may lapse: most likely a release hands it
-    -- on first. A new head is told once it is due, by the first script
-    -- that runs then; until then this costs nothing per handoff.
+    -- on first. A head chosen by a handoff is told once it is due, by the
+    -- first script that runs then; until then this costs nothing per
+    -- handoff. (A head that left with its timer has q.tell set: qleave.)
     return
   end
   while true do
