@@ -417,11 +417,38 @@ func (a *Admitter) reclaim(ctx context.Context, j *reclaim) error {
 		w.close()
 	}
 	w.close()
-	to, err := reclaimScript.Run(ctx, a.l.c, keys, w.String()).Int64()
-	if err == nil && to > 0 && k != nil {
+	res, err := reclaimScript.Run(ctx, a.l.c, keys, w.String()).Slice()
+	if err != nil {
+		return err
+	}
+	to, hold, label, err := reclaimReply(res)
+	if err != nil || k == nil {
+		return err
+	}
+	if to > 0 {
 		a.wake.granted(k, uint64(to), j.permit.Source)
 	}
+	if hold > 0 {
+		// The lost Admit's entry holds a claim of another source: it
+		// leaves with that source's keys, so its reserved slot goes on.
+		_, err = a.leave(ctx, k, uint64(hold), label)
+	}
 	return err
+}
+
+// reclaimReply reads the reclaim script's reply: the entry a unit went to,
+// and the entry to take out with a leave of label (0: none).
+func reclaimReply(res []any) (to, hold int64, label string, err error) {
+	if len(res) == 3 {
+		var ok1, ok2, ok3 bool
+		to, ok1 = res[0].(int64)
+		hold, ok2 = res[1].(int64)
+		label, ok3 = res[2].(string)
+		if ok1 && ok2 && ok3 {
+			return to, hold, label, nil
+		}
+	}
+	return 0, 0, "", fmt.Errorf("polygateway: redisstore: reclaim: unexpected reply %v", res)
 }
 
 // Bounds of the reclaim worker.

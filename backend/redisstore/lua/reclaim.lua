@@ -26,12 +26,14 @@
 -- reservation is refunded where the member holds one (settled, after a
 -- failed Finish), and a budget whose current window holds none gets a
 -- tombstone of its own, which goes with the window (lib/budget.lua).
--- Returns the id of the queue's entry a freed slot or a passed claim went
--- to (0: none).
+-- Returns { the id of the queue's entry a freed slot or a passed claim
+-- went to (0: none), then, when the entry of mb holds a claim of another
+-- label (qreclaim), its id and that label, which the caller takes out
+-- with a leave of that label; else 0, '' }.
 local r = cjson.decode(ARGV[1])
 local now = now_us(r.now)
 local a = r.queue
-local freed, to = {}, 0
+local freed, to, hold, hlabel = {}, 0, 0, ''
 if a then
   freed = free_slots(r)
 end
@@ -40,7 +42,9 @@ if #freed > 0 or (a and a.mb) then
   local q = qopen(a, now)
   qlapse(q)
   if a.mb then
-    to = qreclaim(q, a.mb)
+    local h, l
+    to, h, l = qreclaim(q, a.mb)
+    hold, hlabel = h or 0, l or ''
   end
   local id = qfree(q, a.label, freed)
   if to == 0 then
@@ -55,4 +59,4 @@ if c then
     redis.call('HSET', key, 'probe', '0')
   end
 end
-return to
+return { to, hold, hlabel }

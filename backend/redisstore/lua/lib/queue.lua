@@ -566,7 +566,11 @@ end
 -- waiting (a claim it held goes on); when the Admit made none (it did not
 -- run, or not yet), a tombstone stops it from queueing later, until the
 -- longest lease has passed. Tombstones count among the entries (ne), so
--- that qlapse ends them. It returns the id a claim went to, or 0.
+-- that qlapse ends them. It returns the id a claim went to, or 0; or 0
+-- and the entry's id and its claim's label when the entry holds a claim
+-- with slots reserved on a label whose keys the script does not hold: it
+-- stays, for the caller to take out with a leave of that label (so that
+-- the reserved slots go on with the claim).
 local function qreclaim(q, mb)
   local known = qknown(q, mb)
   if known == '0' then
@@ -586,6 +590,9 @@ local function qreclaim(q, mb)
   if not e then
     redis.call('HDEL', q.s, 'm' .. mb)
     return 0
+  end
+  if e.st == 'c' and e.rl and #e.rl > 0 and not q.labels[e.lb] then
+    return 0, id, e.lb
   end
   local to = 0
   if e.st == 'c' then
