@@ -164,41 +164,80 @@ func TestQueueEntryOfALostAdmitLeavesTheLine(t *testing.T) {
 	}
 }
 
-// TestQueueTakesASlotThatLapsesUnreleased: a process holds the only slot
-// and dies without releasing it (its lease is 1 s), while callers queue
-// for the slot and more keep coming. No release will hand the slot on:
-// once the lease ends, the head of the line takes it (it holds a timer
-// for the end of the lease), and the line moves again, every caller
-// admitted well before its deadline, instead of the line waiting for a
-// release that never comes with every new call queueing behind it.
-func TestQueueTakesASlotThatLapsesUnreleased(t *testing.T) {
-	t.Parallel()
+// behindADeadHolder returns a process of a scope whose only slot is held,
+// with a 1 s lease, by another process that died without releasing it;
+// both run on clk, which the test advances.
+func behindADeadHolder(t *testing.T, scope string) (context.Context, *backendtest.FakeClock, *process, core.PermitRequest) {
+	t.Helper()
 	prefix := freshPrefix(t, newClient(t))
-	dead := newProcess(t, prefix, redisstore.QueueConfig{})
-	live := newProcess(t, prefix, redisstore.QueueConfig{})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	req := core.PermitRequest{Scope: "LAPSE", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Second}
+	clk := backendtest.NewFakeClock(time.Now())
+	dead := newProcess(t, prefix, redisstore.QueueConfig{}, redisstore.WithClock(clk))
+	live := newProcess(t, prefix, redisstore.QueueConfig{}, redisstore.WithClock(clk))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	req := core.PermitRequest{Scope: scope, Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: time.Second}
 	if hold, err := admitOnce(ctx, dead.a, req, core.Place{}); err != nil || !hold.Admitted() {
 		t.Fatalf("%+v %v", hold, err)
 	}
 	_ = dead.a.Close() // it never releases its slot
-	errs := make(chan error, 4)
-	for i := range 4 {
-		go func() {
-			// Arrivals spread over the lease, each with 8 s to go.
-			<-time.After(time.Duration(i) * 200 * time.Millisecond)
-			cctx, stop := context.WithTimeout(ctx, 8*time.Second)
-			defer stop()
-			tk, _, err := queueAdmit(cctx, live.a, req, core.Place{})
-			if err == nil {
-				err = finish(ctx, live.a, tk)
-			}
-			errs <- err
-		}()
+	return ctx, clk, live, req
+}
+
+// queueAndFinish admits req through p's queue in the background, then
+// finishes it; the channel says how it went.
+func queueAndFinish(ctx context.Context, p *process, req core.PermitRequest) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		tk, _, err := queueAdmit(ctx, p.a, req, core.Place{})
+		if err == nil {
+			err = finish(ctx, p.a, tk)
+		}
+		done <- err
+	}()
+	return done
+}
+
+// drive advances clk in steps of 50 ms, up to 3 s past the dead holder's
+// lease start, until every channel of done has answered, and returns
+// their answers. A step waits a moment of real time, so that a message
+// the scripts sent (a turn, relative to when it was sent) is applied
+// before the clock moves past it; 3 s stays within every lease of the
+// queue's entries, so no waiter gets in by its place lapsing.
+func drive(ctx context.Context, clk *backendtest.FakeClock, done ...<-chan error) []error {
+	var errs []error
+	for step := 0; len(done) > 0; step++ {
+		select {
+		case err := <-done[0]:
+			errs, done = append(errs, err), done[1:]
+			continue
+		case <-ctx.Done():
+			return append(errs, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+		if step < 60 {
+			clk.Advance(50 * time.Millisecond)
+		}
 	}
+	return errs
+}
+
+// TestQueueTakesASlotThatLapsesUnreleased: a process holds the only slot
+// and dies without releasing it (its lease is 1 s), while four callers
+// queue for the slot. No release will hand the slot on: once the lease
+// ends, the head of the line takes it (it holds a timer for the end of
+// the lease), and the line moves again, every caller admitted, instead of
+// the line waiting for a release that never comes (with every new call
+// queueing behind it) until the callers' deadlines.
+func TestQueueTakesASlotThatLapsesUnreleased(t *testing.T) {
+	t.Parallel()
+	ctx, clk, live, req := behindADeadHolder(t, "LAPSE")
+	var done []<-chan error
 	for range 4 {
-		if err := <-errs; err != nil {
+		done = append(done, queueAndFinish(ctx, live, req))
+	}
+	waitDepth(t, ctx, live.a, "LAPSE", func(d int) bool { return d == 4 })
+	for _, err := range drive(ctx, clk, done...) {
+		if err != nil {
 			t.Fatalf("a caller behind a slot that lapsed unreleased was not admitted: %v", err)
 		}
 	}
@@ -211,33 +250,15 @@ func TestQueueTakesASlotThatLapsesUnreleased(t *testing.T) {
 // else happens in the queue meanwhile.
 func TestQueueTimerForALapsingSlotPassesToTheNextHead(t *testing.T) {
 	t.Parallel()
-	prefix := freshPrefix(t, newClient(t))
-	dead := newProcess(t, prefix, redisstore.QueueConfig{})
-	live := newProcess(t, prefix, redisstore.QueueConfig{})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	req := core.PermitRequest{Scope: "LAPSE2", Source: "s", SourceLimits: core.Limits{MaxConcurrency: 1}, LeaseTTL: 1500 * time.Millisecond}
-	if hold, err := admitOnce(ctx, dead.a, req, core.Place{}); err != nil || !hold.Admitted() {
-		t.Fatalf("%+v %v", hold, err)
-	}
-	_ = dead.a.Close() // it never releases its slot
+	ctx, clk, live, req := behindADeadHolder(t, "LAPSE2")
 	head, err := admitOnce(ctx, live.a, req, core.Place{})
 	if err != nil || head.Queued == nil {
 		t.Fatalf("%+v %v", head, err)
 	}
-	next := make(chan error, 1)
-	go func() {
-		cctx, stop := context.WithTimeout(ctx, 8*time.Second)
-		defer stop()
-		tk, _, err := queueAdmit(cctx, live.a, req, core.Place{})
-		if err == nil {
-			err = finish(ctx, live.a, tk)
-		}
-		next <- err
-	}()
+	next := queueAndFinish(ctx, live, req)
 	waitDepth(t, ctx, live.a, "LAPSE2", func(d int) bool { return d == 2 })
 	head.Queued.Leave(ctx)
-	if err := <-next; err != nil {
+	if err := drive(ctx, clk, next)[0]; err != nil {
 		t.Fatalf("the waiter behind a head that left was not admitted when the slot lapsed: %v", err)
 	}
 }
