@@ -300,11 +300,17 @@ local function qunreserve(q, id, e)
   end
 end
 
+-- qtimer notes that id, leaving the line, may be the head told of room
+-- due: the new head is then told (qchanged), as it holds the timer now.
+local function qtimer(q, id)
+  if id == q.hd then
+    q.tell = true
+  end
+end
+
 -- qdrop takes id (e) out as gone: its process no longer listens.
 local function qdrop(q, id, e)
-  if id == q.hd then
-    q.tell = true -- the new head holds the timer for the room due
-  end
+  qtimer(q, id)
   if e.st == 'f' then
     qunfront(q, e)
   elseif e.st == 'w' then
@@ -355,9 +361,7 @@ end
 
 -- qleave takes id (e) out: its call ended. A claim it held goes on.
 local function qleave(q, id, e)
-  if id == q.hd then
-    q.tell = true -- the new head holds the timer for the room due
-  end
+  qtimer(q, id)
   if e.st == 'c' then
     qpass(q, id, e)
   elseif e.st == 'f' then
@@ -425,7 +429,7 @@ local function qchanged(q)
     -- The room of a slot that may lapse: most likely a release hands it
     -- on first. A head chosen by a handoff is told once it is due, by the
     -- first script that runs then; until then this costs nothing per
-    -- handoff. (A head that left with its timer has q.tell set: qleave.)
+    -- handoff. (A head that left with its timer has q.tell set: qtimer.)
     return
   end
   while true do
