@@ -246,11 +246,11 @@ func admitErr(err error) error {
 
 // admitArgs returns the keys and the argument of the admit script of req
 // (lua/admit.lua) for an attempt holding lease: the levels' keys, the
-// circuit, its pushback, the queue's four, then the budgets' hashes.
+// circuit, the queue's four, then the budgets' hashes.
 func (a *Admitter) admitArgs(req *core.AdmitRequest, lease uint64, c *admitCall) ([]string, string) {
 	p := &req.Permit
 	sk := a.l.scriptKeys(p.Scope, p.Source, p.Pool)
-	keys := append(append(make([]string, 0, pushbackIndex+4+len(p.Budgets)), sk.admitKeys(a.l, a.b)...), c.k.keys[:]...)
+	keys := append(append(make([]string, 0, circuitIndex+4+len(p.Budgets)), sk.withCircuit(a.l, a.b)...), c.k.keys[:]...)
 	if len(p.Budgets) > 0 {
 		keys = a.l.withBudgets(keys, p.Scope, p.Pool, p.Budgets)
 	}
@@ -258,13 +258,12 @@ func (a *Admitter) admitArgs(req *core.AdmitRequest, lease uint64, c *admitCall)
 	w.open()
 	w.object("breaker")
 	w.int("key", circuitIndex)
-	w.int("pkey", pushbackIndex)
 	a.b.writeAllow(w, &req.Breaker, strconv.FormatUint(lease, 10))
 	w.close()
 	w.object("limiter")
-	a.l.writeAcquire(w, p, sk, lease, pushbackIndex+4)
+	a.l.writeAcquire(w, p, sk, lease, circuitIndex+4)
 	w.close()
-	a.writeAdmitQueue(w, c, p.Place, sk, pushbackIndex+1)
+	a.writeAdmitQueue(w, c, p.Place, sk, circuitIndex+1)
 	w.close()
 	return keys, w.String()
 }

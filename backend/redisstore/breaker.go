@@ -26,9 +26,8 @@ import (
 // operator's switch and the upstream's pushback, and their precedence in
 // Allow: switched off, then pushed back, then the circuit.
 //
-// Each method is one atomic Lua script on the circuit's keys (a HASH per
-// circuit; Allow and PushBack also its pushback, a STRING in the same
-// slot), so two processes can never both take the probe, and a circuit
+// Each method is one atomic Lua script on the circuit's key (a HASH per
+// circuit, which holds its switch and its pushback too), so two processes can never both take the probe, and a circuit
 // opened (or a source pushed back) by one process is so for all at once. The configuration travels with every
 // call; nothing of it is stored. State is computed lazily from the server's
 // TIME (WithClock replaces it in tests): an open circuit becomes half-open
@@ -68,15 +67,14 @@ func (b *Breaker) key(scope, source string, cfg *core.BreakerConfig) []string {
 // Allow admits a call when the circuit is closed, grants the single probe
 // when it is half-open and the probe is free, and refuses otherwise; a
 // source switched off is refused with Disabled, and one pushed back (see
-// PushBack) with PushedBack. One script reads the circuit and its
-// pushback. An error means Redis failed.
+// PushBack) with PushedBack. One script reads the circuit, its switch and
+// its pushback in one HMGET. An error means Redis failed.
 func (b *Breaker) Allow(ctx context.Context, scope, source string, cfg core.BreakerConfig) (core.Admission, error) {
 	w := newRequest()
 	w.open()
 	b.writeAllow(w, &cfg, "")
 	w.close()
-	ck := circuitKey(b.opt.prefix, scope, source, cfg.Pool)
-	res, err := allowScript.Run(ctx, b.c, []string{ck, pushbackKey(ck)}, w.String()).Int64Slice()
+	res, err := allowScript.Run(ctx, b.c, b.key(scope, source, &cfg), w.String()).Int64Slice()
 	if err != nil {
 		return core.Admission{}, fmt.Errorf("polygateway: redisstore: breaker allow: %w", err)
 	}
@@ -199,7 +197,11 @@ func (b *Breaker) Snapshot(ctx context.Context, scope, source string, cfg core.B
 // that calls admitted before it are fenced; a source switched off stays
 // off. An error means Redis failed. Of cfg only Pool is used.
 func (b *Breaker) Reset(ctx context.Context, scope, source string, cfg core.BreakerConfig) error {
-	if err := resetScript.Run(ctx, b.c, b.key(scope, source, &cfg)).Err(); err != nil {
+	w := newRequest()
+	w.open()
+	w.now(&b.opt)
+	w.close()
+	if err := resetScript.Run(ctx, b.c, b.key(scope, source, &cfg), w.String()).Err(); err != nil {
 		return fmt.Errorf("polygateway: redisstore: breaker reset: %w", err)
 	}
 	return nil
@@ -228,10 +230,11 @@ func (b *Breaker) SetEnabled(ctx context.Context, scope, source string, cfg core
 // that the source is not to be asked before d has passed on the server's
 // clock (its TIME, read by the script; WithClock replaces it in tests):
 // Allow and Admit refuse it meanwhile with PushedBack (see
-// core.Breaker), without touching its circuit. A pushback never shortens
-// one that ends later. It is one script on one key next to the circuit's,
-// in its slot ({circuit}:pb, a STRING holding the end), which expires by
-// itself a second after the pushback ends. d is rounded up to a whole
+// core.Breaker), without touching its circuit's state. A pushback never
+// shortens one that ends later. It is one script writing the pushback's
+// end in the circuit's hash (field pb, read by Allow's and Admit's one
+// HMGET of the circuit), whose key is kept at least a second past that
+// end and, for a circuit that did not exist, no longer. d is rounded up to a whole
 // microsecond; d <= 0 records nothing and costs no round trip. An error
 // means Redis failed. Of cfg only Pool is used: like the circuit, the
 // pushback lives under the scope's pool.
@@ -244,8 +247,7 @@ func (b *Breaker) PushBack(ctx context.Context, scope, source string, cfg core.B
 	w.now(&b.opt)
 	w.int("d", ceilMicros(d))
 	w.close()
-	k := pushbackKey(circuitKey(b.opt.prefix, scope, source, cfg.Pool))
-	if err := pushbackScript.Run(ctx, b.c, []string{k}, w.String()).Err(); err != nil {
+	if err := pushbackScript.Run(ctx, b.c, b.key(scope, source, &cfg), w.String()).Err(); err != nil {
 		return fmt.Errorf("polygateway: redisstore: breaker pushback: %w", err)
 	}
 	return nil

@@ -38,8 +38,7 @@
 //	{prefix}:lim:{SCOPE}:src:{source}:tok     HASH lease → "tokens state", and the level's totals and TTL marks
 //	{prefix}:lim:{SCOPE}:global:slots|log|tok the same for the scope's global gates (members lease/source)
 //	{prefix}:lim:{SCOPE}:…:gone               ZSET, a level's tombstones (after an outage only)
-//	{prefix}:brk:{SCOPE}:{source}             HASH, one circuit (and its switch)
-//	{prefix}:brk:{SCOPE}:{source}:pb          STRING, the circuit's pushback: its end (µs), while it lasts
+//	{prefix}:brk:{SCOPE}:{source}             HASH, one circuit, its switch and its pushback
 //	{prefix}:bud:{budget key}:{window s}      HASH, one budget's current window
 //	{prefix}:lim:{SCOPE}:q:s|o|r|x            the scope's admission queue (Admitter with WithQueue)
 //	{prefix}:lim:{SCOPE}:q:w:{process}        SHARD CHANNEL, a process's wake-ups from that queue
@@ -53,7 +52,6 @@
 //	{prefix}:pool:{POOL}:src:{scope}:{source}:slots|log|tok
 //	{prefix}:pool:{POOL}:global:slots|log|tok  shared by the pool's scopes (members lease/scope:source)
 //	{prefix}:pool:{POOL}:brk:{scope}:{source}
-//	{prefix}:pool:{POOL}:brk:{scope}:{source}:pb
 //	{prefix}:pool:{POOL}:q:{scope}:s|o|r|x    and q:{scope}:w:{process}: the scope's queue, per scope
 //
 // A scope that changes its pool (or joins or leaves one) starts from fresh
@@ -124,14 +122,15 @@
 // configuration fields the same way ({"threshold":5,"cooldown":30000000,…}).
 //
 // The scripts are built for the common call: a grant, a release and a
-// success on a closed circuit run 14 Redis commands in all (8 before the
-// upstream call, one of them the GET of the pushback, 6 after) with a
-// source's concurrency, RPM and TPM gates; each budget adds 5 (a read and a write before,
-// a read and two writes after), still in the same two scripts. An
+// success on a closed circuit run 13 Redis commands in all (7 before the
+// upstream call, 6 after; the circuit, its switch and its pushback are
+// one HMGET) with a source's concurrency, RPM and TPM gates; each budget
+// adds 5 (a read and a write before, a read and two writes after), still
+// in the same two scripts. An
 // Admitter with its queue (WithQueue) reads the queue's state once more
-// in each (16 in all; 12 with a concurrency gate alone, 24 with the
+// in each (15 in all; 11 with a concurrency gate alone, 23 with the
 // global concurrency and RPM gates on too), and a call that waits runs a third script (the Admit that
-// queues it), about 44 commands in all, whatever the number of waiters;
+// queues it), about 43 commands in all, whatever the number of waiters;
 // waiting runs none (docs/explanation-queue.md). Expired slots and log entries are dropped lazily
 // (a log at least once a second, and everything whenever a gate would
 // refuse, so refusals and RetryAfter are exact); the functions of those rare
@@ -184,12 +183,13 @@
 // Breaker.PushBack (and Admitter.PushBack) shares
 // an upstream's 429 with every process at once: the source is not to be
 // asked before d has passed on the server's clock (TIME, read inside the
-// script, never the client's). It is one script on one key next to the
-// circuit's, in its slot and under its pool (the circuit's key and ":pb",
-// a STRING holding the pushback's end in µs); the key expires by itself a
-// second after the pushback ends. A pushback never shortens one that ends
-// later; d <= 0 records nothing. The scripts of Allow and Admit read it
-// (one GET, at no extra round trip): a source switched off is refused
+// script, never the client's). It is one script writing the pushback's end
+// (µs) in the circuit's hash, field pb; the key is kept at least a second
+// past that end (a circuit that did not exist expires then, leaving
+// nothing), and no later write of the circuit gives it a shorter TTL. A
+// pushback never shortens one that ends later; d <= 0 records nothing. The
+// scripts of Allow and Admit read it in the circuit's one HMGET (no extra
+// command, no TIME when there is none): a source switched off is refused
 // with Disabled first; otherwise, while the pushback lasts, it is refused
 // with PushedBack, the circuit's state and RetryAfter the longer of the
 // pushback's time left and the circuit's own (the cooldown left while

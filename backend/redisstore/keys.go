@@ -39,28 +39,23 @@ func (c *keyCache[I, K]) get(id I, build func() K) K {
 }
 
 // circuitIndex is the circuit's index (from 1, as in Lua) in the keys of a
-// script that touches both the limiter and the circuit, and pushbackIndex
-// that of the circuit's pushback in the keys of Admit.
+// script that touches both the limiter and the circuit.
 //
 // The keys of a script are, in order: each level's slots, log and tok; the
-// circuit (Admit, Finish, reclaims); the circuit's pushback (Admit); each
+// circuit (Admit, Finish, reclaims); the queue's four (Admit, Finish); each
 // level's tombstone register (reclaims); then the hashes of the request's
 // budgets, one per budget in the request's order (see budget.go for their
 // names). Budget keys carry no hash tag on a single node or Sentinel, where
 // a budget's spend is shared across scopes, and the scope's or pool's tag
 // on a cluster, where every key of one script must lie in one slot: there
 // a budget is counted per scope (or pool).
-const (
-	circuitIndex  = 3*numLevels + 1
-	pushbackIndex = circuitIndex + 1
-)
+const circuitIndex = 3*numLevels + 1
 
 // scriptKeys are the keys and member suffixes the scripts of one
 // (scope, source, pool) need, built once.
 type scriptKeys struct {
 	// keys holds, for each level, its slots, log and tok key (level i's at
-	// 3i..3i+2), then the circuit's key and its pushback's under the
-	// Limiter's own prefix.
+	// 3i..3i+2), then the circuit's key under the Limiter's own prefix.
 	keys []string
 	// gone holds each level's tombstone register, used by reclaims only.
 	gone []string
@@ -89,7 +84,7 @@ func (l *Limiter) buildScriptKeys(scope, source, pool string) *scriptKeys {
 		sk.gone = append(sk.gone, base+"gone")
 	}
 	ck := circuitKey(l.opt.prefix, scope, source, pool)
-	sk.keys = append(sk.keys, ck, pushbackKey(ck))
+	sk.keys = append(sk.keys, ck)
 	sk.suffix[levelGlobal] = "/" + escape(source)
 	sk.bsuffix = "/" + escape(scope) + ":" + escape(source)
 	if pool != "" {
@@ -146,19 +141,6 @@ func (sk *scriptKeys) withCircuit(l *Limiter, br *Breaker) []string {
 	return keys
 }
 
-// admitKeys returns the keys of an Admit script: withCircuit's, then the
-// pushback of br's circuit. The slice may be shared: callers copy it to
-// add keys.
-func (sk *scriptKeys) admitKeys(l *Limiter, br *Breaker) []string {
-	if br == nil || br.opt.prefix == l.opt.prefix {
-		return sk.keys[:pushbackIndex:pushbackIndex]
-	}
-	keys := append([]string(nil), sk.keys[:pushbackIndex]...)
-	keys[circuitIndex-1] = circuitKey(br.opt.prefix, sk.scope, sk.source, sk.pool)
-	keys[pushbackIndex-1] = pushbackKey(keys[circuitIndex-1])
-	return keys
-}
-
 // reclaimKeys returns the keys of a reclaim script: withCircuit's, then
 // each level's tombstone register (level i's at goneIndex(i)).
 func (sk *scriptKeys) reclaimKeys(l *Limiter, br *Breaker) []string {
@@ -191,8 +173,3 @@ func circuitKey(prefix, scope, source, pool string) string {
 	}
 	return prefix + ":pool:" + hashTag(pool) + ":brk:" + escape(scope) + ":" + escape(source)
 }
-
-// pushbackKey returns the key of the pushback of the circuit at
-// circuitKey: {circuit}:pb, a STRING in the circuit's slot (the escaping
-// keeps ':' out of every name, so no circuit's key ends so).
-func pushbackKey(circuitKey string) string { return circuitKey + ":pb" }

@@ -22,9 +22,9 @@ import (
 // concurrency, RPM and TPM gates; and with the global concurrency and RPM
 // gates besides.
 const (
-	maxCommandsConc   = 12
-	maxCommandsSource = 16
-	maxCommandsGlobal = 24
+	maxCommandsConc   = 11
+	maxCommandsSource = 15
+	maxCommandsGlobal = 23
 )
 
 // queueCost is what one run of TestQueueCost counted on the server.

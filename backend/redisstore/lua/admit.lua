@@ -20,10 +20,10 @@
 --     back, so a refusal leaves the circuit as it was.
 -- A source switched off or pushed back is refused by the breaker's part
 -- (lib/allow.lua): the gates are not asked, nothing is taken.
--- KEYS: the levels' keys, the circuit, its pushback, the queue's four
--- (lib/queue.lua), then the budgets' hashes.
+-- KEYS: the levels' keys, the circuit, the queue's four (lib/queue.lua),
+-- then the budgets' hashes.
 -- ARGV[1]: { breaker = the allow request (lib/allow.lua) with key = the
---   circuit's index in KEYS and pkey = its pushback's, limiter = the
+--   circuit's index in KEYS, limiter = the
 --   acquire request (lib/acquire.lua), queue = the queue request
 --   (lib/queue.lua) with id = the caller's entry (0: none), class, tenant
 --   (hex), left = µs to its deadline (absent: none), lease = µs its entry
@@ -44,7 +44,7 @@ if b.now ~= lim.now then
   bnow = now_us(b.now)
 end
 local key = KEYS[b.key]
-local al = allow(key, KEYS[b.pkey], b, bnow)
+local al = allow(key, b, bnow)
 local id = a.id or 0
 -- A new call's entry is indexed by its attempt's lease (the breaker's
 -- holder), so that the reclaim of an Admit whose reply was lost finds it.

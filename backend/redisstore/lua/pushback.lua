@@ -1,19 +1,28 @@
--- PushBack: an upstream's 429, shared. KEYS: the source's pushback, a
--- STRING next to its circuit (the circuit's key and ':pb', in its slot).
+-- PushBack: an upstream's 429, shared. KEYS: the source's circuit, whose
+-- field pb holds the end of the pushback (µs, on the clock of now).
 -- ARGV[1]: { now = µs (absent: TIME), d = how long the source is to be
 -- left alone (µs, > 0) }.
 --
--- The key holds the end of the pushback (µs, on the clock of now): Allow
--- and Admit refuse the source while now is before it (lib/allow.lua). A
+-- Allow and Admit refuse the source while now is before the end
+-- (lib/allow.lua), and the first of them after it drops the field. A
 -- pushback never shortens one that ends later; a longer one replaces it.
--- The key expires by itself MARGIN after the pushback ends, so an idle
--- source leaves nothing behind; the circuit is not touched. Returns 1 when
--- the pushback was recorded, 0 when one ending later already stands.
+-- The circuit's state is not touched, but its key is kept at least MARGIN
+-- past the pushback's end: a circuit that did not exist expires then, so
+-- an idle source leaves nothing behind; one that expires sooner is given
+-- that TTL; one switched off keeps none (switch.lua); and every later
+-- write of the circuit keeps it so (circuit_ms). Returns 1 when the
+-- pushback was recorded, 0 when one ending later already stands.
 local r = cjson.decode(ARGV[1])
+local key = KEYS[1]
 local now = now_us(r.now)
 local pend = now + r.d
-if num(redis.call('GET', KEYS[1]), 0) >= pend then
+if num(redis.call('HGET', key, 'pb'), 0) >= pend then
   return 0
 end
-redis.call('SET', KEYS[1], int(pend), 'PX', int(math.ceil(r.d / 1000) + MARGIN / 1000))
+local ttl = redis.call('PTTL', key)
+redis.call('HSET', key, 'pb', int(pend))
+local ms = math.ceil(r.d / 1000) + MARGIN / 1000
+if ttl == -2 or (ttl >= 0 and ttl < ms) then
+  redis.call('PEXPIRE', key, int(ms))
+end
 return 1

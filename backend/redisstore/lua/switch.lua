@@ -5,8 +5,9 @@
 -- refuse it (lib/allow.lua). An off circuit keeps no TTL, so that the
 -- switch outlasts any idle time; the writes that renew a circuit's TTL
 -- (record, reset) leave it so. Switching on drops the field and gives the
--- circuit its TTL back, a day from now (and any cooldown left): as long as
--- any xt mark (record.lua) promises.
+-- circuit its TTL back, a day from now (and any cooldown left; longer
+-- while a pushback lasts, see pushback.lua): as long as any xt mark
+-- (record.lua) promises.
 -- The circuit's state, epoch and history are untouched either way, and a
 -- Reset leaves the field. Returns 1.
 local key = KEYS[1]
@@ -16,15 +17,17 @@ if not r.on then
   redis.call('PERSIST', key)
   return 1
 end
-local h = redis.call('HMGET', key, 'off', 'open', 'till')
+local h = redis.call('HMGET', key, 'off', 'open', 'till', 'pb')
 if h[1] ~= '1' then
   return 1
 end
 redis.call('HDEL', key, 'off')
 local ttl = IDLE_MS
-if h[2] == '1' then
-  local left = num(h[3], 0) - now_us(r.now)
-  if left > 0 then
+if h[2] == '1' or h[4] then
+  local now = now_us(r.now)
+  ttl = circuit_ms(h[4], now)
+  local left = num(h[3], 0) - now
+  if h[2] == '1' and left > 0 then
     ttl = ttl + math.ceil(left / 1000)
   end
 end

@@ -1,4 +1,4 @@
--- Allow. key: the circuit, pkey: its pushback (see pushback.lua).
+-- Allow. key: the circuit; its field pb holds the pushback (pushback.lua).
 -- r: { now = µs (absent: TIME), probe_ttl = µs (0 = none), holder = the
 -- lease of the attempt ('' = none) }: a granted probe records its holder,
 -- so that reclaim.lua can give back the probe of an attempt whose reply was
@@ -9,14 +9,15 @@
 -- A source switched off (the circuit's field off, see switch.lua) is
 -- refused with disabled = 1 and the circuit's state as of now, and grants
 -- no probe; the circuit is left as it is. Otherwise, while the source's
--- pushback lasts (pkey holds its end, µs, later than now), it is refused
+-- pushback lasts (the field pb holds its end, µs, later than now), it is refused
 -- with pushed back = 1, the circuit's state, and retry after the longer
 -- of the pushback's time left and the circuit's own (the cooldown left
 -- while open, the probe's lease left while it is out); no probe is
--- granted and the circuit is left as it is. The common call (no pushback)
--- pays one GET of a missing key, and reads no TIME for it.
-local function allow(key, pkey, r, now)
-  local h = redis.call('HMGET', key, 'open', 'till', 'epoch', 'probe', 'pexp', 'plse', 'off')
+-- granted and the circuit is left as it is. The first Allow after a
+-- pushback ended drops the field. The common call (no pushback) reads it
+-- in the circuit's one HMGET, and reads no TIME for it.
+local function allow(key, r, now)
+  local h = redis.call('HMGET', key, 'open', 'till', 'epoch', 'probe', 'pexp', 'plse', 'off', 'pb')
   local epoch = num(h[3], 0)
   local state, left, held = 0, 0, false
   if h[1] == '1' then
@@ -29,13 +30,13 @@ local function allow(key, pkey, r, now)
   if h[7] == '1' then
     return { 0, 0, epoch, state, 0, 1, 0 }
   end
-  local pb = redis.call('GET', pkey)
-  if pb then
+  if h[8] then
     now = now or now_us(r.now)
-    local left_pb = num(pb, 0) - now
+    local left_pb = num(h[8], 0) - now
     if left_pb > 0 then
       return { 0, 0, epoch, state, math.max(left_pb, left), 0, 1 }
     end
+    redis.call('HDEL', key, 'pb')
   end
   if h[1] ~= '1' then
     return { 1, 0, epoch, 0, 0, 0, 0 }

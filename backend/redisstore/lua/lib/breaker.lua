@@ -14,6 +14,8 @@
 --   off    '1' while the operator has switched the source off (see
 --          switch.lua); the circuit then keeps no TTL
 --   xt     until when the circuit's TTL runs at least (record.lua)
+--   pb     the end of the source's pushback (µs; see pushback.lua): while
+--          it lasts, no write gives the circuit a TTL that ends sooner
 --   ww     the failure-rate window's bucket width (µs)
 --   b0..b9 its ten buckets, each 'index samples failure-weight' ('' = empty),
 --          one field each so that recording a success rewrites one bucket
@@ -116,6 +118,7 @@ local function breaker()
       wins = num(h.wins, 0),
       rlse = h.rlse,
       off = h.off == '1',
+      pb = h.pb,
       win = win_parse(h),
     }
   end
@@ -138,7 +141,7 @@ local function breaker()
       'b3', bucket_encode(w.b[3]), 'b4', bucket_encode(w.b[4]), 'b5', bucket_encode(w.b[5]),
       'b6', bucket_encode(w.b[6]), 'b7', bucket_encode(w.b[7]), 'b8', bucket_encode(w.b[8]),
       'b9', bucket_encode(w.b[9]))
-    local ttl = IDLE_MS
+    local ttl = circuit_ms(c.pb, now)
     if c.open and c.till > now then
       ttl = ttl + math.ceil((c.till - now) / 1000)
     end

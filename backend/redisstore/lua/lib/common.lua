@@ -30,6 +30,17 @@ local function now_us(now)
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- circuit_ms returns how long (ms) a circuit written at now keeps its key:
+-- IDLE_MS, or longer while its pushback lasts (pb: the circuit's field pb,
+-- its end in µs, or false), so that no write cuts a pushback short.
+local function circuit_ms(pb, now)
+  local left = (tonumber(pb) or 0) - now
+  if left > 0 then
+    return math.max(IDLE_MS, math.ceil(left / 1000) + MARGIN / 1000)
+  end
+  return IDLE_MS
+end
+
 -- int formats an integral number for a command argument. Numbers passed to
 -- redis.call as Lua numbers may be rendered in exponent form and lose
 -- digits; microsecond timestamps need all sixteen.

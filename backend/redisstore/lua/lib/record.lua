@@ -14,20 +14,25 @@
 -- count and adds one sample to one bucket of the window, nothing else. The
 -- field xt says until when the key's TTL runs at least, so the TTL is
 -- renewed hourly rather than on every call; a circuit switched off (off,
--- see switch.lua) keeps no TTL, and its xt is left as it is. Everything else
+-- see switch.lua) keeps no TTL, and its xt is left as it is; one pushed
+-- back keeps its key at least until the pushback ends (circuit_ms). Everything else
 -- goes to the full state machine (breaker.lua).
 local function record(key, r, now)
   if r.outcome == 0 and not r.probe then
     local rate, window = r.config.fail_rate, r.config.window
     if not (window > 0 and rate > 0) then
-      local h = redis.call('HMGET', key, 'open', 'epoch', 'cons', 'off')
+      local h = redis.call('HMGET', key, 'open', 'epoch', 'cons', 'off', 'pb')
       if num(h[2], 0) ~= r.epoch or h[1] == '1' then
         return 0
       end
       if num(h[3], 0) ~= 0 then
         redis.call('HSET', key, 'cons', '0')
         if h[4] ~= '1' then
-          redis.call('PEXPIRE', key, int(IDLE_MS))
+          local ms = IDLE_MS
+          if h[5] then
+            ms = circuit_ms(h[5], now or now_us(r.now))
+          end
+          redis.call('PEXPIRE', key, int(ms))
         end
       end
       return 1
@@ -36,7 +41,7 @@ local function record(key, r, now)
     local width = math.max(math.floor(window / BUCKETS), 1)
     local idx = math.floor(now / width)
     local field = 'b' .. (idx % BUCKETS)
-    local h = redis.call('HMGET', key, 'open', 'epoch', 'ww', 'xt', field, 'off')
+    local h = redis.call('HMGET', key, 'open', 'epoch', 'ww', 'xt', field, 'off', 'pb')
     if num(h[2], 0) ~= r.epoch or h[1] == '1' then
       return 0
     end
@@ -50,7 +55,7 @@ local function record(key, r, now)
         redis.call('HSET', key, field, bucket_encode(b), 'cons', '0')
       else
         redis.call('HSET', key, field, bucket_encode(b), 'cons', '0', 'xt', int(now + IDLE_MS * 1000))
-        redis.call('PEXPIRE', key, int(IDLE_MS))
+        redis.call('PEXPIRE', key, int(circuit_ms(h[7], now)))
       end
       return 1
     end
