@@ -9,8 +9,8 @@
 -- A source switched off (the circuit's field off, see switch.lua) is
 -- refused with disabled = 1 and the circuit's state as of now, and grants
 -- no probe; the circuit is left as it is. Otherwise, while the source's
--- pushback lasts (the field pb holds its end, µs, later than now), it is refused
--- with pushed back = 1, the circuit's state, and retry after the longer
+-- pushback lasts (the field pb holds its end, µs, later than now), it is
+-- refused with pushed back = 1, the circuit's state, and retry after the longer
 -- of the pushback's time left and the circuit's own (the cooldown left
 -- while open, the probe's lease left while it is out); no probe is
 -- granted and the circuit is left as it is. The first Allow after a

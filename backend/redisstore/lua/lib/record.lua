@@ -15,8 +15,8 @@
 -- field xt says until when the key's TTL runs at least, so the TTL is
 -- renewed hourly rather than on every call; a circuit switched off (off,
 -- see switch.lua) keeps no TTL, and its xt is left as it is; one pushed
--- back keeps its key at least until the pushback ends (circuit_ms). Everything else
--- goes to the full state machine (breaker.lua).
+-- back keeps its key at least until the pushback ends (circuit_ms).
+-- Everything else goes to the full state machine (breaker.lua).
 local function record(key, r, now)
   if r.outcome == 0 and not r.probe then
     local rate, window = r.config.fail_rate, r.config.window
