@@ -2,9 +2,7 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,28 +97,15 @@ func startCluster() (*localCluster, error) {
 }
 
 // freeClusterPorts finds n ports p free on loopback with p+10000 (the
-// cluster bus) free too.
+// cluster bus) free too (loopbackPort's).
 func freeClusterPorts(n int) ([]int, error) {
-	var ports []int
-	for try := 0; try < 200 && len(ports) < n; try++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := loopbackPort()
 		if err != nil {
 			return nil, err
 		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if p+10000 > 65535 {
-			continue
-		}
-		bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+10000))
-		if err != nil {
-			continue
-		}
-		_ = bus.Close()
-		ports = append(ports, p)
-	}
-	if len(ports) < n {
-		return nil, errors.New("no free ports for the cluster")
+		ports[i] = p
 	}
 	return ports, nil
 }

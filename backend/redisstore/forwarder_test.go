@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -39,10 +40,15 @@ type forwarder struct {
 	wg     sync.WaitGroup
 }
 
-// startForwarder forwards a free loopback port to target until the test ends.
+// startForwarder forwards a free loopback port to target until the test
+// ends: one of loopbackPort's, so that it can listen on it again.
 func startForwarder(t testing.TB, target string) *forwarder {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopbackPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		t.Fatal(err)
 	}

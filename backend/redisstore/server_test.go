@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"testing"
@@ -41,12 +40,10 @@ func startPrivateRedisWith(t testing.TB, persist bool) *privateRedis {
 		}
 		t.Skip("redis-server is not on PATH: the test needs a private Redis it can stop")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopbackPort() // a restart listens on it again
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
 	r := &privateRedis{t: t, port: port, dir: t.TempDir(), persist: persist}
 	t.Cleanup(r.stop)
 	r.start()
