@@ -55,15 +55,16 @@ func TestAPushbackOutlivesEveryWriteOfItsCircuit(t *testing.T) {
 	steps := []struct {
 		name  string
 		write func() error
+		off   bool // the source is switched off: Allow answers Disabled first
 	}{
-		{"the pushback itself", func() error { return nil }},
-		{"a failure", record(plain, core.OutcomeFailure)},
-		{"a success after a failure", record(plain, core.OutcomeSuccess)},
-		{"a first windowed success", record(windowed, core.OutcomeSuccess)},
-		{"a second windowed success", record(windowed, core.OutcomeSuccess)},
-		{"a reset", func() error { return br.Reset(ctx, "PB", "s", plain) }},
-		{"switching off", func() error { return br.SetEnabled(ctx, "PB", "s", plain, false) }},
-		{"switching on", func() error { return br.SetEnabled(ctx, "PB", "s", plain, true) }},
+		{"the pushback itself", func() error { return nil }, false},
+		{"a failure", record(plain, core.OutcomeFailure), false},
+		{"a success after a failure", record(plain, core.OutcomeSuccess), false},
+		{"a first windowed success", record(windowed, core.OutcomeSuccess), false},
+		{"a second windowed success", record(windowed, core.OutcomeSuccess), false},
+		{"a reset", func() error { return br.Reset(ctx, "PB", "s", plain) }, false},
+		{"switching off", func() error { return br.SetEnabled(ctx, "PB", "s", plain, false) }, true},
+		{"switching on", func() error { return br.SetEnabled(ctx, "PB", "s", plain, true) }, false},
 	}
 	for _, s := range steps {
 		if err := s.write(); err != nil {
@@ -80,7 +81,10 @@ func TestAPushbackOutlivesEveryWriteOfItsCircuit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.name != "switching off" && (a.Allowed || !a.PushedBack || a.RetryAfter < pushback-time.Hour) {
+		if s.off && (a.Allowed || !a.Disabled) {
+			t.Fatalf("after %s Allow = %+v, want disabled", s.name, a)
+		}
+		if !s.off && (a.Allowed || !a.PushedBack || a.RetryAfter < pushback-time.Hour) {
 			t.Fatalf("after %s Allow = %+v, want pushed back for about %v", s.name, a, pushback)
 		}
 	}

@@ -31,11 +31,12 @@ func newQueueAdmitter(t testing.TB, c redis.UniversalClient, prefix string, cfg 
 // the admitted ticket and the first waiter it was given (nil: it never
 // waited).
 func queueAdmit(ctx context.Context, a *redisstore.Admitter, p core.PermitRequest, place core.Place) (core.Ticket, core.Waiter, error) {
-	return queueAdmitNoting(ctx, a, p, place, func() {})
+	return queueAdmitNoting(ctx, a, p, place, nil)
 }
 
-// queueAdmitNoting is queueAdmit calling answered once, when the first
-// Admit has answered: the call is in line (or admitted) from then on.
+// queueAdmitNoting is queueAdmit calling answered (when not nil) once,
+// when the first Admit has answered: the call is in line (or admitted)
+// from then on.
 func queueAdmitNoting(ctx context.Context, a *redisstore.Admitter, p core.PermitRequest, place core.Place, answered func()) (core.Ticket, core.Waiter, error) {
 	p.Place = place
 	req := core.AdmitRequest{Permit: p, Breaker: core.BreakerConfig{Pool: p.Pool}}

@@ -11,10 +11,6 @@ redis.call('HSET', key,
   'probe', '0', 'pexp', '0', 'wins', '0', 'ww', '0',
   'b0', '', 'b1', '', 'b2', '', 'b3', '', 'b4', '', 'b5', '', 'b6', '', 'b7', '', 'b8', '', 'b9', '')
 if h[2] ~= '1' then
-  local ms = IDLE_MS
-  if h[3] then
-    ms = circuit_ms(h[3], now_us(cjson.decode(ARGV[1]).now))
-  end
-  redis.call('PEXPIRE', key, int(ms))
+  redis.call('PEXPIRE', key, int(circuit_ms(h[3], nil, cjson.decode(ARGV[1]).now)))
 end
 return epoch

@@ -22,14 +22,10 @@ if h[1] ~= '1' then
   return 1
 end
 redis.call('HDEL', key, 'off')
-local ttl = IDLE_MS
-if h[2] == '1' or h[4] then
-  local now = now_us(r.now)
-  ttl = circuit_ms(h[4], now)
-  local left = num(h[3], 0) - now
-  if h[2] == '1' and left > 0 then
-    ttl = ttl + math.ceil(left / 1000)
-  end
+local now, cooldown = nil, 0
+if h[2] == '1' then
+  now = now_us(r.now)
+  cooldown = math.max(math.ceil((num(h[3], 0) - now) / 1000), 0)
 end
-redis.call('PEXPIRE', key, int(ttl))
+redis.call('PEXPIRE', key, int(circuit_ms(h[4], now, r.now) + cooldown))
 return 1

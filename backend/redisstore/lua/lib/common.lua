@@ -32,9 +32,13 @@ end
 
 -- circuit_ms returns how long (ms) a circuit written at now keeps its key:
 -- IDLE_MS, or longer while its pushback lasts (pb: the circuit's field pb,
--- its end in µs, or false), so that no write cuts a pushback short.
-local function circuit_ms(pb, now)
-  local left = (tonumber(pb) or 0) - now
+-- its end in µs, or false), so that no write cuts a pushback short. now
+-- may be nil: the clock (now_us(rnow)) is then read only when pb is set.
+local function circuit_ms(pb, now, rnow)
+  if not pb then
+    return IDLE_MS
+  end
+  local left = (tonumber(pb) or 0) - (now or now_us(rnow))
   if left > 0 then
     return math.max(IDLE_MS, math.ceil(left / 1000) + MARGIN / 1000)
   end

@@ -28,11 +28,7 @@ local function record(key, r, now)
       if num(h[3], 0) ~= 0 then
         redis.call('HSET', key, 'cons', '0')
         if h[4] ~= '1' then
-          local ms = IDLE_MS
-          if h[5] then
-            ms = circuit_ms(h[5], now or now_us(r.now))
-          end
-          redis.call('PEXPIRE', key, int(ms))
+          redis.call('PEXPIRE', key, int(circuit_ms(h[5], now, r.now)))
         end
       end
       return 1
