@@ -138,3 +138,27 @@ func TestChatStreamReplaysACacheHitAndANonStreamedAnswerAsOneDelta(t *testing.T)
 		t.Errorf("non-streamed answer came as %q", parts)
 	}
 }
+
+func TestChatStreamOfAnAnswerWithAThinkBlockEndsWithItsResponse(t *testing.T) {
+	t.Parallel()
+	// A leading think block and the white space around it, as reasoning
+	// models send them in the content: every delta reaches the caller and
+	// the stream ends with the answer they make, not with a broken stream.
+	for _, provider := range []string{"openai", "minimax"} {
+		srv := fu.NewRawStream(t, fu.ContentChunk("<think>\nI ponder"), fu.ContentChunk("\n</think>\n\nThe"),
+			fu.ContentChunk(" answer."), fu.FinishChunk, "[DONE]")
+		c := testenv.Base().Source(provider, 1, srv.URL).Client(t)
+		s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
+		var content, thinking strings.Builder
+		for s.Next() {
+			content.WriteString(s.Delta().Content)
+			thinking.WriteString(s.Delta().Thinking)
+		}
+		resp := s.Response()
+		if s.Err() != nil || resp == nil || resp.Content != content.String() || resp.Thinking != thinking.String() ||
+			strings.TrimSpace(resp.Content) != "The answer." || strings.TrimSpace(resp.Thinking) != "I ponder" {
+			t.Errorf("%s: err %v, streamed (%q, %q), response %+v", provider, s.Err(), content.String(), thinking.String(), resp)
+		}
+		s.Close()
+	}
+}

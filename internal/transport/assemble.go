@@ -445,10 +445,13 @@ func (a *assembler) text() (content, thinking string) {
 	return c[a.keptContent+a.moved:], t[a.keptThinking:]
 }
 
-// fill writes the assembled answer into r.
-func (a *assembler) fill(r *core.LLMResponse) {
+// fill writes the assembled answer into r. The white space around
+// stripped think blocks is trimmed unless the answer's deltas went to a
+// sink (delivered): the answer is then the text of those deltas, as the
+// caller has it.
+func (a *assembler) fill(r *core.LLMResponse, delivered bool) {
 	content, thinking := a.text()
-	if a.filter.stripped {
+	if a.filter.stripped && !delivered {
 		content = strings.TrimLeft(content, " \t\r\n")
 		thinking = strings.TrimSpace(thinking)
 	}

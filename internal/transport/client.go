@@ -489,7 +489,7 @@ func (c *Client) result(src *core.SourceConfig, call *core.Call, st *attemptStat
 	if r.Model == "" {
 		r.Model = src.Model
 	}
-	st.asm.fill(r)
+	st.asm.fill(r, streamed && st.out.sink != nil)
 	if st.asm.usageOK {
 		r.PromptTokens, r.CompletionTokens = st.asm.usage.tokens()
 		r.CachedPromptTokens = int(min(max(st.asm.usage.cached, 0), int64(r.PromptTokens)))

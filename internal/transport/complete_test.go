@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -49,6 +50,27 @@ func TestCompleteStreamWithUsageChunkIsFinishedWithoutWaitingForDone(t *testing.
 	}
 	if r.Content != "hi" || r.FinishReason != "stop" || r.CompletionTokens != 1 || r.UsageSource != core.UsageMeasured {
 		t.Fatalf("r = %+v", r)
+	}
+}
+
+// TestAnotherChoicesChunkWithUsageDoesNotEndTheStream: with n > 1 and
+// usage on every chunk (vLLM's continuous usage stats), a chunk of another
+// choice after the answer's finish carries a running usage; only a chunk
+// without choices is the separate usage chunk that ends the answer. Taken
+// for it, the stream once ended there and counted the running usage.
+func TestAnotherChoicesChunkWithUsageDoesNotEndTheStream(t *testing.T) {
+	t.Parallel()
+	body := sseBody(
+		`{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`,
+		`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`,
+		`{"choices":[{"index":1,"delta":{"content":"c"}}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`,
+		`{"choices":[{"index":1,"delta":{"content":"d"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}`,
+		`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}`,
+		`[DONE]`)
+	got := outcome(doWith(t, readerTransport{status: 200, ctype: "text/event-stream", length: -1,
+		body: func() io.Reader { return bytes.NewReader(body) }}, true))
+	if got.class != "" || got.content != "a" || got.finish != "stop" || got.prompt != 5 || got.completion != 4 {
+		t.Fatalf("%+v, want the answer with the usage of the whole stream (5/4)", got)
 	}
 }
 

@@ -280,3 +280,26 @@ func joinEvents(e []string) string {
 	}
 	return b.String()
 }
+
+// TestAByteOrderMarkBeforeAStreamLosesNoEvent: a stream that begins with
+// a UTF-8 byte order mark is read whole, whatever the reads; the mark
+// once hid the first event, whose text the answer then lacked.
+func TestAByteOrderMarkBeforeAStreamLosesNoEvent(t *testing.T) {
+	t.Parallel()
+	body := append([]byte("\xEF\xBB\xBF"), sseBody(
+		`{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":" world"},"finish_reason":"stop"}]}`,
+		`[DONE]`)...)
+	readers := map[string]func() io.Reader{
+		"whole":    func() io.Reader { return bytes.NewReader(body) },
+		"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(body)) },
+		"half":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(body)) },
+		"data+EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(body)) },
+	}
+	for name, r := range readers {
+		got := outcome(doWith(t, readerTransport{status: 200, ctype: "text/event-stream", length: -1, body: r}, true))
+		if got.class != "" || got.content != "Hello world" || got.finish != "stop" {
+			t.Errorf("%s reads: %+v, want the whole answer", name, got)
+		}
+	}
+}

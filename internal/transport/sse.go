@@ -33,7 +33,8 @@ type SSEEvent struct {
 // (also split across reads), "data:" with or without the single leading
 // space, multi-line data joined with "\n", comment lines (":…") skipped,
 // "event:" and "id:" recorded, other fields ignored, and an event is
-// dispatched at a blank line. Lines and events are bounded (not by
+// dispatched at a blank line. One UTF-8 byte order mark at the start of
+// the input is skipped. Lines and events are bounded (not by
 // bufio.Scanner's 64 KiB, but by a configurable limit, default 8 MiB).
 //
 // At the end of the input an event whose blank line never came is still
@@ -55,6 +56,9 @@ type SSEReader struct {
 	// skipLF is set after a CR that ended a line at the end of the buffer:
 	// a following LF belongs to it.
 	skipLF bool
+	// bomDone is set once the start of the input was checked for a byte
+	// order mark.
+	bomDone bool
 
 	data    []byte
 	hasData bool
@@ -79,6 +83,7 @@ func (s *SSEReader) Reset(r io.Reader, maxEvent int) {
 	s.eof = false
 	s.err = nil
 	s.skipLF = false
+	s.bomDone = false
 	s.data = s.data[:0]
 	s.hasData = false
 	s.event = s.event[:0]
@@ -195,6 +200,13 @@ func (s *SSEReader) field(line []byte) {
 // for a final line that had no line ending.
 func (s *SSEReader) line() (line []byte, ok, terminated bool) {
 	for {
+		if !s.bomDone && !s.skipBOM() {
+			if err := s.fill(); err != nil {
+				s.err = err
+				return nil, false, false
+			}
+			continue
+		}
 		if s.skipLF && s.start < s.end {
 			if s.buf[s.start] == '\n' {
 				s.start++
@@ -235,6 +247,25 @@ func (s *SSEReader) line() (line []byte, ok, terminated bool) {
 			return nil, false, false
 		}
 	}
+}
+
+// bom is the UTF-8 byte order mark.
+var bom = []byte("\xEF\xBB\xBF")
+
+// skipBOM skips one byte order mark at the start of the input, as the
+// EventSource specification does (read as part of the first field's name,
+// it would lose the first event). It reports false while the bytes read so
+// far may still be the start of one.
+func (s *SSEReader) skipBOM() bool {
+	b := s.buf[s.start:s.end]
+	switch {
+	case bytes.HasPrefix(b, bom):
+		s.start += len(bom)
+	case len(b) < len(bom) && bytes.HasPrefix(bom, b) && !s.eof:
+		return false
+	}
+	s.bomDone = true
+	return true
 }
 
 // lineEnd returns the index of the first CR or LF in b, or -1.

@@ -178,6 +178,45 @@ func TestSSEReaderSplitCRLF(t *testing.T) {
 	}
 }
 
+func TestSSEReaderSkipsOneLeadingBOM(t *testing.T) {
+	t.Parallel()
+	// The EventSource specification ignores one byte order mark at the
+	// start of the stream; read as part of the first field's name, it
+	// would lose the first event. Only one, and only at the start.
+	const bom = "\xEF\xBB\xBF"
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{"lf", bom + "data: a\n\ndata: b\n\n", []string{"a", "b"}},
+		{"crlf", bom + "data: a\r\n\r\n", []string{"a"}},
+		{"comment first", bom + ": hi\n\ndata: a\n\n", []string{"a"}},
+		{"two BOMs", bom + bom + "data: a\n\ndata: b\n\n", []string{"b"}},
+		{"BOM later", "data: a\n\n" + bom + "data: b\n\n", []string{"a"}},
+		{"BOM in data", "data: " + bom + "a\n\n", []string{bom + "a"}},
+		{"BOM only", bom, nil},
+		{"part of a BOM", "\xEF\xBB", nil},
+		{"part of a BOM, then data", "\xEF\xBBdata: a\n\n", nil},
+	}
+	for _, tt := range tests {
+		for _, mode := range []string{"whole", "onebyte", "half", "data+EOF"} {
+			var r io.Reader = strings.NewReader(tt.in)
+			switch mode {
+			case "onebyte":
+				r = iotest.OneByteReader(r)
+			case "half":
+				r = iotest.HalfReader(r)
+			case "data+EOF":
+				r = iotest.DataErrReader(r)
+			}
+			got, _, err := readAllEvents(t, NewSSEReader(r, 0))
+			if !errors.Is(err, io.EOF) || strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("%s, %s: events %q (%v), want %q", tt.name, mode, got, err, tt.want)
+			}
+		}
+	}
+}
+
 // chunkReader returns exactly one chunk per Read.
 type chunkReader struct {
 	chunks []string

@@ -163,9 +163,10 @@ func (c *Client) streamEvent(ev *SSEEvent, src *core.SourceConfig, prof *core.Pr
 	if err := out.send(st); err != nil {
 		return false, false, consumerError{err}
 	}
-	// The separate usage chunk after finish_reason ends the answer: do
-	// not wait for a [DONE] that a server may never send.
-	return st.asm.finish != "" && ch == nil && st.chunk.Usage.vals().complete(), false, nil
+	// The separate usage chunk after finish_reason (one without choices:
+	// a chunk of another choice is not it) ends the answer: do not wait
+	// for a [DONE] that a server may never send.
+	return st.asm.finish != "" && len(st.chunk.Choices) == 0 && st.chunk.Usage.vals().complete(), false, nil
 }
 
 // deltaOut passes a stream's deltas to the call's sink.

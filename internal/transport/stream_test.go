@@ -123,6 +123,50 @@ func TestStreamThinkTagsSplitEverywhere(t *testing.T) {
 
 func jsonStr(s string) string { return string(appendJSONString(nil, s)) }
 
+// TestAStreamedAnswerIsTheTextOfItsDeltas: an answer whose think block is
+// stripped is, when its deltas went to a sink, exactly the text of those
+// deltas — white space around the block included — with a sink that keeps
+// them (a relay, ChatStream) and with one that does not (a continuation's
+// guard). Trimmed after the deltas went out, it once no longer continued
+// what the caller had, and ChatStream and the relay failed the whole answer
+// as a broken stream. Without a sink the white space is trimmed as before.
+func TestAStreamedAnswerIsTheTextOfItsDeltas(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	for _, tc := range []struct{ provider, text string }{
+		{"openai", "<think>\nI ponder\n</think>\n\nThe answer."},
+		{"minimax", "  <think>\nI ponder\n</think>\n\nThe answer <think>more</think> here."},
+	} {
+		var frames []string
+		for _, piece := range []string{tc.text[:9], tc.text[9:20], tc.text[20:]} {
+			frames = append(frames, contentChunk(strings.ReplaceAll(piece, "\n", `\n`)))
+		}
+		frames = append(frames, data(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`), data("[DONE]"))
+		srv := newServer(t, sse(frames...))
+		for _, name := range []string{"keeper", "plain sink"} {
+			ks := &keeperSink{}
+			var sink core.DeltaSink = ks
+			if name == "keeper" {
+				sink = keeping{ks}
+			}
+			call := chatCall(true)
+			call.Deltas = sink
+			r, err := c.Do(context.Background(), source(srv, tc.provider), call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			content, thinking := ks.Delivered()
+			if r.Content != content || r.Thinking != thinking || !strings.Contains(r.Content, "The answer") {
+				t.Errorf("%s, %s: answer (%q, %q), deltas (%q, %q)", tc.provider, name, r.Content, r.Thinking, content, thinking)
+			}
+		}
+		r, err := c.Do(context.Background(), source(srv, tc.provider), chatCall(true))
+		if err != nil || strings.TrimSpace(r.Content) != r.Content || r.Thinking != strings.TrimSpace(r.Thinking) || r.Thinking == "" {
+			t.Errorf("%s without a sink: %v (%q, %q), want it trimmed", tc.provider, err, r.Content, r.Thinking)
+		}
+	}
+}
+
 func TestStreamUnclosedThink(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, Config{})
