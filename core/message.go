@@ -53,6 +53,13 @@ type ContentPart struct {
 	Detail string
 }
 
+// IsImage reports whether p goes upstream as an image: typed PartImageURL,
+// or untyped with an ImageURL. The request body, the token estimate, the
+// cache key and the telemetry row all read a part by this rule.
+func (p ContentPart) IsImage() bool {
+	return p.Type == PartImageURL || p.Type == "" && p.ImageURL != ""
+}
+
 // Message is one chat message in OpenAI shape; multimodal content arrays are
 // first-class (Parts). Build them with System, User, Assistant and
 // UserParts, or as a literal.

@@ -49,11 +49,11 @@ func MessagesJSON(msgs []Message) string {
 		if len(m.Parts) > 0 {
 			parts := make([]telemetryPart, len(m.Parts))
 			for j, p := range m.Parts {
-				if p.Type == PartImageURL {
+				if p.IsImage() {
 					if strings.HasPrefix(p.ImageURL, "data:") {
-						parts[j] = telemetryPart{Type: p.Type, ImageDigest: ImageDigest(p.ImageURL)}
+						parts[j] = telemetryPart{Type: PartImageURL, ImageDigest: ImageDigest(p.ImageURL)}
 					} else {
-						parts[j] = telemetryPart{Type: p.Type, ImageURL: p.ImageURL}
+						parts[j] = telemetryPart{Type: PartImageURL, ImageURL: p.ImageURL}
 					}
 				} else {
 					parts[j] = telemetryPart{Type: p.Type, Text: p.Text}

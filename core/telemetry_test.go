@@ -85,3 +85,27 @@ func TestImageDigestIsTheSHA256OfTheURL(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesJSONRendersUntypedImagePartsAsImages: a part without a Type
+// but with an ImageURL goes upstream as an image, so the row shows it as
+// one — an inline one as its digest — not as an empty text part.
+func TestMessagesJSONRendersUntypedImagePartsAsImages(t *testing.T) {
+	t.Parallel()
+	dataURL := core.ImageBytesPart("image/png", []byte("untyped-pixels")).ImageURL
+	msgs := []core.Message{{Role: core.RoleUser, Parts: []core.ContentPart{{ImageURL: dataURL}, {ImageURL: "https://example.com/cat.png"}}}}
+	var got []struct {
+		Content []map[string]any `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(core.MessagesJSON(msgs)), &got); err != nil || len(got) != 1 || len(got[0].Content) != 2 {
+		t.Fatalf("= %s (%v), want one message of two parts", core.MessagesJSON(msgs), err)
+	}
+	want := []map[string]any{
+		{"type": "image_url", "image_digest": core.ImageDigest(dataURL)},
+		{"type": "image_url", "image_url": "https://example.com/cat.png"},
+	}
+	for i, w := range want {
+		if p := got[0].Content[i]; len(p) != len(w) || p["type"] != w["type"] || p["image_digest"] != w["image_digest"] || p["image_url"] != w["image_url"] {
+			t.Errorf("part %d = %v, want %v", i, p, w)
+		}
+	}
+}

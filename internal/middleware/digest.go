@@ -71,8 +71,8 @@ func (k *keyHash) sum() [sha256.Size]byte {
 	return out
 }
 
-// messages appends the messages; image parts contribute the digest of their
-// URL, never the URL itself.
+// messages appends the messages; image parts (typed so, or untyped with a
+// URL) contribute the digest of their URL, never the URL itself.
 func (k *keyHash) messages(msgs []core.Message) {
 	for i := range msgs {
 		m := &msgs[i]
@@ -95,15 +95,15 @@ func (k *keyHash) messages(msgs []core.Message) {
 		k.field("p")
 		for j := range m.Parts {
 			p := &m.Parts[j]
-			k.field(p.Type)
-			switch p.Type {
-			case core.PartImageURL:
+			if p.IsImage() {
+				k.field(core.PartImageURL)
 				sum := sha256.Sum256([]byte(p.ImageURL))
 				write(k, sum[:])
 				k.field(p.Detail)
-			default:
-				k.field(p.Text)
+				continue
 			}
+			k.field(p.Type)
+			k.field(p.Text)
 		}
 	}
 }

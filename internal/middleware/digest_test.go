@@ -47,12 +47,14 @@ func streamedKey(prefix, namespace string, call *core.Call) string {
 		}
 		field(h, "p")
 		for _, p := range m.Parts {
-			field(h, p.Type)
-			if p.Type == core.PartImageURL {
+			// An untyped part with a URL is an image, as sent upstream.
+			if p.Type == core.PartImageURL || p.Type == "" && p.ImageURL != "" {
+				field(h, core.PartImageURL)
 				sum := sha256.Sum256([]byte(p.ImageURL))
 				h.Write(sum[:])
 				field(h, p.Detail)
 			} else {
+				field(h, p.Type)
 				field(h, p.Text)
 			}
 		}
@@ -77,6 +79,7 @@ func TestCacheKeysEqualTheFieldByFieldHash(t *testing.T) {
 		{Messages: []core.Message{{Role: core.RoleUser, Parts: []core.ContentPart{
 			{Type: core.PartText, Text: "what is this?"},
 			{Type: core.PartImageURL, ImageURL: "data:image/png;base64,AAAA", Detail: "low"},
+			{ImageURL: "https://example.com/untyped.png"},
 		}}}, CacheNamespace: "tenant-a"},
 		{Messages: []core.Message{
 			{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "c1", Type: "function", Name: "f", Arguments: `{"x":1}`}}},

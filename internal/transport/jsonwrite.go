@@ -261,7 +261,7 @@ func cmpOr(s, def string) string {
 // setPart fills w from p: an image part when typed so (or untyped with a
 // URL), a text part otherwise.
 func setPart(w *wirePart, p *core.ContentPart) {
-	if p.Type == core.PartImageURL || p.Type == "" && p.ImageURL != "" {
+	if p.IsImage() {
 		w.Type, w.Text = "image_url", nil
 		w.img = wireImage{URL: p.ImageURL, Detail: p.Detail}
 		w.ImageURL = &w.img

@@ -62,7 +62,7 @@ func EstimatePromptTokens(msgs []core.Message) int {
 			continue
 		}
 		for _, p := range m.Parts {
-			if p.Type == core.PartImageURL || p.Type == "" && p.ImageURL != "" {
+			if p.IsImage() {
 				n += imageTokens
 				continue
 			}
