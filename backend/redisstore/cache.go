@@ -26,7 +26,8 @@ const headerLen = len(valueTag) + 8
 // expiry is zero unless the Cache reads a test clock (WithClock): then it is
 // the entry's end on that clock and Get checks it, since Redis expires keys
 // on its own clock. A value that does not start with the tag (corrupt, or
-// another program's) reads as a miss, not an error.
+// another program's), or a key of another type than a string, reads as a
+// miss, not an error.
 //
 // Set with a ttl that is not positive deletes the key. Redis failures are
 // returned as errors; the cache layer degrades them to a miss. A Cache is
@@ -50,7 +51,8 @@ func (c *Cache) key(key string) string { return c.opt.prefix + ":cache:" + key }
 // The returned slice is the caller's. An error means Redis failed.
 func (c *Cache) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	b, err := c.c.Get(ctx, c.key(key)).Bytes()
-	if errors.Is(err, redis.Nil) {
+	if errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "WRONGTYPE") {
+		// No key, or one another program made of another type: a miss.
 		return nil, false, nil
 	}
 	if err != nil {

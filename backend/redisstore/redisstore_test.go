@@ -366,6 +366,28 @@ func TestCacheForeignValues(t *testing.T) {
 	}
 }
 
+// TestCacheKeyOfAnotherTypeIsAMiss: a key under the cache's prefix that
+// another program made a hash (or any type but a string) holds no value of
+// the Cache's: a miss, not a Redis failure, and a Set replaces it.
+func TestCacheKeyOfAnotherTypeIsAMiss(t *testing.T) {
+	c := newClient(t)
+	prefix := freshPrefix(t, c)
+	ctx := t.Context()
+	cache := redisstore.NewCache(c, redisstore.WithPrefix(prefix))
+	if err := c.HSet(ctx, prefix+":cache:k", "content", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := cache.Get(ctx, "k"); ok || got != nil || err != nil {
+		t.Fatalf("Get of a hash = %q, %v, %v; want a miss", got, ok, err)
+	}
+	if err := cache.Set(ctx, "k", []byte("mine"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := cache.Get(ctx, "k"); !ok || string(got) != "mine" || err != nil {
+		t.Fatalf("Get after a Set = %q, %v, %v; want the value", got, ok, err)
+	}
+}
+
 // TestLargeLogs walks logs longer than the scripts' batch of 500 members:
 // the TPM RetryAfter walk and the purge of many expired entries at once.
 func TestLargeLogs(t *testing.T) {

@@ -159,7 +159,12 @@ func Cache(cfg CacheConfig) core.Middleware {
 							call.Served = resp
 							return next(ctx, call)
 						}
-						stale = resp
+						// Past the stale window (at once when it is 0) the
+						// entry is no answer, though the backend may still
+						// hold it (its own clock, a TTL rounded up).
+						if start.UnixNano() < e.FreshUntil+int64(cfg.Stale) {
+							stale = resp
+						}
 					}
 				}
 			}

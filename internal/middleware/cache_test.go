@@ -448,3 +448,91 @@ func TestCacheEntryRoundTripsAndRejectsTruncatedValues(t *testing.T) {
 		t.Fatal("a value with trailing bytes decoded")
 	}
 }
+
+// TestCacheKeyCoversUntypedImageParts: a part without a Type but with an
+// ImageURL goes upstream as an image (see the transport's setPart), so the
+// image belongs in the key: two such calls with other images must not
+// share an entry.
+func TestCacheKeyCoversUntypedImageParts(t *testing.T) {
+	t.Parallel()
+	untyped := func(data string) *core.Call {
+		return &core.Call{ID: "c", Messages: []core.Message{{Role: core.RoleUser, Parts: []core.ContentPart{
+			core.TextPart("what is this?"),
+			{ImageURL: "data:image/png;base64," + base64.StdEncoding.EncodeToString([]byte(data))},
+		}}}}
+	}
+	a, b := keyOf("p", "ns", untyped("cat")), keyOf("p", "ns", untyped("dog"))
+	if a == b {
+		t.Errorf("calls with other untyped images share the key %s", a)
+	}
+	text := &core.Call{ID: "c", Messages: []core.Message{core.UserParts(core.TextPart("what is this?"), core.ContentPart{})}}
+	if keyOf("p", "ns", text) == a {
+		t.Error("an untyped image part has the key of an empty part")
+	}
+}
+
+// laggingCache is a core.Cache that keeps its values longer than asked (a
+// shared store whose clock runs behind this process's, or that rounds TTLs
+// up): a value past its TTL on the cache layer's clock may still be read.
+type laggingCache struct {
+	mu     sync.Mutex
+	values map[string][]byte
+}
+
+func (c *laggingCache) Get(_ context.Context, key string) ([]byte, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.values[key]
+	return slices.Clone(v), ok, nil
+}
+
+func (c *laggingCache) Set(_ context.Context, key string, value []byte, _ time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.values[key] = slices.Clone(value)
+	return nil
+}
+
+// TestCacheServesNoStaleAnswerOutsideItsStaleWindow: an entry read past its
+// TTL plus the stale window (0 = off) is no stale answer, even when the
+// backend still holds it; a failed call then fails.
+func TestCacheServesNoStaleAnswerOutsideItsStaleWindow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		stale   time.Duration
+		advance time.Duration
+		served  bool
+	}{
+		{"stale off", 0, 2 * time.Minute, false},
+		{"past the window", time.Minute, 3 * time.Minute, false},
+		{"inside the window", time.Minute, 90 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := backendtest.NewFakeClock(testkit.Epoch)
+			cfg := cacheConfig(&laggingCache{values: map[string][]byte{}})
+			cfg.TTL, cfg.Stale, cfg.Clock = time.Minute, tc.stale, clk
+			inner := &stubHandler{resp: answer()}
+			h := core.Chain(inner.handle, Cache(cfg), Degrade(DegradeConfig{}))
+			if _, err := h(context.Background(), callWithID("c1")); err != nil {
+				t.Fatal(err)
+			}
+			down := testkit.TransientErr("prov_1")
+			inner.mu.Lock()
+			inner.err = down
+			inner.mu.Unlock()
+			clk.Advance(tc.advance)
+			resp, err := h(context.Background(), callWithID("c2"))
+			if tc.served {
+				if err != nil || resp.DegradedBy != core.DegradedStaleCache {
+					t.Errorf("= (%+v, %v), want the stale answer", resp, err)
+				}
+				return
+			}
+			if err != down || resp != nil { //nolint:errorlint // the inner error must come back unchanged
+				t.Errorf("= (%+v, %v), want the failure: the entry is past its stale window", resp, err)
+			}
+		})
+	}
+}
