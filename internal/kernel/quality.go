@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/polygateway/polygateway/internal/redact"
 	"github.com/polygateway/polygateway/internal/transport"
 
 	"github.com/polygateway/polygateway/core"
@@ -99,12 +100,12 @@ func (u chatUpstream) Do(ctx context.Context, src *core.SourceConfig, call *core
 	}
 	if u.quality.Guard {
 		if problem := qualityProblem(resp, u.quality); problem != "" {
-			return resp, &core.ResultInvalidError{Source: src.Name, Reason: core.ReasonLowQuality, Raw: resp.Content, Message: problem}
+			return resp, refused(src, core.ReasonLowQuality, resp.Content, problem, nil)
 		}
 	}
 	if call.Check != nil {
 		if cerr := call.Check(resp); cerr != nil {
-			return resp, &core.ResultInvalidError{Source: src.Name, Raw: resp.Content, Message: cerr.Error(), Err: cerr}
+			return resp, refused(src, "", resp.Content, cerr.Error(), cerr)
 		}
 	}
 	return resp, nil
@@ -119,4 +120,19 @@ func chatTokens(call *core.Call) (total, output int) {
 		return n + out, out
 	}
 	return n, 0
+}
+
+// maxRawInError bounds the answer kept in the Raw of a ResultInvalidError
+// (the whole answer is returned beside the error).
+const maxRawInError = 4 << 10
+
+// refused returns the ResultInvalidError of an answer of src that failed a
+// check (reason "") or the quality guard (ReasonLowQuality), by the
+// library's one redaction rule: src's API key is removed from the message
+// and the cause, and from the answer before it is cut to maxRawInError for
+// Raw. The answer returned beside the error stays as the source sent it.
+func refused(src *core.SourceConfig, reason core.Reason, raw, msg string, cause error) error {
+	r := redact.New(src.APIKey)
+	return &core.ResultInvalidError{Source: src.Name, Reason: reason, Raw: r.Cut(raw, maxRawInError),
+		Message: r.String(msg), Err: r.Error(cause)}
 }
