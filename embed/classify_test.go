@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/core"
 )
 
 // TestEmbedBadAnswers: answers that fail the checks are ResultInvalid (no
@@ -111,4 +112,32 @@ func TestEmbedInvalidAnswerNotRetried(t *testing.T) {
 		t.Errorf("%d requests, want 1", n)
 	}
 	breakerClosed(t, c)
+}
+
+// TestEmbedErrorAnswersAreClassifiedInTheSourcesProfile: a source's
+// PROFILE names its dialect whatever its provider name, so its error
+// answers are read in that dialect: DashScope's throttle uses the
+// insufficient_quota wording (DIALECTS.md), which under the qwen profile
+// is a rate limit, not a dead account — in a non-2xx answer and in an
+// "error" member of a 200 alike.
+func TestEmbedErrorAnswersAreClassifiedInTheSourcesProfile(t *testing.T) {
+	t.Parallel()
+	const throttle = `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"},"request_id":"r1"}`
+	for _, code := range []int{429, 200} {
+		t.Run(itoa(code), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, 2, func(f *fakeEmbed) {
+				f.respond = func(fakeReq) (int, string) { return code, throttle }
+			})
+			c := newClient(t, env(f.URL(), "8", "EMBED__OPENAI__1__PROFILE", "qwen", "EMBED__RETRY__MAX_ATTEMPTS", "1"))
+			_, err := c.Embed(ctxT(t), []string{"a", "b"}, polygateway.WithoutPushbackWait())
+			var (
+				te *polygateway.TransientError
+				de *polygateway.SourceDeadError
+			)
+			if errors.As(err, &de) || !errors.As(err, &te) || code == 429 && te.Reason != core.ReasonRateLimited {
+				t.Fatalf("err = %v (%T), want a TransientError (rate-limited for a 429): the qwen profile's throttle", err, errors.Unwrap(err))
+			}
+		})
+	}
 }

@@ -173,7 +173,7 @@ func (u *upstream) attempt(ctx context.Context, src *core.SourceConfig, texts []
 // a byte is read, and the vectors of the rest are decoded (decodeAnswer)
 // for n inputs asked for in format.
 func (u *upstream) readAnswer(ctx, actx context.Context, src *core.SourceConfig, resp *http.Response, body *bodyReader, n int, format string) (*decoded, error) {
-	prof := u.t.Profile(src.Provider)
+	prof := u.t.Profile(src.ProfileName())
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		eb, rerr := readErrorBody(body)
 		switch {
