@@ -213,9 +213,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, api chatAPI) 
 	}
 	ri.model, ri.stream = req.model, req.stream
 	if req.model == "" {
-		// OpenAI refuses a request without a model, and so does the
-		// gateway, default scope or not.
-		s.fail(w, ri, invalidRequest(http.StatusBadRequest, "model", "missing_required_parameter", "you must provide a model parameter"))
+		s.fail(w, ri, noModel())
 		return
 	}
 	if req.commit == "" {
@@ -352,6 +350,13 @@ func (s *Server) fail(w http.ResponseWriter, ri *reqInfo, e *apiError) {
 		return
 	}
 	writeAPIError(w, e)
+}
+
+// noModel is the refusal of a request without a model: OpenAI refuses one,
+// and so does the gateway, default scope or not (chat completions,
+// responses and embeddings alike).
+func noModel() *apiError {
+	return invalidRequest(http.StatusBadRequest, "model", "missing_required_parameter", "you must provide a model parameter")
 }
 
 func modelNotFound(model string) *apiError {

@@ -230,6 +230,32 @@ func TestChatWithoutAModelIs400EvenWithADefaultScope(t *testing.T) {
 	}
 }
 
+// TestEmbeddingsWithoutAModelIs400EvenWithADefaultScope: as on chat
+// completions, an embeddings request without a model is OpenAI's 400
+// missing_required_parameter — not a 404 for the model "" without a
+// default scope, nor served by the default scope.
+func TestEmbeddingsWithoutAModelIs400EvenWithADefaultScope(t *testing.T) {
+	t.Parallel()
+	emb := fake(t, fakeupstream.WithHandler("/embeddings", embeddingsHandler(t)))
+	for _, def := range []string{"", "EMBED"} {
+		f := serve(t, proxy.Config{Backends: proxy.Backends{
+			Embedders:   map[string]proxy.Embedder{"EMBED": embedClient(t, emb.URL())},
+			EmbedRoutes: map[string]string{"emb": "EMBED"}, DefaultEmbedScope: def,
+		}})
+		for _, body := range []string{`{"input":"hi"}`, `{"model":"","input":["hi"]}`, `{"model":null,"input":"hi"}`} {
+			resp, b := f.do("POST", "/v1/embeddings", body)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("default scope %q, %s: %d %s", def, body, resp.StatusCode, b)
+				continue
+			}
+			assertOpenAIError(t, b, "missing_required_parameter", "model")
+		}
+		if resp, b := f.do("POST", "/v1/embeddings", `{"model":"emb","input":"hi"}`); resp.StatusCode != http.StatusOK {
+			t.Fatalf("default scope %q, a routed model: %d %s", def, resp.StatusCode, b)
+		}
+	}
+}
+
 func TestUpstreamErrorParamReachesTheClient(t *testing.T) {
 	t.Parallel()
 	const upstreamErr = `{"error":{"message":"Invalid value for 'temperature': must be at most 2.","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`

@@ -56,6 +56,10 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri.model = req.model
+	if req.model == "" {
+		s.fail(w, ri, noModel())
+		return
+	}
 	scope, client, ok := g.embedRoute(req.model)
 	if !ok {
 		s.fail(w, ri, modelNotFound(req.model))
