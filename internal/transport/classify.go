@@ -40,8 +40,9 @@ var (
 //   - a code in the profile's TransientCodes → *core.TransientError
 //     (rate_limited when the status is 429);
 //   - 429 → *core.TransientError{Reason: rate_limited, RetryAfter}, except
-//     insufficient_quota-style codes, the profile's DeadCodes, "Request too
-//     large" and x-should-retry: false → *core.SourceDeadError;
+//     "Request too large" → *core.RequestRejectedError (request_too_large),
+//     and insufficient_quota-style codes, the profile's DeadCodes and
+//     x-should-retry: false → *core.SourceDeadError;
 //   - 401, 402, 403 → *core.SourceDeadError (403 for content filtering is
 //     rejected instead);
 //   - 408 → *core.TransientError{Reason: timeout};
