@@ -61,7 +61,23 @@ func ClassifyResponse(src *core.SourceConfig, prof core.ProviderProfile, status 
 	return classifyResponse(src, &prof, status, h, parseEnvelope(body), DefaultMaxRetryAfter, time.Now())
 }
 
+// classifyResponse classifies the error answer env, and puts the
+// provider's error.param on a rejection (withParam).
 func classifyResponse(src *core.SourceConfig, prof *core.ProviderProfile, status int, h http.Header, env envelope, maxWait time.Duration, now time.Time) error {
+	return withParam(classifyEnvelope(src, prof, status, h, env, maxWait, now), src, env.param)
+}
+
+// withParam puts the provider's error.param on a rejection, redacted and
+// bounded like its code, so that a gateway can pass it to its client.
+func withParam(err error, src *core.SourceConfig, param string) error {
+	var rej *core.RequestRejectedError
+	if param != "" && errors.As(err, &rej) {
+		rej.Param = redact.CutRunes(strings.TrimSpace(RedactKey(param, src.APIKey)), 128)
+	}
+	return err
+}
+
+func classifyEnvelope(src *core.SourceConfig, prof *core.ProviderProfile, status int, h http.Header, env envelope, maxWait time.Duration, now time.Time) error {
 	eff := status
 	if status < 400 {
 		eff = impliedStatus(prof, env)
@@ -205,6 +221,10 @@ func impliedStatus(prof *core.ProviderProfile, env envelope) int {
 		return false
 	}
 	switch {
+	case in(prof.TransientCodes):
+		// A profile's transient codes are its throttles, though they may
+		// read as dead elsewhere (DashScope's insufficient_quota).
+		return 429
 	case in(prof.DeadCodes) || in(commonDeadCodes):
 		return 402
 	case in(prof.ContentFilterCodes) || in(commonContentFilterCodes) ||

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/polygateway/polygateway/core"
-	"github.com/polygateway/polygateway/internal/redact"
 )
 
 // Defaults of Config's zero fields.
@@ -409,22 +408,12 @@ func (c *Client) attempt(ctx context.Context, src *core.SourceConfig, call *core
 			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
 		}
 		env := parseEnvelope(st.body)
-		return nil, withParam(classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now()), src, env.param)
+		return nil, classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now())
 	}
 	if isEventStream(resp.Header.Get("Content-Type"), call.Stream) {
 		return c.readStream(ctx, actx, src, call, prof, resp, st, start)
 	}
 	return c.readJSON(ctx, actx, src, call, prof, resp, st, start)
-}
-
-// withParam puts the provider's error.param on a rejection, redacted and
-// bounded like its code, so that a gateway can pass it to its client.
-func withParam(err error, src *core.SourceConfig, param string) error {
-	var rej *core.RequestRejectedError
-	if param != "" && errors.As(err, &rej) {
-		rej.Param = redact.CutRunes(strings.TrimSpace(RedactKey(param, src.APIKey)), 128)
-	}
-	return err
 }
 
 // isEventStream decides how to read a 2xx body: text/event-stream is SSE,

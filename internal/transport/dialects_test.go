@@ -272,6 +272,28 @@ func TestDialectErrorsIn200(t *testing.T) {
 		_, err := c.Do(context.Background(), source(srv, "openai"), chatCall(false))
 		_ = asDead(t, err) // the assertion is the check
 	})
+	t.Run("dashscope throttle in 200 and in a stream", func(t *testing.T) {
+		t.Parallel()
+		body := `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"},"request_id":"r1"}`
+		for _, stream := range []bool{false, true} {
+			srv := newServer(t, jsonResp(200, body))
+			if stream {
+				srv = newServer(t, sse(data(body), data(`[DONE]`)))
+			}
+			_, err := c.Do(context.Background(), source(srv, "qwen"), chatCall(stream))
+			if e := asTransient(t, err); e.Reason != core.ReasonRateLimited || e.Code != "insufficient_quota" {
+				t.Fatalf("stream %v: %+v, want a rate limit", stream, e)
+			}
+		}
+	})
+	t.Run("rejection in 200 keeps its param", func(t *testing.T) {
+		t.Parallel()
+		srv := newServer(t, jsonResp(200, `{"error":{"message":"temperature must be at most 2","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`))
+		_, err := c.Do(context.Background(), source(srv, "openai"), chatCall(false))
+		if e := asRejected(t, err); e.Param != "temperature" || e.Code != "invalid_value" {
+			t.Fatalf("%+v, want param temperature", e)
+		}
+	})
 	t.Run("vllm error event then DONE", func(t *testing.T) {
 		t.Parallel()
 		srv := newServer(t, sse(

@@ -122,7 +122,7 @@ func (c *Client) streamEvent(ev *SSEEvent, src *core.SourceConfig, prof *core.Pr
 	data := bytes.TrimSpace(ev.Data)
 	if ev.Event == "error" {
 		env := parseEnvelope(data)
-		return false, false, withParam(classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now()), src, env.param)
+		return false, false, classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now())
 	}
 	switch {
 	case len(data) == 0:
@@ -149,7 +149,7 @@ func (c *Client) streamEvent(ev *SSEEvent, src *core.SourceConfig, prof *core.Pr
 	}
 	if st.chunk.isError() {
 		env := parseEnvelope(data)
-		return false, false, withParam(classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now()), src, env.param)
+		return false, false, classifyResponse(src, prof, resp.StatusCode, resp.Header, env, c.cfg.MaxRetryAfter, time.Now())
 	}
 	ch := st.chunk.picked()
 	st.picked = st.picked || ch != nil
