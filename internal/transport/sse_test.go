@@ -3,7 +3,9 @@ package transport
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -245,9 +247,13 @@ func FuzzSSE(f *testing.F) {
 		"data: {\"base_resp\":{\"status_code\":1002,\"status_msg\":\"rate\"}}\n\n",
 		"data: {\"a\":\"\\ud83d\\ude00\\u00e9\"}\n\n",
 		"data: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n\n",
+		"\xEF\xBB\xBFdata: {\"choices\":[{\"delta\":{\"content\":\"Hello\"}}]}\n\ndata: [DONE]\n\n",
+		"\xEF\xBBdata: a\n\n",
+		"data: a\r\ndata: b\n\n",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s), uint8(3))
+		f.Add([]byte(s), uint8(0)) // one byte at a time
 	}
 	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
 		n := int(step%16) + 1
@@ -276,7 +282,26 @@ func FuzzSSE(f *testing.F) {
 			_ = parseEnvelope(ev.Data)
 		}
 		asm.end()
+		// However the input is split, the reader sees the same events.
+		if got, want := sseEvents(&stepReader{b: in, n: n}), sseEvents(bytes.NewReader(in)); !slices.Equal(got, want) {
+			t.Fatalf("read %d bytes at a time: %q, read whole: %q", n, got, want)
+		}
 	})
+}
+
+// sseEvents returns the events of r, each as its name, id, data and
+// whether it was terminated, up to the first error.
+func sseEvents(r io.Reader) []string {
+	sr := NewSSEReader(r, 4096)
+	var out []string
+	for range 10000 {
+		ev, err := sr.Next()
+		if err != nil {
+			return append(out, "error: "+err.Error())
+		}
+		out = append(out, fmt.Sprintf("%q %q %q %v", ev.Event, ev.ID, ev.Data, ev.Unterminated))
+	}
+	return out
 }
 
 // stepReader returns at most n bytes per Read.
