@@ -148,7 +148,11 @@ func readServerConfig(r *keyReader) (serverConfig, *config.Error) {
 	case b.USD > 0 && b.USD*1e6 < 1:
 		r.fail(configError("PGW_CLIENT_BUDGET_USD", "below one micro-USD"))
 	case b.USD > 0:
-		b.Window = time.Duration(budgetWindow) * time.Second
+		w, werr := config.WholeSeconds("PGW_CLIENT_BUDGET_WINDOW_S", budgetWindow)
+		if werr != nil {
+			r.fail(werr)
+		}
+		b.Window = w
 	}
 	if p.ClientIDRate > 0 && (len(p.ClientKeys) == 0 || p.ClientRate == 0) {
 		r.fail(configError("PGW_CLIENT_ID_RATE", "sub-divides the rate of a client key: needs PGW_CLIENT_KEYS and PGW_CLIENT_RATE"))

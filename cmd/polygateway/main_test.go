@@ -202,6 +202,12 @@ func TestParseServerConfig(t *testing.T) {
 	if _, err := parseServerConfig(map[string]string{}); err == nil {
 		t.Error("no routes accepted")
 	}
+	// 2^55+1 seconds wrap to exactly one second in nanoseconds.
+	_, err = parseServerConfig(map[string]string{"PGW_ROUTES": "a=B", "PGW_CLIENT_KEYS": "k1",
+		"PGW_CLIENT_BUDGET_USD": "5", "PGW_CLIENT_BUDGET_WINDOW_S": "36028797018963969"})
+	if err == nil || !strings.Contains(err.Error(), "PGW_CLIENT_BUDGET_WINDOW_S") || !strings.Contains(err.Error(), "too large") {
+		t.Errorf("a client budget window beyond a duration: err %v", err)
+	}
 }
 
 func TestClientPrioritiesAreDeclaredOnceByDigestID(t *testing.T) {

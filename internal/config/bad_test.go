@@ -103,6 +103,12 @@ var badCases = []badCase{
 		key: "REDIS_URL", want: []string{"invalid URL"}},
 	{name: "unix redis url without path", set: map[string]string{"PGW_BREAKER_BACKEND": "redis", "REDIS_URL": "unix://"},
 		key: "REDIS_URL", want: []string{"no socket path"}},
+	// A password holding '#', '/' or '?' unescaped ends the authority early:
+	// url.Parse then quotes what is left of it as the port.
+	{name: "redis url with an unescaped # in the password", set: map[string]string{"PGW_BREAKER_BACKEND": "redis", "REDIS_URL": "redis://:SECRET#1@cache:6379/0"},
+		key: "REDIS_URL", want: []string{"invalid port", "value not shown"}},
+	{name: "redis url with an unescaped / in the password", set: map[string]string{"PGW_BREAKER_BACKEND": "redis", "REDIS_URL": "redis://user:SECRET/1@cache:6379/0"},
+		key: "REDIS_URL", want: []string{"invalid port", "value not shown"}},
 
 	// Flat shortcuts.
 	{name: "flat max retries zero", set: map[string]string{"LLM_MAX_RETRIES": "0"},
@@ -131,6 +137,11 @@ var badCases = []badCase{
 		key: "LLM__QUALITY__MIN_CHARS", want: []string{"-1"}},
 	{name: "negative stale window", set: map[string]string{"LLM__FALLBACK__STALE_S": "-5"},
 		key: "LLM__FALLBACK__STALE_S", want: []string{"-5"}},
+	{name: "stale window at the limit of a duration", set: map[string]string{"LLM__FALLBACK__STALE_S": "9223372036.854775807"},
+		key: "LLM__FALLBACK__STALE_S", want: []string{"too large"}},
+	// 2^55+1 seconds is 1 s modulo 2^64 ns: it must not wrap to a valid window.
+	{name: "budget window beyond a duration", set: map[string]string{"LLM__BUDGET__USD": "5", "LLM__BUDGET__WINDOW_S": "36028797018963969"},
+		key: "LLM__BUDGET__WINDOW_S", want: []string{"too large"}},
 	{name: "unknown quality field", set: map[string]string{"LLM__QUALITY__GAURD": "true"},
 		key: "LLM__QUALITY__GAURD", want: []string{"unknown field", "did you mean GUARD?"}},
 	{name: "unknown quota policy", set: map[string]string{"LLM__QUOTA_FULL": "block"},
@@ -195,6 +206,10 @@ var badCases = []badCase{
 		key: "LLM__QWEN__1__BASE_URL", want: []string{"invalid URL", "value not shown"}},
 	{name: "base url without host", set: map[string]string{"LLM__QWEN__1__BASE_URL": "https:///v1"},
 		key: "LLM__QWEN__1__BASE_URL", want: []string{"no host"}},
+	{name: "base url with an unescaped ? in the password", set: map[string]string{"LLM__QWEN__1__BASE_URL": "https://user:SECRET?1@api.example.com/v1"},
+		key: "LLM__QWEN__1__BASE_URL", want: []string{"invalid port", "value not shown"}},
+	{name: "base url with a bad IP literal", set: map[string]string{"LLM__QWEN__1__BASE_URL": "https://[SECRET]/v1"},
+		key: "LLM__QWEN__1__BASE_URL", want: []string{"invalid host", "value not shown"}},
 	{name: "missing api key", del: []string{"LLM__QWEN__1__API_KEY"},
 		key: "LLM__QWEN__1__API_KEY", want: []string{"missing", `"none"`}},
 	{name: "blank api key", set: map[string]string{"LLM__QWEN__1__API_KEY": "   "},
@@ -220,6 +235,8 @@ var badCases = []badCase{
 	{name: "timeout empty", set: map[string]string{"LLM__QWEN__1__TIMEOUT_S": ""},
 		key: "LLM__QWEN__1__TIMEOUT_S", want: []string{"empty value"}},
 	{name: "timeout too large", set: map[string]string{"LLM__QWEN__1__TIMEOUT_S": "99999999999"},
+		key: "LLM__QWEN__1__TIMEOUT_S", want: []string{"too large"}},
+	{name: "timeout at the limit of a duration", set: map[string]string{"LLM__QWEN__1__TIMEOUT_S": "9223372036.8547758"},
 		key: "LLM__QWEN__1__TIMEOUT_S", want: []string{"too large"}},
 	{name: "timeout rounds to zero", set: map[string]string{"LLM__QWEN__1__TIMEOUT_S": "0.0000000001"},
 		key: "LLM__QWEN__1__TIMEOUT_S", want: []string{"rounds to zero"}},

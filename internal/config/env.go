@@ -28,7 +28,8 @@ const DefaultDotEnv = ".env"
 // The file is parsed by github.com/joho/godotenv: "export " prefixes,
 // comments and quotes are understood, and $VAR / ${VAR} in unquoted or
 // double-quoted values expand to earlier keys of the same file; put values
-// containing "$" in single quotes.
+// containing "$" in single quotes. A leading UTF-8 byte order mark (which
+// some Windows editors write) is skipped.
 func ReadEnv(dotenvPath string, explicit bool) (map[string]string, error) {
 	path := dotenvPath
 	if path == "" {
@@ -38,6 +39,7 @@ func ReadEnv(dotenvPath string, explicit bool) (map[string]string, error) {
 	src, err := os.ReadFile(path)
 	switch {
 	case err == nil:
+		src = bytes.TrimPrefix(src, []byte("\ufeff"))
 		parsed, perr := godotenv.UnmarshalBytes(src)
 		if perr != nil {
 			return nil, &Error{Key: path, Problem: dotenvProblem(src, perr)}

@@ -151,3 +151,24 @@ func TestReadEnvParseErrorHidesSecrets(t *testing.T) {
 		})
 	}
 }
+
+// TestReadEnvByteOrderMark: a .env file saved with a UTF-8 byte order mark
+// (as some Windows editors do) reads like the same file without it.
+func TestReadEnvByteOrderMark(t *testing.T) {
+	cases := []struct{ name, content string }{
+		{"bom", "\ufeffPGW_TEST_FIRST=1\nPGW_TEST_SECOND=2\n"},
+		{"bom and crlf", "\ufeffPGW_TEST_FIRST=1\r\nPGW_TEST_SECOND=2\r\n"},
+		{"bom before export", "\ufeffexport PGW_TEST_FIRST=1\nPGW_TEST_SECOND=2\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env, err := ReadEnv(writeFile(t, ".env", tc.content), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if env["PGW_TEST_FIRST"] != "1" || env["PGW_TEST_SECOND"] != "2" {
+				t.Errorf("PGW_TEST_FIRST = %q, PGW_TEST_SECOND = %q, want 1 and 2", env["PGW_TEST_FIRST"], env["PGW_TEST_SECOND"])
+			}
+		})
+	}
+}

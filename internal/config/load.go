@@ -229,7 +229,12 @@ func (l *loader) flat() {
 func (l *loader) budget(p string, _ *core.SourceConfig) {
 	var window int // its default, a day, when unset
 	set := l.read(p+"BUDGET__WINDOW_S", doc(scopeP+"BUDGET__WINDOW_S"), &window)
-	b := core.Budget{Key: "scope:" + l.s.Scope, Window: time.Duration(window) * time.Second}
+	w, werr := WholeSeconds(p+"BUDGET__WINDOW_S", window)
+	if werr != nil {
+		l.fail(werr)
+		set = false
+	}
+	b := core.Budget{Key: "scope:" + l.s.Scope, Window: w}
 	e := l.get(p + "BUDGET__USD")
 	if !e.present() {
 		if set {

@@ -186,8 +186,10 @@ func urlProblem(err error) string {
 		err = ue.Err
 	}
 	msg := err.Error()
-	// url.EscapeError and url.InvalidHostError quote fragments of the input;
-	// keep only their kind.
+	// url.EscapeError, url.InvalidHostError and the port and IP-literal
+	// errors quote fragments of the input (a password holding an unescaped
+	// '#', '/' or '?' ends the host early and is read as its port); keep
+	// only their kind.
 	var esc url.EscapeError
 	var host url.InvalidHostError
 	switch {
@@ -195,6 +197,10 @@ func urlProblem(err error) string {
 		msg = "invalid percent-escape"
 	case errors.As(err, &host):
 		msg = "invalid character in host"
+	case strings.HasPrefix(msg, "invalid port "):
+		msg = "invalid port after host"
+	case strings.HasPrefix(msg, "invalid host: "):
+		msg = "invalid host"
 	}
 	return msg
 }

@@ -32,6 +32,16 @@ var decimalRE = regexp.MustCompile(`^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$`)
 // maxSeconds is the largest number of seconds a time.Duration holds.
 const maxSeconds = float64(math.MaxInt64) / float64(time.Second)
 
+// WholeSeconds returns n seconds, the value of key, as a time.Duration,
+// or an error naming key when a Duration cannot hold them (in
+// nanoseconds the count would wrap, maybe to a valid window).
+func WholeSeconds(key string, n int) (time.Duration, *Error) {
+	if most := int64(math.MaxInt64 / time.Second); int64(n) > most {
+		return 0, errf(key, fmt.Sprintf("invalid value %d: too large (at most %d seconds)", n, most))
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
 // show quotes a value for an error message, shortening long ones. Callers
 // never pass values that may be secret.
 func show(v string) string {
@@ -79,15 +89,18 @@ func seconds(positive bool) func(entry, KeyDoc) (any, *Error) {
 		if perr != nil {
 			return nil, perr
 		}
+		ns := math.Round(f * float64(time.Second))
 		switch {
 		case f < 0:
 			return nil, errf(e.key, fmt.Sprintf("invalid value %s: must not be negative; expected %s", show(e.val), form))
 		case positive && f == 0:
 			return nil, errf(e.key, fmt.Sprintf("invalid value %s: must be greater than 0; expected %s", show(e.val), form))
-		case f > maxSeconds:
+		case ns >= float64(math.MaxInt64):
+			// float64(MaxInt64) is 2^63: the first count of nanoseconds a
+			// time.Duration cannot hold (converting it would wrap).
 			return nil, errf(e.key, fmt.Sprintf("invalid value %s: too large (at most %.0f seconds)", show(e.val), math.Floor(maxSeconds)))
 		}
-		d := time.Duration(math.Round(f * float64(time.Second)))
+		d := time.Duration(ns)
 		if positive && d <= 0 {
 			return nil, errf(e.key, fmt.Sprintf("invalid value %s: rounds to zero (the resolution is 1ns); expected %s", show(e.val), form))
 		}
