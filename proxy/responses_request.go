@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/polygateway/polygateway/core"
 )
@@ -116,11 +117,34 @@ func decodeResponses(r io.Reader) (*chatRequest, *responsesAnswer, error) {
 	if !d.hasIn {
 		return nil, nil, badRequest("input", "missing_required_parameter", "input is required")
 	}
+	d.toolless()
 	d.req.messages = slices.Concat(d.system, d.input)
 	if len(d.req.messages) == 0 {
 		return nil, nil, badRequest("input", "empty_array", "input must hold at least one message")
 	}
 	return d.req, &responsesAnswer{echo: d.echo}, nil
+}
+
+// toolless leaves out the tool options of a request that sends no tools
+// upstream and asks for no call (tool_choice none, auto or unset): they
+// mean nothing without tools, and chat completions refuses
+// parallel_tool_calls and tool_choice without tools where the Responses
+// API takes them (the Agents SDK sends "tools": [] with
+// "parallel_tool_calls": false). A tool_choice that asks for a call goes
+// upstream, which refuses it. The answer still repeats them.
+func (d *responsesDecoder) toolless() {
+	if _, ok := d.req.params["tools"]; ok {
+		return
+	}
+	choice, set := d.req.params["tool_choice"]
+	if s, ok := choice.(string); set && (!ok || s == "required") {
+		return
+	}
+	delete(d.req.params, "tool_choice")
+	delete(d.req.params, "parallel_tool_calls")
+	if len(d.req.params) == 0 {
+		d.req.params = nil
+	}
 }
 
 // bodyError is the answer to a body encoding/json could not read.
@@ -296,7 +320,7 @@ func (d *responsesDecoder) metadata(raw json.RawMessage) error {
 		return badRequest("metadata", "invalid_value", "metadata has more than %d pairs", maxMetadataPairs)
 	}
 	for k, v := range m {
-		if len(k) > maxMetadataKeyLen || len(v) > maxMetadataValueLen {
+		if utf8.RuneCountInString(k) > maxMetadataKeyLen || utf8.RuneCountInString(v) > maxMetadataValueLen {
 			return badRequest("metadata", "invalid_value", "metadata keys are at most %d characters and values at most %d", maxMetadataKeyLen, maxMetadataValueLen)
 		}
 	}

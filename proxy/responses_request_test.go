@@ -297,3 +297,56 @@ func TestResponsesUnknownFieldNameIsBounded(t *testing.T) {
 		t.Fatalf("refusal %+v", re)
 	}
 }
+
+// A request without tools sends no tool options upstream unless its
+// tool_choice asks for a call: chat completions refuses
+// parallel_tool_calls and tool_choice without tools, where the Responses
+// API takes them (the Agents SDK sends "tools": [] with
+// "parallel_tool_calls": false). The answer still repeats them.
+func TestResponsesToolOptionsWithoutTools(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, fields, want string
+	}{
+		{"empty tools and parallel_tool_calls", `,"tools":[],"parallel_tool_calls":false`, `{}`},
+		{"parallel_tool_calls alone", `,"parallel_tool_calls":true`, `{}`},
+		{"empty tools and tool_choice auto", `,"tools":[],"tool_choice":"auto"`, `{}`},
+		{"tool_choice none and parallel_tool_calls", `,"tool_choice":"none","parallel_tool_calls":false`, `{}`},
+		{"with tools they go upstream", `,"tools":[{"type":"function","name":"f"}],"tool_choice":"auto","parallel_tool_calls":false`,
+			`{"parallel_tool_calls":false,"tool_choice":"auto","tools":[{"type":"function","function":{"name":"f"}}]}`},
+		{"a call asked for without tools goes upstream, which refuses it", `,"tool_choice":{"type":"function","name":"f"}`,
+			`{"tool_choice":{"type":"function","function":{"name":"f"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, ans, err := decodeBody(`{"model":"m","input":"hi"` + tc.fields + `}`)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if got := paramsJSON(t, req.params); got != tc.want {
+				t.Fatalf("params\n got %s\nwant %s", got, tc.want)
+			}
+			if strings.Contains(tc.fields, `"parallel_tool_calls":false`) && ans.echo.ParallelToolCalls {
+				t.Fatal("the answer does not repeat parallel_tool_calls: false")
+			}
+		})
+	}
+}
+
+// The metadata limits count characters, as OpenAI's do, not bytes.
+func TestResponsesMetadataLimitsCountCharacters(t *testing.T) {
+	t.Parallel()
+	key, value := strings.Repeat("ü", maxMetadataKeyLen), strings.Repeat("é", maxMetadataValueLen)
+	req, ans, err := decodeBody(`{"model":"m","input":"hi","metadata":{"` + key + `":"` + value + `"}}`)
+	if err != nil {
+		t.Fatalf("metadata at the limits refused: %v", err)
+	}
+	if ans.echo.Metadata[key] != value || req.params["metadata"] == nil {
+		t.Fatalf("metadata echo %v, params %v", ans.echo.Metadata, req.params)
+	}
+	for _, m := range []string{`{"` + key + `ü":"v"}`, `{"k":"` + value + `é"}`} {
+		var re *requestError
+		if _, _, err := decodeBody(`{"model":"m","input":"hi","metadata":` + m + `}`); !errors.As(err, &re) || re.param != "metadata" || re.code != "invalid_value" {
+			t.Errorf("metadata over a limit: err = %v", err)
+		}
+	}
+}
