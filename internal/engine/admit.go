@@ -215,10 +215,11 @@ func (r *run) refusal(i int, t core.Ticket) error {
 			r.retryAfter = t.Admission.RetryAfter
 		}
 		wait := t.Admission.RetryAfter
-		if t.Admission.State == core.StateHalfOpen {
+		if t.Admission.State == core.StateHalfOpen && (wait <= 0 || wait > e.settings.Backpressure.PollInterval) {
 			// A probe is out: its verdict may come long before the probe
-			// lease ends, so look again soon rather than for the lease.
-			wait = min(wait, e.settings.Backpressure.PollInterval)
+			// lease ends (or the lease never ends: RetryAfter 0), so look
+			// again after the poll interval rather than for the lease.
+			wait = e.settings.Backpressure.PollInterval
 		}
 		s.setHold(now, now.Add(max(wait, time.Millisecond)), holdCircuitOpen)
 		return nil

@@ -1129,6 +1129,42 @@ func TestARefusalWhileAProbeIsOutBlocksTheSourceOnlyBriefly(t *testing.T) {
 	})
 }
 
+// TestAProbeWithoutLeaseExpiryBlocksTheSourceForThePollInterval: with
+// PROBE_TTL 0 the probe's lease never expires and the breaker's refusal
+// carries RetryAfter 0 while it is out; the source is then looked at again
+// after the poll interval, and a call that finds nothing else ends with
+// circuit_open telling its caller the same — never a 1 ms hold that has
+// the call ask the breaker again and again.
+func TestAProbeWithoutLeaseExpiryBlocksTheSourceForThePollInterval(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T) {
+		set := testSettings(src("a", 0))
+		set.Breaker.ProbeTTL = 0
+		set.Backpressure.PollInterval = 50 * time.Millisecond
+		f := newFixture(t, set)
+		ctx := context.Background()
+		cfg := f.g.sources[0].breaker
+		// Another process: the source dies, the cooldown passes, it takes the probe.
+		adm, _ := f.br.Allow(ctx, testScope, "a", cfg)
+		if _, err := f.br.Record(ctx, testScope, "a", adm, core.OutcomeDead, cfg); err != nil {
+			t.Fatal(err)
+		}
+		f.brClock.Advance(cfg.Cooldown + time.Second)
+		if probe, _ := f.br.Allow(ctx, testScope, "a", cfg); !probe.Probe {
+			t.Fatal("setup: no probe granted")
+		}
+		now := time.Now()
+		_, err := f.g.Handle(ctx, newCall())
+		ue := asUnavailable(t, err)
+		if ue.Reason != core.ReasonCircuitOpen || ue.RetryAfter != set.Backpressure.PollInterval {
+			t.Errorf("err = %v (RetryAfter %v), want circuit_open after the %v poll interval", err, ue.RetryAfter, set.Backpressure.PollInterval)
+		}
+		if kind, until := f.g.sources[0].hold(now); kind != holdCircuitOpen || until.Sub(now) != set.Backpressure.PollInterval {
+			t.Errorf("hold %v until +%v, want circuit_open for the poll interval", kind, until.Sub(now))
+		}
+	})
+}
+
 func TestCallsWaitingForAnAdaptiveSlotAreWokenWhenOneFrees(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
@@ -1159,6 +1195,78 @@ func TestCallsWaitingForAnAdaptiveSlotAreWokenWhenOneFrees(t *testing.T) {
 		wg.Wait()
 		if took := time.Since(start); took > 1500*time.Millisecond {
 			t.Fatalf("12 calls of 100 ms over 8 slots took %v: waiters were not woken when slots freed", took)
+		}
+	})
+}
+
+// TestACallWaitsForAnAdaptiveSlotWithinADeadlineShorterThanThePoll: a
+// call that finds its source at its adaptive limit waits for a slot until
+// its deadline, however long the poll interval is: the poll bounds the
+// wait, it does not say when a slot frees, so it is no reason to end the
+// call at once. Only when no slot frees before the deadline does the call
+// end, with its context's error.
+func TestACallWaitsForAnAdaptiveSlotWithinADeadlineShorterThanThePoll(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T) {
+		set := testSettings(src("a", 0))
+		set.Backpressure.PollInterval = 5 * time.Second
+		set.Backpressure.StallWindow = 30 * time.Second
+		f := newFixture(t, set, withLiveBreaker)
+		f.up.script("a", step{delay: 100 * time.Millisecond})
+		var wg sync.WaitGroup
+		errs := make([]error, 6) // the adaptive limit starts at 4: two calls must wait
+		for i := range errs {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_, errs[i] = f.g.Handle(ctx, newCall())
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("call %d: %v, want an answer once a slot freed, before the 1 s deadline", i, err)
+			}
+		}
+
+		// No slot frees before the deadline: the call ends with it, not before.
+		s := f.g.sourceNamed("a")
+		s.inflight.Store(int64(s.aimdLimit()))
+		defer s.inflight.Store(0)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := f.g.Handle(ctx, newCall())
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
+			t.Errorf("err = %v after %v, want the deadline's error after 1 s", err, time.Since(start))
+		}
+	})
+}
+
+// TestADeadProbeHoldsItsSourceForTheCircuitsDoubledCooldown: a probe that
+// finds the source still dead re-opens its circuit for twice the cooldown;
+// the source's hold lasts as long, so the call's circuit_open error and
+// the next call's tell the caller the remaining cooldown, not the first
+// one.
+func TestADeadProbeHoldsItsSourceForTheCircuitsDoubledCooldown(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T) {
+		set := testSettings(src("a", 0))
+		f := newFixture(t, set, withLiveBreaker)
+		f.up.script("a", failStep(testkit.DeadErr("a")))
+		if _, err := f.g.Handle(context.Background(), newCall()); !errors.Is(err, core.ErrCircuitOpen) {
+			t.Fatalf("err = %v, want circuit_open", err)
+		}
+		time.Sleep(set.Breaker.Cooldown + time.Second)
+		for i, name := range []string{"the probe's call", "the next call"} {
+			_, err := f.g.Handle(context.Background(), newCall())
+			ue := asUnavailable(t, err)
+			if want := 2 * set.Breaker.Cooldown; ue.Reason != core.ReasonCircuitOpen || ue.RetryAfter != want {
+				t.Errorf("%s: err = %v (RetryAfter %v), want circuit_open after the doubled cooldown %v", name, err, ue.RetryAfter, want)
+			}
+			if calls := f.up.callLog(); len(calls) != 2 {
+				t.Errorf("after call %d the upstream was asked %v, want twice (the first call and the probe)", i+2, calls)
+			}
 		}
 	})
 }

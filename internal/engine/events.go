@@ -109,11 +109,15 @@ func (e *Engine) observeState(ctx context.Context, callID string, s *sourceState
 }
 
 // readState reads s's circuit (bounded by snapshotTimeout, not cancelled
-// with the call) and observes its state; a failed read is ignored.
-func (e *Engine) readState(ctx context.Context, callID string, s *sourceState) {
+// with the call), observes its state and returns it; ok is false when the
+// read failed (the failure is otherwise ignored).
+func (e *Engine) readState(ctx context.Context, callID string, s *sourceState) (snap core.BreakerSnapshot, ok bool) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotTimeout)
 	defer cancel()
-	if snap, err := e.breaker.Snapshot(sctx, e.settings.Scope, s.cfg.Name, s.breaker); err == nil {
-		e.observeState(ctx, callID, s, snap.State)
+	snap, err := e.breaker.Snapshot(sctx, e.settings.Scope, s.cfg.Name, s.breaker)
+	if err != nil {
+		return snap, false
 	}
+	e.observeState(ctx, callID, s, snap.State)
+	return snap, true
 }

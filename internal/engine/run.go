@@ -333,7 +333,12 @@ func (r *run) apply(ctx context.Context, s *sourceState, t *core.Ticket, eff eff
 		// The failure may have opened the circuit: read it now, so that
 		// the transition is observed (and logged) with this call's id,
 		// not by some later admission.
-		e.readState(ctx, r.call.ID, s)
+		snap, ok := e.readState(ctx, r.call.ID, s)
+		if ok && eff.hold == holdDead && snap.State == core.StateOpen {
+			// A dead source is held while its circuit refuses: longer
+			// than one cooldown when a failed probe doubled it.
+			s.setHold(now, now.Add(snap.RetryAfter), holdCircuitOpen)
+		}
 	}
 	if eff.progress {
 		e.lastProgress.Store(now.UnixNano())

@@ -124,7 +124,10 @@ func (r *run) nothingEligible(ctx context.Context, now time.Time) (wait time.Dur
 			return 0, false, u
 		}
 	}
-	if left, ok := untilDeadline(ctx); ok && wait > left {
+	if left, ok := untilDeadline(ctx); ok && wait > left && !h.slot {
+		// A hold that ends after the deadline ends the call at once. A
+		// wait for a slot is not refused: the poll only bounds it, a slot
+		// may free at any moment, and pause cuts it at the deadline.
 		u := r.unavailable(ctx, core.ReasonRateLimited)
 		u.RetryAfter = max(u.RetryAfter, wait)
 		return 0, false, u
