@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -42,7 +44,9 @@ const reaskPrompt = "Your previous reply could not be used: %s\n" +
 // ChatInto makes a structured call and decodes the answer into T. Without
 // WithJSONSchema the JSON Schema is derived from T (its exported fields by
 // their json names; fields without omitempty or omitzero are required;
-// pointers and slices may be null), validated against, and sent natively
+// pointers and slices may be null; a number or boolean with the ",string"
+// option and a type that reads itself from text only are strings),
+// validated against, and sent natively
 // where the provider supports it. Invalid answers are re-asked with the
 // error fed back, at most PGW_STRUCTURED_MAX_RETRIES times; each re-ask is
 // a governed, billed call with its own telemetry row linked by
@@ -187,11 +191,8 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co k
 			resp.StructuredData = v
 			return nil
 		}
-		// Plain WithJSON wants a document: prose that repair turned into a
-		// bare JSON string, or into an array of its comma-separated phrases,
-		// is not one.
-		if (text[0] != '{' && text[0] != '[') || !strings.ContainsAny(resp.Content, "{[") {
-			return errors.New("the answer is not a JSON object or array")
+		if err := oneDocument(resp.Content, text); err != nil {
+			return err
 		}
 		var v any
 		if err := json.Unmarshal([]byte(text), &v); err != nil {
@@ -222,6 +223,19 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co k
 	}
 }
 
+// oneDocument refuses what plain WithJSON cannot take from answer, whose
+// repaired JSON is text: a document is opened by the answer's first
+// bracket. Prose that repair turned into a bare JSON string, or into an
+// array of its comma-separated phrases, is not one, nor is the array
+// repair wraps around an object and what follows it (a note after the
+// fenced block, a second object).
+func oneDocument(answer, text string) error {
+	if i := strings.IndexAny(answer, "{["); i < 0 || answer[i] != text[0] {
+		return errors.New("the answer is not one JSON object or array")
+	}
+	return nil
+}
+
 // derivedSchemas caches the schema derived from each type (nil when none
 // could be: interfaces, channels, functions).
 var derivedSchemas sync.Map // reflect.Type → []byte
@@ -234,10 +248,107 @@ func schemaOf[T any]() []byte {
 	}
 	var out []byte
 	if s, err := jsonschema.For[T](nil); err == nil {
-		if b, err := json.Marshal(s); err == nil {
+		if b, err := json.Marshal(fitSchema(t, s)); err == nil {
 			out = b
 		}
 	}
 	derivedSchemas.Store(t, out)
 	return out
+}
+
+// The interfaces encoding/json reads a value through.
+var (
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// fitSchema corrects s, the schema jsonschema.For derived for t from its
+// Go structure, where encoding/json reads t from another shape, and
+// returns it: a type that reads itself from text only (an
+// encoding.TextUnmarshaler that is no json.Unmarshaler, such as
+// netip.Addr or a UUID) is a JSON string, and so is a number or boolean
+// field with the json ",string" option. Left as derived, the schema would
+// refuse every answer that decodes and pass only those that do not.
+func fitSchema(t reflect.Type, s *jsonschema.Schema) *jsonschema.Schema {
+	if s == nil {
+		return nil
+	}
+	nullable := false
+	for t.Kind() == reflect.Pointer {
+		t, nullable = t.Elem(), true
+	}
+	if implements(t, textUnmarshalerType) && !implements(t, jsonUnmarshalerType) {
+		return stringSchema(nullable)
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		s.Items = fitSchema(t.Elem(), s.Items)
+	case reflect.Map:
+		s.AdditionalProperties = fitSchema(t.Elem(), s.AdditionalProperties)
+	case reflect.Struct:
+		fitFields(t, s)
+	}
+	return s
+}
+
+// fitFields applies fitSchema to the properties of s, the schema of the
+// struct type t, naming fields as jsonschema.For does (the last visible
+// field of a name gave its property).
+func fitFields(t reflect.Type, s *jsonschema.Schema) {
+	fields := map[string]reflect.StructField{}
+	for _, f := range reflect.VisibleFields(t) {
+		tag := f.Tag.Get("json")
+		if f.Anonymous || !f.IsExported() || tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f
+	}
+	for name, f := range fields {
+		p := s.Properties[name]
+		if p == nil {
+			continue
+		}
+		_, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if ft, ptr := quotedType(f.Type); ft != nil && slices.Contains(strings.Split(opts, ","), "string") {
+			s.Properties[name] = stringSchema(ptr)
+			continue
+		}
+		s.Properties[name] = fitSchema(f.Type, p)
+	}
+}
+
+// quotedType returns the type encoding/json reads as a quoted JSON string
+// when its field has the ",string" option (a number or boolean, or an
+// unnamed pointer to one), and whether it came through a pointer; nil for
+// any other type.
+func quotedType(t reflect.Type) (reflect.Type, bool) {
+	ptr := t.Name() == "" && t.Kind() == reflect.Pointer
+	if ptr {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return t, ptr
+	}
+	return nil, false
+}
+
+// implements reports whether t, or a pointer to it, implements iface, as
+// encoding/json looks for it on the value it decodes into.
+func implements(t, iface reflect.Type) bool {
+	return t.Implements(iface) || reflect.PointerTo(t).Implements(iface)
+}
+
+// stringSchema is the schema of a JSON string, or null when nullable.
+func stringSchema(nullable bool) *jsonschema.Schema {
+	if nullable {
+		return &jsonschema.Schema{Types: []string{"null", "string"}}
+	}
+	return &jsonschema.Schema{Type: "string"}
 }

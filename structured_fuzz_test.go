@@ -63,8 +63,9 @@ func (s *streamedText) RoundTrip(r *http.Request) (*http.Response, error) {
 // split gives, to a WithJSON call: the answer assembled is the text sent
 // (as encoding/json reads each piece), and the call's outcome is the
 // structured-output path's on that text — repaired JSON (valid JSON kept
-// as it is), a document (object or array), decoded by encoding/json — or
-// a ResultInvalidError when there is none; never a panic.
+// as it is), a document (object or array) opened by the text's first
+// bracket, decoded by encoding/json — or a ResultInvalidError when there
+// is none; never a panic.
 func FuzzStructuredRepair(f *testing.F) {
 	for _, s := range []string{
 		"```json\n{\"score\": 7, \"reason\": 'fine',}\n```", `{"a":1}`, `[1,2`, "plain prose, no JSON", `"just a string"`, `{"a":"é\u2028"}`,
@@ -100,7 +101,7 @@ func FuzzStructuredRepair(f *testing.F) {
 			if trimmed := strings.TrimSpace(content); json.Valid([]byte(trimmed)) && repaired != trimmed {
 				t.Fatalf("valid JSON %q repaired to %q", trimmed, repaired)
 			}
-			if (repaired[0] == '{' || repaired[0] == '[') && strings.ContainsAny(content, "{[") {
+			if i := strings.IndexAny(content, "{["); i >= 0 && content[i] == repaired[0] {
 				_ = json.Unmarshal([]byte(repaired), &want)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -144,6 +145,30 @@ func TestStructuredMaxRetriesZeroMeansNoReask(t *testing.T) {
 	}
 }
 
+// An answer that holds one JSON object and then something else — a note
+// in prose after its fenced block, a second object — is not one document:
+// repair would wrap the pieces in an array the model never wrote, and
+// WithJSON would hand that array over as the answer. It is re-asked.
+func TestWithJSONNeverTakesAnArrayRepairMadeOfAnObjectAndWhatFollowsIt(t *testing.T) {
+	t.Parallel()
+	for _, answer := range []string{
+		"```json\n{\"title\": \"Dune\", \"year\": 1965,}\n```\n\nNote: the year is the first edition.",
+		"{\"title\": \"Dune\"}\n{\"title\": \"Dune Messiah\"}",
+	} {
+		cs := newContentServer(t, answer, `{"title": "Dune", "year": 1965}`)
+		resp, err := askStructured(structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "1").Client(t), polygateway.WithJSON())
+		if err != nil {
+			t.Fatalf("%q: %v, want the re-asked answer", answer, err)
+		}
+		if got, ok := resp.StructuredData.(map[string]any); !ok || got["year"] != 1965.0 {
+			t.Errorf("%q: StructuredData = %#v, want the re-asked object", answer, resp.StructuredData)
+		}
+		if n := len(cs.requests()); n != 2 {
+			t.Errorf("%q: %d requests, want one re-ask", answer, n)
+		}
+	}
+}
+
 func TestOnlyValidatedAnswersAreCached(t *testing.T) {
 	t.Parallel()
 	cs := newContentServer(t, "nope", `{"score": 1, "reason": "r"}`)
@@ -256,6 +281,43 @@ func TestChatIntoDerivesTheSchemaFromTheTypeAndReasksForAMissingRequiredField(t 
 	// The derived schema went upstream natively (the openai profile supports it).
 	if !strings.Contains(reqs[0], `"json_schema"`) || !strings.Contains(reqs[0], `"required":["label","score","source"]`) {
 		t.Errorf("the first request does not carry the derived schema: %s", reqs[0])
+	}
+}
+
+// A Go type whose JSON form is not its Go structure: a number and a
+// boolean with the json ",string" option, and types that read themselves
+// from text only (netip.Addr implements encoding.TextUnmarshaler).
+type ticket struct {
+	ID    int64        `json:"id,string"`
+	Paid  *bool        `json:"paid,string"`
+	Host  netip.Addr   `json:"host"`
+	Hosts []netip.Addr `json:"hosts,omitempty"`
+}
+
+// The schema ChatInto derives describes the JSON encoding/json decodes
+// into T: an answer that decodes is accepted at once, not re-asked until
+// the call fails, and the schema sent upstream asks for it.
+func TestChatIntoDerivesTheSchemaOfTheJSONTheTypeDecodesFrom(t *testing.T) {
+	t.Parallel()
+	cs := newContentServer(t, `{"id": "9007199254740993", "paid": "true", "host": "192.0.2.1", "hosts": ["2001:db8::1"]}`)
+	c := structuredEnv(cs, "PGW_STRUCTURED_MAX_RETRIES", "1").Client(t)
+	v, _, err := polygateway.ChatInto[ticket](context.Background(), c, []polygateway.Message{polygateway.User("the ticket")},
+		polygateway.WithStream(false))
+	if err != nil {
+		t.Fatalf("call failed: %v", err)
+	}
+	if v.ID != 9007199254740993 || v.Paid == nil || !*v.Paid || v.Host != netip.MustParseAddr("192.0.2.1") ||
+		len(v.Hosts) != 1 || v.Hosts[0] != netip.MustParseAddr("2001:db8::1") {
+		t.Fatalf("decoded %+v", v)
+	}
+	reqs := cs.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want the decodable answer taken at once", len(reqs))
+	}
+	for _, want := range []string{`"id":{"type":"string"}`, `"paid":{"type":["null","string"]}`, `"host":{"type":"string"}`, `"items":{"type":"string"}`} {
+		if !strings.Contains(reqs[0], want) {
+			t.Errorf("the schema sent upstream lacks %s: %s", want, reqs[0])
+		}
 	}
 }
 

@@ -126,13 +126,20 @@ func chatTokens(call *core.Call) (total, output int) {
 // (the whole answer is returned beside the error).
 const maxRawInError = 4 << 10
 
+// maxMessageInError bounds the Message of a ResultInvalidError: a check's
+// error may list every fault of a long answer, or quote its values, and
+// the message goes into the error text, the telemetry row and a
+// structured call's re-ask.
+const maxMessageInError = 1 << 10
+
 // refused returns the ResultInvalidError of an answer of src that failed a
 // check (reason "") or the quality guard (ReasonLowQuality), by the
 // library's one redaction rule: src's API key is removed from the message
-// and the cause, and from the answer before it is cut to maxRawInError for
-// Raw. The answer returned beside the error stays as the source sent it.
+// and the cause, and from the answer and the message before they are cut
+// to maxRawInError for Raw and maxMessageInError for Message. The answer
+// returned beside the error stays as the source sent it.
 func refused(src *core.SourceConfig, reason core.Reason, raw, msg string, cause error) error {
 	r := redact.New(src.APIKey)
 	return &core.ResultInvalidError{Source: src.Name, Reason: reason, Raw: r.Cut(raw, maxRawInError),
-		Message: r.String(msg), Err: r.Error(cause)}
+		Message: r.Cut(msg, maxMessageInError), Err: r.Error(cause)}
 }

@@ -66,3 +66,41 @@ func TestARefusedAnswerKeepsNoKeyAndAtMost4KiBInItsError(t *testing.T) {
 		}
 	}
 }
+
+// TestARefusedAnswersMessageIsCutTo1KiBAfterRedaction refuses an answer
+// with a check whose error lists a fault for every item of a long answer
+// (as a JSON Schema validator does) and quotes the key near the cut: the
+// ResultInvalidError's Message and error text are cut to 1 KiB, from text
+// already redacted, so no piece of the key is left at the cut.
+func TestARefusedAnswersMessageIsCutTo1KiBAfterRedaction(t *testing.T) {
+	t.Parallel()
+	const key = "sk-kernel-SECRET-0123456789abcdef"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"[1]"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	tc := transport.New(transport.Config{})
+	t.Cleanup(func() { tc.Close() })
+	src := &core.SourceConfig{Name: "openai_1", Provider: "openai", BaseURL: srv.URL + "/v1", APIKey: key, Model: "m", Timeout: 10 * time.Second}
+	faults := strings.Repeat("x", maxMessageInError-len(key)/2) + key + strings.Repeat("\n- at '/9': got string, want integer", 500)
+	call := &core.Call{Messages: []core.Message{core.User("hi")},
+		Check: func(*core.LLMResponse) error { return errors.New(faults) }}
+	_, err := chatUpstream{t: tc}.Do(context.Background(), src, call)
+	var inv *core.ResultInvalidError
+	if !errors.As(err, &inv) {
+		t.Fatalf("err = %v, want a ResultInvalidError", err)
+	}
+	if len(inv.Message) > maxMessageInError+len("…") || !strings.HasSuffix(inv.Message, "…") {
+		t.Errorf("Message is %d bytes, want the check's error cut to %d", len(inv.Message), maxMessageInError)
+	}
+	if n := len(err.Error()); n > maxMessageInError+100 {
+		t.Errorf("the error text is %d bytes, want the bounded message", n)
+	}
+	for i := 0; i+redact.FragmentLen <= len(key); i++ {
+		if strings.Contains(inv.Message, key[i:i+redact.FragmentLen]) {
+			t.Fatalf("Message holds %q of the key", key[i:i+redact.FragmentLen])
+		}
+	}
+}
