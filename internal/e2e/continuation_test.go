@@ -101,5 +101,33 @@ func TestWithoutAContinuingSourceACutCommittedStreamEndsAsBefore(t *testing.T) {
 	}
 }
 
+// With the quality guard on, a continuation is judged as the whole answer
+// it completes, never as its tail alone: a cut just before the end leaves
+// the continuing source a few words (or none) to add, and the answer is
+// still the whole one.
+func TestTheQualityGuardJudgesAContinuedAnswerWhole(t *testing.T) {
+	t.Parallel()
+	for _, cutAt := range []int{58, 60} {
+		primary := fu.NewServer(t, fu.WithBehavior(fu.CutAfter(cutAt).WithTokens(60)))
+		fallback := testkit.NewContinuer(t, 60, false)
+		c := testenv.Base().Source("openai", 1, primary.URL()).Set("LLM__RETRY__TIER_PATIENCE_S", "0",
+			"LLM__QUALITY__GUARD", "true", "LLM__QUALITY__MIN_CHARS", "20",
+			"LLM__VLLM__1__BASE_URL", fallback.URL+"/v1", "LLM__VLLM__1__API_KEY", "none", "LLM__VLLM__1__MODEL", "local",
+			"LLM__VLLM__1__TIMEOUT_S", "5", "LLM__VLLM__1__PRIORITY", "1").Client(t)
+		s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("tell me")})
+		var got strings.Builder
+		for s.Next() {
+			got.WriteString(s.Delta().Content)
+		}
+		s.Close()
+		if err := s.Err(); err != nil {
+			t.Fatalf("cut after %d tokens: the continued stream failed (%v), want the whole answer", cutAt, err)
+		}
+		if resp := s.Response(); got.String() != fu.Tokens(60) || resp.Content != fu.Tokens(60) || resp.SourceName != "vllm_1" {
+			t.Errorf("cut after %d tokens: received %q, response %+v: want the whole answer, finished by vllm_1", cutAt, got.String(), resp)
+		}
+	}
+}
+
 // asErr is errors.As for the tests above.
 func asErr[T error](err error, target *T) bool { return errors.As(err, target) }

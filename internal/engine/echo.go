@@ -73,4 +73,28 @@ func (g *echoGuard) flush() error {
 	return g.DeltaSink.Delta(held, "")
 }
 
-var _ core.DeltaSink = (*echoGuard)(nil)
+// FlushDeltas passes the transport's flush on to the caller's sink when it
+// is a core.DeltaFlusher: a relay that flushes only when told to must
+// still push a continuation's deltas out as they come.
+func (g *echoGuard) FlushDeltas() error {
+	if f, ok := g.DeltaSink.(core.DeltaFlusher); ok {
+		return f.FlushDeltas()
+	}
+	return nil
+}
+
+// SetModel passes the model the continuation's answer names on to the
+// caller's sink when it is a core.DeltaModel. (core.DeltaKeeper is not
+// passed on: the content held back is not in the sink when the stream
+// ends.)
+func (g *echoGuard) SetModel(model string) {
+	if m, ok := g.DeltaSink.(core.DeltaModel); ok {
+		m.SetModel(model)
+	}
+}
+
+var (
+	_ core.DeltaSink    = (*echoGuard)(nil)
+	_ core.DeltaFlusher = (*echoGuard)(nil)
+	_ core.DeltaModel   = (*echoGuard)(nil)
+)

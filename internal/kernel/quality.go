@@ -98,15 +98,24 @@ func (u chatUpstream) Do(ctx context.Context, src *core.SourceConfig, call *core
 	if err != nil || resp == nil {
 		return resp, err
 	}
+	whole := resp
+	if call.Continuation && len(call.Messages) > 0 {
+		// A continuation's answer is the tail of its trailing assistant
+		// prefill: the guard and the check judge the whole answer.
+		w := *resp
+		w.Content = call.Messages[len(call.Messages)-1].Content + resp.Content
+		whole = &w
+	}
 	if u.quality.Guard {
-		if problem := qualityProblem(resp, u.quality); problem != "" {
-			return resp, refused(src, core.ReasonLowQuality, resp.Content, problem, nil)
+		if problem := qualityProblem(whole, u.quality); problem != "" {
+			return resp, refused(src, core.ReasonLowQuality, whole.Content, problem, nil)
 		}
 	}
 	if call.Check != nil {
-		if cerr := call.Check(resp); cerr != nil {
-			return resp, refused(src, "", resp.Content, cerr.Error(), cerr)
+		if cerr := call.Check(whole); cerr != nil {
+			return resp, refused(src, "", whole.Content, cerr.Error(), cerr)
 		}
+		resp.StructuredData = whole.StructuredData // what the check decoded
 	}
 	return resp, nil
 }

@@ -83,14 +83,10 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 			return nil, ferr
 		}
 	}
-	st.asm.end()
-	if err := out.send(st); err != nil {
-		return nil, c.consumerFailed(ctx, mk, err)
-	}
-	if done {
-		drainAfterDone(resp.Body)
-	}
 	if !done && st.asm.finish == "" {
+		// A cut answer fails before the think filter lets go of what it
+		// holds back: half a tag never reaches the sink, whose text a
+		// continuation goes on from.
 		if actx.Err() != nil {
 			return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, actx.Err())
 		}
@@ -98,6 +94,13 @@ func (c *Client) readStream(ctx, actx context.Context, src *core.SourceConfig, c
 			mk.msg = "stream ended without [DONE] or finish_reason after " + strconv.Itoa(st.clock.tokens) + " token events"
 			return nil, mk.transient(core.ReasonNetworkError, 0)
 		}
+	}
+	st.asm.end()
+	if err := out.send(st); err != nil {
+		return nil, c.consumerFailed(ctx, mk, err)
+	}
+	if done {
+		drainAfterDone(resp.Body)
 	}
 	if !st.picked {
 		// No chunk had a choice to read (of index 0, or of none): the

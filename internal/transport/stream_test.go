@@ -323,3 +323,44 @@ func TestAStreamLeftOpenAfterDoneCostsAtMostTheDrainWait(t *testing.T) {
 		t.Fatalf("the attempt waited %v for a stream left open after [DONE]", took)
 	}
 }
+
+// TestACutStreamRelaysNoTagItHeldBack: the bytes the think filter holds
+// back because they may begin a tag ("<thi", "</thi") are decided by what
+// follows; a stream cut right after them has nothing to decide them, and
+// they never reach the sink as text — a continuation goes on from what the
+// caller has, and would otherwise go on from half a tag. Salvaged, the
+// stream's answer keeps them, as they arrived.
+func TestACutStreamRelaysNoTagItHeldBack(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, Config{})
+	for _, tc := range []struct {
+		provider, content       string
+		relayed, relayedThought string
+	}{
+		{"minimax", "Hello <thi", "Hello ", ""},
+		{"minimax", "<think>pondering</thi", "", "pondering"},
+		{"openai", "  <thi", "  ", ""},
+	} {
+		srv := newServer(t, sse(contentChunk(tc.content)))
+		for _, policy := range []core.MissingDonePolicy{core.MissingDoneRetry, core.MissingDoneSalvage} {
+			sink := &keeperSink{}
+			call := chatCall(true)
+			call.Deltas = sink
+			src := source(srv, tc.provider)
+			src.MissingDone = policy
+			r, err := c.Do(context.Background(), src, call)
+			content, thinking := sink.Delivered()
+			if policy == core.MissingDoneSalvage {
+				if err != nil || r.Content+r.Thinking != strings.NewReplacer("<think>", "").Replace(tc.content) {
+					t.Errorf("%s %q salvaged: %v %+v, want the text as it arrived", tc.provider, tc.content, err, r)
+				}
+				continue
+			}
+			if err == nil || content != tc.relayed || thinking != tc.relayedThought {
+				t.Errorf("%s %q cut: err %v, relayed (%q, %q), want an error and (%q, %q)",
+					tc.provider, tc.content, err, content, thinking, tc.relayed, tc.relayedThought)
+			}
+		}
+		srv.Close()
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/polygateway/polygateway/core"
@@ -238,5 +239,97 @@ func TestCallerDeadline(t *testing.T) {
 	cancel2()
 	if _, err := c.Do(ctx2, src, chatCall(false)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// pacedBody is a stream body made as it is read: each event is released
+// after its delay (on the clock of the test's bubble), and the read ends
+// with the request's context.
+type pacedBody struct {
+	ctx    context.Context
+	events []string
+	delays []time.Duration
+	rest   []byte
+}
+
+func (b *pacedBody) Read(p []byte) (int, error) {
+	for len(b.rest) == 0 {
+		if len(b.events) == 0 {
+			return 0, io.EOF
+		}
+		select {
+		case <-time.After(b.delays[0]):
+		case <-b.ctx.Done():
+			return 0, b.ctx.Err()
+		}
+		b.rest, b.events, b.delays = []byte(b.events[0]), b.events[1:], b.delays[1:]
+	}
+	n := copy(p, b.rest)
+	b.rest = b.rest[n:]
+	return n, nil
+}
+
+// pacedTransport answers with a pacedBody of its events and delays.
+type pacedTransport struct {
+	events []string
+	delays []time.Duration
+}
+
+func (pt pacedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	body := &pacedBody{ctx: r.Context(), events: pt.events, delays: pt.delays}
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
+		Body: io.NopCloser(body), ContentLength: -1, Request: r}, nil
+}
+
+// TestTheWatchdogTakesThinkingAsTokensAndASteadyStreamAsAlive, on a fake
+// clock: a first delta of thinking meets the TTFT limit though the first
+// content comes later; a stream slower in all than the TTFT limit but with
+// every gap under the inter-token limit is never stalled; keep-alive
+// comments alone neither meet the TTFT limit nor end a gap.
+func TestTheWatchdogTakesThinkingAsTokensAndASteadyStreamAsAlive(t *testing.T) {
+	const ttft, inter = 2 * time.Second, time.Second
+	think := data(`{"choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}`)
+	finish := data(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`) + data("[DONE]")
+	steady := func(n int, ev string) ([]string, []time.Duration) {
+		var evs []string
+		var ds []time.Duration
+		for range n {
+			evs, ds = append(evs, ev), append(ds, 900*time.Millisecond)
+		}
+		return append(evs, finish), append(ds, 0)
+	}
+	tenTokens, tenGaps := steady(10, contentChunk("t"))
+	for _, tc := range []struct {
+		name   string
+		events []string
+		delays []time.Duration
+		reason core.Reason // "" = a success
+	}{
+		{"thinking first, content after the TTFT", []string{think, think, think, contentChunk("a"), finish},
+			[]time.Duration{1500 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond, 0}, ""},
+		{"slow but steady", tenTokens, tenGaps, ""},
+		{"keep-alives only", []string{": keep-alive\n\n", ": keep-alive\n\n", ": keep-alive\n\n", contentChunk("a"), finish},
+			[]time.Duration{900 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond, 0, 0}, core.ReasonTimeout},
+		{"keep-alives in a gap", []string{contentChunk("a"), ": keep-alive\n\n", ": keep-alive\n\n", contentChunk("b"), finish},
+			[]time.Duration{0, 600 * time.Millisecond, 600 * time.Millisecond, 0, 0}, core.ReasonStalled},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			c := New(Config{HTTPClient: &http.Client{Transport: pacedTransport{tc.events, tc.delays}}})
+			defer c.Close()
+			src := &core.SourceConfig{Name: "openai_1", Provider: "openai", BaseURL: "http://upstream.invalid/v1", APIKey: testKey,
+				Model: "m", Timeout: time.Minute, TTFTTimeout: ttft, InterTokenTimeout: inter}
+			r, err := c.Do(context.Background(), src, chatCall(true))
+			if tc.reason == "" {
+				if err != nil || r.FinishReason != "stop" {
+					t.Errorf("%s: %v, want a success", tc.name, err)
+				}
+				return
+			}
+			var te *core.TransientError
+			if !errors.As(err, &te) || te.Reason != tc.reason {
+				t.Errorf("%s: %v, want a transient error with reason %s", tc.name, err, tc.reason)
+			}
+		})
 	}
 }
