@@ -21,7 +21,7 @@ func (s *Server) api(h http.HandlerFunc) http.Handler {
 			var ok bool
 			if key, ok = s.clientKeyIndex(r); !ok {
 				ri.client = peerName(r)
-				ri.code = "invalid_api_key"
+				ri.code, ri.refused = "invalid_api_key", RefusedAuth
 				leaveUnread(w, r)
 				w.Header().Set("WWW-Authenticate", `Bearer realm="polygateway"`)
 				writeAPIError(w, invalidRequest(http.StatusUnauthorized, "", "invalid_api_key", "missing or invalid API key: send Authorization: Bearer <key>"))
@@ -38,7 +38,7 @@ func (s *Server) api(h http.HandlerFunc) http.Handler {
 			ok, wait = s.limiter.allow(ri.client)
 		}
 		if !ok {
-			ri.code = "rate_limit_exceeded"
+			ri.code, ri.refused = "rate_limit_exceeded", RefusedClientRate
 			leaveUnread(w, r)
 			writeAPIError(w, &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "rate_limit_exceeded",
 				msg: "too many requests from this client; retry after the Retry-After delay", retryAfter: wait})

@@ -81,6 +81,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	tooLarge := invalidRequest(http.StatusRequestEntityTooLarge, "", "request_too_large",
 		"request body larger than "+formatBytes(limit))
 	if r.ContentLength > limit {
+		info(r).refused = RefusedBodyLimit
 		return nil, nil, tooLarge
 	}
 	var held int64
@@ -132,6 +133,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			info(r).refused = RefusedBodyLimit
 			return fail(tooLarge)
 		}
 		return fail(invalidRequest(http.StatusBadRequest, "", "invalid_body", bodyReadFailure(err)))

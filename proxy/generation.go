@@ -3,10 +3,10 @@ package proxy
 import (
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 
-	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/internal/kernel"
 )
 
@@ -131,43 +131,31 @@ func (g *generation) embedRoute(model string) (string, Embedder, bool) {
 	return scope, c, ok && scope != ""
 }
 
-// closers returns the generation's clients that keep does not also hold.
-func (g *generation) closers(keep *generation) []io.Closer {
+// clients returns the generation's clients, chat then embeddings, each
+// once.
+func (g *generation) clients() []io.Closer {
 	var out []io.Closer
 	for _, scope := range slices.Sorted(maps.Keys(g.Clients)) {
-		c := g.Clients[scope]
-		if keep != nil && holdsChat(keep, c) {
-			continue
-		}
-		out = append(out, c)
+		out = appendNew(out, g.Clients[scope])
 	}
 	for _, scope := range slices.Sorted(maps.Keys(g.Embedders)) {
-		e := g.Embedders[scope]
-		if keep != nil && holdsEmbed(keep, e) {
-			continue
-		}
-		out = append(out, e)
+		out = appendNew(out, g.Embedders[scope])
 	}
 	return out
 }
 
-func holdsChat(g *generation, c *polygateway.GatewayClient) bool {
-	for _, o := range g.Clients {
-		if o == c {
-			return true
-		}
+// appendNew appends c to cs unless cs holds it already.
+func appendNew(cs []io.Closer, c io.Closer) []io.Closer {
+	if shareable(c) && slices.Contains(cs, c) {
+		return cs
 	}
-	return false
+	return append(cs, c)
 }
 
-func holdsEmbed(g *generation, e Embedder) bool {
-	for _, o := range g.Embedders {
-		if o == e {
-			return true
-		}
-	}
-	return false
-}
+// shareable reports whether c can be told apart by ==, as a client that
+// generations share must be; any other (a value holding a map, say) is
+// its generation's own, since == on it would panic.
+func shareable(c io.Closer) bool { return reflect.ValueOf(c).Comparable() }
 
 // chatScopes returns the chat scopes, sorted.
 func (g *generation) chatScopes() []string { return slices.Sorted(maps.Keys(g.chat)) }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -156,21 +157,54 @@ func (s *Server) Swap(b Backends) error {
 		return ErrServerClosed
 	}
 	ng := newGeneration(b)
+	s.hold(ng)
 	old := s.gen.Swap(ng)
-	s.retire(old, ng)
+	s.retire(old)
 	return nil
 }
 
-// retire retires g and closes its clients (except those keep holds) in the
-// background once it has drained. Called with s.mu held.
-func (s *Server) retire(g, keep *generation) {
+// hold counts g's clients as held by one more generation that has not
+// drained; New and Swap call it for the generation they install.
+func (s *Server) hold(g *generation) {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	for _, c := range g.clients() {
+		if shareable(c) {
+			s.held[c]++
+		}
+	}
+}
+
+// unhold counts g, drained, out of its clients' holders and returns those
+// no generation holds any more: a client that a later generation kept is
+// closed only once every generation that holds it has drained, whichever
+// drains last.
+func (s *Server) unhold(g *generation) []io.Closer {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	var out []io.Closer
+	for _, c := range g.clients() {
+		if !shareable(c) {
+			out = append(out, c)
+			continue
+		}
+		if s.held[c]--; s.held[c] == 0 {
+			delete(s.held, c)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// retire retires g and, in the background once it has drained, closes its
+// clients that no other generation holds. Called with s.mu held.
+func (s *Server) retire(g *generation) {
 	g.retire()
-	closers := g.closers(keep)
 	s.retiring.Add(1)
 	go func() {
 		defer s.retiring.Done()
 		<-g.drained
-		for _, c := range closers {
+		for _, c := range s.unhold(g) {
 			if err := c.Close(); err != nil {
 				s.log.Warn("closing a replaced client failed", slog.String("error", err.Error()))
 				s.closeMu.Lock()
@@ -196,7 +230,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.shut {
 		s.shut = true
 		s.draining.Store(true)
-		s.retire(s.gen.Load(), nil)
+		s.retire(s.gen.Load())
 	}
 	s.mu.Unlock()
 	done := make(chan struct{})

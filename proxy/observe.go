@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 )
 
@@ -47,13 +48,13 @@ const (
 	RefusedDraining = "draining"
 )
 
-// refusalByCode maps the error codes of refusals to their reasons; the
-// in-flight cap, which shares its code with the memory budget, is marked
-// where it refuses (enter).
+// refusalByCode maps the error codes of refusals to their reasons. A
+// refusal whose code an upstream's rejection may also carry (its
+// request_too_large, rate_limit_exceeded, invalid_api_key) is marked where
+// it refuses (api, readBody), as is the in-flight cap, which shares its
+// code with the memory budget (enter): a governed call that ran is no
+// refusal.
 var refusalByCode = map[string]string{
-	"invalid_api_key":      RefusedAuth,
-	"request_too_large":    RefusedBodyLimit,
-	"rate_limit_exceeded":  RefusedClientRate,
 	"budget_exhausted":     RefusedBudget,
 	"server_overloaded":    RefusedMemoryBudget,
 	"server_shutting_down": RefusedDraining,
@@ -99,6 +100,24 @@ func routeOf(pattern string) string {
 // hex digits of its SHA-256 digest. It names the key in metrics, cache
 // namespaces and budget keys; the key itself cannot be recovered from it.
 func keyID(h [sha256.Size]byte) string { return "key-" + hex.EncodeToString(h[:6]) }
+
+// IsKeyID reports whether s has the form of a client key's digest id
+// ("key-" and 12 lower-case hex digits), the only form of a key that
+// configuration errors may quote: any other text where an id belongs may
+// be a key itself.
+func IsKeyID(s string) bool {
+	rest, ok := strings.CutPrefix(s, "key-")
+	return ok && len(rest) == 12 && strings.Trim(rest, "0123456789abcdef") == ""
+}
+
+// shownKeyID is id quoted for an error when it is a digest id, or a
+// placeholder that keeps whatever else it is out of logs.
+func shownKeyID(id string) string {
+	if IsKeyID(id) {
+		return strconv.Quote(id)
+	}
+	return "an entry that is no digest id (not shown: it may be a key)"
+}
 
 // cacheNamespace is the cache namespace of a call of the request on a
 // scope whose configured namespace is ns: with client keys (and without

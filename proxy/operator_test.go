@@ -267,3 +267,41 @@ func TestObserverNamesEveryRefusalBeforeGovernance(t *testing.T) {
 		t.Errorf("refusals = %q, want body_limit, in_flight", refusals)
 	}
 }
+
+// TestAnUpstreamRefusalIsNoRefusalBeforeGovernance: a source's 429
+// "Request too large" reaches the client as a rejected request with the
+// code request_too_large, and a 400 whose provider code is
+// rate_limit_exceeded keeps it; the governed call ran, so the observer
+// counts no refusal (neither body_limit nor client_rate).
+func TestAnUpstreamRefusalIsNoRefusalBeforeGovernance(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		upstream fakeupstream.Behavior
+		code     string
+	}{
+		{"429 request too large", fakeupstream.Status(http.StatusTooManyRequests,
+			`{"error":{"message":"Request too large for gpt-4o on tokens per min (TPM): Limit 30000, Requested 45000.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`, nil),
+			"request_too_large"},
+		{"400 rate_limit_exceeded", fakeupstream.Status(http.StatusBadRequest,
+			`{"error":{"message":"bad request","type":"invalid_request_error","param":null,"code":"rate_limit_exceeded"}}`, nil),
+			"rate_limit_exceeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up := fake(t, fakeupstream.WithBehavior(tc.upstream))
+			obs := &observer{}
+			f := oneScope(t, up, proxy.Config{Observer: obs})
+			resp, body := f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", false, ""))
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"code":"`+tc.code+`"`) {
+				t.Fatalf("an upstream refusal: %d %s, want 400 %s", resp.StatusCode, body, tc.code)
+			}
+			if up.Requests() == 0 {
+				t.Fatal("the upstream saw no request")
+			}
+			if _, refusals := obs.seen(); len(refusals) != 0 {
+				t.Errorf("refusals = %q, want none: the governed call ran", refusals)
+			}
+		})
+	}
+}

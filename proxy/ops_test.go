@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -608,4 +609,85 @@ func startStream(f *fixture) <-chan []byte {
 		got <- b
 	}()
 	return got
+}
+
+// closeSignal is an embeddings client that only reports its Close.
+type closeSignal struct {
+	proxy.Embedder
+	closed chan struct{}
+}
+
+func (c *closeSignal) Close() error {
+	close(c.closed)
+	return nil
+}
+
+// TestAClientKeptAcrossSwapsStaysOpenForTheOldestCall: a client that a
+// second generation kept is still used by a call of the first; a third
+// generation without it must not close it when the second drains, only
+// once that call is done.
+func TestAClientKeptAcrossSwapsStaysOpenForTheOldestCall(t *testing.T) {
+	up, shared, hang := hangingLLM(t)
+	f := serve(t, proxy.Config{Backends: proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": shared}, DefaultScope: "LLM"}})
+	release := hold(t, f, up, []byte(chatBody("m", true, "")))
+	defer release()
+
+	// Generation two keeps the client (and has one of its own, which
+	// tells when it has drained); generation three drops both.
+	second := &closeSignal{closed: make(chan struct{})}
+	if err := f.srv.Swap(proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": shared},
+		Embedders: map[string]proxy.Embedder{"EMBED": second}, DefaultScope: "LLM"}); err != nil {
+		t.Fatal(err)
+	}
+	other := chatClient(t, "LLM", baseEnv().source("LLM", "other", 1, fake(t).URL(), secretKey2, "other-model"))
+	if err := f.srv.Swap(proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": other}, DefaultScope: "LLM"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second.closed: // generation two, which had no call, is retired
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second generation's own client was never closed")
+	}
+	hang.Store(false)
+	closed := func() bool {
+		_, err := shared.Chat(context.Background(), []polygateway.Message{polygateway.User("x")})
+		return errors.Is(err, polygateway.ErrClientClosed)
+	}
+	if closed() {
+		t.Fatal("a client was closed while a call of an older generation still ran on it")
+	}
+	release()
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the shared client to be closed", closed)
+}
+
+// valueEmbedder is an Embedder of a type == cannot compare (it holds a
+// map): its Close is counted through the pointer it carries.
+type valueEmbedder struct {
+	proxy.Embedder
+	tags   map[string]string
+	closes *atomic.Int32
+}
+
+func (v valueEmbedder) Close() error {
+	v.closes.Add(1)
+	return nil
+}
+
+// TestAnEmbedderThatCannotBeComparedIsClosedWithItsGeneration: a client
+// of a type == would panic on is no generation's shared client: swapping
+// it out and shutting down close each copy once, without a panic.
+func TestAnEmbedderThatCannotBeComparedIsClosedWithItsGeneration(t *testing.T) {
+	var closes atomic.Int32
+	e := valueEmbedder{tags: map[string]string{"a": "b"}, closes: &closes}
+	f := serve(t, proxy.Config{Backends: proxy.Backends{Embedders: map[string]proxy.Embedder{"EMBED": e}, DefaultEmbedScope: "EMBED"}})
+	if err := f.srv.Swap(proxy.Backends{Embedders: map[string]proxy.Embedder{"EMBED": e}, DefaultEmbedScope: "EMBED"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 5*time.Second, 5*time.Millisecond, "the first generation's copy to be closed", func() bool { return closes.Load() == 1 })
+	if err := f.srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := closes.Load(); n != 2 {
+		t.Fatalf("closed %d times, want 2 (once per generation)", n)
+	}
 }

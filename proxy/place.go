@@ -113,9 +113,9 @@ func (c *Config) keyPriorities(hashes [][sha256.Size]byte) ([]core.Priority, err
 		i, ok := byID[id]
 		switch {
 		case !ok:
-			bad = append(bad, fmt.Sprintf("%q is no client key's id (key- and the first 12 hex digits of the key's SHA-256)", id))
+			bad = append(bad, shownKeyID(id)+" is no client key's id (key- and the first 12 hex digits of the key's SHA-256)")
 		case !p.Valid():
-			bad = append(bad, fmt.Sprintf("%s: %v is not a priority", id, p))
+			bad = append(bad, fmt.Sprintf("%s: %v is not a priority", shownKeyID(id), p))
 		default:
 			out[i] = p
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -200,13 +201,17 @@ func TestClientPrioritiesMustNameConfiguredKeys(t *testing.T) {
 	}{
 		{"a key's id", proxy.Config{ClientKeys: []string{"key-a"}, ClientPriorities: map[string]polygateway.Priority{digestID("key-a"): polygateway.PriorityBatch}}, ""},
 		{"no keys", proxy.Config{ClientPriorities: map[string]polygateway.Priority{digestID("key-a"): polygateway.PriorityBatch}}, "needs ClientKeys"},
-		{"the key itself", proxy.Config{ClientKeys: []string{"key-a"}, ClientPriorities: map[string]polygateway.Priority{"key-a": polygateway.PriorityBatch}}, `"key-a" is no client key's id`},
+		{"the key itself", proxy.Config{ClientKeys: []string{"key-a"}, ClientPriorities: map[string]polygateway.Priority{"key-a": polygateway.PriorityBatch}}, `an entry that is no digest id (not shown: it may be a key) is no client key's id`},
+		{"another key's id", proxy.Config{ClientKeys: []string{"key-a"}, ClientPriorities: map[string]polygateway.Priority{digestID("key-b"): polygateway.PriorityBatch}}, strconv.Quote(digestID("key-b")) + " is no client key's id"},
 		{"no priority", proxy.Config{ClientKeys: []string{"key-a"}, ClientPriorities: map[string]polygateway.Priority{digestID("key-a"): 7}}, "priority(7) is not a priority"},
 	} {
 		tc.cfg.Backends = proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)}, DefaultScope: "LLM"}
 		err := proxy.Validate(tc.cfg)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), `"key-a"`) {
+			t.Errorf("%s: Validate quotes the key: %v", tc.name, err)
 		}
 		s, err := proxy.New(tc.cfg)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/sha256"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -54,6 +55,9 @@ type Server struct {
 	retiring sync.WaitGroup // generations waiting to drain and close
 	closeMu  sync.Mutex
 	closeErr []error
+	// held counts, for every client, the generations holding it that have
+	// not drained (the current one included); guarded by closeMu.
+	held map[io.Closer]int
 }
 
 // New builds a server from cfg. The server owns the clients in
@@ -66,7 +70,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil { // the embedded Backends' check
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, held: map[io.Closer]int{}}
 	s.defaultTimeout = strconv.FormatFloat(cfg.RequestTimeout.Seconds(), 'f', -1, 64)
 	s.hard, s.hardCancel = context.WithCancel(context.Background())
 	for _, k := range cfg.ClientKeys {
@@ -96,7 +100,9 @@ func New(cfg Config) (*Server, error) {
 	case cfg.ClientRate > 0:
 		s.limiter = newClientLimiter(cfg.ClientRate, cfg.ClientBurst, cfg.MaxClients, cfg.Now)
 	}
-	s.gen.Store(newGeneration(cfg.Backends))
+	g := newGeneration(cfg.Backends)
+	s.hold(g)
+	s.gen.Store(g)
 	s.cfg.Backends = Backends{} // the generation holds them now
 	s.routes()
 	return s, nil

@@ -179,8 +179,9 @@ func readPriorities(r *keyReader) map[string]core.Priority {
 		p, err := core.ParsePriority(name)
 		_, dup := out[id]
 		switch {
-		case !ok || id == "":
-			r.fail(configError(key, fmt.Sprintf("%q: want key-<digest id>=priority", item)))
+		case !ok || !proxy.IsKeyID(id):
+			// Not quoted: an operator may have written a key itself.
+			r.fail(configError(key, "an entry is not key-<digest id>=priority (key- and the first 12 hex digits of the key's SHA-256; the entry is not shown)"))
 		case err != nil:
 			r.fail(configError(key, fmt.Sprintf("%s: %q is not a priority (interactive, normal or batch)", id, name)))
 		case dup:

@@ -89,4 +89,14 @@ func TestCheckHoldsClientPrioritiesToTheKeys(t *testing.T) {
 			t.Errorf("-check with PGW_CLIENT_PRIORITIES=%s: exit %d, want %d\n%s", tc.priorities, code, tc.code, logs.String())
 		}
 	}
+	// An operator who writes a key itself where its id belongs: refused,
+	// and the key is not logged.
+	for _, raw := range []string{"pgw-client-key-replace-me-2=batch", "pgw-client-key-replace-me-2"} {
+		logs := &testkit.Buffer{}
+		path := localProfile(t, dir, up.URL(), "\nPGW_CLIENT_PRIORITIES="+raw+"\n")
+		code := run([]string{"-check", "-env-file", path}, io.Discard, logs, nil)
+		if code != 1 || strings.Contains(logs.String(), "replace-me-2") || !strings.Contains(logs.String(), "PGW_CLIENT_PRIORITIES") {
+			t.Errorf("-check with a key itself in PGW_CLIENT_PRIORITIES: exit %d, want 1, and no key in the log:\n%s", code, logs.String())
+		}
+	}
 }
