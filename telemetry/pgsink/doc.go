@@ -15,8 +15,10 @@
 //
 // # Table
 //
-// Open creates the table llm_calls (the 18 frozen columns plus scope and
-// created_at, typed text, bigint, double precision, boolean and timestamptz)
+// Open creates the table llm_calls (the 18 frozen columns plus scope,
+// created_at, degraded and queue_wait_ms, typed text, bigint, double
+// precision, boolean and timestamptz; a table that lacks any of the four
+// gets it)
 // with indexes on created_at, (source_name, created_at) and session_id when
 // it is missing. The creation holds a transaction-level advisory lock, so
 // many processes starting at once do not trip over each other. Inserts are

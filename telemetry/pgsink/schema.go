@@ -39,9 +39,10 @@ var columns = []struct{ name, typ, constraint string }{
 	{"queue_wait_ms", "double precision", "NOT NULL DEFAULT 0"},
 }
 
-// addedColumns are the columns added after the first schema (the tail of
-// columns): a table made before them gets them with ALTER TABLE.
-const addedColumns = 2
+// addedColumns are the columns added to the design's 18 frozen ones (the
+// tail of columns): a table made before them gets them with ALTER TABLE (the
+// rows of a table without created_at get the time of the migration).
+const addedColumns = 4
 
 // names returns the column names joined with sep.
 func names(sep string) string {

@@ -537,3 +537,50 @@ func TestOpenAddsTheAddedColumnsToAnOlderTable(t *testing.T) {
 		}
 	}
 }
+
+// A table of the design's 18 frozen columns alone (made before scope and
+// created_at were added, or by an administrator from the design) gets every
+// added column on open: its rows keep their values, and new rows are
+// written in full instead of failing batch after batch.
+func TestOpenAddsEveryAddedColumnToATableOfTheFrozenColumns(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn, true)
+	stmts := schemaSQL(schema)
+	old := stmts[len(stmts)-4]
+	for _, c := range []string{
+		",\n\tscope text NOT NULL DEFAULT ''",
+		",\n\tcreated_at timestamptz NOT NULL DEFAULT now()",
+		",\n\tdegraded text NOT NULL DEFAULT ''",
+		",\n\tqueue_wait_ms double precision NOT NULL DEFAULT 0",
+	} {
+		old = strings.Replace(old, c, "", 1)
+	}
+	for _, c := range []string{"scope", "created_at", "degraded", "queue_wait_ms"} {
+		if strings.Contains(old, c) {
+			t.Fatalf("setup: the old schema still has %s:\n%s", c, old)
+		}
+	}
+	exec(t, dsn, old)
+	exec(t, dsn, "INSERT INTO "+table(schema)+" (call_id, model) VALUES ('before', 'm-old')")
+	logs := &sinktest.LogCapture{}
+	s := openSink(t, dsn, WithSchema(schema), WithLogger(slog.New(logs)))
+	want := telemetrytest.FullRecord("after", time.Now().Add(time.Hour), false)
+	if err := s.Write(context.Background(), want); err != nil {
+		t.Fatal(err)
+	}
+	closeSink(t, s)
+	rows, err := pgReader{dsn: dsn, schema: schema}.Rows(context.Background())
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows = %v, %v; want the old row and the new one", rows, err)
+	}
+	if old := rows[0]; old.CallID != "before" || old.Model != "m-old" || old.Scope != "" {
+		t.Errorf("old row = %+v, want its model kept and no scope", old)
+	}
+	if d := telemetrytest.Diff(want, rows[1]); d != "" {
+		t.Errorf("new row differs:\n%s", d)
+	}
+	if s.Dropped() != 0 || logs.Count(slog.LevelWarn, "") != 0 {
+		t.Errorf("Dropped = %d; logs:\n%s", s.Dropped(), logs.Text())
+	}
+}

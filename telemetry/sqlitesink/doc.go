@@ -16,8 +16,9 @@
 // # Table
 //
 // Open creates the parent directory, opens the file in WAL mode with a busy
-// timeout, and creates the table llm_calls (the 18 frozen columns plus scope
-// and created_at) with indexes on created_at, (source_name, created_at) and
+// timeout, and creates the table llm_calls (the 18 frozen columns plus scope,
+// created_at, degraded and queue_wait_ms; a table that lacks any of the four
+// gets it) with indexes on created_at, (source_name, created_at) and
 // session_id when they are missing. created_at is stored as UTC text with
 // microseconds (TimeLayout), which SQLite's date functions read. Inserts are
 // idempotent on call_id (ON CONFLICT DO NOTHING): the first row wins.

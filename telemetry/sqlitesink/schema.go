@@ -45,11 +45,16 @@ var schemaSQL = []string{
 	`CREATE INDEX IF NOT EXISTS llm_calls_session_id_idx ON llm_calls (session_id) WHERE session_id <> ''`,
 }
 
-// addedColumns are the columns added after the first schema, with their
-// definitions: a table made before them gets them with ALTER TABLE.
-var addedColumns = []struct{ name, def string }{
-	{"degraded", "TEXT NOT NULL DEFAULT ''"},
-	{"queue_wait_ms", "REAL NOT NULL DEFAULT 0"},
+// addedColumns are the columns added to the design's 18 frozen ones, with
+// their definitions: a table made before them gets them with ALTER TABLE,
+// then runs fill, when set, over its rows. The rows of a table without
+// created_at get the time of the migration (SQLite's 'now' has milliseconds:
+// the microseconds are zeros, so that the text keeps TimeLayout's width).
+var addedColumns = []struct{ name, def, fill string }{
+	{"scope", "TEXT NOT NULL DEFAULT ''", ""},
+	{"created_at", "TEXT NOT NULL DEFAULT ''", "UPDATE " + TableName + " SET created_at = strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')"},
+	{"degraded", "TEXT NOT NULL DEFAULT ''", ""},
+	{"queue_wait_ms", "REAL NOT NULL DEFAULT 0", ""},
 }
 
 // insertSQL writes one row; an existing call_id keeps its first row.

@@ -125,13 +125,17 @@ func (st *sqliteStore) Recover(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	for _, q := range schemaSQL {
+	if _, err := tx.ExecContext(ctx, schemaSQL[0]); err != nil {
+		return err
+	}
+	// An older table gets the added columns before the indexes name them.
+	if err := addMissingColumns(ctx, tx); err != nil {
+		return err
+	}
+	for _, q := range schemaSQL[1:] {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return err
 		}
-	}
-	if err := addMissingColumns(ctx, tx); err != nil {
-		return err
 	}
 	return tx.Commit()
 }
@@ -205,10 +209,17 @@ func addMissingColumns(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	for _, c := range addedColumns {
-		if !have[c.name] {
-			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+TableName+" ADD COLUMN "+c.name+" "+c.def); err != nil {
-				return err
-			}
+		if have[c.name] {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "ALTER TABLE "+TableName+" ADD COLUMN "+c.name+" "+c.def); err != nil {
+			return err
+		}
+		if c.fill == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, c.fill); err != nil {
+			return err
 		}
 	}
 	return nil

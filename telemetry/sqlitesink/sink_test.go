@@ -445,3 +445,60 @@ func TestOpenAddsTheAddedColumnsToAnOlderTable(t *testing.T) {
 		}
 	}
 }
+
+// A table of the design's 18 frozen columns alone (made before scope and
+// created_at were added, or by hand from the design) gets every added
+// column on open: its rows keep their values and get the time of the
+// migration as created_at, and new rows are written in full.
+func TestOpenAddsEveryAddedColumnToATableOfTheFrozenColumns(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "frozen.db")
+	db, err := sql.Open("sqlite", fileURI(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := schemaSQL[0]
+	for _, c := range []string{
+		",\n\tscope              TEXT    NOT NULL DEFAULT ''",
+		",\n\tcreated_at         TEXT    NOT NULL",
+		",\n\tdegraded           TEXT    NOT NULL DEFAULT ''",
+		",\n\tqueue_wait_ms      REAL    NOT NULL DEFAULT 0",
+	} {
+		old = strings.Replace(old, c, "", 1)
+	}
+	for _, c := range []string{"scope", "created_at", "degraded", "queue_wait_ms"} {
+		if strings.Contains(old, c) {
+			t.Fatalf("setup: the old schema still has %s:\n%s", c, old)
+		}
+	}
+	if _, err := db.Exec(old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO llm_calls (call_id, model) VALUES ('before', 'm-old')`); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	opened := time.Now().UTC().Truncate(time.Millisecond)
+	s := openSink(t, path)
+	want := telemetrytest.FullRecord("after", opened.Add(time.Hour), false)
+	if err := s.Write(context.Background(), want); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := fileReader{path}.Rows(context.Background())
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows = %v, %v; want the old row and the new one", rows, err)
+	}
+	if old := rows[0]; old.CallID != "before" || old.Model != "m-old" || old.Scope != "" ||
+		old.CreatedAt.Before(opened) || old.CreatedAt.After(time.Now()) {
+		t.Errorf("old row = %+v, want its model kept, no scope and the time of the migration", old)
+	}
+	if d := telemetrytest.Diff(want, rows[1]); d != "" {
+		t.Errorf("new row differs:\n%s", d)
+	}
+	if s.Dropped() != 0 {
+		t.Errorf("Dropped = %d", s.Dropped())
+	}
+}
