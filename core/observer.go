@@ -52,8 +52,9 @@ type Observer interface {
 	// Attempt reports a finished upstream attempt.
 	Attempt(ev AttemptEvent)
 	// Refused reports a source refused before an attempt: by its breaker
-	// (ReasonCircuitOpen) or by the limiter or the adaptive limit
-	// (ReasonRateLimited).
+	// (ReasonCircuitOpen), by the limiter, a 429's pushback or the
+	// adaptive limit (ReasonRateLimited), switched off (ReasonDisabled),
+	// or by a spend budget (ReasonBudgetExhausted).
 	Refused(scope, source string, reason Reason)
 	// Waited reports time a call spent waiting for quota or pushback.
 	Waited(scope string, d time.Duration)

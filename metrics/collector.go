@@ -176,7 +176,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 	c.attemptDur = histogram("attempt_duration_seconds", "Wall time of upstream attempts.", lScope, lSource)
 	c.attemptTTFT = histogram("attempt_ttft_seconds", "Time to first token of streamed attempts.", lScope, lSource)
 	c.attemptITL = histogram("attempt_max_inter_token_seconds", "Largest gap between two tokens of streamed attempts.", lScope, lSource)
-	c.refusals = counter("refusals_total", "Sources refused before an attempt, by reason (circuit_open: breaker; rate_limited: limiter or adaptive limit).", lScope, lSource, lReason)
+	c.refusals = counter("refusals_total", "Sources refused before an attempt, by reason (circuit_open: breaker; rate_limited: limiter, pushback or adaptive limit; disabled: switched off; budget_exhausted: spend budget).", lScope, lSource, lReason)
 	c.waits = histogram("limiter_wait_seconds", "Time calls spent waiting for quota or 429 pushback with no source eligible.", lScope)
 	c.transitions = counter("breaker_transitions_total", "Breaker state changes seen by the engine, by the state entered.", lScope, lSource, lState)
 	c.bounded = counter("usage_bounded_total", "Answers that claimed more usage than their request could use, settled at the bound (an upstream anomaly).", lScope, lSource)

@@ -44,6 +44,7 @@
 //	polygateway_refusals_total                    counter    scope, source, reason
 //	polygateway_limiter_wait_seconds              histogram  scope
 //	polygateway_breaker_transitions_total         counter    scope, source, state
+//	polygateway_usage_bounded_total               counter    scope, source
 //	polygateway_queue_wait_seconds                histogram  scope, class
 //	polygateway_queue_admissions_total            counter    scope, class, tenant
 //	polygateway_breaker_state                     gauge      scope, source
@@ -64,7 +65,7 @@
 //	polygateway_budget_window_end_seconds         gauge      scope, budget
 //	polygateway_queue_depth                       gauge      scope, class
 //
-// The first eleven come from Middleware, the next nine from the Observer
+// The first eleven come from Middleware, the next ten from the Observer
 // methods, the rest are read from the watched clients (WatchClient) and
 // budget readers (WatchBudgets) at scrape time. The gateway's own HTTP
 // metrics (requests, refusals before governance, reloads, build info) are
@@ -98,7 +99,9 @@
 //   - attempt_duration_seconds, attempt_ttft_seconds,
 //     attempt_max_inter_token_seconds: per attempt and source.
 //   - refusals_total: a source skipped before an attempt, reason circuit_open
-//     (its breaker) or rate_limited (its limiter gates or adaptive limit).
+//     (its breaker), rate_limited (its limiter gates, a 429's pushback or
+//     its adaptive limit), disabled (switched off by an operator) or
+//     budget_exhausted (a spend budget had no room).
 //   - limiter_wait_seconds: each wait of a call while no source was eligible
 //     (quota full or 429 pushback); its _sum is the total time waited.
 //   - queue_wait_seconds: each stay of a call in the admission queue (the
@@ -111,6 +114,8 @@
 //     admission queue now, by class (sum over processes for the fleet).
 //   - breaker_transitions_total: state changes the engine saw, state being
 //     the state entered (closed, half_open, open).
+//   - usage_bounded_total: answers that claimed more usage than their
+//     request could use, settled at the bound (an upstream anomaly).
 //   - breaker_state: 0 closed, 1 half_open, 2 open. breaker_opens: how many
 //     times the circuit opened, as the breaker backend counts it (a reset
 //     clears it, hence a gauge).

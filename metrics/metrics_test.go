@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
 	fakeupstream "github.com/polygateway/polygateway/polygatewaytest"
 )
@@ -545,4 +546,100 @@ func TestAnAnswerClaimingMoreThanItsRequestCouldUseIsCounted(t *testing.T) {
 	chat(t, gc, "hi", polygateway.WithMaxTokens(50), polygateway.WithStream(false))
 	want(t, "usage_bounded{openai_1}", testutil.ToFloat64(col.bounded.WithLabelValues("LLM", "openai_1")), 1)
 	want(t, "completion tokens", testutil.ToFloat64(col.complTok.WithLabelValues("LLM", "openai_1", "gpt-test")), 50)
+}
+
+// TestWatchClientCreatesEveryEventSeriesAtZero: before any event, a
+// watched client's scope and sources have every event series of a closed
+// vocabulary at zero — bounded usage and the queue's waits by class
+// included — so that rate() and absent() work from the first scrape.
+func TestWatchClientCreatesEveryEventSeriesAtZero(t *testing.T) {
+	t.Parallel()
+	srv := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK()))
+	env := testEnv()
+	addSource(env, 1, srv, "m1", 0)
+	col := newCollector(t)
+	newClient(t, col, env)
+	for name, n := range map[string]int{
+		"polygateway_calls_total":               len(callOutcomes),
+		"polygateway_attempts_total":            len(attemptOutcomes),
+		"polygateway_refusals_total":            len(refusalReasons),
+		"polygateway_breaker_transitions_total": len(breakerStates),
+		"polygateway_usage_bounded_total":       1,
+		"polygateway_limiter_wait_seconds":      1,
+		"polygateway_queue_wait_seconds":        int(core.NumPriorities),
+	} {
+		if got, err := testutil.GatherAndCount(col.Registry(), name); err != nil || got != n {
+			t.Errorf("%s: %d series before any event (err %v), want %d", name, got, err, n)
+		}
+	}
+	want(t, "usage_bounded{openai_1}", testutil.ToFloat64(col.bounded.WithLabelValues("LLM", "openai_1")), 0)
+}
+
+// TestFallbackAnswerIsCountedAsADegradedSuccess: a fallback's answer is
+// served inside the onion, so the middleware counts the call as a success
+// and as degraded (the reference's note on degraded answers).
+func TestFallbackAnswerIsCountedAsADegradedSuccess(t *testing.T) {
+	t.Parallel()
+	bad := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.BadKey()))
+	env := testEnv()
+	addSource(env, 1, bad, "m-bad", 0)
+	col := newCollector(t)
+	gc := newClient(t, col, env, polygateway.WithFallback(func(context.Context, []polygateway.Message, error) (*polygateway.LLMResponse, error) {
+		return &polygateway.LLMResponse{Content: "later"}, nil
+	}))
+	if r := chat(t, gc, "anyone there?"); !r.Degraded || r.DegradedBy != core.DegradedFallback {
+		t.Fatalf("Degraded %v by %q: the fallback did not answer", r.Degraded, r.DegradedBy)
+	}
+	want(t, "calls{success}", testutil.ToFloat64(col.calls.WithLabelValues("LLM", OutcomeSuccess)), 1)
+	want(t, "calls{unavailable}", testutil.ToFloat64(col.calls.WithLabelValues("LLM", OutcomeUnavailable)), 0)
+	want(t, "degraded", testutil.ToFloat64(col.degraded.WithLabelValues("LLM")), 1)
+	want(t, "attempts{openai_1,source_dead}", col.attemptCount("openai_1", "source_dead"), 1)
+}
+
+// TestEveryRefusalReasonIsASeriesFromTheStart: the engine refuses sources
+// for four reasons — its breaker, its gates, an operator's switch, a spend
+// budget — and each has its refusals_total series at zero from WatchClient
+// on; a source another client of the breaker backend switched off is
+// counted under "disabled".
+func TestEveryRefusalReasonIsASeriesFromTheStart(t *testing.T) {
+	t.Parallel()
+	off := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK()))
+	good := fakeupstream.NewServer(t, fakeupstream.WithBehavior(fakeupstream.OK()))
+	env := testEnv()
+	env["PGW_CACHE_BACKEND"] = "none"
+	addSource(env, 1, off, "m-off", 0)
+	addSource(env, 2, good, "m-good", 1)
+	col := newCollector(t)
+	shared := memory.NewBreaker()
+	gc := newClient(t, col, env, polygateway.WithBreaker(shared))
+	other, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env), polygateway.WithBreaker(shared))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	const expected = `
+# HELP polygateway_refusals_total Sources refused before an attempt, by reason (circuit_open: breaker; rate_limited: limiter, pushback or adaptive limit; disabled: switched off; budget_exhausted: spend budget).
+# TYPE polygateway_refusals_total counter
+polygateway_refusals_total{reason="budget_exhausted",scope="LLM",source="openai_1"} 0
+polygateway_refusals_total{reason="budget_exhausted",scope="LLM",source="openai_2"} 0
+polygateway_refusals_total{reason="circuit_open",scope="LLM",source="openai_1"} 0
+polygateway_refusals_total{reason="circuit_open",scope="LLM",source="openai_2"} 0
+polygateway_refusals_total{reason="disabled",scope="LLM",source="openai_1"} 0
+polygateway_refusals_total{reason="disabled",scope="LLM",source="openai_2"} 0
+polygateway_refusals_total{reason="rate_limited",scope="LLM",source="openai_1"} 0
+polygateway_refusals_total{reason="rate_limited",scope="LLM",source="openai_2"} 0
+`
+	if err := testutil.GatherAndCompare(col.Registry(), strings.NewReader(expected), "polygateway_refusals_total"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.DisableSource(context.Background(), "openai_1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := chat(t, gc, "who is on?"); r.SourceName != "openai_2" {
+		t.Fatalf("answered by %q, want openai_2", r.SourceName)
+	}
+	want(t, "refusals{openai_1,disabled}", testutil.ToFloat64(col.refusals.WithLabelValues("LLM", "openai_1", "disabled")), 1)
+	if n := testutil.CollectAndCount(col.refusals); n != 8 {
+		t.Errorf("refusals_total has %d series, want 8 (no other reason)", n)
+	}
 }

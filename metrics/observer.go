@@ -32,7 +32,7 @@ func (c *Collector) Attempt(ev core.AttemptEvent) {
 		sm.itl.Observe(ev.MaxInterToken.Seconds())
 	}
 	if ev.UsageBounded {
-		c.bounded.WithLabelValues(cleanLabel(ev.Scope), cleanLabel(ev.Source)).Inc()
+		sm.bounded.Inc()
 	}
 }
 

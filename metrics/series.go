@@ -68,7 +68,7 @@ var attemptOutcomes = [...]core.AttemptOutcome{
 }
 
 // refusalReasons are the reasons the engine reports refusals with.
-var refusalReasons = [...]core.Reason{core.ReasonCircuitOpen, core.ReasonRateLimited}
+var refusalReasons = [...]core.Reason{core.ReasonCircuitOpen, core.ReasonRateLimited, core.ReasonDisabled, core.ReasonBudgetExhausted}
 
 // knownReasons is the whole Reason vocabulary; any other value is "other".
 var knownReasons = map[core.Reason]bool{
@@ -119,6 +119,7 @@ type sourceMetrics struct {
 	itl         prometheus.Observer
 	refusals    [len(refusalReasons)]prometheus.Counter
 	transitions [len(breakerStates)]prometheus.Counter
+	bounded     prometheus.Counter
 }
 
 type usageKey struct{ scope, source, model string }
@@ -164,9 +165,10 @@ func (c *Collector) source(scope, source string) *sourceMetrics {
 	return c.sources.getOrCreate(k, func() *sourceMetrics {
 		ls, lsrc := cleanLabel(scope), cleanLabel(source)
 		m := &sourceMetrics{
-			dur:  c.attemptDur.WithLabelValues(ls, lsrc),
-			ttft: c.attemptTTFT.WithLabelValues(ls, lsrc),
-			itl:  c.attemptITL.WithLabelValues(ls, lsrc),
+			dur:     c.attemptDur.WithLabelValues(ls, lsrc),
+			ttft:    c.attemptTTFT.WithLabelValues(ls, lsrc),
+			itl:     c.attemptITL.WithLabelValues(ls, lsrc),
+			bounded: c.bounded.WithLabelValues(ls, lsrc),
 		}
 		for i, o := range attemptOutcomes {
 			m.attempts[i] = c.attempts.WithLabelValues(ls, lsrc, string(o))

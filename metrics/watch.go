@@ -32,6 +32,7 @@ func (c *Collector) WatchClient(gc *polygateway.GatewayClient) {
 	}
 	s := gc.Settings()
 	c.scope(s.Scope)
+	c.queue(s.Scope)
 	for _, src := range s.Sources {
 		c.source(s.Scope, src.Name)
 	}

@@ -1270,3 +1270,46 @@ func TestADeadProbeHoldsItsSourceForTheCircuitsDoubledCooldown(t *testing.T) {
 		}
 	})
 }
+
+// waitObserver records the waits reported to the Observer.
+type waitObserver struct {
+	recordingObserver
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (o *waitObserver) Waited(_ string, d time.Duration) {
+	o.mu.Lock()
+	o.waits = append(o.waits, d)
+	o.mu.Unlock()
+}
+
+// TestEngineAQuotaWaitCutByCancellationIsObserved: a call waiting for
+// quota when its caller gives up has waited all the same; the Observer
+// (limiter_wait_seconds) is told, as it is of a queue stay so ended.
+func TestEngineAQuotaWaitCutByCancellationIsObserved(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T) {
+		limits := core.Limits{MaxConcurrency: 1}
+		a := src("a", 0)
+		a.Limits = limits
+		set := testSettings(a)
+		set.Backpressure.StallWindow = 10 * time.Minute
+		set.Backpressure.PollInterval = time.Minute
+		obs := &waitObserver{}
+		f := newFixture(t, set, func(cfg *Config) { cfg.Observer = obs })
+		held := f.holdSlot(t, "a", limits)
+		defer func() { _ = f.lim.Release(context.Background(), held, core.Settlement{Kind: core.SettleRefund}) }()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(5*time.Second, cancel) // within the first one-minute poll
+		if _, err := f.g.Handle(ctx, newCall()); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		if len(obs.waits) != 1 || obs.waits[0] != 5*time.Second {
+			t.Errorf("waits observed %v, want [5s]", obs.waits)
+		}
+	})
+}

@@ -33,8 +33,9 @@ func (r *run) waitForEligible(ctx context.Context, now time.Time) error {
 // pause waits at most d (on a freed slot too, when slot), cut at the next
 // stall-rule check point, and accounts the wait; observed waits (those for
 // a source held back or at its limit, not a backoff) are reported to the
-// Observer. It returns a stalled GatewayUnavailableError when the rule
-// says so, or the caller's cancellation.
+// Observer, a wait the caller's cancellation cut included. It returns a
+// stalled GatewayUnavailableError when the rule says so, or the caller's
+// cancellation.
 func (r *run) pause(ctx context.Context, now time.Time, d time.Duration, slot, observed bool) error {
 	e := r.e
 	d, err := r.stallCap(ctx, now, d)
@@ -51,12 +52,12 @@ func (r *run) pause(ctx context.Context, now time.Time, d time.Duration, slot, o
 	} else {
 		err = core.Sleep(ctx, e.clock, d)
 	}
-	if err != nil {
-		return err
-	}
 	waited := core.Since(e.clock, start)
 	if observed && e.obs != nil {
 		e.obs.Waited(e.settings.Scope, waited)
+	}
+	if err != nil {
+		return err
 	}
 	r.waited += waited
 	r.sinceAttempt += waited
