@@ -268,6 +268,9 @@ func (l *Limiter) writeRelease(w *request, p core.Permit, s core.Settlement, sk 
 		w.str("member", sk.member(p.Lease, i))
 		if slots {
 			w.bool("slots", true)
+			if p.Lease&leaseTTLMask == 0 {
+				w.bool("noexp", true)
+			}
 		}
 		if log {
 			w.bool("log", true)

@@ -127,6 +127,58 @@ func TestRetriedScriptsCountOnce(t *testing.T) {
 	}
 }
 
+// TestARetriedAcquireCountsItsTokensOnce: an Admit or a TryAcquire that
+// go-redis sends twice, the gates having room for both, counts its request
+// and its tokens in the RPM and TPM windows once, so that the window admits
+// what the real reservations leave room for, and the release settles the
+// level to what was used.
+func TestARetriedAcquireCountsItsTokensOnce(t *testing.T) {
+	c, prefix := internalClient(t)
+	ctx := context.Background()
+	clk := &stepClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l, b := NewLimiter(c, WithPrefix(prefix), WithClock(clk)), NewBreaker(c, WithPrefix(prefix), WithClock(clk))
+	a := NewAdmitter(l, b)
+	defer a.Close()
+	lim := core.Limits{RPM: 10, TPM: 1000}
+	for _, scope := range []string{"ADMIT", "ACQUIRE"} {
+		p := core.PermitRequest{Scope: scope, Source: "a", SourceLimits: lim, GlobalLimits: lim, Tokens: 300, LeaseTTL: time.Hour}
+		lease := newLease(&p)
+		for i := range 2 {
+			if scope == "ADMIT" {
+				if res := rawAdmit(t, a, core.AdmitRequest{Permit: p}, lease); res[allowReply] != 1 {
+					t.Fatalf("%s: Admit %d of one lease = %v, want granted", scope, i+1, res)
+				}
+				continue
+			}
+			sk := l.scriptKeys(scope, "a", "")
+			w := newRequest()
+			w.open()
+			l.writeAcquire(w, &p, sk, lease, circuitIndex-1)
+			w.close()
+			res, err := acquireScript.Run(ctx, c, sk.keys[:circuitIndex-1], w.String()).Int64Slice()
+			if err != nil || res[0] != 1 {
+				t.Fatalf("%s: acquire %d of one lease = %v, %v; want granted", scope, i+1, res, err)
+			}
+		}
+		for _, source := range []string{"a", ""} {
+			if u, err := l.Usage(ctx, scope, source); err != nil || u != (core.LimiterUsage{Requests: 1, Tokens: 300}) {
+				t.Fatalf("%s: Usage(%q) = %+v, %v; want 1 request of 300 tokens", scope, source, u, err)
+			}
+		}
+		clk.now = clk.now.Add(time.Second)
+		g, err := l.TryAcquire(ctx, core.PermitRequest{Scope: scope, Source: "a", SourceLimits: lim, GlobalLimits: lim, Tokens: 700, LeaseTTL: time.Hour})
+		if err != nil || !g.OK {
+			t.Fatalf("%s: 700 tokens next to 300 under a TPM of 1000 = %+v, %v; want granted", scope, g, err)
+		}
+		if err := l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Tokens: 100}); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := l.Usage(ctx, scope, "a"); err != nil || u != (core.LimiterUsage{Requests: 2, Tokens: 400}) {
+			t.Fatalf("%s: Usage after the release = %+v, %v; want 2 requests of 400 tokens", scope, u, err)
+		}
+	}
+}
+
 // rawAdmit runs the admit script for req with a lease of the test's choice.
 func rawAdmit(t *testing.T, a *Admitter, req core.AdmitRequest, lease uint64) []int64 {
 	t.Helper()

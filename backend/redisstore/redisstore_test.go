@@ -454,6 +454,47 @@ func TestLeaseWithoutExpiry(t *testing.T) {
 	}
 }
 
+// TestReleasedLeaseWithoutExpiryLeavesNoKeyForever: once the last slot
+// without expiry of a level is released, its keys get a TTL back that
+// covers the slots still held (here a 30 s lease), so that an idle scope
+// leaves nothing behind.
+func TestReleasedLeaseWithoutExpiryLeavesNoKeyForever(t *testing.T) {
+	cl := newClocked(t)
+	c, prefix, l := cl.c, cl.prefix, cl.l
+	ctx := t.Context()
+	two := core.Limits{MaxConcurrency: 2}
+	req := core.PermitRequest{Scope: "NOTTL2", Source: "a", SourceLimits: two, GlobalLimits: two}
+	g, err := l.TryAcquire(ctx, req)
+	if err != nil || !g.OK {
+		t.Fatalf("TryAcquire = %+v, %v", g, err)
+	}
+	req.LeaseTTL = 30 * time.Second
+	g2, err := l.TryAcquire(ctx, req)
+	if err != nil || !g2.OK {
+		t.Fatalf("TryAcquire with a lease = %+v, %v", g2, err)
+	}
+	ttls := func(want string, lo, hi time.Duration) {
+		t.Helper()
+		for _, level := range []string{"src:a:", "global:"} {
+			for _, k := range []string{"slots", "tok"} {
+				key := prefix + ":lim:{NOTTL2}:" + level + k
+				if d, err := c.PTTL(ctx, key).Result(); err != nil || d < lo || d > hi {
+					t.Fatalf("PTTL(%s) %s = %v, %v; want %v to %v", key, want, d, err, lo, hi)
+				}
+			}
+		}
+	}
+	ttls("while a slot without expiry is held", -1, -1)
+	if err := l.Release(ctx, g.Permit, core.Settlement{}); err != nil {
+		t.Fatal(err)
+	}
+	ttls("once it is released", 31*time.Second, 41*time.Second)
+	if err := l.Release(ctx, g2.Permit, core.Settlement{}); err != nil {
+		t.Fatal(err)
+	}
+	ttls("once every slot is released", 31*time.Second, 41*time.Second)
+}
+
 // TestExpiredLogLeavesNoTokens: with a lease longer than the window, a
 // level's book (which keeps the slots' TTL mark) outlives its log. Once the
 // log's TTL runs out its entries no longer count, even though the book still

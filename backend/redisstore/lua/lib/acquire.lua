@@ -10,8 +10,9 @@
 -- A grant that needs no purge and no TTL extension is done here; the rest
 -- is in limiter(). The client may send one acquire twice (go-redis retries
 -- a command whose connection failed, and the first may have run): the
--- second takes the same members again, which holds no more slots, and is
--- granted where the first was, though the gates are full now.
+-- second takes the same members again, which holds no more slots and
+-- counts nothing more in the windows, and is granted where the first was,
+-- though the gates are full now.
 local function acquire(r, now)
   now = now or now_us(r.now)
   local ttl = r.lease_ttl or 0
@@ -61,7 +62,13 @@ local function acquire(r, now)
   end
   for _, v in ipairs(lv) do
     local book = {}
-    if v.logged then
+    if v.logged and v.entry and (not v.purged or redis.call('HEXISTS', v.tok, v.member) == 1) then
+      -- A client's retry of an acquire that ran: its entry is counted
+      -- already (unless the purge above dropped it), and stays as it is.
+      if v.p == now then
+        book = { '_p', nows }
+      end
+    elseif v.logged then
       redis.call('ZADD', v.log, nows, v.member)
       book = { v.member, int(v.amount) .. ' ' .. state, '_sum', int(v.sum + v.amount), '_n', int(v.n + 1) }
       if v.p == now then

@@ -5,7 +5,8 @@
 --      KEYS[i..i+2]), member, slots = true when the level's slots hold the
 --      permit, log = true when its log does, amount = the actual amount
 --      (settle 'actual'), gone = the index in KEYS of the level's tombstone
---      register (with tomb) }, tomb = true to leave a tombstone in each
+--      register (with tomb), noexp = true when the level's slots hold the
+--      permit with no expiry }, tomb = true to leave a tombstone in each
 --      level's book where the member has no entry (see reclaim.lua), and
 --      budgets, bmember, cost (the actual cost) when the permit reserved
 --      on budgets }.
@@ -32,6 +33,22 @@ local function tombstone(book, register, member, now)
   redis.call('PEXPIRE', register, int(TOMB_TTL / 1000 + SLACK / 1000))
 end
 
+-- unpersist gives a level's slots and book (keys slots, tok) their TTL back
+-- once no slot without expiry is left there, covering the slots that
+-- remain: acquire.lua would only on a later grant, and an idle level
+-- must vanish. Run after the release of a slot without expiry.
+local function unpersist(slots, tok, now)
+  if redis.call('ZCOUNT', slots, '+inf', '+inf') > 0 or redis.call('EXISTS', slots) == 0 then
+    return
+  end
+  local last = redis.call('ZRANGE', slots, -1, -1, 'WITHSCORES')
+  local xs = math.max(tonumber(last[2]) or now, now) + MARGIN + SLACK
+  redis.call('PEXPIRE', slots, int(math.ceil((xs - now) / 1000)))
+  local x = num(redis.call('HGET', tok, '_x'), 0)
+  redis.call('HSET', tok, '_xs', int(xs))
+  redis.call('PEXPIRE', tok, int(math.ceil((math.max(x, xs) - now) / 1000)))
+end
+
 -- free_slots frees the permit's concurrency slots ahead of release() and
 -- returns the indexes of the levels whose slot it held, so that what
 -- freed can be handed to the queue.
@@ -54,6 +71,10 @@ local function release(r, now)
     local k = l.key
     if l.slots then
       redis.call('ZREM', KEYS[k], l.member)
+    end
+    if l.noexp then
+      now = now or now_us(r.now)
+      unpersist(KEYS[k], KEYS[k + 2], now)
     end
     if r.tomb and redis.call('EXISTS', KEYS[k + 2]) == 1 then
       -- Only into a book that exists: one made here would have no TTL.
