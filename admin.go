@@ -13,17 +13,30 @@ type kernelRef = kernel.Ref
 // breaker resets, switching them off and on, and the spend budget. The
 // chat (GatewayClient), embeddings (package embed) and OCR (package ocr)
 // clients embed it. Its methods are safe for concurrent use; the zero
-// Admin belongs to no client (its calls fail with ErrClientClosed).
+// Admin belongs to no client, and its calls, like those after Close, fail
+// with ErrClientClosed (Sources still reports a closed client's sources).
 type Admin struct{ kernelRef }
 
 // client returns the assembled client, nil for the zero Admin.
 func (a Admin) client() *kernel.Client { return kernel.Of(a.kernelRef) }
 
+// open returns the assembled client for a call under ctx: ErrClientClosed
+// for the zero Admin and after Close, the nil_context RequestRejectedError
+// for a nil ctx.
+func (a Admin) open(ctx context.Context) (*kernel.Client, error) {
+	k := a.client()
+	if k == nil || k.Closed() {
+		return nil, ErrClientClosed
+	}
+	return k, kernel.CheckContext(ctx)
+}
+
 // Sources reports every source's breaker state, in-flight count, health and
-// limits. It never includes API keys.
+// limits. It never includes API keys. It is nil for the zero Admin and for
+// a nil ctx.
 func (a Admin) Sources(ctx context.Context) []SourceStatus {
 	k := a.client()
-	if k == nil {
+	if k == nil || ctx == nil {
 		return nil
 	}
 	return k.Sources(ctx)
@@ -32,10 +45,10 @@ func (a Admin) Sources(ctx context.Context) []SourceStatus {
 // ResetSource closes the breaker of the named source at once and clears its
 // local health history: the operators' emergency key after fixing a source.
 func (a Admin) ResetSource(ctx context.Context, source string) error {
-	k := a.client()
+	k, err := a.open(ctx)
 	switch {
-	case k == nil:
-		return ErrClientClosed
+	case err != nil:
+		return err
 	case source == "":
 		return &UnknownSourceError{Scope: k.Settings().Scope}
 	}
@@ -46,9 +59,9 @@ func (a Admin) ResetSource(ctx context.Context, source string) error {
 // clears their local health history. It tries every source and returns the
 // first failure. A switched-off source stays off.
 func (a Admin) ResetAllSources(ctx context.Context) error {
-	k := a.client()
-	if k == nil {
-		return ErrClientClosed
+	k, err := a.open(ctx)
+	if err != nil {
+		return err
 	}
 	return k.Reset(ctx, "")
 }
@@ -59,18 +72,18 @@ func (a Admin) ResetAllSources(ctx context.Context) error {
 // second). Its circuit's state and history are kept. A call whose sources
 // are all off fails with a GatewayUnavailableError of reason disabled.
 func (a Admin) DisableSource(ctx context.Context, source string) error {
-	k := a.client()
-	if k == nil {
-		return ErrClientClosed
+	k, err := a.open(ctx)
+	if err != nil {
+		return err
 	}
 	return k.SetEnabled(ctx, source, false)
 }
 
 // EnableSource switches a source DisableSource switched off on again.
 func (a Admin) EnableSource(ctx context.Context, source string) error {
-	k := a.client()
-	if k == nil {
-		return ErrClientClosed
+	k, err := a.open(ctx)
+	if err != nil {
+		return err
 	}
 	return k.SetEnabled(ctx, source, true)
 }
@@ -80,9 +93,9 @@ func (a Admin) EnableSource(ctx context.Context, source string) error {
 // reservations of calls in flight, across every process on a shared
 // backend) and when the window ends. Nil without a budget.
 func (a Admin) Budgets(ctx context.Context) ([]BudgetUsage, error) {
-	k := a.client()
-	if k == nil {
-		return nil, ErrClientClosed
+	k, err := a.open(ctx)
+	if err != nil {
+		return nil, err
 	}
 	return k.Budgets(ctx)
 }

@@ -52,15 +52,18 @@ type ChatStream struct {
 }
 
 // ChatStream starts one governed chat call and returns its stream at once;
-// failures (a closed client, an empty conversation, a call that fails
-// before its first delta) are reported by Err after Next returns false.
+// failures (a closed client, a nil context, an empty conversation, a call
+// that fails before its first delta) are reported by Err after Next
+// returns false.
 // Structured output (WithJSON, WithJSONSchema) is not streamed: use Chat or
 // ChatInto.
 func (c *GatewayClient) ChatStream(ctx context.Context, msgs []Message, opts ...CallOption) *ChatStream {
-	ctx, cancel := context.WithCancel(ctx)
-	s := &ChatStream{cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	s := &ChatStream{cancel: func() {}, done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	co := kernel.ResolveCall(opts)
-	switch {
+	switch err := kernel.CheckContext(ctx); {
+	case err != nil:
+		s.end(nil, err)
+		return s
 	case len(msgs) == 0:
 		s.end(nil, &RequestRejectedError{Code: "empty_messages", Message: "no messages to send"})
 		return s
@@ -68,6 +71,7 @@ func (c *GatewayClient) ChatStream(ctx context.Context, msgs []Message, opts ...
 		s.end(nil, &RequestRejectedError{Code: "structured_stream", Message: "structured output is not streamed: use Chat or ChatInto"})
 		return s
 	}
+	ctx, s.cancel = context.WithCancel(ctx)
 	call := c.newCall(msgs, co)
 	call.Deltas = (*streamSink)(s)
 	go func() {
@@ -164,11 +168,16 @@ func (s *ChatStream) Response() *LLMResponse {
 
 // Close ends the stream: a call still running is cancelled (it then writes
 // no telemetry row) and everything it holds is released before Close
-// returns. It is idempotent and returns nil.
+// returns; deltas not yet read are dropped, so Next then returns false. It
+// is idempotent and returns nil.
 func (s *ChatStream) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		<-s.done
+		s.mu.Lock()
+		clear(s.queue)
+		s.queue = nil
+		s.mu.Unlock()
 	})
 	return nil
 }

@@ -111,7 +111,8 @@ type Call struct {
 // stale cache entry could stand in — never for a rejected request, an
 // invalid result or a cancellation. Its answer is returned marked Degraded
 // (DegradedBy "fallback") and recorded in telemetry as such; an error from
-// it is ignored and the original error returned.
+// it is ignored and the original error returned. The answer is copied
+// before it is marked, so one canned answer may serve every call.
 type FallbackFunc = func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error)
 
 // DeltaSink receives the deltas of a streamed answer as they arrive.

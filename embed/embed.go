@@ -94,6 +94,9 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 	if c.k.Closed() {
 		return nil, polygateway.ErrClientClosed
 	}
+	if err := kernel.CheckContext(ctx); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	if err := c.checkInputs(texts); err != nil {
 		return nil, err

@@ -570,6 +570,22 @@ func TestEmbedAfterClose(t *testing.T) {
 	}
 }
 
+// TestEmbedWithANilContextIsRejected: a nil context is a
+// RequestRejectedError (code nil_context), not a panic, and nothing is sent.
+func TestEmbedWithANilContextIsRejected(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, 4)
+	c := newClient(t, env(f.URL(), "4"))
+	var noCtx context.Context // nil
+	var rej *polygateway.RequestRejectedError
+	if _, err := c.Embed(noCtx, []string{"a"}); !errors.As(err, &rej) || rej.Code != "nil_context" {
+		t.Errorf("err = %v, want a RequestRejectedError with code nil_context", err)
+	}
+	if n := len(f.requests()); n != 0 {
+		t.Errorf("%d requests, want none", n)
+	}
+}
+
 // Batches answered in different dimensions — here batch 1 fails over to a
 // fallback whose model has 6 dimensions where the primary's has 4 — are
 // never returned as one call's vectors: a ResultInvalidError of the batch

@@ -729,6 +729,25 @@ func TestCloseIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestANilContextIsRejected: a nil context is a RequestRejectedError (code
+// nil_context), not a panic, and nothing is sent.
+func TestANilContextIsRejected(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	c := newClient(t, ocr.Config{}, nil, urls(fake))
+	var noCtx context.Context // nil
+	var rej *polygateway.RequestRejectedError
+	if _, err := c.RecognizeText(noCtx, pngBytes); !errors.As(err, &rej) || rej.Code != "nil_context" {
+		t.Errorf("RecognizeText: err = %v, want a RequestRejectedError with code nil_context", err)
+	}
+	if _, err := c.ParseLayout(noCtx, pngBytes); !errors.As(err, &rej) || rej.Code != "nil_context" {
+		t.Errorf("ParseLayout: err = %v, want a RequestRejectedError with code nil_context", err)
+	}
+	if n := fake.Count(ocrfake.EndpointText) + fake.Count(ocrfake.EndpointParse); n != 0 {
+		t.Errorf("%d requests, want none", n)
+	}
+}
+
 func TestFromSettings(t *testing.T) {
 	t.Parallel()
 	fake := newFake(t)

@@ -88,3 +88,72 @@ func TestAnUnknownRoleIsRejectedBeforeAnyRequest(t *testing.T) {
 		t.Errorf("developer role: %v", err)
 	}
 }
+
+// TestANilContextIsRejectedNotAPanic: a call given a nil context — Chat,
+// ChatStream, ChatInto, the operators' controls — returns a
+// RequestRejectedError (code nil_context) instead of panicking, and the
+// upstream is never asked.
+func TestANilContextIsRejectedNotAPanic(t *testing.T) {
+	t.Parallel()
+	srv := fu.NewServer(t)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Client(t)
+	var noCtx context.Context // nil
+	msgs := []polygateway.Message{polygateway.User("hi")}
+	nilContext := func(what string, err error) {
+		t.Helper()
+		var rej *polygateway.RequestRejectedError
+		if !errors.As(err, &rej) || rej.Code != "nil_context" || !errors.Is(err, polygateway.ErrGateway) {
+			t.Errorf("%s: err = %v, want a RequestRejectedError with code nil_context", what, err)
+		}
+	}
+	_, err := c.Chat(noCtx, msgs)
+	nilContext("Chat", err)
+	s := c.ChatStream(noCtx, msgs)
+	if s.Next() {
+		t.Error("ChatStream: a delta without a context")
+	}
+	nilContext("ChatStream", s.Err())
+	if err := s.Close(); err != nil {
+		t.Errorf("ChatStream.Close: %v", err)
+	}
+	_, _, err = polygateway.ChatInto[map[string]any](noCtx, c, msgs)
+	nilContext("ChatInto", err)
+	nilContext("ResetSource", c.ResetSource(noCtx, "openai_1"))
+	nilContext("ResetAllSources", c.ResetAllSources(noCtx))
+	nilContext("DisableSource", c.DisableSource(noCtx, "openai_1"))
+	nilContext("EnableSource", c.EnableSource(noCtx, "openai_1"))
+	_, err = c.Budgets(noCtx)
+	nilContext("Budgets", err)
+	if st := c.Sources(noCtx); st != nil {
+		t.Errorf("Sources(nil) = %+v, want nil", st)
+	}
+	if n := srv.Requests(); n != 0 {
+		t.Errorf("the upstream was asked %d times", n)
+	}
+}
+
+// TestTheOperatorsControlsAfterCloseFailWithErrClientClosed: after Close,
+// resetting, switching and reading the budget fail with ErrClientClosed
+// (as calls do), while Sources still reports the sources.
+func TestTheOperatorsControlsAfterCloseFailWithErrClientClosed(t *testing.T) {
+	t.Parallel()
+	srv := fu.NewServer(t)
+	c := testenv.Base().Source("openai", 1, srv.URL()).Client(t)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, budgetErr := c.Budgets(ctx)
+	for what, err := range map[string]error{
+		"ResetSource": c.ResetSource(ctx, "openai_1"), "ResetAllSources": c.ResetAllSources(ctx),
+		"DisableSource": c.DisableSource(ctx, "openai_1"), "EnableSource": c.EnableSource(ctx, "openai_1"),
+		"Budgets": budgetErr,
+	} {
+		if !errors.Is(err, polygateway.ErrClientClosed) {
+			t.Errorf("%s after Close = %v, want ErrClientClosed", what, err)
+		}
+	}
+	if st := c.Sources(ctx); len(st) != 1 || st[0].Name != "openai_1" {
+		t.Errorf("Sources after Close = %+v, want the source", st)
+	}
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,4 +168,41 @@ func TestADegradedAnswerWritesOneRowDescribingItAndItsStrategy(t *testing.T) {
 			t.Errorf("row = %+v, want the fallback's answer with degraded=fallback and no error", row)
 		}
 	})
+}
+
+// TestACannedFallbackAnswerServesEveryCallUnchanged: a fallback that returns
+// one shared answer to every call (a canned reply) gets it back unchanged;
+// each call's answer is its own copy, marked degraded, with its own call
+// id — concurrent calls, no data race.
+func TestACannedFallbackAnswerServesEveryCallUnchanged(t *testing.T) {
+	t.Parallel()
+	dead := fu.NewServer(t, fu.WithBehavior(fu.BadKey()))
+	canned := &polygateway.LLMResponse{Content: "try again later"}
+	c := testenv.Base().Source("openai", 1, dead.URL()).Client(t, polygateway.WithFallback(
+		func(context.Context, []polygateway.Message, error) (*polygateway.LLMResponse, error) {
+			return canned, nil
+		}))
+	const calls = 8
+	resps := make([]*polygateway.LLMResponse, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			resp, err := testenv.Ask(t, c)
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+			}
+			resps[i] = resp
+		})
+	}
+	wg.Wait()
+	ids := make(map[string]bool)
+	for i, resp := range resps {
+		if resp == nil || resp == canned || resp.Content != canned.Content || !resp.Degraded || resp.DegradedBy != core.DegradedFallback {
+			t.Fatalf("call %d: %+v, want a degraded copy of the canned answer", i, resp)
+		}
+		ids[resp.CallID] = true
+	}
+	if len(ids) != calls || canned.Degraded || canned.CallID != "" {
+		t.Errorf("%d call ids for %d calls; canned answer now %+v, want it unchanged", len(ids), calls, canned)
+	}
 }

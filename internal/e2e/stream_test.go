@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +163,63 @@ func TestChatStreamOfAnAnswerWithAThinkBlockEndsWithItsResponse(t *testing.T) {
 			t.Errorf("%s: err %v, streamed (%q, %q), response %+v", provider, s.Err(), content.String(), thinking.String(), resp)
 		}
 		s.Close()
+	}
+}
+
+// heldStream is an SSE body that hands out head, then holds until its
+// request's context ends, closing asked when it is read past head: by
+// then every event of head reached the call's stream.
+type heldStream struct {
+	head  []byte
+	ctx   context.Context
+	asked chan struct{}
+}
+
+func (b *heldStream) Read(p []byte) (int, error) {
+	if len(b.head) > 0 {
+		n := copy(p, b.head)
+		b.head = b.head[n:]
+		return n, nil
+	}
+	if b.asked != nil {
+		close(b.asked)
+		b.asked = nil
+	}
+	<-b.ctx.Done()
+	return 0, b.ctx.Err()
+}
+
+func (b *heldStream) Close() error { return nil }
+
+// TestChatStreamCloseDropsTheDeltasNotYetRead: Close ends the stream even
+// when deltas the caller has not read are queued — Next then returns
+// false, and Err says the call was cancelled.
+func TestChatStreamCloseDropsTheDeltasNotYetRead(t *testing.T) {
+	t.Parallel()
+	var head strings.Builder
+	for i := range 5 {
+		head.WriteString("data: " + fu.ContentChunk(fmt.Sprintf("tok%d ", i)) + "\n\n")
+	}
+	asked := make(chan struct{})
+	rt := roundTrip(func(r *http.Request) *http.Response {
+		_, _ = io.Copy(io.Discard, r.Body)
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Request: r, ContentLength: -1,
+			Body: &heldStream{head: []byte(head.String()), ctx: r.Context(), asked: asked}}
+	})
+	c := testenv.Base().Source("openai", 1, "http://upstream.invalid/v1").Client(t, polygateway.WithHTTPClient(&http.Client{Transport: rt}))
+	s := c.ChatStream(context.Background(), []polygateway.Message{polygateway.User("hi")})
+	if !s.Next() {
+		t.Fatalf("no first delta: %v", s.Err())
+	}
+	<-asked // the other four deltas are queued, unread
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for s.Next() {
+		n++
+	}
+	if n != 0 || !errors.Is(s.Err(), context.Canceled) || s.Response() != nil {
+		t.Errorf("after Close: %d more deltas, err %v, response %v; want none, context.Canceled and no response", n, s.Err(), s.Response())
 	}
 }

@@ -356,6 +356,9 @@ func build[T any](asm *registry.Assembly, kind registry.Kind, key, name string, 
 // Handle runs call through the whole onion. An empty ID gets a fresh call
 // id, an empty scope the client's; the answer carries the call id.
 func (c *Client) Handle(ctx context.Context, call *core.Call) (*core.LLMResponse, error) {
+	if err := CheckContext(ctx); err != nil {
+		return nil, err
+	}
 	select {
 	case <-c.closed:
 		return nil, ErrClosed
@@ -392,6 +395,16 @@ func (c *Client) Handle(ctx context.Context, call *core.Call) (*core.LLMResponse
 		end(resp, err)
 	}
 	return resp, err
+}
+
+// CheckContext returns the error of a call given a nil context, which the
+// library refuses rather than panicking on: a RequestRejectedError (code
+// nil_context). It returns nil for any other context.
+func CheckContext(ctx context.Context) error {
+	if ctx == nil {
+		return &core.RequestRejectedError{Code: "nil_context", Message: "no context: pass context.Background() or the caller's context"}
+	}
+	return nil
 }
 
 // Do runs call with a typed attempt: do performs one attempt on a source

@@ -51,7 +51,10 @@ func Degrade(cfg DegradeConfig) core.Middleware {
 				if ferr != nil || a == nil {
 					return resp, err
 				}
-				alt, how = a, core.DegradedFallback
+				// The answer is marked, and later given the call's id, on a
+				// copy: a fallback may return one canned answer to every call.
+				own := *a
+				alt, how = &own, core.DegradedFallback
 			}
 			alt.Degraded, alt.DegradedBy = true, how
 			log.LogAttrs(ctx, slog.LevelWarn, "polygateway: degraded answer",
