@@ -1100,6 +1100,22 @@ func TestEngineStallsOnlyWithoutProgressAnywhereInTheScope(t *testing.T) {
 	}
 }
 
+// probeTakenElsewhere has another process take source "a"'s probe: the
+// source dies, the cooldown passes, the other process is granted it.
+func probeTakenElsewhere(t *testing.T, f *fixture) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := f.g.sources[0].breaker
+	adm, _ := f.br.Allow(ctx, testScope, "a", cfg)
+	if _, err := f.br.Record(ctx, testScope, "a", adm, core.OutcomeDead, cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.brClock.Advance(cfg.Cooldown + time.Second)
+	if probe, _ := f.br.Allow(ctx, testScope, "a", cfg); !probe.Probe {
+		t.Fatal("setup: no probe granted")
+	}
+}
+
 func TestARefusalWhileAProbeIsOutBlocksTheSourceOnlyBriefly(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T) {
@@ -1107,16 +1123,7 @@ func TestARefusalWhileAProbeIsOutBlocksTheSourceOnlyBriefly(t *testing.T) {
 		set.Backpressure.PollInterval = 50 * time.Millisecond
 		f := newFixture(t, set)
 		ctx := context.Background()
-		cfg := f.g.sources[0].breaker
-		// Another process: the source dies, the cooldown passes, it takes the probe.
-		adm, _ := f.br.Allow(ctx, testScope, "a", cfg)
-		if _, err := f.br.Record(ctx, testScope, "a", adm, core.OutcomeDead, cfg); err != nil {
-			t.Fatal(err)
-		}
-		f.brClock.Advance(cfg.Cooldown + time.Second)
-		if probe, _ := f.br.Allow(ctx, testScope, "a", cfg); !probe.Probe {
-			t.Fatal("setup: no probe granted")
-		}
+		probeTakenElsewhere(t, f)
 		r := &run{e: f.g, call: &core.Call{}}
 		now := time.Now()
 		if _, admitted, err := r.admit(ctx, 0); admitted || err != nil {
@@ -1143,16 +1150,7 @@ func TestAProbeWithoutLeaseExpiryBlocksTheSourceForThePollInterval(t *testing.T)
 		set.Backpressure.PollInterval = 50 * time.Millisecond
 		f := newFixture(t, set)
 		ctx := context.Background()
-		cfg := f.g.sources[0].breaker
-		// Another process: the source dies, the cooldown passes, it takes the probe.
-		adm, _ := f.br.Allow(ctx, testScope, "a", cfg)
-		if _, err := f.br.Record(ctx, testScope, "a", adm, core.OutcomeDead, cfg); err != nil {
-			t.Fatal(err)
-		}
-		f.brClock.Advance(cfg.Cooldown + time.Second)
-		if probe, _ := f.br.Allow(ctx, testScope, "a", cfg); !probe.Probe {
-			t.Fatal("setup: no probe granted")
-		}
+		probeTakenElsewhere(t, f)
 		now := time.Now()
 		_, err := f.g.Handle(ctx, newCall())
 		ue := asUnavailable(t, err)

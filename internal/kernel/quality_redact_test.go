@@ -26,15 +26,7 @@ func TestARefusedAnswerKeepsNoKeyAndAtMost4KiBInItsError(t *testing.T) {
 	const key = "sk-kernel-SECRET-0123456789abcdef"
 	// The key at the start, and again across the 4 KiB cut.
 	content := "echo " + key + " " + strings.Repeat("x", maxRawInError-len("echo  ")-len(key)-10) + key + strings.Repeat(" tail", 400)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"`+content+`"},"finish_reason":"stop"}]}`)
-	}))
-	t.Cleanup(srv.Close)
-	tc := transport.New(transport.Config{})
-	t.Cleanup(func() { tc.Close() })
-	src := &core.SourceConfig{Name: "openai_1", Provider: "openai", BaseURL: srv.URL + "/v1", APIKey: key, Model: "m", Timeout: 10 * time.Second}
+	tc, src := answering(t, key, content)
 	cases := []struct {
 		name string
 		up   chatUpstream
@@ -75,15 +67,7 @@ func TestARefusedAnswerKeepsNoKeyAndAtMost4KiBInItsError(t *testing.T) {
 func TestARefusedAnswersMessageIsCutTo1KiBAfterRedaction(t *testing.T) {
 	t.Parallel()
 	const key = "sk-kernel-SECRET-0123456789abcdef"
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"[1]"},"finish_reason":"stop"}]}`)
-	}))
-	t.Cleanup(srv.Close)
-	tc := transport.New(transport.Config{})
-	t.Cleanup(func() { tc.Close() })
-	src := &core.SourceConfig{Name: "openai_1", Provider: "openai", BaseURL: srv.URL + "/v1", APIKey: key, Model: "m", Timeout: 10 * time.Second}
+	tc, src := answering(t, key, "[1]")
 	faults := strings.Repeat("x", maxMessageInError-len(key)/2) + key + strings.Repeat("\n- at '/9': got string, want integer", 500)
 	call := &core.Call{Messages: []core.Message{core.User("hi")},
 		Check: func(*core.LLMResponse) error { return errors.New(faults) }}
@@ -103,4 +87,19 @@ func TestARefusedAnswersMessageIsCutTo1KiBAfterRedaction(t *testing.T) {
 			t.Fatalf("Message holds %q of the key", key[i:i+redact.FragmentLen])
 		}
 	}
+}
+
+// answering returns a transport and a source (API key key) whose upstream
+// answers every chat request with content.
+func answering(t *testing.T, key, content string) (*transport.Client, *core.SourceConfig) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"`+content+`"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	tc := transport.New(transport.Config{})
+	t.Cleanup(func() { tc.Close() })
+	return tc, &core.SourceConfig{Name: "openai_1", Provider: "openai", BaseURL: srv.URL + "/v1", APIKey: key, Model: "m", Timeout: 10 * time.Second}
 }
