@@ -99,6 +99,19 @@ func TestWithModelComesAfterTheConcurrencyLimitAndTheFlap(t *testing.T) {
 	}
 }
 
+func TestAWithModelOptionGivenToTwoServersStartsEachAtItsFirstBehavior(t *testing.T) {
+	t.Parallel()
+	opts := []Option{WithModel("a", ServerError(503), OK())}
+	for i := range 2 {
+		s := NewServer(t, opts...)
+		first, _ := mustPost(t, s, `{"model":"a","messages":[]}`)
+		second, _ := mustPost(t, s, `{"model":"a","messages":[]}`)
+		if first.StatusCode != 503 || second.StatusCode != 200 {
+			t.Errorf("server %d: statuses %d, %d, want 503, 200", i, first.StatusCode, second.StatusCode)
+		}
+	}
+}
+
 func TestModelsList(t *testing.T) {
 	t.Parallel()
 	get := func(s *Server, path string) (int, string) {
@@ -239,6 +252,35 @@ func TestAttemptLogRecordsEveryRequestBounded(t *testing.T) {
 	mustPost(t, off, plainReq)
 	if len(off.Attempts()) != 0 {
 		t.Error("WithAttemptLog(0) logged")
+	}
+}
+
+func TestTheAttemptLogNamesTheModelOfARequestTheServerRefused(t *testing.T) {
+	t.Parallel()
+	s := NewServer(t)
+	send := func(method, path, body string) int {
+		req, err := http.NewRequest(method, s.URL()+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := send(http.MethodPost, "/completions", `{"model":"legacy","prompt":"hi"}`); code != 404 {
+		t.Errorf("POST /completions: %d", code)
+	}
+	if code := send(http.MethodPut, "/chat/completions", `{"model":"put","messages":[]}`); code != 405 {
+		t.Errorf("PUT /chat/completions: %d", code)
+	}
+	if a := s.AttemptsFor("legacy"); len(a) != 1 || a[0].Status != 404 || a[0].Kind != KindNone {
+		t.Errorf("attempts for the unknown path: %+v", a)
+	}
+	if a := s.AttemptsFor("put"); len(a) != 1 || a[0].Status != 405 || a[0].Kind != KindNone {
+		t.Errorf("attempts for the wrong method: %+v", a)
 	}
 }
 

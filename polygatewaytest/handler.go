@@ -41,7 +41,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.models(w, r)
 	default:
 		body, _ := io.ReadAll(io.LimitReader(r.Body, MaxLoggedBody+1))
-		s.logAttempt(r, time.Now(), body, "", false, KindNone, http.StatusNotFound)
+		s.logAttempt(r, time.Now(), body, jsonModel(body), false, KindNone, http.StatusNotFound)
 		writeStatic(w, http.StatusNotFound, bodyNotFound)
 	}
 }
@@ -85,7 +85,7 @@ func (s *Server) governed(w http.ResponseWriter, r *http.Request, emb *embedRequ
 	}
 	idx, arrival := s.record(body)
 	if r.Method != http.MethodPost {
-		s.logAttempt(r, arrival, body, "", false, KindNone, http.StatusMethodNotAllowed)
+		s.logAttempt(r, arrival, body, jsonModel(body), false, KindNone, http.StatusMethodNotAllowed)
 		writeStatic(w, http.StatusMethodNotAllowed, bodyNotFound)
 		return
 	}

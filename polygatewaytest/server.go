@@ -112,13 +112,15 @@ func (c *config) addName(model string) {
 // It applies to chat and embeddings requests alike, after
 // WithConcurrencyLimit and WithFlap. A later WithModel for the same model
 // replaces the earlier one. The model is also listed by GET /v1/models.
+// Every server the option is given to starts the script from its first
+// behavior.
 func WithModel(model string, behaviors ...Behavior) Option {
-	s := &modelScript{script: append([]Behavior(nil), behaviors...)}
+	script := append([]Behavior(nil), behaviors...)
 	return func(c *config) {
 		if c.models == nil {
 			c.models = make(map[string]*modelScript)
 		}
-		c.models[model] = s
+		c.models[model] = &modelScript{script: script}
 		c.addName(model)
 	}
 }

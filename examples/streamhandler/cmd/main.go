@@ -1,7 +1,7 @@
 // Command streamhandler serves the streamhandler example on a local port,
 // offline, in front of two fake OpenAI-compatible servers of package
-// polygatewaytest: a primary that fails every other request before its
-// first token and a healthy secondary that paces its tokens. Ask it with
+// polygatewaytest: a primary whose first request fails (HTTP 503, before
+// any token) and a healthy secondary that paces its tokens. Ask it with
 // curl and watch the answer arrive:
 //
 //	go run ./examples/streamhandler/cmd
