@@ -40,6 +40,7 @@ FUZZ_TARGETS = \
 	./configfile:FuzzParse \
 	./embed:FuzzDecodeEmbeddings \
 	./embed:FuzzEmbeddingsErrorBody \
+	./internal/config:FuzzDecodePricing \
 	./internal/config:FuzzLoad \
 	./internal/config:FuzzLoadEnvironments \
 	./internal/middleware:FuzzCacheEntry \

@@ -12,6 +12,7 @@ import (
 
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
+	"github.com/polygateway/polygateway/internal/config"
 	"github.com/polygateway/polygateway/internal/kernel"
 )
 
@@ -23,7 +24,8 @@ import (
 // that every gateway sharing a backend (Redis) counts one spend per key,
 // and reordering PGW_CLIENT_KEYS moves no spend. The zero value is off.
 type ClientBudget struct {
-	// USD is the spend allowed per window (0 = no client budgets).
+	// USD is the spend allowed per window (0 = no client budgets; at most
+	// 9e9, the most a limiter keeps).
 	USD float64
 	// Window is the budget's window, fixed and aligned to the Unix epoch
 	// (default 24 h; at least 1 s, whole seconds).
@@ -39,8 +41,8 @@ func (c *Config) keyBudgets(hashes [][sha256.Size]byte) ([]core.Budget, error) {
 	if b.USD == 0 {
 		return nil, nil
 	}
-	if math.IsNaN(b.USD) || b.USD < 0 || b.USD > 1e12 {
-		return nil, fmt.Errorf("proxy: ClientBudget.USD %v: want a positive amount", b.USD)
+	if math.IsNaN(b.USD) || b.USD < 0 || b.USD > config.MaxBudgetUSD {
+		return nil, fmt.Errorf("proxy: ClientBudget.USD %v: want a positive amount, at most %g", b.USD, float64(config.MaxBudgetUSD))
 	}
 	if len(hashes) == 0 {
 		return nil, errors.New("proxy: ClientBudget needs ClientKeys: without them a client's id is its own claim")

@@ -21,10 +21,13 @@ const (
 	defaultMaxTTFT          = 30 * time.Second
 	defaultStallWindowFloor = 60 * time.Second
 	defaultPollInterval     = 250 * time.Millisecond
-	// maxBudgetUSD bounds a budget so that its micro-USD fit in an int64
-	// with room for the reservations of calls in flight.
-	maxBudgetUSD = 1e12
 )
+
+// MaxBudgetUSD bounds a spend budget (a scope's, a gateway's client key's):
+// the backends keep a budget of at most 2^53 micro-USD (about 9.007
+// billion USD, exact in a Redis script's double as in an int64) and
+// refuse every request naming a larger one.
+const MaxBudgetUSD = 9e9
 
 var (
 	// scopeRE is the accepted scope name (after upper-casing): a letter,
@@ -242,7 +245,7 @@ func (l *loader) budget(p string, _ *core.SourceConfig) {
 		}
 		return
 	}
-	usd, err := parseRange(e, true, maxBudgetUSD)
+	usd, err := parseRange(e, true, MaxBudgetUSD)
 	if b.Limit = int64(math.Round(usd * 1e6)); err == nil && b.Limit <= 0 {
 		err = errf(e.key, fmt.Sprintf("invalid value %s: below one micro-USD", show(e.val)))
 	}
@@ -263,8 +266,8 @@ func (v *validator) budget() {
 	case b.Limit == 0 && b.Window != 0:
 		v.fail(errf(window, "is set without "+usd))
 	case b.Limit == 0:
-	case float64(b.Limit) > maxBudgetUSD*1e6:
-		v.fail(errf(usd, fmt.Sprintf("invalid value %d micro-USD: out of range; expected at most %g USD", b.Limit, float64(maxBudgetUSD))))
+	case float64(b.Limit) > MaxBudgetUSD*1e6:
+		v.fail(errf(usd, fmt.Sprintf("invalid value %d micro-USD: out of range; expected at most %g USD", b.Limit, float64(MaxBudgetUSD))))
 	case b.Window < time.Second || b.Window%time.Second != 0:
 		v.fail(errf(window, fmt.Sprintf("invalid value %s: expected integer seconds >= 1 (a budget with a limit needs its window)", secs(b.Window))))
 	}

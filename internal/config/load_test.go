@@ -506,6 +506,10 @@ func TestLoadBudget(t *testing.T) {
 		{name: "below a micro-USD", set: map[string]string{"LLM__BUDGET__USD": "0.0000001"}, wantErrKey: "LLM__BUDGET__USD"},
 		{name: "not a number", set: map[string]string{"LLM__BUDGET__USD": "ten"}, wantErrKey: "LLM__BUDGET__USD"},
 		{name: "huge", set: map[string]string{"LLM__BUDGET__USD": "1e13"}, wantErrKey: "LLM__BUDGET__USD"},
+		// The backends keep at most 2^53 micro-USD (about 9.007 billion USD).
+		{name: "the largest", set: map[string]string{"LLM__BUDGET__USD": "9000000000"},
+			want: core.Budget{Key: "scope:LLM", Limit: 9e15, Window: 24 * time.Hour}},
+		{name: "beyond what a limiter keeps", set: map[string]string{"LLM__BUDGET__USD": "10000000000"}, wantErrKey: "LLM__BUDGET__USD"},
 		{name: "window zero", set: map[string]string{"LLM__BUDGET__USD": "1", "LLM__BUDGET__WINDOW_S": "0"}, wantErrKey: "LLM__BUDGET__WINDOW_S"},
 		{name: "window fraction", set: map[string]string{"LLM__BUDGET__USD": "1", "LLM__BUDGET__WINDOW_S": "1.5"}, wantErrKey: "LLM__BUDGET__WINDOW_S"},
 	}

@@ -108,6 +108,26 @@ func TestAFailedAttemptOnA5xxSpendsNothingOfTheBudget(t *testing.T) {
 	}
 }
 
+// TestEveryBudgetTheConfigurationAcceptsIsKept: a budget the configuration
+// accepts is one the limiter keeps (at most 2^53 micro-USD), never one that
+// fails every call with a GovernanceBackendError.
+func TestEveryBudgetTheConfigurationAcceptsIsKept(t *testing.T) {
+	t.Parallel()
+	srv := fu.NewServer(t, fu.WithBehavior(fu.OK().WithTokens(5)))
+	c := budgetEnv(t, srv, "9000000000").Client(t)
+	if _, err := askMax(c); err != nil {
+		t.Fatalf("a call under the largest budget: %v", err)
+	}
+	if bs, err := c.Budgets(context.Background()); err != nil || len(bs) != 1 || bs[0].Limit != 9e15 || bs[0].Spent != 10 {
+		t.Fatalf("Budgets = %+v, %v; want 10 micro-USD spent of 9e15", bs, err)
+	}
+	_, err := polygateway.FromEnv("LLM", polygateway.WithEnv(budgetEnv(t, srv, "10000000000")))
+	var ce *polygateway.ConfigError
+	if !errors.As(err, &ce) || ce.Key != "LLM__BUDGET__USD" {
+		t.Fatalf("FromEnv with a budget of 1e10 USD = %v, want a ConfigError naming LLM__BUDGET__USD", err)
+	}
+}
+
 func TestABudgetedScopeWithoutPricesIsAConfigError(t *testing.T) {
 	t.Parallel()
 	srv := fu.NewServer(t)
