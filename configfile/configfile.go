@@ -20,7 +20,9 @@ import (
 
 // Bounds of a configuration file, checked before it is parsed further.
 const (
-	// MaxFileBytes is the largest file Load reads: 1 MiB.
+	// MaxFileBytes is the largest file Load reads: 1 MiB. It also bounds
+	// the text of the file's values and field names, counting an alias's
+	// target each time the alias is used.
 	MaxFileBytes = 1 << 20
 	// MaxNodes is the largest number of YAML nodes a file may hold, counting
 	// an alias's target each time the alias is used.

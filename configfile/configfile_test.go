@@ -187,8 +187,11 @@ func TestBadValuesNamePaths(t *testing.T) {
 		{"scope twice", src("  llm: {}\n"), "scopes.llm", []string{"also configured"}},
 		{"duplicate field", replace("model: m, timeout_s: 60}\n", "model: m, model: n, timeout_s: 60}\n"),
 			"scopes.LLM.sources[0].model", []string{"duplicate field"}},
+		{"a user's key twice in two cases", src("    x_team: a\n    X_TEAM: b\n"), "scopes.LLM.X_TEAM", []string{"duplicate field", "x_team", "(line 9)"}},
 		{"routed model with a comma", src("server: {routes: {'a,b': LLM}}\n"), `server.routes["a,b"]`, []string{"no ','"}},
 		{"routes as a list", src("server: {routes: [LLM]}\n"), "server.routes", []string{"mapping of model: SCOPE"}},
+		{"a route's scope with a comma", src("server: {routes: {a: 'LLM,b=LLM'}}\n"), "server.routes.a", []string{"no ','", "(line 8)"}},
+		{"an embed route's scope with an equals sign", src("server: {embed_routes: {a: '=LLM'}}\n"), "server.embed_routes.a", []string{"no ','"}},
 		{"a source's breaker value", replace("api_key: none, model: m, timeout_s: 60}", "api_key: none, model: m, timeout_s: 60, breaker: {fail_threshold: 0}}"),
 			"scopes.LLM.sources[1].breaker.fail_threshold", []string{`invalid value "0"`, "(line 7)"}},
 		{"a source's breaker relation names paths", replace("api_key: none, model: m, timeout_s: 60}", "api_key: none, model: m, timeout_s: 60, breaker: {cooldown_s: 20, max_cooldown_s: 10}}"),
@@ -348,4 +351,85 @@ func TestLoadFileErrors(t *testing.T) {
 func lookupEnv(name string) bool {
 	_, ok := os.LookupEnv(name)
 	return ok
+}
+
+// TestAliasedValuesAreBounded: a long value used through many aliases, far
+// fewer than MaxNodes, is refused once the values it makes pass
+// MaxFileBytes, before they are built; the same text written once is not.
+func TestAliasedValuesAreBounded(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("A", 20_000)
+	uses := strings.Repeat("*s, ", 99) + "*s"
+	cases := []struct {
+		name, file, key string
+	}{
+		{"client_keys", "assembly: {cache_namespace: &s " + long + "}\nserver: {client_keys: [" + uses + "]}\n", "server.client_keys[51]"},
+		{"extra_body", "scopes: {LLM: {sources: [{provider: x, extra_body: {a: &s " + long + ", b: [" + uses + "]}}]}}\n",
+			"scopes.LLM.sources[0].extra_body.b[51]"},
+		{"once", "scopes: {LLM: {sources: [{provider: x, extra_body: {a: " + long + "}}]}}\n", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := configfile.Parse("", []byte(c.file), configfile.WithoutScopeCheck())
+			if c.key == "" {
+				if err != nil {
+					t.Fatalf("valid file refused: %v", err)
+				}
+				return
+			}
+			var ce *polygateway.ConfigError
+			if !errors.As(err, &ce) || ce.Key != c.key || !strings.Contains(ce.Problem, "more than 1048576 bytes") || len(ce.All) > 1 {
+				t.Fatalf("err = %v, want one ConfigError for %s about the values' bytes", err, c.key)
+			}
+		})
+	}
+}
+
+// TestExtraBodyNumbers: a number of extra_body keeps its value: as written
+// when JSON takes it, an integer in another YAML spelling exactly, and a
+// leading zero, octal to YAML 1.1 and decimal to YAML 1.2, is refused.
+func TestExtraBodyNumbers(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		yaml, want, problem string
+	}{
+		{"20", "20", ""},
+		{"0.70", "0.70", ""},
+		{"-1e3", "-1e3", ""},
+		{"0", "0", ""},
+		{".5", "0.5", ""},
+		{"+7", "7", ""},
+		{"0x1F", "31", ""},
+		{"0o17", "15", ""},
+		{"1_000", "1000", ""},
+		{"0x7FFFFFFFFFFFFFFF", "9223372036854775807", ""},
+		{"0xFFFFFFFFFFFFFFFF", "18446744073709551615", ""},
+		{"9007199254740993_0", "90071992547409930", ""},
+		{"010", "", "leading zero"},
+		{"-010", "", "leading zero"},
+		{"09", "", "leading zero"},
+		{"00.5", "", "leading zero"},
+		{".inf", "", "JSON cannot hold"},
+	}
+	for _, c := range cases {
+		t.Run(c.yaml, func(t *testing.T) {
+			t.Parallel()
+			file := "scopes: {LLM: {sources: [{provider: x, extra_body: {n: " + c.yaml + "}}]}}\n"
+			cf, err := configfile.Parse("", []byte(file), configfile.WithoutScopeCheck())
+			if c.problem != "" {
+				var ce *polygateway.ConfigError
+				if !errors.As(err, &ce) || ce.Key != "scopes.LLM.sources[0].extra_body.n" || !strings.Contains(ce.Problem, c.problem) {
+					t.Fatalf("err = %v, want a ConfigError for scopes.LLM.sources[0].extra_body.n about %q", err, c.problem)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := cf.Env()["LLM__X__1__EXTRA_BODY"], `{"n":`+c.want+`}`; got != want {
+				t.Errorf("EXTRA_BODY = %s, want %s", got, want)
+			}
+		})
+	}
 }

@@ -60,8 +60,9 @@
 //
 // # Limits
 //
-// A file is at most MaxFileBytes and at most MaxNodes YAML nodes (aliases
-// count every time they are used); one YAML document; no merge keys (<<).
+// A file is at most MaxFileBytes and at most MaxNodes YAML nodes, and its
+// values and field names hold at most MaxFileBytes of text (aliases count
+// every time they are used); one YAML document; no merge keys (<<).
 //
 // The YAML parser is go.yaml.in/yaml/v3. It is linked only by programs that
 // import this package: the root package stays free of it.

@@ -19,6 +19,7 @@ type walker struct {
 	f      *File
 	lookup func(string) (string, bool)
 	nodes  int
+	bytes  int             // the scalars' text taken, aliases counted each time
 	errs   []*config.Error // the problems kept, in file order
 }
 
@@ -27,7 +28,7 @@ type walker struct {
 // error of another kind, it returns err.
 func (w *walker) keep(err error) error {
 	var ce *config.Error
-	if err == nil || w.nodes > MaxNodes || !errors.As(err, &ce) {
+	if err == nil || w.nodes > MaxNodes || w.bytes > MaxFileBytes || !errors.As(err, &ce) {
 		return err
 	}
 	w.errs = append(w.errs, ce)
@@ -42,7 +43,9 @@ func errAt(path string, n *yaml.Node, problem string) *config.Error {
 	return &config.Error{Key: path, Problem: problem}
 }
 
-// resolve follows aliases and counts the node against MaxNodes.
+// resolve follows aliases and counts the node against MaxNodes and a
+// scalar's text against MaxFileBytes, so that aliases cannot make the walk
+// build values larger than a file can hold.
 func (w *walker) resolve(n *yaml.Node, path string) (*yaml.Node, error) {
 	for depth := 0; n != nil && n.Kind == yaml.AliasNode; depth++ {
 		if depth > 100 {
@@ -53,6 +56,12 @@ func (w *walker) resolve(n *yaml.Node, path string) (*yaml.Node, error) {
 	w.nodes++
 	if w.nodes > MaxNodes {
 		return nil, errAt(path, n, fmt.Sprintf("the file has more than %d YAML nodes (aliases count each time they are used)", MaxNodes))
+	}
+	if n != nil && n.Kind == yaml.ScalarNode {
+		w.bytes += len(n.Value)
+		if w.bytes > MaxFileBytes {
+			return nil, errAt(path, n, fmt.Sprintf("the file's values hold more than %d bytes (aliases count each time they are used)", MaxFileBytes))
+		}
 	}
 	return n, nil
 }
@@ -228,6 +237,7 @@ func (w *walker) scope(n *yaml.Node, scope, path string) error {
 		return err
 	}
 	prefix := scope + "__"
+	own := map[string]string{} // the user's keys, upper-cased -> as written
 	for _, e := range entries {
 		fp := path + segment(e.name)
 		err := unknown(path, e, shape.scopeFieldNames())
@@ -238,7 +248,10 @@ func (w *walker) scope(n *yaml.Node, scope, path string) error {
 			err = w.section(e.val, fp, shape.groups.byName[e.name], prefix)
 		case fl.key != "":
 			err = w.value(e.val, fp, prefix+fl.key, fl.kind)
+		case ownKey.MatchString(e.name) && own[strings.ToUpper(e.name)] != "":
+			err = errAt(fp, e.key, fmt.Sprintf("duplicate field (also written %s: the keys are upper-cased)", own[strings.ToUpper(e.name)]))
 		case ownKey.MatchString(e.name):
+			own[strings.ToUpper(e.name)] = e.name
 			err = w.value(e.val, fp, prefix+strings.ToUpper(e.name), config.KindString)
 		}
 		if err := w.keep(err); err != nil {
@@ -356,32 +369,7 @@ func (w *walker) value(n *yaml.Node, path, key string, kind config.Kind) error {
 		w.set(key, strings.Join(items, ","), path, n)
 		return nil
 	case kind == config.KindRoutes && n.Kind == yaml.MappingNode:
-		entries, err := w.mapping(n, path)
-		if err != nil {
-			return err
-		}
-		items := make([]string, 0, len(entries))
-		for _, e := range entries {
-			ip := path + segment(e.name)
-			if e.name == "" || strings.ContainsAny(e.name, ",=") {
-				return errAt(ip, e.key, "a routed model name must be non-empty and contain no ',' or '='")
-			}
-			v, err := w.resolve(e.val, ip)
-			if err != nil {
-				return err
-			}
-			if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
-				return errAt(ip, v, "expected the scope the model goes to")
-			}
-			scope, err := w.expand(v.Value, ip, v)
-			if err != nil {
-				return err
-			}
-			items = append(items, e.name+"="+scope)
-			w.f.paths[key+"="+e.name], w.f.lines[key+"="+e.name] = ip, e.key.Line
-		}
-		w.set(key, strings.Join(items, ","), path, n)
-		return nil
+		return w.routes(n, path, key)
 	case kind == config.KindJSON:
 		var b strings.Builder
 		if err := w.json(&b, n, path); err != nil {
@@ -400,8 +388,70 @@ func (w *walker) value(n *yaml.Node, path, key string, kind config.Kind) error {
 	return errAt(path, n, "expected "+want+", not "+kindName(n))
 }
 
+// routes translates the mapping n of model: SCOPE into the key key
+// (model=SCOPE,…).
+func (w *walker) routes(n *yaml.Node, path, key string) error {
+	entries, err := w.mapping(n, path)
+	if err != nil {
+		return err
+	}
+	items := make([]string, 0, len(entries))
+	for _, e := range entries {
+		ip := path + segment(e.name)
+		if e.name == "" || strings.ContainsAny(e.name, ",=") {
+			return errAt(ip, e.key, "a routed model name must be non-empty and contain no ',' or '='")
+		}
+		v, err := w.resolve(e.val, ip)
+		if err != nil {
+			return err
+		}
+		if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+			return errAt(ip, v, "expected the scope the model goes to")
+		}
+		scope, err := w.expand(v.Value, ip, v)
+		if err != nil {
+			return err
+		}
+		if strings.ContainsAny(scope, ",=") {
+			return errAt(ip, v, "a route's scope must contain no ',' or '='")
+		}
+		items = append(items, e.name+"="+scope)
+		w.f.paths[key+"="+e.name], w.f.lines[key+"="+e.name] = ip, e.key.Line
+	}
+	w.set(key, strings.Join(items, ","), path, n)
+	return nil
+}
+
 // jsonNumber is a number JSON takes as written.
 var jsonNumber = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$`)
+
+// leadingZero is a YAML number whose meaning YAML versions disagree on:
+// 010 is 8 in YAML 1.1 (and to the parser), 10 in YAML 1.2.
+var leadingZero = regexp.MustCompile(`^[-+]?0[0-9_]`)
+
+// jsonNumberOf is the YAML number n written as JSON: as written when JSON
+// takes it, an integer exact, another number as its float64.
+func jsonNumberOf(n *yaml.Node, path string) (string, error) {
+	if jsonNumber.MatchString(n.Value) {
+		return n.Value, nil
+	}
+	if leadingZero.MatchString(n.Value) {
+		return "", errAt(path, n, "a number with a leading zero is ambiguous, octal or decimal (write it as a plain decimal, or 0o… for octal)")
+	}
+	var i int64
+	if n.ShortTag() == "!!int" && n.Decode(&i) == nil {
+		return strconv.FormatInt(i, 10), nil
+	}
+	var u uint64
+	if n.ShortTag() == "!!int" && n.Decode(&u) == nil {
+		return strconv.FormatUint(u, 10), nil
+	}
+	var f float64
+	if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return "", errAt(path, n, "a number JSON cannot hold (write it as a plain decimal)")
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64), nil
+}
 
 // json writes the YAML value n as JSON, numbers exact as written.
 func (w *walker) json(b *strings.Builder, n *yaml.Node, path string) error {
@@ -450,15 +500,11 @@ func (w *walker) json(b *strings.Builder, n *yaml.Node, path string) error {
 			}
 			b.WriteString(strconv.FormatBool(v))
 		case "!!int", "!!float":
-			if jsonNumber.MatchString(n.Value) {
-				b.WriteString(n.Value)
-				return nil
+			num, err := jsonNumberOf(n, path)
+			if err != nil {
+				return err
 			}
-			var f float64
-			if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-				return errAt(path, n, "a number JSON cannot hold (write it as a plain decimal)")
-			}
-			b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+			b.WriteString(num)
 		default:
 			v, err := w.expand(n.Value, path, n)
 			if err != nil {
