@@ -9,13 +9,15 @@ import (
 
 // FuzzString checks the rule on any text and secret: no run of
 // FragmentLen bytes of the secret (the whole secret when it is shorter)
-// survives String or Cut, text without a secret is unchanged, and Cut
-// never exceeds its bound.
+// survives String or Cut, text without a secret is unchanged, Cut never
+// exceeds its bound, and Cut (and CutBytes, the same) is a prefix of the
+// whole text redacted: redaction first, then the cut.
 func FuzzString(f *testing.F) {
 	f.Add("bad key sk-abcdefgh12345678 given", "sk-abcdefgh12345678", 20)
 	f.Add(`{"error":"sk-ab\/cd%2B0123456789"}`, "sk-ab/cd+0123456789", 12)
 	f.Add("12345678abcde", "12345678ED]abcde", 5)
 	f.Add("%25%32%42\\u002b\\\\u002b", "++++++++", 3)
+	f.Add(strings.Repeat("0123456789", 9)+strings.Repeat("x", 43)+"0123456789 tail", "0123456789", 60)
 	f.Fuzz(func(t *testing.T, text, secret string, n int) {
 		secret = strings.TrimSpace(secret)
 		r := redact.New(secret)
@@ -37,6 +39,13 @@ func FuzzString(f *testing.F) {
 		}
 		if m := max(n%4096, 0); len(cut) > m+len("…") {
 			t.Fatalf("Cut(_, %d) is %d bytes", m, len(cut))
+		}
+		whole := r.String(strings.ToValidUTF8(text, "\uFFFD"))
+		if !strings.HasPrefix(whole, strings.TrimSuffix(cut, "…")) {
+			t.Fatalf("Cut(%q, %d) = %q is not a prefix of the redacted text %q", text, n%4096, cut, whole)
+		}
+		if b := r.CutBytes([]byte(text), n%4096); b != cut {
+			t.Fatalf("CutBytes(%q, %d) = %q, Cut = %q", text, n%4096, b, cut)
 		}
 	})
 }

@@ -25,6 +25,7 @@ package redact
 
 import (
 	"errors"
+	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -135,34 +136,66 @@ func (r *Redactor) once(s string) string {
 // Cut redacts s and then bounds it to n bytes at a rune boundary, with
 // "…" appended when anything was cut. Invalid UTF-8 becomes U+FFFD first
 // (never dropped, which could join the two halves of a secret). Only a
-// window of s that can reach the first n bytes of the result is examined,
-// so a huge s costs no more than a short one.
+// prefix of s that can reach the first n bytes of the result is examined:
+// a window beyond n, longer only while redaction shrank it so much that
+// text further on could still reach them (all of s for a secret with '['
+// or ']'), so a huge s costs no more than a short one unless it is mostly
+// secrets.
 func (r *Redactor) Cut(s string, n int) string {
-	n = max(n, 0)
-	cut := false
-	if lim := n + r.window(); len(s) > lim {
-		s, cut = CutRunes(s, lim), true
-	}
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	out := r.String(s)
-	if len(out) > n {
-		out, cut = cutMark(CutRunes(out, n)), true
-	}
-	if cut {
-		out += "…"
-	}
-	return out
+	return r.cut(n, func(lim int) (string, bool) {
+		if len(s) > lim {
+			return CutRunes(s, lim), true
+		}
+		return s, false
+	})
 }
 
-// CutBytes is Cut for a byte slice; only the examined window is copied.
+// CutBytes is Cut for a byte slice; only the examined prefix is copied.
 func (r *Redactor) CutBytes(b []byte, n int) string {
-	if lim := max(n, 0) + r.window(); len(b) > lim {
-		// One byte more than the window keeps the "anything cut" signal.
-		return r.Cut(string(b[:lim+1]), n)
+	return r.cut(n, func(lim int) (string, bool) {
+		if len(b) > lim {
+			// One byte more than lim lets CutRunes see where a rune starts.
+			return CutRunes(string(b[:lim+1]), lim), true
+		}
+		return string(b), false
+	})
+}
+
+// cut is Cut of the text whose prefix of at most lim bytes prefix returns
+// (and whether that is less than the whole).
+func (r *Redactor) cut(n int, prefix func(lim int) (string, bool)) string {
+	n = min(max(n, 0), math.MaxInt/4) // no text is longer; lim cannot overflow
+	for lim := n + r.window() + utf8.UTFMax; ; lim *= 2 {
+		s, cut := prefix(lim)
+		if !utf8.ValidString(s) {
+			s = strings.ToValidUTF8(s, "\uFFFD")
+		}
+		out := r.String(s)
+		if cut && !r.settled(out, n) {
+			continue
+		}
+		if len(out) > n {
+			out, cut = cutMark(CutRunes(out, n)), true
+		}
+		if cut {
+			out += "…"
+		}
+		return out
 	}
-	return r.Cut(string(b), n)
+}
+
+// settled reports whether the first n bytes of out, the redaction of a
+// prefix of a text, are those of the redaction of the whole text. Only
+// the last window of the prefix can be redacted otherwise (a secret cut at
+// its end); its part of out is at most a window of bytes kept and a Mark
+// for each piece removed. The repeated passes of a secret with '[' or ']'
+// move that part back by as much again each, so such a text is redacted
+// whole.
+func (r *Redactor) settled(out string, n int) bool {
+	if r != nil && r.bracket {
+		return false
+	}
+	return len(out)-r.window()-len(Mark)*strings.Count(out, Mark) >= n
 }
 
 // window is how far beyond a cut at n an escaped secret that starts
@@ -318,8 +351,16 @@ func CutRunes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
+	// Only a valid rune that starts in the last UTFMax-1 bytes and runs
+	// past n is dropped; stray continuation bytes are kept like any
+	// other invalid byte.
+	for i := n - 1; i >= 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if _, size := utf8.DecodeRuneInString(s[i:]); i+size > n {
+				return s[:i]
+			}
+			break
+		}
 	}
 	return s[:n]
 }
