@@ -2,6 +2,7 @@ package polygateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding"
@@ -302,10 +303,7 @@ func fitFields(t reflect.Type, s *jsonschema.Schema) {
 			continue
 		}
 		name, _, _ := strings.Cut(tag, ",")
-		if name == "" {
-			name = f.Name
-		}
-		fields[name] = f
+		fields[cmp.Or(name, f.Name)] = f
 	}
 	for name, f := range fields {
 		p := s.Properties[name]
@@ -313,7 +311,7 @@ func fitFields(t reflect.Type, s *jsonschema.Schema) {
 			continue
 		}
 		_, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if ft, ptr := quotedType(f.Type); ft != nil && slices.Contains(strings.Split(opts, ","), "string") {
+		if ok, ptr := quoted(f.Type); ok && slices.Contains(strings.Split(opts, ","), "string") {
 			s.Properties[name] = stringSchema(ptr)
 			continue
 		}
@@ -321,12 +319,11 @@ func fitFields(t reflect.Type, s *jsonschema.Schema) {
 	}
 }
 
-// quotedType returns the type encoding/json reads as a quoted JSON string
-// when its field has the ",string" option (a number or boolean, or an
-// unnamed pointer to one), and whether it came through a pointer; nil for
-// any other type.
-func quotedType(t reflect.Type) (reflect.Type, bool) {
-	ptr := t.Name() == "" && t.Kind() == reflect.Pointer
+// quoted reports whether encoding/json reads a field of type t with the
+// ",string" option from a quoted JSON string (a number or boolean, or an
+// unnamed pointer to one), and whether through a pointer (then null too).
+func quoted(t reflect.Type) (ok, ptr bool) {
+	ptr = t.Name() == "" && t.Kind() == reflect.Pointer
 	if ptr {
 		t = t.Elem()
 	}
@@ -334,9 +331,9 @@ func quotedType(t reflect.Type) (reflect.Type, bool) {
 	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
 		reflect.Float32, reflect.Float64:
-		return t, ptr
+		return true, ptr
 	}
-	return nil, false
+	return false, false
 }
 
 // implements reports whether t, or a pointer to it, implements iface, as
