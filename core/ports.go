@@ -290,10 +290,12 @@ type LimiterUsage struct {
 //     for it and tries the gates; at the head of the line it tries them;
 //     otherwise it stays in line (Queued is the same waiter). Granted, it
 //     has left the queue. Refused by a gate it can wait out (a concurrency
-//     gate, a rate gate or a budget that says when it frees) it keeps its
-//     place, first in line (Queued is the same waiter); refused otherwise
-//     it has left the queue (Queued is nil). A Waiter the limiter does not
-//     know (or that has left its queue) counts as a new call.
+//     gate, or a rate gate that says when it frees) it keeps its place,
+//     first in line (Queued is the same waiter); refused otherwise (a
+//     budget, a rate gate it can never fit) it has left the queue (Queued
+//     is nil) and a unit reserved for its claim went to the next waiter.
+//     A Waiter the limiter does not know (or that has left its queue)
+//     counts as a new call.
 //   - A call whose deadline (ctx's) cannot be met given the line ahead of
 //     it is refused with a *QueueDeadlineError error and not queued; a
 //     Place with an invalid Priority is a *PriorityError, a tenant longer

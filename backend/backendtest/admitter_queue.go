@@ -55,8 +55,8 @@ const suiteWakeGuard = 20 * time.Second
 //     WaitLapsed.
 //   - The head of a line waiting for a rate window is told when room is
 //     due (WaitTurn, on the fake clock). A budget does not queue a new
-//     call, but a woken waiter that a budget refuses keeps its place, first
-//     in line, and is told when the budget's next window starts.
+//     call, and a woken waiter that a budget refuses leaves the line: the
+//     slot reserved for it goes to the next waiter.
 //   - No unit stays free while waiters wait for one: the units reserved
 //     for claims count as held.
 func RunAdmitterQueueSuite(t *testing.T, newAdmitter func(t *testing.T, clk *FakeClock) AdmitterBackend) {
@@ -89,7 +89,7 @@ var admitterQueueCases = []struct {
 	{"CancelledWaiterLeaves", queueCancelledLeaves},
 	{"UnclaimedClaimLapsesToNext", queueClaimLapses},
 	{"HeadTurnWhenRateWindowFrees", queueHeadTurn},
-	{"BudgetRoomReachesHead", queueBudgetTurn},
+	{"WaiterRefusedByABudgetPassesItsSlotOn", queueBudgetLeaves},
 	{"NoUnitIdleWhileWaitersWait", queueNoIdleUnit},
 }
 
@@ -471,26 +471,23 @@ func queueNoIdleUnit(h *queueHarness) {
 	h.wantUsage("a", core.LimiterUsage{})
 }
 
-func queueBudgetTurn(h *queueHarness) {
+func queueBudgetLeaves(h *queueHarness) {
 	budgets := []core.Budget{{Key: h.scope + ":budget", Limit: 100, Window: time.Minute}}
 	c := h.call("w", "a", oneSlot, core.PriorityNormal, "t")
 	c.req.Permit.Budgets, c.req.Permit.Cost = budgets, 60
 	hold := h.granted(c.req)
 	h.enqueue(c) // the slot is held: it queues
+	h.enqueue(h.call("v", "a", oneSlot, core.PriorityNormal, "u"))
 	h.finish(hold, core.Settlement{Kind: core.SettleEstimate}, core.OutcomeSuccess)
-	// Woken with the slot, it finds the budget spent: it keeps its place.
+	// Woken with the slot, w finds the budget spent: it leaves the line,
+	// and the slot goes on to v.
 	t := h.again(h.claimed("w", "a"))
-	if t.Admitted() || t.Grant.Gate != core.GateBudget || t.Queued == nil {
-		h.t.Fatalf("Admit(w) with its claim and the budget spent = %+v, want refused by the budget and still queued", t)
+	if t.Admitted() || t.Grant.Gate != core.GateBudget || t.Queued != nil {
+		h.t.Fatalf("Admit(w) with its claim and the budget spent = %+v, want refused by the budget and out of line", t)
 	}
+	h.wantUsage("a", core.LimiterUsage{InFlight: 1}) // reserved for v's claim
+	h.release(h.take(h.claimed("v", "a")))
 	h.wantUsage("a", core.LimiterUsage{})
-	h.wait(c)
-	h.clk.Advance(time.Minute)
-	e := h.next()
-	if e.c != c || e.err != nil || e.ev.Kind != core.WaitTurn {
-		h.t.Fatalf("woken: %s with %+v, %v; want w's turn in the budget's next window", e.c.name, e.ev, e.err)
-	}
-	h.finish(h.take(e), core.Settlement{Kind: core.SettleEstimate}, core.OutcomeSuccess)
 	// With no one in line, a call the budget refuses is refused, not queued.
 	t = h.admit(c.req)
 	if t.Admitted() || t.Grant.Gate != core.GateBudget || t.Queued != nil {

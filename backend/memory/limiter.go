@@ -79,8 +79,8 @@ const never = int64(math.MaxInt64)
 // of a lease of its own on the released permit's source and global
 // levels, which InFlight counts); the claim holder's next TryAcquire
 // frees it before it checks the gates, and a claim that comes back to no
-// one frees it. The head of the line waits for a rate window or a budget
-// window on one timer of the clock, in its caller's goroutine. A slot that
+// one frees it. The head of the line waits for a rate window on one
+// timer of the clock, in its caller's goroutine. A slot that
 // frees because its lease ended is handed on too, when the domain's global
 // gates are next looked at (TryAcquire, Release, Usage). In a pool, a slot
 // is handed within its permit's scope.

@@ -119,14 +119,15 @@ func (l *Limiter) purgeGlobal(sc *limScope, now int64) {
 }
 
 // waitable reports whether a refusal can be waited out in the queue: a
-// concurrency gate (a release hands a slot on), or a gate that says when
-// it frees. A new call does not wait for a budget (budget false).
-func waitable(g core.Grant, budget bool) bool {
+// concurrency gate (a release hands a slot on), or a rate gate that says
+// when it frees. A budget's is not: its window is hours long, and its
+// refusal ends the call (a woken waiter leaves, passing on its claim).
+func waitable(g core.Grant) bool {
 	switch g.Gate {
 	case core.GateSourceConcurrency, core.GateGlobalConcurrency:
 		return true
 	case core.GateBudget:
-		return budget && g.RetryAfter > 0
+		return false
 	}
 	return g.RetryAfter > 0
 }
@@ -165,7 +166,7 @@ func (l *Limiter) admitIn(ctx context.Context, req *core.PermitRequest, sq *scop
 		switch {
 		case g.OK:
 			q.Admitted(w)
-		case waitable(g, true):
+		case waitable(g):
 			q.Requeue(w, g.RetryAfter)
 			g.Queued = w
 		default:
@@ -180,7 +181,7 @@ func (l *Limiter) admitIn(ctx context.Context, req *core.PermitRequest, sq *scop
 	}
 	retry, g := fairqueue.NoRetry, core.Grant{}
 	if !q.Busy() {
-		if g = l.acquireLocked(req, src, now); g.OK || !waitable(g, false) {
+		if g = l.acquireLocked(req, src, now); g.OK || !waitable(g) {
 			return g, nil
 		}
 		retry = g.RetryAfter

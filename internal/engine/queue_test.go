@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/polygateway/polygateway/backend/memory"
 	"github.com/polygateway/polygateway/core"
 )
 
@@ -382,5 +383,48 @@ func TestTheCallsPlaceIsCheckedBeforeAnyRequest(t *testing.T) {
 		if got := q.admitted(); len(got) != 1 || got[0].Priority != core.PriorityNormal {
 			t.Errorf("admitted %v, want the invalid class as normal", got)
 		}
+	})
+}
+
+// TestAWokenCallRefusedByItsBudgetEndsWithBudgetExhausted: a call that
+// queued behind a full gate and, handed the slot, finds its spend budget
+// spent ends at once with budget_exhausted and the time until the
+// budget's window ends, as a call the budget refuses without waiting
+// does: budgets are not waited for in the queue.
+func TestAWokenCallRefusedByItsBudgetEndsWithBudgetExhausted(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T) {
+		lim := memory.NewLimiter(memory.WithQueue(memory.QueueConfig{}))
+		budget := core.Budget{Key: "client:a", Limit: 10, Window: time.Hour}
+		spent := core.PermitRequest{Scope: "elsewhere", Source: "x", Budgets: []core.Budget{budget}, Cost: 10}
+		if g, err := lim.TryAcquire(context.Background(), spent); err != nil || !g.OK {
+			t.Fatalf("TryAcquire spending the budget = %+v, %v", g, err)
+		}
+		a := src("a", 0)
+		a.Limits = core.Limits{MaxConcurrency: 1}
+		f := newFixture(t, testSettings(a), func(c *Config) { c.Limiter = lim })
+		f.up.script("a", step{delay: 100 * time.Millisecond})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if _, err := f.g.Handle(context.Background(), newCall()); err != nil {
+				t.Errorf("the call holding the slot: %v", err)
+			}
+		})
+		synctest.Wait()
+		call := placedCall("broke", core.PriorityNormal, "a")
+		call.Budgets = []core.Budget{budget}
+		start := time.Now()
+		_, err := f.g.Handle(context.Background(), call)
+		if d := time.Since(start); d != 100*time.Millisecond {
+			t.Errorf("ended after %v, want when the slot was handed to it (100ms)", d)
+		}
+		u := asUnavailable(t, err)
+		if u.Reason != core.ReasonBudgetExhausted || u.Budget != budget.Key || u.RetryAfter <= 0 || u.RetryAfter > time.Hour {
+			t.Errorf("reason %s, budget %q, RetryAfter %v; want budget_exhausted of %q until its window ends", u.Reason, u.Budget, u.RetryAfter, budget.Key)
+		}
+		if d := f.g.QueueDepth(); d.Total() != 0 {
+			t.Errorf("QueueDepth = %v after the call ended", d)
+		}
+		wg.Wait()
 	})
 }

@@ -13,9 +13,10 @@
 --     line; otherwise it acquires, and queues when a gate refuses it (a
 --     concurrency gate, or a rate gate that says when it frees). A call
 --     whose deadline cannot be met given the line is refused.
---   * A woken waiter refused by a gate that says when it frees (a budget
---     too) keeps its place; refused otherwise (a request no window can
---     ever fit) it leaves. A new call is not queued for a budget.
+--   * A woken waiter refused by a gate that says when it frees keeps its
+--     place; refused otherwise (a budget, a request no window can ever
+--     fit) it leaves, and a unit reserved for it goes on. A new call is
+--     not queued for a budget either.
 --   * A probe the breaker granted to a call that is not admitted is given
 --     back, so a refusal leaves the circuit as it was.
 -- A source switched off or pushed back is refused by the breaker's part
@@ -90,16 +91,17 @@ end
 local g = { 0, 0, 0, now, 0 }
 local status, ahead, est = 1, 0, 0
 
--- waitable: a gate's refusal that a woken waiter waits out in its place
--- (a concurrency gate, or a gate that says when it frees); queueable:
--- one that a new call queues for (a budget's is not).
+-- waitable: a gate's refusal that a call waits out in the queue, new or
+-- woken: a concurrency gate, or a rate gate that says when it frees. A
+-- budget's is not: its window is hours long, and its refusal ends the
+-- call.
 local function waitable(gate, retry)
   for _, c in ipairs(a.conc) do
     if c == gate then
       return true
     end
   end
-  return gate ~= 0 and retry > 0
+  return gate ~= 0 and gate ~= a.bgate and retry > 0
 end
 
 -- ran: whether this attempt's member already holds its first level's slot
@@ -149,10 +151,6 @@ local function wait_of(g)
   return g[3], false
 end
 
-local function queueable(gate, retry)
-  return waitable(gate, retry) and gate ~= a.bgate
-end
-
 if e and e.st == 'c' then
   qunreserve(q, id, e)
   q.nc = q.nc - 1
@@ -195,7 +193,7 @@ else
     g = acquire(lim, now)
     if g[1] == 1 then
       status = 0
-    elseif queueable(g[2], g[3]) then
+    elseif waitable(g[2], g[3]) then
       retry, lapse = wait_of(g)
     else
       status = 3
