@@ -122,7 +122,16 @@ type assembler struct {
 	dc, dt []string
 
 	tools []toolAcc
-	mem   memReserve
+	// toolAt maps a tool-call index as sent (or, without one, a position
+	// in a message's array) to the position in tools of the call its
+	// deltas feed; toolIndex maps a call's index, as reported, to its
+	// position; toolID maps a call's id to its position; nextTool is one
+	// past the highest index reported. Each fragment finds its call at
+	// once, however many there are.
+	toolAt, toolIndex map[int]int
+	toolID            map[string]int
+	nextTool          int
+	mem               memReserve
 
 	finish string
 	model  string
@@ -151,6 +160,10 @@ func (a *assembler) reset(p *core.ProviderProfile, positional bool, model string
 	a.dc, a.dt = a.dc[:0], a.dt[:0]
 	clear(a.tools)
 	a.tools = a.tools[:0]
+	clear(a.toolAt)
+	clear(a.toolIndex)
+	clear(a.toolID)
+	a.nextTool = 0
 	a.finish = ""
 	a.model, a.modelRaw = model, a.modelRaw[:0]
 	a.usage = usageVals{}
@@ -360,31 +373,35 @@ func (a *assembler) applyThinking(d *wireDelta, src int) bool {
 
 // applyTool merges one tool-call delta, the pos-th of its array: by
 // index; "id":"" counts as absent; the name is set once; arguments
-// accumulate.
+// accumulate. A delta that names another call — another id and a name —
+// at an index whose call has both already is a new call (Ollama sends
+// every call whole at index 0, each with its own id): it takes the next
+// free index, and the deltas of its index feed it from then on. Another
+// id without a name continues the call (some servers change the id after
+// the first chunk).
 func (a *assembler) applyTool(td *wireToolCall, pos int) {
-	var t *toolAcc
+	var i int
 	switch {
 	case td.Index.ok:
-		t = a.tool(int(min(td.Index.n, 1<<20)))
+		i = a.toolFor(int(min(td.Index.n, 1<<20)), td)
 	case a.positional:
-		t = a.tool(pos)
+		i = a.toolFor(pos, td)
 	case td.ID != "":
-		for i := range a.tools {
-			if a.tools[i].id == td.ID {
-				t = &a.tools[i]
-				break
-			}
-		}
-		if t == nil {
-			t = a.tool(a.nextIndex())
+		var ok bool
+		if i, ok = a.toolID[td.ID]; !ok {
+			i = a.newTool(a.nextTool)
 		}
 	case len(a.tools) > 0:
-		t = &a.tools[len(a.tools)-1]
+		i = len(a.tools) - 1
 	default:
-		t = a.tool(0)
+		i = a.toolFor(0, td)
 	}
-	if t.id == "" {
+	t := &a.tools[i]
+	if t.id == "" && td.ID != "" {
 		t.id = td.ID
+		if _, ok := a.toolID[td.ID]; !ok {
+			a.toolID[td.ID] = i
+		}
 	}
 	if t.typ == "" {
 		t.typ = td.Type
@@ -395,23 +412,37 @@ func (a *assembler) applyTool(td *wireToolCall, pos int) {
 	t.args = append(t.args, string(td.Function.Arguments)...)
 }
 
-func (a *assembler) nextIndex() int {
-	n := 0
-	for i := range a.tools {
-		n = max(n, a.tools[i].index+1)
+// toolFor returns the position of the call the deltas of index (as sent)
+// feed, starting a new one for td when it names another call (see
+// applyTool).
+func (a *assembler) toolFor(index int, td *wireToolCall) int {
+	i, ok := a.toolAt[index]
+	switch {
+	case !ok:
+		at := index
+		if _, taken := a.toolIndex[at]; taken {
+			at = a.nextTool
+		}
+		i = a.newTool(at)
+	case td.ID != "" && td.Function.Name != "" && a.tools[i].id != "" && a.tools[i].name != "" && td.ID != a.tools[i].id:
+		i = a.newTool(a.nextTool)
+	default:
+		return i
 	}
-	return n
+	a.toolAt[index] = i
+	return i
 }
 
-// tool returns the accumulator for index, creating it.
-func (a *assembler) tool(index int) *toolAcc {
-	for i := range a.tools {
-		if a.tools[i].index == index {
-			return &a.tools[i]
-		}
+// newTool adds the accumulator of a new call reported at index and
+// returns its position.
+func (a *assembler) newTool(index int) int {
+	if a.toolAt == nil {
+		a.toolAt, a.toolIndex, a.toolID = make(map[int]int), make(map[int]int), make(map[string]int)
 	}
 	a.tools = append(a.tools, toolAcc{index: index})
-	return &a.tools[len(a.tools)-1]
+	a.toolIndex[index] = len(a.tools) - 1
+	a.nextTool = max(a.nextTool, index+1)
+	return len(a.tools) - 1
 }
 
 // delta returns the content and thinking the last applied chunk added,
