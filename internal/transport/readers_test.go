@@ -303,3 +303,23 @@ func TestAByteOrderMarkBeforeAStreamLosesNoEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestAByteOrderMarkBeforeABodyIsSkipped: a non-streamed answer whose
+// body opens with a UTF-8 byte order mark (which JSON readers may
+// ignore) is read whole, however its bytes arrive, as a stream's is.
+func TestAByteOrderMarkBeforeABodyIsSkipped(t *testing.T) {
+	t.Parallel()
+	body := []byte("\xEF\xBB\xBF" + `{"choices":[{"index":0,"message":{"role":"assistant","content":"Hello world"},"finish_reason":"stop"}]}`)
+	readers := map[string]func() io.Reader{
+		"whole":    func() io.Reader { return bytes.NewReader(body) },
+		"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(body)) },
+		"half":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(body)) },
+		"data+EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(body)) },
+	}
+	for name, r := range readers {
+		got := outcome(doWith(t, readerTransport{status: 200, ctype: "application/json", length: -1, body: r}, false))
+		if got.class != "" || got.content != "Hello world" || got.finish != "stop" {
+			t.Errorf("%s reads: %+v, want the whole answer", name, got)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -30,7 +31,9 @@ func (c *Client) readJSON(ctx, actx context.Context, src *core.SourceConfig, cal
 	case err != nil:
 		return nil, c.ioFailure(ctx, actx, src, resp.StatusCode, err)
 	}
-	body := st.body
+	// A byte order mark is no part of the JSON text (RFC 8259 lets a
+	// reader ignore one): skipped, as a stream's is.
+	body := bytes.TrimPrefix(st.body, bom)
 	st.dec.stream = false
 	if !st.dec.decodeChunk(body, &st.chunk) {
 		env := parseEnvelope(body)
