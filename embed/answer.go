@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/polygateway/polygateway/internal/readerr"
+	"github.com/polygateway/polygateway/internal/transport"
 )
 
 // Reading an embeddings answer.
@@ -42,10 +43,14 @@ import (
 //
 // keys matched as encoding/json matches them (case-insensitively, the
 // last of repeated keys winning, repeated arrays decoded into the same
-// elements), with two additions that encoding/json cannot see: a null
-// where a vector element belongs (encoding/json leaves the element's zero
-// value; JavaScript writes NaN as null) is refused, and an entry whose
-// "index" is null is told from one without an index. The vectors are
+// elements), plus the members of the error envelopes a 200 may carry
+// instead of an answer, as the chat transport reads them (an "object" or
+// "type" whose last string is "error", MiniMax's base_resp.status_code
+// other than 0; see envelope), with two additions that encoding/json
+// cannot see: a null where a vector element belongs (encoding/json leaves
+// the element's zero value; JavaScript writes NaN as null) is refused,
+// and an entry whose "index" is null is told from one without an index.
+// The vectors are
 // decoded straight into a few backing arrays allocated as entries arrive
 // (each at most as large as all the entries before it), so the memory an
 // answer holds follows the bytes read, never the count the request
@@ -61,7 +66,8 @@ type decoded struct {
 	promptTokens int
 	usageOK      bool
 	// errorBody is set when the answer carried a non-empty top-level
-	// "error" member: {"error": …}, ready for classification.
+	// "error" member ({"error": …}) or is a flat error envelope (the
+	// envelope's members), ready for classification.
 	errorBody []byte
 }
 
@@ -189,6 +195,8 @@ type answerReader struct {
 	model  any
 	usage  any
 	errRaw json.RawMessage
+	// env is the flat error envelope read so far (see envelope).
+	env envelope
 
 	fe      floatEntry
 	be      base64Entry
@@ -241,6 +249,9 @@ func (d *answerReader) member(key string) error {
 		return d.dec.Decode(&d.usage)
 	case strings.EqualFold(key, "error"):
 		return d.dec.Decode(&d.errRaw)
+	}
+	if name := envelopeKey(key); name != "" {
+		return d.env.member(d.dec, name)
 	}
 	return d.skip()
 }
@@ -489,6 +500,10 @@ func (d *answerReader) result() (*decoded, error) {
 		out.errorBody = append(append([]byte(`{"error":`), d.errRaw...), '}')
 		return out, nil
 	}
+	if b := d.env.body(); d.env.isError(b) {
+		out.errorBody = b
+		return out, nil
+	}
 	switch {
 	case d.typeErr != nil:
 		return nil, d.typeErr
@@ -655,4 +670,67 @@ func (d *answerReader) fromBase64(pos int, s string) ([]float32, error) {
 		dst[i] = math.Float32frombits(bits)
 	}
 	return dst, nil
+}
+
+// envelopeKeys are the top-level members of a flat error envelope that
+// the chat transport reads to classify it (besides "error").
+var envelopeKeys = []string{"base_resp", "code", "detail", "error_code", "error_msg", "message", "msg", "object", "status", "type"}
+
+// envelopeKey returns the envelope member key matches (as encoding/json
+// matches a struct's fields), or "".
+func envelopeKey(key string) string {
+	for _, k := range envelopeKeys {
+		if strings.EqualFold(key, k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// envelope keeps the top-level members of a flat error envelope, in the
+// order the answer gave them, repeats included, so that the answer is
+// judged an error by the chat transport's rules (transport.IsErrorAnswer)
+// and classified from the same fields.
+type envelope struct {
+	members []envelopeMember
+}
+
+// envelopeMember is one member: its key as matched and its value.
+type envelopeMember struct {
+	key string
+	raw json.RawMessage
+}
+
+// member reads the value of the envelope member name.
+func (e *envelope) member(dec *json.Decoder, name string) error {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	e.members = append(e.members, envelopeMember{key: name, raw: raw})
+	return nil
+}
+
+// body is the envelope's members as one JSON object, or nil when the
+// answer carried none. The keys are marshaled and the values are the
+// answer's own JSON, as the decoder checked them.
+func (e *envelope) body() []byte {
+	if len(e.members) == 0 {
+		return nil
+	}
+	b := []byte{'{'}
+	for i, m := range e.members {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(m.key) // a string always marshals
+		b = append(append(append(b, k...), ':'), m.raw...)
+	}
+	return append(b, '}')
+}
+
+// isError reports whether the answer is an error envelope; body is its
+// members (body()).
+func (e *envelope) isError(body []byte) bool {
+	return body != nil && transport.IsErrorAnswer(body)
 }

@@ -141,3 +141,57 @@ func TestEmbedErrorAnswersAreClassifiedInTheSourcesProfile(t *testing.T) {
 		})
 	}
 }
+
+// TestEmbedAnErrorEnvelopeInA200IsClassifiedLikeChat: the error envelopes
+// that arrive with HTTP 200 without an "error" member (DIALECTS.md: an
+// older vLLM's flat {"object":"error",…}, MiniMax's base_resp with a
+// status_code other than 0) are classified as a chat attempt classifies
+// them — a dead key is a dead source, an overloaded server transient —
+// and never taken for an answer that failed its checks. A base_resp of
+// status_code 0 is MiniMax's success.
+func TestEmbedAnErrorEnvelopeInA200IsClassifiedLikeChat(t *testing.T) {
+	t.Parallel()
+	const ok = `{"object":"list","data":[{"index":0,"embedding":[1,2]},{"index":1,"embedding":[3,4]}]`
+	cases := []struct {
+		name string
+		body string
+		want string // "transient", "dead" or "" (a success)
+	}{
+		{"flat overloaded", `{"object":"error","message":"The model is overloaded","type":"ServiceUnavailableError","param":null,"code":503}`, "transient"},
+		{"flat bad key", `{"object":"error","message":"Incorrect API key provided","type":"AuthenticationError","param":null,"code":401}`, "dead"},
+		{"type error", `{"type":"error","message":"Too many requests","code":429}`, "transient"},
+		{"base_resp login fail", `{"vectors":null,"total_tokens":0,"base_resp":{"status_code":1004,"status_msg":"login fail: Please carry the API secret key in the Authorization field"}}`, "dead"},
+		{"base_resp rate limit", `{"base_resp":{"status_code":1002,"status_msg":"rate limit exceeded"}}`, "transient"},
+		{"base_resp after data", ok + `,"base_resp":{"status_code":1008,"status_msg":"insufficient balance"}}`, "dead"},
+		{"base_resp success", ok + `,"base_resp":{"status_code":0,"status_msg":"success"}}`, ""},
+		{"object list", ok + `,"type":"embeddings"}`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, 2, func(f *fakeEmbed) {
+				f.respond = func(fakeReq) (int, string) { return 200, tc.body }
+			})
+			c := newClient(t, env(f.URL(), "8", "EMBED__RETRY__MAX_ATTEMPTS", "1"))
+			resp, err := c.Embed(ctxT(t), []string{"a", "b"}, polygateway.WithoutPushbackWait())
+			var (
+				te *polygateway.TransientError
+				de *polygateway.SourceDeadError
+			)
+			switch tc.want {
+			case "":
+				if err != nil || len(resp.Vectors) != 2 {
+					t.Fatalf("err = %v, want the two vectors", err)
+				}
+			case "transient":
+				if !errors.As(err, &te) || errors.As(err, &de) {
+					t.Fatalf("err = %v (%T), want a TransientError", err, errors.Unwrap(err))
+				}
+			case "dead":
+				if !errors.As(err, &de) {
+					t.Fatalf("err = %v (%T), want a SourceDeadError", err, errors.Unwrap(err))
+				}
+			}
+		})
+	}
+}

@@ -93,6 +93,10 @@ func refDecode(body []byte, n int, format string) refResult {
 		out.verdict, out.got.errorBody = refErrorBody, append(append([]byte(`{"error":`), fa.Error...), '}')
 		return out
 	}
+	if body, ok := refFlatError(decode); ok {
+		out.verdict, out.got.errorBody = refErrorBody, body
+		return out
+	}
 	useFloat := ferr == nil && (berr != nil || format != EncodingBase64)
 	if ferr != nil && berr != nil {
 		return refResult{verdict: refInvalid, why: "type error: " + ferr.Error() + " / " + berr.Error()}
@@ -166,6 +170,61 @@ func refDecode(body []byte, n int, format string) refResult {
 	}
 	out.got.vectors = vecs
 	return out
+}
+
+// refMark is a "type" or "object" as the chat transport reads it: the
+// last string decides whether it is "error".
+type refMark bool
+
+func (m *refMark) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*m = s == "error"
+	}
+	return nil
+}
+
+// refStatus is a base_resp.status_code as the chat transport reads it:
+// the last number, clamped to 0..2^53 and truncated.
+type refStatus int64
+
+func (c *refStatus) UnmarshalJSON(b []byte) error {
+	var f float64
+	if b[0] != '"' && b[0] != 'n' && json.Unmarshal(b, &f) == nil { // null leaves it too
+		*c = refStatus(min(max(f, 0), 1<<53))
+	}
+	return nil
+}
+
+// refFlatError reads a flat error envelope as the package documents it:
+// its error body holds the last value of each envelope member.
+func refFlatError(decode func(any) error) ([]byte, bool) {
+	var marks struct {
+		Object   refMark `json:"object"`
+		Type     refMark `json:"type"`
+		BaseResp struct {
+			StatusCode refStatus `json:"status_code"`
+		} `json:"base_resp"`
+	}
+	_ = decode(&marks) // a base_resp that is not an object leaves it as it was
+	if !marks.Object && !marks.Type && marks.BaseResp.StatusCode == 0 {
+		return nil, false
+	}
+	var members struct {
+		BaseResp  json.RawMessage `json:"base_resp,omitempty"`
+		Code      json.RawMessage `json:"code,omitempty"`
+		Detail    json.RawMessage `json:"detail,omitempty"`
+		ErrorCode json.RawMessage `json:"error_code,omitempty"`
+		ErrorMsg  json.RawMessage `json:"error_msg,omitempty"`
+		Message   json.RawMessage `json:"message,omitempty"`
+		Msg       json.RawMessage `json:"msg,omitempty"`
+		Object    json.RawMessage `json:"object,omitempty"`
+		Status    json.RawMessage `json:"status,omitempty"`
+		Type      json.RawMessage `json:"type,omitempty"`
+	}
+	_ = decode(&members)
+	body, _ := json.Marshal(members)
+	return body, true
 }
 
 // refUsage reads usage as the package documents it.
@@ -331,7 +390,7 @@ func checkAgainstRef(t *testing.T, body []byte, n int, format string, sizes []by
 // sameDecoded compares two readings, vectors bit for bit.
 func sameDecoded(a, b *decoded) bool {
 	return reflectVectors(a.vectors, b.vectors) && a.model == b.model && a.promptTokens == b.promptTokens &&
-		a.usageOK == b.usageOK && bytes.Equal(a.errorBody, b.errorBody)
+		a.usageOK == b.usageOK && sameErrorBody(a.errorBody, b.errorBody)
 }
 
 // FuzzDecodeEmbeddings holds the decoder to encoding/json (refDecode) on
@@ -357,6 +416,9 @@ func FuzzDecodeEmbeddings(f *testing.F) {
 		`{"data":[{"embedding":[1,2]}],"data":[{"embedding":[3]}]}`,
 		`{"data":[{"embedding":"AACAPw=="},{"embedding":[1]}]}`,
 		`{"data":[{"embedding":[3.4028235e38,1e-46,-0,16777217]}],"model":"\ud83d\ude00\udc00"}`,
+		`{"object":"error","message":"overloaded","Type":"x","code":503,"TYPE":5}`,
+		`{"data":[{"embedding":[1]}],"base_resp":{"status_code":1004,"status_msg":"login fail"},"base_resp":"x"}`,
+		`{"data":[{"embedding":[1]}],"base_resp":{"status_code":0.5},"type":"error","type":"list"}`,
 	} {
 		f.Add([]byte(s), uint8(0), false, []byte{2})
 	}
@@ -420,7 +482,7 @@ func FuzzEmbeddingsErrorBody(f *testing.F) {
 		}
 		d, derr := decodeAnswer(&testkit.SplitReader{Data: in, Sizes: sizes}, 1, EncodingFloat)
 		ref := refDecode(in, 1, EncodingFloat)
-		if ref.verdict == refErrorBody && (derr != nil || !bytes.Equal(d.errorBody, ref.got.errorBody)) {
+		if ref.verdict == refErrorBody && (derr != nil || !sameErrorBody(d.errorBody, ref.got.errorBody)) {
 			t.Fatalf("%q: error body %q (%v), encoding/json reads %q", in, d.errorBody, derr, ref.got.errorBody)
 		}
 		if derr == nil && d.errorBody != nil && transport.ClassifyResponse(src, prof, 200, http.Header{}, d.errorBody) == nil {
@@ -433,4 +495,29 @@ func FuzzEmbeddingsErrorBody(f *testing.F) {
 // its padding.
 func isBase64Byte(c byte) bool {
 	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '='
+}
+
+// sameErrorBody reports whether two error bodies say the same: equal, or
+// objects whose members, the last of repeated keys winning, are the same
+// JSON (the decoder keeps a flat envelope's members as the answer gave
+// them, repeats included; the reference keeps the last of each).
+func sameErrorBody(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	if a == nil || b == nil {
+		return false
+	}
+	var ma, mb map[string]json.RawMessage
+	if json.Unmarshal(a, &ma) != nil || json.Unmarshal(b, &mb) != nil || len(ma) != len(mb) {
+		return false
+	}
+	for k, va := range ma {
+		vb, ok := mb[k]
+		var ca, cb bytes.Buffer
+		if !ok || json.Compact(&ca, va) != nil || json.Compact(&cb, vb) != nil || !bytes.Equal(ca.Bytes(), cb.Bytes()) {
+			return false
+		}
+	}
+	return true
 }

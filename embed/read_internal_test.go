@@ -182,12 +182,16 @@ func (g *answerGen) answer(n, dim int, b64 bool) []byte {
 			g.b.WriteString([]string{"null", "{}", `{"message":"busy","code":"overloaded"}`, "false"}[min(g.r.IntN(12), 3)])
 		},
 		func() { g.key("extra"); g.b.WriteString(`{"a":[1,{"b":null}],"c":"\u00e9"}`) },
+		func() { // now and then the marks of a flat error envelope
+			g.key([]string{"type", "object", "base_resp", "message"}[g.r.IntN(4)])
+			g.b.WriteString([]string{`"list"`, "null", "7", `{"status_code":0}`, `"error"`, `{"status_code":1004}`, `{"status_code":null}`}[g.r.IntN(7)])
+		},
 	}
 	if g.one(6) { // a repeated member: the last one wins, a repeated data array fills the same entries
 		members = append(members, members[g.r.IntN(len(members))])
 	}
 	for _, k := range g.r.Perm(len(members)) {
-		if k == 3 && !g.one(8) {
+		if (k == 3 || k == 5) && !g.one(8) {
 			continue // most answers carry no error member
 		}
 		g.b.WriteByte(',')

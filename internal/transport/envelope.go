@@ -213,3 +213,14 @@ func boundMessage(s string) string {
 	}
 	return redact.CutRunes(s, maxMessageBytes) + "…"
 }
+
+// IsErrorAnswer reports whether body, a JSON object a 2xx answer carried,
+// is an error envelope by the rules a chat answer is read with: a
+// non-empty "error" member, an "object" or "type" whose last string is
+// "error", or MiniMax's base_resp.status_code other than 0 (see
+// wireChunk.isError). The embeddings client asks it of the envelope
+// members it kept, so that both read an error in a 200 alike.
+func IsErrorAnswer(body []byte) bool {
+	var c wireChunk
+	return decodeChunk(body, &c) && c.isError()
+}
