@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -234,6 +236,81 @@ func TestFallbackAnswerNeverCompletesABrokenStream(t *testing.T) {
 			resp, body = f.do("POST", "/v1/chat/completions", chatBody("m", false, ""))
 			if resp.StatusCode != 200 || resp.Header.Get("X-PolyGateway-Degraded") != "fallback" || !strings.Contains(string(body), `"degraded":true,"degraded_by":"fallback"`) {
 				t.Fatalf("non-streaming degraded: %v %s", resp.Header, body)
+			}
+		})
+	}
+}
+
+// Under first_token every delta is flushed as it arrives, even when what
+// follows it in the same read from the upstream is not an event (a
+// keep-alive comment, blank lines, an event without data): the gateway
+// must not hold a token while it waits on the network for the next one.
+// The upstream sends its last token only once the client has the one
+// before it; a gateway that held it would wait until the request's
+// deadline ended the stream with an error event.
+func TestADeltaFollowedByANonEventIsFlushedBeforeTheGatewayWaits(t *testing.T) {
+	t.Parallel()
+	for name, trailer := range map[string]string{
+		"keep-alive comment": ": keep-alive\n\n",
+		"blank lines":        "\n\n",
+		"crlf blank lines":   "\r\n\r\n",
+		"event without data": "event: ping\n\n",
+		"several comments":   ": a\n\n: b\n: c\n\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			release := make(chan struct{})
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "data: "+fakeupstream.ContentChunk("a")+"\n\n")
+				w.(http.Flusher).Flush()
+				// The token and what follows it, in one write.
+				_, _ = io.WriteString(w, "data: "+fakeupstream.ContentChunk("b")+"\n\n"+trailer)
+				w.(http.Flusher).Flush()
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return
+				}
+				_, _ = io.WriteString(w, "data: "+fakeupstream.ContentChunk("c")+"\n\ndata: "+fakeupstream.FinishChunk+"\n\ndata: [DONE]\n\n")
+			}))
+			t.Cleanup(up.Close)
+			e := baseEnv().source("LLM", "openai", 1, up.URL, secretKey1, "gpt-4o", "TTFT_TIMEOUT_S", "0", "INTER_TOKEN_TIMEOUT_S", "0").
+				set("LLM__RETRY__MAX_ATTEMPTS", "1")
+			cfg := proxy.Config{StreamCommit: proxy.CommitFirstToken}
+			cfg.Clients = map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)}
+			cfg.Routes = map[string]string{"gpt-4o": "LLM"}
+			f := serve(t, cfg)
+			req, err := http.NewRequest("POST", f.ts.URL+"/v1/chat/completions", strings.NewReader(chatBody("gpt-4o", true, "")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-PolyGateway-Timeout", "5")
+			resp, err := f.ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var events []string
+			br := bufio.NewReader(resp.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if d, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "data: "); ok {
+					events = append(events, d)
+					if len(events) == 2 {
+						close(release) // the client has "b": the upstream goes on
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			if len(events) < 2 {
+				close(release)
+			}
+			if got := streamText(t, events); got != "abc" || lastEvent(events) != "[DONE]" {
+				t.Fatalf("client saw %q, ending with %s; want the whole answer, each token as it came", got, lastEvent(events))
 			}
 		})
 	}

@@ -137,18 +137,39 @@ func (s *SSEReader) Next() (*SSEEvent, error) {
 }
 
 // Buffered reports whether the next call of Next can return without
-// reading: the input ended, or the bytes already read hold the blank line
-// that ends an event. A relay flushes its client when it is false, before
-// Next waits on the network.
+// reading: the input ended, or the bytes already read hold an event with
+// data up to the blank line that ends it (comments, blank lines and events
+// without data, which Next passes over, do not count). A relay flushes its
+// client when it is false, before Next waits on the network.
 func (s *SSEReader) Buffered() bool {
 	if s.eof || s.err != nil {
 		return true
 	}
 	b := s.buf[s.start:s.end]
-	return bytes.Contains(b, lflf) || bytes.Contains(b, crlfcrlf) || bytes.Contains(b, crcr)
+	if s.skipLF && len(b) > 0 && b[0] == '\n' {
+		b = b[1:]
+	}
+	data := s.hasData
+	for {
+		i := lineEnd(b)
+		if i < 0 {
+			return false
+		}
+		line := b[:i]
+		switch {
+		case len(line) == 0 && data:
+			return true
+		case string(line) == "data" || bytes.HasPrefix(line, dataColon):
+			data = true
+		}
+		if b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+			i++
+		}
+		b = b[i+1:]
+	}
 }
 
-var lflf, crlfcrlf, crcr = []byte("\n\n"), []byte("\r\n\r\n"), []byte("\r\r")
+var dataColon = []byte("data:")
 
 func (s *SSEReader) dispatch(unterminated bool) *SSEEvent {
 	s.ev = SSEEvent{Data: s.data, Unterminated: unterminated}

@@ -180,6 +180,43 @@ func TestSSEReaderSplitCRLF(t *testing.T) {
 	}
 }
 
+// Buffered is true only when the bytes already read hold an event Next
+// will dispatch: what Next passes over (comments, blank lines, an event
+// without data) must not keep a relay from flushing before it waits.
+func TestSSEReaderBufferedOnlyForADispatchableEvent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rest string // what follows the first event in the one read
+		want bool
+	}{
+		{"", false},
+		{": keep-alive\n\n", false},
+		{"\n\n", false},
+		{"\r\n\r\n", false},
+		{"event: ping\n\n", false},
+		{"id: 7\nretry: 10\n\n", false},
+		{"datum: x\n\n", false},
+		{": data: x\n\n", false},
+		{"data: b\n", false},
+		{"data: b\r", false},
+		{"data: b\n\n", true},
+		{"data: b\r\n\r\n", true},
+		{"data: b\r\r", true},
+		{"data\n\n", true},
+		{": c\n\n\nevent: x\ndata:b\n\n", true},
+	} {
+		// strings.Reader hands out everything in the first read, and the
+		// end of the input only on the next one.
+		r := NewSSEReader(strings.NewReader("data: a\n\n"+tc.rest), 0)
+		if ev, err := r.Next(); err != nil || string(ev.Data) != "a" {
+			t.Fatalf("%q: first event %v, %v", tc.rest, ev, err)
+		}
+		if got := r.Buffered(); got != tc.want {
+			t.Errorf("after the first event, with %q still to read: Buffered() = %v, want %v", tc.rest, got, tc.want)
+		}
+	}
+}
+
 func TestSSEReaderSkipsOneLeadingBOM(t *testing.T) {
 	t.Parallel()
 	// The EventSource specification ignores one byte order mark at the
