@@ -46,7 +46,7 @@ var (
 //   - 401, 402, 403 → *core.SourceDeadError (403 for content filtering is
 //     rejected instead);
 //   - 408 → *core.TransientError{Reason: timeout};
-//   - 5xx → *core.TransientError{Reason: network_error, RetryAfter}
+//   - 5xx → *core.TransientError{Reason: server_error, RetryAfter}
 //     (x-should-retry: false makes it a rejection);
 //   - other 4xx → *core.RequestRejectedError with the provider's code and
 //     message; a dead code makes it *core.SourceDeadError and

@@ -38,6 +38,8 @@ func TestClassifyResponse(t *testing.T) {
 			transient, core.ReasonRateLimited, "rate_limit_exceeded", "slow down", 1500 * time.Millisecond},
 		{"429 without any hint", "openai", 429, nil, `{"error":{"message":"slow down"}}`,
 			transient, core.ReasonRateLimited, "", "slow down", 0},
+		{"429 retry-after beyond a duration is capped, not dropped", "openai", 429, []string{"Retry-After", "99999999999"}, `{"error":{"message":"slow down"}}`,
+			transient, core.ReasonRateLimited, "", "slow down", DefaultMaxRetryAfter},
 		{"429 insufficient_quota", "openai", 429, nil,
 			`{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`,
 			dead, "", "insufficient_quota", "exceeded your current quota", 0},

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,21 +24,22 @@ const DefaultMaxRetryAfter = 10 * time.Minute
 //     that reset is the binding one (the larger of the two if both are
 //     exhausted); otherwise the smaller reset is used.
 //
-// Negative, unparsable or past values count as absent.
+// Negative, unparsable or past values count as absent; a value too large
+// for a time.Duration is capped like any other.
 func RetryAfter(h http.Header, now time.Time, maxWait time.Duration) time.Duration {
 	if maxWait <= 0 {
 		maxWait = DefaultMaxRetryAfter
 	}
 	capped := func(d time.Duration) time.Duration { return min(d, maxWait) }
 	if v := h.Get("Retry-After-Ms"); v != "" {
-		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > 0 && f < 1e12 {
-			return capped(time.Duration(f * float64(time.Millisecond)))
+		if d, ok := positive(v, time.Millisecond); ok {
+			return capped(d)
 		}
 	}
 	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			if f > 0 && f < 1e9 {
-				return capped(time.Duration(f * float64(time.Second)))
+		if _, err := strconv.ParseFloat(v, 64); err == nil {
+			if d, ok := positive(v, time.Second); ok {
+				return capped(d)
 			}
 		} else if t, err := http.ParseTime(v); err == nil {
 			if d := t.Sub(now); d > 0 {
@@ -73,15 +75,25 @@ func resetDuration(v string) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		if f > 0 && f < 1e9 {
-			return time.Duration(f * float64(time.Second)), true
-		}
-		return 0, false
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return positive(v, time.Second)
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		return 0, false
 	}
 	return d, true
+}
+
+// positive parses v, a number of units, as a positive duration; one too
+// large for a time.Duration saturates (the caller caps it).
+func positive(v string, unit time.Duration) (time.Duration, bool) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !(f > 0) {
+		return 0, false
+	}
+	if f >= math.MaxInt64/float64(unit) {
+		return math.MaxInt64, true
+	}
+	return time.Duration(f * float64(unit)), true
 }

@@ -43,6 +43,14 @@ func TestRetryAfter(t *testing.T) {
 		{"retry-after beats reset", map[string]string{"Retry-After": "1", "X-Ratelimit-Reset-Tokens": "40s"}, 0, time.Second},
 		{"reset capped", map[string]string{"X-Ratelimit-Reset-Tokens": "2h"}, 0, DefaultMaxRetryAfter},
 		{"reset garbage", map[string]string{"X-Ratelimit-Reset-Tokens": "soon"}, 0, 0},
+		// A wait longer than any Duration is still a wait: capped, never
+		// read as no hint at all.
+		{"huge seconds capped", map[string]string{"Retry-After": "9999999999"}, 0, DefaultMaxRetryAfter},
+		{"seconds beyond a duration capped", map[string]string{"Retry-After": "1e300"}, 0, DefaultMaxRetryAfter},
+		{"huge ms capped", map[string]string{"Retry-After-Ms": "10000000000000"}, 0, DefaultMaxRetryAfter},
+		{"huge ms beats retry-after", map[string]string{"Retry-After-Ms": "1e13", "Retry-After": "2"}, 0, DefaultMaxRetryAfter},
+		{"huge bare reset capped", map[string]string{"X-Ratelimit-Reset-Tokens": "5000000000"}, 0, DefaultMaxRetryAfter},
+		{"nan seconds is garbage", map[string]string{"Retry-After": "NaN"}, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
