@@ -96,10 +96,22 @@ type usageBody struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails carries the part of the prompt the provider
+	// served from its prompt cache, when it reported one.
+	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// promptTokensDetails are the details of an answer's prompt tokens.
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 func usageOf(resp *polygateway.LLMResponse) *usageBody {
-	return &usageBody{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, TotalTokens: resp.PromptTokens + resp.CompletionTokens}
+	u := &usageBody{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, TotalTokens: resp.PromptTokens + resp.CompletionTokens}
+	if resp.CachedPromptTokens > 0 {
+		u.PromptTokensDetails = &promptTokensDetails{CachedTokens: resp.CachedPromptTokens}
+	}
+	return u
 }
 
 type toolCallBody struct {

@@ -350,3 +350,25 @@ func TestAccessLogRecordsTheWireStatusAndTheOutcome(t *testing.T) {
 		t.Errorf("log of a plain success = %v", ok)
 	}
 }
+
+// A scope whose upstream throttles it (a 429 with a Retry-After the call
+// will not wait for) answers 429 rate_limited with that Retry-After, as
+// the errors table says: the client is over a quota, not facing an outage.
+func TestAThrottledScopeIs429RateLimitedWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	up := fake(t, fakeupstream.WithBehavior(fakeupstream.RateLimited("30")))
+	e := baseEnv().source("LLM", "primary", 1, up.URL(), secretKey1, "primary-model")
+	f := serve(t, proxy.Config{Backends: proxy.Backends{
+		Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)},
+		Routes:  map[string]string{"gpt-4o": "LLM"},
+	}})
+	resp, body := f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", false, ""))
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	assertOpenAIError(t, body, "rate_limited", "")
+	if ra := resp.Header.Get("Retry-After"); ra == "" || ra == "0" {
+		t.Errorf("Retry-After = %q, want the upstream's wait", ra)
+	}
+	t.Logf("Retry-After %s: %s", resp.Header.Get("Retry-After"), body)
+}

@@ -145,3 +145,32 @@ func TestGatewayWritesEmbeddingsVectorByVector(t *testing.T) {
 		}
 	}
 }
+
+// An embeddings request whose member has the wrong JSON type is a 400
+// invalid_type naming that member, as on chat completions; the message
+// names no Go type.
+func TestAnEmbeddingsFieldOfTheWrongTypeIsA400NamingIt(t *testing.T) {
+	t.Parallel()
+	f := serve(t, proxy.Config{Backends: proxy.Backends{
+		Embedders:   map[string]proxy.Embedder{"EMBED": newBigEmbedder(1, 3)},
+		EmbedRoutes: map[string]string{"text-embedding-3-small": "EMBED"},
+	}})
+	for _, tc := range []struct{ body, param string }{
+		{`{"model":5,"input":"x"}`, "model"},
+		{`{"model":["text-embedding-3-small"],"input":"x"}`, "model"},
+		{`{"model":"text-embedding-3-small","input":"x","encoding_format":5}`, "encoding_format"},
+		{`{"model":"text-embedding-3-small","input":"x","encoding_format":{"type":"float"}}`, "encoding_format"},
+	} {
+		resp, body := f.do("POST", "/v1/embeddings", tc.body)
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%s: status %d: %s", tc.body, resp.StatusCode, body)
+		}
+		assertOpenAIError(t, body, "invalid_type", tc.param)
+		if strings.Contains(string(body), "Go ") {
+			t.Errorf("%s: the message names a Go type: %s", tc.body, body)
+		}
+	}
+	// Bad JSON is still invalid_json.
+	_, body := f.do("POST", "/v1/embeddings", `{"model":`)
+	assertOpenAIError(t, body, "invalid_json", "")
+}

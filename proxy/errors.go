@@ -46,14 +46,16 @@ type errorObject struct {
 	Code    *string `json:"code"`
 }
 
-// envelope is the body of e. Its message and code pass scrubAddresses
-// once more, the net under every path that writes an error to a client
-// (JSON bodies and stream error events alike).
+// envelope is the body of e. Its message, param and code pass
+// scrubAddresses once more, the net under every path that writes an error
+// to a client (JSON bodies and stream error events alike): an upstream's
+// rejection carries its own param and code.
 func (e *apiError) envelope() *errorBody {
 	code := scrubAddresses(e.code)
 	obj := errorObject{Message: scrubAddresses(e.msg), Type: e.typ}
 	if e.param != "" {
-		obj.Param = &e.param
+		param := scrubAddresses(e.param)
+		obj.Param = &param
 	}
 	if code != "" {
 		obj.Code = &code

@@ -281,7 +281,7 @@ func parseEmbed(body []byte) (*embedRequest, error) {
 		Fallbacks      json.RawMessage `json:"fallbacks"`
 	}
 	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, badRequest("", "invalid_json", "request body is not a valid embeddings request: %v", err)
+		return nil, embedBodyError(err)
 	}
 	if len(w.Fallbacks) > 0 && !isNull(w.Fallbacks) {
 		// Vectors of another model are of another space: an embeddings
@@ -317,6 +317,21 @@ func parseEmbed(body []byte) (*embedRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// embedBodyError is the answer to an embeddings body encoding/json could
+// not read into its members: a member of the wrong type is named (model
+// and encoding_format are strings), a body that is not a JSON object is
+// invalid_json.
+func embedBodyError(err error) error {
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		return badRequest(te.Field, "invalid_type", "%s must be a string", te.Field)
+	case errors.As(err, &te):
+		return badRequest("", "invalid_json", "request body is not a JSON object")
+	}
+	return badRequest("", "invalid_json", "request body is not a valid embeddings request: %v", err)
 }
 
 // decodeInput decodes the input of req, refusing an array of more than

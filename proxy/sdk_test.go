@@ -263,3 +263,45 @@ func TestSDKUnavailableIs503WithRetryAfter(t *testing.T) {
 		t.Errorf("Retry-After = %q", ra)
 	}
 }
+
+// The part of the prompt an upstream served from its prompt cache
+// (usage.prompt_tokens_details.cached_tokens) reaches a chat completions
+// client, as it reaches a Responses client: whether the source answered
+// in one body or streamed to the gateway's watchdog.
+func TestAChatAnswerReportsTheCachedPromptTokensTheUpstreamSent(t *testing.T) {
+	t.Parallel()
+	const usage = `{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":4}}`
+	for name, kv := range map[string][]string{
+		"one body": {"TTFT_TIMEOUT_S", "0", "INTER_TOKEN_TIMEOUT_S", "0"},
+		"streamed": nil,
+	} {
+		up := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(3).WithUsage(usage)))
+		e := baseEnv().source("LLM", "primary", 1, up.URL(), secretKey1, "primary-model", kv...)
+		f := serve(t, proxy.Config{Backends: proxy.Backends{
+			Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)},
+			Routes:  map[string]string{"gpt-4o": "LLM"},
+		}})
+		client := f.sdk()
+		resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if u := resp.Usage; u.PromptTokens != 10 || u.CompletionTokens != 3 || u.PromptTokensDetails.CachedTokens != 4 {
+			t.Errorf("%s: usage = %s, want 10 prompt tokens of which 4 cached", name, u.RawJSON())
+		}
+	}
+}
+
+// An answer whose upstream reported no cached tokens carries no
+// prompt_tokens_details: the gateway does not invent them.
+func TestAChatAnswerWithoutCachedTokensHasNoPromptTokensDetails(t *testing.T) {
+	t.Parallel()
+	up := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(3)))
+	f := sdkFixture(t, up, fake(t), proxy.Config{})
+	_, body := f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", false, ""))
+	if !strings.Contains(string(body), `"usage":{"prompt_tokens":`) || strings.Contains(string(body), "prompt_tokens_details") {
+		t.Errorf("body = %s", body)
+	}
+}

@@ -124,3 +124,31 @@ func TestConfigPrintsMasked(t *testing.T) {
 		t.Fatal("printing modified the config")
 	}
 }
+
+// An upstream's error.param reaches the client (a rejection names the
+// field at fault), but never an address it carries: the param passes the
+// same scrubbing as the message, streamed or not.
+func TestAnUpstreamErrorParamNeverShowsAnAddress(t *testing.T) {
+	t.Parallel()
+	const rejection = `{"error":{"message":"bad value","type":"invalid_request_error","param":"http://10.0.0.7:8000/v1 internal.example:8443","code":"invalid_value"}}`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, rejection)
+	}))
+	t.Cleanup(up.Close)
+	e := baseEnv().source("LLM", "primary", 1, up.URL+"/v1", secretKey1, "primary-model")
+	f := serve(t, proxy.Config{Backends: proxy.Backends{
+		Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)}, DefaultScope: "LLM",
+	}})
+	for _, stream := range []bool{false, true} {
+		resp, body := f.do(http.MethodPost, "/v1/chat/completions", chatBody("any", stream, ""))
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"code":"invalid_value"`) {
+			t.Fatalf("stream=%v: status %d: %s", stream, resp.StatusCode, body)
+		}
+		if m := addressPattern.FindString(string(body)); m != "" || strings.Contains(string(body), "internal.example:8443") {
+			t.Errorf("stream=%v: the 400 body shows an upstream address: %s", stream, body)
+		}
+	}
+}
