@@ -12,6 +12,7 @@ import (
 	"github.com/polygateway/polygateway"
 	"github.com/polygateway/polygateway/core"
 	"github.com/polygateway/polygateway/internal/kernel"
+	"github.com/polygateway/polygateway/internal/redact"
 )
 
 // gatewayInfo is the "gateway" object of every answer: what really
@@ -372,8 +373,21 @@ func noModel() *apiError {
 }
 
 func modelNotFound(model string) *apiError {
-	msg := "The model `" + model + "` does not exist or is not routed by this gateway."
+	msg := "The model `" + shownModel(model) + "` does not exist or is not routed by this gateway."
 	return invalidRequest(http.StatusNotFound, "model", "model_not_found", msg)
+}
+
+// maxShownModel bounds a client's model name where the gateway quotes it
+// (an error, the access log): routed names are far shorter.
+const maxShownModel = 256
+
+// shownModel is model as the gateway quotes it: at most maxShownModel
+// bytes, a cut marked with "…".
+func shownModel(model string) string {
+	if len(model) <= maxShownModel {
+		return model
+	}
+	return redact.CutRunes(model, maxShownModel) + "…"
 }
 
 // govern runs one governed call of the request ri on k and returns the

@@ -372,3 +372,27 @@ func TestAThrottledScopeIs429RateLimitedWithRetryAfter(t *testing.T) {
 	}
 	t.Logf("Retry-After %s: %s", resp.Header.Get("Retry-After"), body)
 }
+
+// TestAHugeUnknownModelNameIsCutInTheErrorAndTheLog: a client's model name
+// is bounded before the gateway quotes it back (the 404 body) or writes it
+// to the access log, on chat, embeddings and the model lookup alike.
+func TestAHugeUnknownModelNameIsCutInTheErrorAndTheLog(t *testing.T) {
+	t.Parallel()
+	f := sdkFixture(t, fake(t), fake(t), proxy.Config{})
+	huge := strings.Repeat("m", 100_000)
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/chat/completions", chatBody(huge, false, "")},
+		{"POST", "/v1/embeddings", `{"model":"` + huge + `","input":"x"}`},
+		{"GET", "/v1/models/" + huge[:1500], ""}, // a longer path is refused with the headers (431)
+	} {
+		resp, body := f.do(tc.method, tc.path, tc.body)
+		if resp.StatusCode != http.StatusNotFound || len(body) > 1024 {
+			t.Errorf("%s %s: %d with %d bytes, want a 404 of at most 1 KiB", tc.method, tc.path[:min(len(tc.path), 30)], resp.StatusCode, len(body))
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSpace(f.logs.String()), "\n") {
+		if len(l) > 4096 {
+			t.Errorf("a log line of %d bytes: %.200s…", len(l), l)
+		}
+	}
+}
