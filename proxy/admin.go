@@ -95,13 +95,39 @@ func (s *Server) findSource(r *http.Request, g *generation, source string) (sour
 			found = append(found, ops)
 		}
 	}
-	switch len(found) {
-	case 0:
+	switch {
+	case len(found) == 0:
 		return sourceOps{}, invalidRequest(http.StatusNotFound, "source", "source_not_found", "no source "+strconv.Quote(source)+scopeSuffix(want))
-	case 1:
-		return found[0], nil
+	case slices.ContainsFunc(found, func(o sourceOps) bool { return o.scope != found[0].scope }):
+		return sourceOps{}, invalidRequest(http.StatusConflict, "scope", "ambiguous_source", "source "+strconv.Quote(source)+" exists in several scopes: add ?scope=<SCOPE>")
 	}
-	return sourceOps{}, invalidRequest(http.StatusConflict, "scope", "ambiguous_source", "source "+strconv.Quote(source)+" exists in several scopes: add ?scope=<SCOPE>")
+	return joinOps(found), nil
+}
+
+// joinOps returns the operations on a source of one scope through each of
+// found, its clients: a scope that serves chat and embeddings has a
+// client of each, and both hold the source. It switches the source only
+// when every client can.
+func joinOps(found []sourceOps) sourceOps {
+	if len(found) == 1 {
+		return found[0]
+	}
+	each := func(op func(sourceOps) error) error {
+		var errs []error
+		for _, o := range found {
+			errs = append(errs, op(o))
+		}
+		return errors.Join(errs...)
+	}
+	ops := sourceOps{scope: found[0].scope, reset: func(ctx context.Context) error {
+		return each(func(o sourceOps) error { return o.reset(ctx) })
+	}}
+	if !slices.ContainsFunc(found, func(o sourceOps) bool { return o.setEnable == nil }) {
+		ops.setEnable = func(ctx context.Context, on bool) error {
+			return each(func(o sourceOps) error { return o.setEnable(ctx, on) })
+		}
+	}
+	return ops
 }
 
 // handleResetBreaker serves POST /admin/breakers/{source}/reset: it closes

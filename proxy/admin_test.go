@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/polygateway/polygateway"
+	"github.com/polygateway/polygateway/embed"
 	"github.com/polygateway/polygateway/proxy"
 )
 
@@ -81,5 +82,39 @@ func TestEveryScopeOffAnswers503Disabled(t *testing.T) {
 	}
 	if resp, _ := f.do("GET", "/readyz", ""); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("readyz with its only source off: %d", resp.StatusCode)
+	}
+}
+
+// A scope that serves chat and embeddings has a chat client and an
+// embeddings client whose sources share their names: the source is in one
+// scope, so ?scope= names it, and a reset or a switch acts on both clients
+// instead of answering 409 with advice that cannot be followed.
+func TestAdminActsOnASourceOfAScopeServingChatAndEmbeddings(t *testing.T) {
+	t.Parallel()
+	up := fake(t)
+	e := baseEnv().source("LLM", "emb", 1, up.URL(), secretEmbed, "embed-model").set("LLM__BATCH_SIZE", "2")
+	ec, err := embed.FromEnv("LLM", polygateway.WithEnv(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := serve(t, proxy.Config{
+		Backends: proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": chatClient(t, "LLM", e)},
+			Embedders: map[string]proxy.Embedder{"LLM": ec}, DefaultScope: "LLM", DefaultEmbedScope: "LLM"},
+		AdminToken: "admin-token-xyz",
+	})
+	for _, path := range []string{"/admin/breakers/emb_1/reset", "/admin/breakers/emb_1/reset?scope=LLM", "/admin/sources/emb_1/disable?scope=LLM"} {
+		if resp, body := f.do("POST", path, "", "Authorization", adminAuth); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"scope":"LLM"`) {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	_, body := f.do("GET", "/v1/providers", "")
+	if n := strings.Count(string(body), `"disabled":true`); n != 2 {
+		t.Fatalf("disabled on %d of the scope's 2 clients: %s", n, body)
+	}
+	if resp, body := f.do("POST", "/admin/sources/emb_1/enable", "", "Authorization", adminAuth); resp.StatusCode != http.StatusOK {
+		t.Fatalf("enable: %d %s", resp.StatusCode, body)
+	}
+	if _, body := f.do("GET", "/v1/providers", ""); strings.Contains(string(body), `"disabled":true`) {
+		t.Fatalf("still disabled after enable: %s", body)
 	}
 }
