@@ -223,8 +223,9 @@ func TestFallbackAnswerNeverCompletesABrokenStream(t *testing.T) {
 			resp, body := f.do("POST", "/v1/chat/completions", chatBody("m", true, ""))
 			events := sseEvents(body)
 			if commit == proxy.CommitFirstToken {
-				// tok0..tok2 went out: the canned answer cannot continue them.
-				if lastEvent(events) == "[DONE]" || !strings.Contains(lastEvent(events), "stream_interrupted") || streamText(t, events) != fakeupstream.Tokens(3) {
+				// tok0..tok2 went out: the canned answer cannot continue them,
+				// and the stream ends with the error that cut it.
+				if lastEvent(events) == "[DONE]" || !strings.Contains(lastEvent(events), `"code":"network_error"`) || streamText(t, events) != fakeupstream.Tokens(3) {
 					t.Fatalf("broken stream completed by a fallback: %v", events)
 				}
 				return

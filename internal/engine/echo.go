@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/polygateway/polygateway/core"
 )
@@ -62,8 +63,14 @@ func (g *echoGuard) Delta(content, thinking string) error {
 }
 
 // flush relays the content still held back (an answer shorter than the
-// probe ends with it).
+// probe ends with it), or fails with errAnsweredAnew when all of it
+// repeats the start of the probe: a whole answer anew shorter than the
+// relayed text.
 func (g *echoGuard) flush() error {
+	if !g.decided && len(g.held) > 0 && strings.HasPrefix(g.probe, string(g.held)) {
+		g.decided = true
+		return errAnsweredAnew
+	}
 	g.decided = true
 	if len(g.held) == 0 {
 		return nil

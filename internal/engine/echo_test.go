@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/polygateway/polygateway/core"
 )
 
 // recordSink is a DeltaSink that records what it is given.
@@ -58,5 +61,82 @@ func TestEchoGuardRelaysAContinuationAndStopsAnAnswerAnew(t *testing.T) {
 		if sink.thinking.Len() == 0 {
 			t.Errorf("%s: thinking was held back", tt.name)
 		}
+	}
+}
+
+// TestAnAnswerAnewThatEndsInsideTheProbeIsAnEcho: a source that answers
+// anew with a whole answer shorter than the probe, every byte of which
+// repeats the start of the relayed text ("The answer is 42." after "The
+// answer is 42. " was relayed and cut), would send the caller those words
+// a second time: it is an echo too, never relayed when the answer ends.
+func TestAnAnswerAnewThatEndsInsideTheProbeIsAnEcho(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, prefix string
+		deltas       []string
+		relayed      string
+		echo         bool
+	}{
+		{"the relayed words again, shorter", "The answer is 42. ", []string{"The answer", " is 42."}, "", true},
+		{"the start of a long prefix, then the end", strings.Repeat("word ", 20), []string{"word word"}, "", true},
+		{"a short continuation of other words", "The answer is 42. ", []string{"Done."}, "Done.", false},
+		{"an empty continuation", "The answer is 42. ", nil, "", false},
+	} {
+		sink := &recordSink{}
+		g := newEchoGuard(sink, tt.prefix)
+		var err error
+		for _, d := range tt.deltas {
+			if err = g.Delta(d, ""); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = g.flush()
+		}
+		if got := errors.Is(err, errAnsweredAnew); got != tt.echo || err != nil && !got {
+			t.Errorf("%s: err = %v, want echo %v", tt.name, err, tt.echo)
+		}
+		if got := sink.content.String(); got != tt.relayed {
+			t.Errorf("%s: relayed %q, want %q", tt.name, got, tt.relayed)
+		}
+	}
+}
+
+// TestAShortAnswerAnewOnAContinuingSourceEndsWithTheCut: the primary's
+// stream is cut after "The answer is 42. " reached the caller; the
+// continuing source ignores the prefill and answers "The answer is 42."
+// anew, all of it inside the probe. The call ends with the cut, the caller
+// has the relayed words once, and the continuing source — which answered —
+// is not charged a failure.
+func TestAShortAnswerAnewOnAContinuingSourceEndsWithTheCut(t *testing.T) {
+	t.Parallel()
+	cut := &core.TransientError{Source: "a", Reason: core.ReasonNetworkError, Message: "stream cut"}
+	b := src("b", 1)
+	b.Continue = core.ContinuePrefill
+	set := testSettings(src("a", 0), b)
+	f := newFixture(t, set, func(cfg *Config) {
+		cfg.Upstream = upstreamFunc(func(_ context.Context, s *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
+			if s.Name == "a" {
+				_ = call.Deltas.Delta("The answer is 42. ", "")
+				return nil, cut
+			}
+			if err := call.Deltas.Delta("The answer is 42.", ""); err != nil {
+				return nil, err
+			}
+			return &core.LLMResponse{Content: "The answer is 42.", FinishReason: "stop"}, nil
+		})
+	})
+	sink := &recordSink{}
+	call := newCall()
+	call.Deltas = sink
+	resp, err := f.g.Handle(context.Background(), call)
+	if resp != nil || !errors.Is(err, cut) {
+		t.Fatalf("= (%+v, %v), want the cut", resp, err)
+	}
+	if got := sink.content.String(); got != "The answer is 42. " {
+		t.Errorf("the caller has %q, want the relayed words once", got)
+	}
+	if s := f.snapshot(t, "b"); s.ConsecutiveFailures != 0 {
+		t.Errorf("the continuing source's breaker = %+v, want no failure", s)
 	}
 }

@@ -282,8 +282,11 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 		cc := *r.cont.call
 		cc.Deltas = g
 		if resp, err = e.up.Do(ctx, &s.cfg, &cc); err == nil {
-			if err = g.flush(); err != nil {
-				resp = nil
+			if ferr := g.flush(); ferr != nil {
+				// As the transport reports a sink that fails mid-stream:
+				// the source answered; the call cannot take its answer.
+				resp, err = nil, &core.RequestRejectedError{Source: s.cfg.Name, Code: "stream_consumer_failed",
+					Message: "stream consumer failed: " + ferr.Error(), Err: ferr}
 			}
 		}
 	case r.cont.on:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"github.com/polygateway/polygateway/core"
 )
@@ -23,6 +24,8 @@ type DegradeConfig struct {
 // Stale answer (an expired cache entry the cache layer found), then the
 // call's Fallback or the scope's. The answer is marked Degraded with the
 // strategy that served it, so that telemetry records what the caller got.
+// After a stream committed part of another answer to the caller, only an
+// answer that begins with what was delivered may stand in.
 // An error from a fallback is ignored and the original error returned.
 func Degrade(cfg DegradeConfig) core.Middleware {
 	log := cfg.Logger
@@ -56,6 +59,12 @@ func Degrade(cfg DegradeConfig) core.Middleware {
 				own := *a
 				alt, how = &own, core.DegradedFallback
 			}
+			if !continues(call.Deltas, alt) {
+				// Part of another answer already reached the caller: an
+				// answer that does not go on from it cannot complete the
+				// stream, and the call ends with what cut it.
+				return resp, err
+			}
 			alt.Degraded, alt.DegradedBy = true, how
 			log.LogAttrs(ctx, slog.LevelWarn, "polygateway: degraded answer",
 				slog.String("call_id", call.ID), slog.String("scope", call.Scope),
@@ -63,6 +72,17 @@ func Degrade(cfg DegradeConfig) core.Middleware {
 			return alt, nil
 		}
 	}
+}
+
+// continues reports whether alt can follow what sink (nil: none) already
+// delivered to the caller: nothing was, or alt's content and thinking begin
+// with it.
+func continues(sink core.DeltaSink, alt *core.LLMResponse) bool {
+	if sink == nil || !sink.Committed() {
+		return true
+	}
+	content, thinking := sink.Delivered()
+	return strings.HasPrefix(alt.Content, content) && strings.HasPrefix(alt.Thinking, thinking)
 }
 
 // Unavailable reports whether err means no source produced an answer — the
