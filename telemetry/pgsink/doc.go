@@ -34,9 +34,11 @@
 // INSERT … SELECT FROM unnest($1::text[], …) WITH ORDINALITY: one round trip,
 // atomic, and one prepared plan whatever the batch size.
 //
-// When a batch fails because of a row (SQLSTATE class 22, 23 or 54: a NUL
-// byte or invalid UTF-8 in a text, a constraint, an over-long indexed value),
-// it is retried row by row and only the bad row is dropped. When it fails for
+// Text Postgres cannot hold — a NUL byte, invalid UTF-8, which an upstream's
+// answer or error may carry — is stored with U+FFFD in their place: the row
+// is kept. When a batch fails because of a row (SQLSTATE class 22, 23 or 54:
+// a value out of range, a constraint, an over-long indexed value), it is
+// retried row by row and only the bad row is dropped. When it fails for
 // any other reason (connection refused or cut, server shutting down, table
 // dropped), the sink warns once through the WithLogger logger, drops and
 // counts every further Write, and retries with exponential backoff

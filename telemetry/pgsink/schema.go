@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -114,6 +115,16 @@ func insertSQL(schema string) string {
 		"ON CONFLICT (call_id) DO NOTHING"
 }
 
+// text returns s as Postgres text can hold it: each NUL byte and each
+// invalid UTF-8 sequence (an upstream's answer or error may carry them)
+// replaced by U+FFFD, so that the row is stored rather than refused.
+func text(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
 // batchArgs returns the column arrays of recs in insertSQL's order.
 func batchArgs(recs []core.TelemetryRecord) []any {
 	n := len(recs)
@@ -129,13 +140,13 @@ func batchArgs(recs []core.TelemetryRecord) []any {
 	)
 	for i := range recs {
 		r := &recs[i]
-		callID[i], parent[i], session[i], model[i], provider[i], source[i] = r.CallID, r.ParentCallID, r.SessionID, r.Model, r.Provider, r.SourceName
-		messages[i], response[i], thinking[i], usage[i], errText[i] = r.Messages, r.Response, r.Thinking, r.UsageSource, r.Error
-		scope[i] = r.Scope
+		callID[i], parent[i], session[i], model[i], provider[i], source[i] = text(r.CallID), text(r.ParentCallID), text(r.SessionID), text(r.Model), text(r.Provider), text(r.SourceName)
+		messages[i], response[i], thinking[i], usage[i], errText[i] = text(r.Messages), text(r.Response), text(r.Thinking), text(r.UsageSource), text(r.Error)
+		scope[i] = text(r.Scope)
 		prompt[i], completion[i] = int64(r.PromptTokens), int64(r.CompletionTokens)
 		latency[i], ttft[i], gap[i], cost[i] = r.LatencyMS, r.TTFTMS, r.MaxInterTokenMS, r.Cost
 		cacheHit[i], createdAt[i] = r.CacheHit, r.CreatedAt
-		degraded[i], queueWait[i] = r.Degraded, r.QueueWaitMS
+		degraded[i], queueWait[i] = text(r.Degraded), r.QueueWaitMS
 	}
 	return []any{callID, parent, session, model, provider, source, messages, response, thinking,
 		prompt, completion, usage, latency, ttft, gap, cacheHit, errText, cost, scope, createdAt, degraded, queueWait}

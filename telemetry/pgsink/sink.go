@@ -143,8 +143,8 @@ func (st *pgStore) Insert(ctx context.Context, recs []core.TelemetryRecord) erro
 }
 
 // RowLevel reports errors caused by a row's content, which the server
-// reports with SQLSTATE class 22 (data exception: a NUL byte or invalid
-// UTF-8 in a text), 23 (integrity constraint) or 54 (program limit: e.g. an
+// reports with SQLSTATE class 22 (data exception: e.g. a timestamp out of
+// range), 23 (integrity constraint) or 54 (program limit: e.g. an
 // indexed value too large for its index).
 func (st *pgStore) RowLevel(err error) bool { return sqlstateClassIn(err, "22", "23", "54") }
 

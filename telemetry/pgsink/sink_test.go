@@ -189,9 +189,9 @@ func TestPostgresSinkDropsBadRowsAloneWithoutPoisoningTheirBatch(t *testing.T) {
 		r := telemetrytest.SparseRecord(fmt.Sprintf("r%d", i), telemetrytest.Base.Add(time.Duration(i)*time.Second))
 		switch i {
 		case 1:
-			r.Response = "nul \x00 byte" // Postgres text cannot hold NUL: 22021
+			r.CreatedAt = time.Date(-5000, time.January, 1, 0, 0, 0, 0, time.UTC) // before timestamptz's range (4714 BC): 22008
 		case 3:
-			r.Messages = "invalid utf-8 \xff\xfe" // 22021
+			r.CreatedAt = time.Date(-100000, time.January, 1, 0, 0, 0, 0, time.UTC) // 22008
 		case 5:
 			r.SessionID = strings.Repeat("x", 1<<20) // too large for the btree index: 54000
 		}

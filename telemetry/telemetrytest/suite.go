@@ -51,7 +51,11 @@ const timeout = 30 * time.Second
 //   - Write after Close returns telemetry.ErrClosed and does not panic;
 //     Close is idempotent, also when called concurrently;
 //   - concurrent writers lose nothing while the queue is not full, and a
-//     Write racing with Close is either stored or refused with ErrClosed.
+//     Write racing with Close is either stored or refused with ErrClosed;
+//   - a row whose text holds a NUL byte or invalid UTF-8 (an upstream's
+//     answer or error) is stored, not dropped: its text as it was or, where
+//     the database cannot hold such text, with each NUL byte and each invalid
+//     sequence replaced by U+FFFD.
 //
 // A sink with a Dropped() uint64 method must report 0 drops throughout.
 func RunSinkSuite(t *testing.T, newSink func(t *testing.T) (core.TelemetrySink, Reader)) {
@@ -69,6 +73,7 @@ func RunSinkSuite(t *testing.T, newSink func(t *testing.T) (core.TelemetrySink, 
 		{"CloseIsIdempotent", testCloseIdempotent},
 		{"ConcurrentWritersLoseNothing", testConcurrentWriters},
 		{"WritesRacingCloseAreStoredOrRefused", testWritesRacingClose},
+		{"TextWithNULOrInvalidUTF8KeepsItsRow", testAwkwardText},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -369,6 +374,43 @@ func testWritesRacingClose(t *testing.T, newSink NewSinkFunc) {
 	for id := range accepted {
 		if !stored[id] {
 			t.Errorf("Write(%s) returned nil before Close but the row is missing", id)
+		}
+	}
+	checkNoDrops(t, sink)
+}
+
+// Replaced is s with each NUL byte and each invalid UTF-8 sequence replaced
+// by U+FFFD: how a sink whose database cannot hold them stores such text.
+func Replaced(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+func testAwkwardText(t *testing.T, newSink NewSinkFunc) {
+	sink, rd := newSink(t)
+	nul := FullRecord("a-nul", Base, false)
+	nul.Response, nul.Thinking = "before \x00 after", "\x00"
+	nul.Messages = `[{"role":"user","content":"nul \x00 inside"}]`
+	invalid := FullRecord("b-invalid-utf8", Base.Add(time.Second), false)
+	invalid.Error = "TransientError: http 500: upstream said \xff\xfe\xc3"
+	invalid.Response = "half a rune: \xe4\xbd"
+	both := SparseRecord("c-both", Base.Add(2*time.Second))
+	both.SessionID, both.Model, both.Cost = "s\x00\xff", "m\x00", ptr(0.25)
+	want := []core.TelemetryRecord{nul, invalid, both}
+	for _, r := range want {
+		mustWrite(t, sink, r)
+	}
+	closeSink(t, sink)
+	got := readRows(t, rd)
+	if len(got) != len(want) {
+		t.Fatalf("read %d rows (%v), want %d: a row was lost for its text", len(got), ids(got), len(want))
+	}
+	for i, w := range want {
+		r := w
+		r.ParentCallID, r.SessionID, r.Model, r.Provider, r.SourceName = Replaced(r.ParentCallID), Replaced(r.SessionID), Replaced(r.Model), Replaced(r.Provider), Replaced(r.SourceName)
+		r.Messages, r.Response, r.Thinking, r.UsageSource = Replaced(r.Messages), Replaced(r.Response), Replaced(r.Thinking), Replaced(r.UsageSource)
+		r.Error, r.Scope, r.Degraded = Replaced(r.Error), Replaced(r.Scope), Replaced(r.Degraded)
+		if d, dr := Diff(w, got[i]), Diff(r, got[i]); d != "" && dr != "" {
+			t.Errorf("row %d (%s) differs from what was written:\n%sand from it with U+FFFD replacements:\n%s", i, w.CallID, d, dr)
 		}
 	}
 	checkNoDrops(t, sink)
