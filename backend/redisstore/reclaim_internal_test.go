@@ -368,3 +368,37 @@ func TestAResentAdmitOfAWokenWaiterKeepsItsGrant(t *testing.T) {
 	}
 	waiters[1].Leave(ctx)
 }
+
+// TestARetriedSuccessCountsOnceInTheFailureRateWindow: a Finish reporting a
+// success on a closed circuit with the failure-rate channel on, which
+// go-redis sends twice (its reply lost), adds one sample to the window, not
+// two: two more failures then make 3 samples, below MinCalls 4, and the
+// circuit stays closed (with the success counted twice, 2 failures of 4
+// samples would reach FailRate 0.5 and open it).
+func TestARetriedSuccessCountsOnceInTheFailureRateWindow(t *testing.T) {
+	c, prefix := internalClient(t)
+	ctx := context.Background()
+	l, b := NewLimiter(c, WithPrefix(prefix)), NewBreaker(c, WithPrefix(prefix))
+	a := NewAdmitter(l, b)
+	defer a.Close()
+	cfg := core.BreakerConfig{FailRate: 0.5, MinCalls: 4, Window: time.Minute, Cooldown: time.Hour, MaxCooldown: time.Hour, HalfOpenSuccesses: 1, TimeoutWeight: 1}
+	req := core.AdmitRequest{Breaker: cfg, Permit: core.PermitRequest{Scope: "W", Source: "a", SourceLimits: core.Limits{MaxConcurrency: 5}, LeaseTTL: time.Hour}}
+	call := func(o core.Outcome, sends int) {
+		t.Helper()
+		tk, err := a.Admit(ctx, req)
+		if err != nil || !tk.Admitted() {
+			t.Fatalf("Admit = %+v, %v", tk, err)
+		}
+		for range sends {
+			if _, err := a.Finish(ctx, tk, core.Settlement{Kind: core.SettleRefund}, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	call(core.OutcomeSuccess, 2) // one success, its Finish sent twice
+	call(core.OutcomeFailure, 1)
+	call(core.OutcomeFailure, 1)
+	if s, err := b.Snapshot(ctx, "W", "a", cfg); err != nil || s.State != core.StateClosed || s.Opens != 0 {
+		t.Fatalf("snapshot %+v, %v; want closed: 3 samples are below MinCalls 4", s, err)
+	}
+}

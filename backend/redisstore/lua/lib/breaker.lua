@@ -9,8 +9,9 @@
 --   pexp   end of the probe's lease (µs; -1 = no expiry)
 --   wins   probe successes in this half-open period
 --   plse   the lease of the probe's holder ('' = unknown)
---   rlse   the lease of the last outcome the full path applied, so that a
---          client's retry of the same record is not counted twice
+--   rlse   the lease of the last outcome applied with a lease (by the full
+--          path, or a success counted in the window by record.lua), so
+--          that a client's retry of the same record is not counted twice
 --   off    '1' while the operator has switched the source off (see
 --          switch.lua); the circuit then keeps no TTL
 --   xt     until when the circuit's TTL runs at least (record.lua)

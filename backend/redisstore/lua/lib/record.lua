@@ -5,13 +5,14 @@
 --      5 abandoned), config = { threshold, cooldown (µs), max_cooldown (µs),
 --      min_calls, fail_rate, window (µs), half_open_successes,
 --      timeout_weight } (see Breaker.writeRecord), lease = the attempt's
---      lease, if known (a retry of a record with the same lease that the
---      full path applied is not applied again) }.
+--      lease, if known (a retry of a record with the same lease that was
+--      applied, by the full path or as a sample of the window, is not
+--      applied again) }.
 -- now, when given, is the time already read.
 -- Returns 1 when applied, 0 when fenced.
 --
 -- A success on a closed circuit is done here: it resets the consecutive
--- count and adds one sample to one bucket of the window, nothing else. The
+-- count and adds one sample to one bucket of the window (noting the lease, if any), nothing else. The
 -- field xt says until when the key's TTL runs at least, so the TTL is
 -- renewed hourly rather than on every call; a circuit switched off (off,
 -- see switch.lua) keeps no TTL, and its xt is left as it is; one pushed
@@ -37,7 +38,10 @@ local function record(key, r, now)
     local width = math.max(math.floor(window / BUCKETS), 1)
     local idx = math.floor(now / width)
     local field = 'b' .. (idx % BUCKETS)
-    local h = redis.call('HMGET', key, 'open', 'epoch', 'ww', 'xt', field, 'off', 'pb')
+    local h = redis.call('HMGET', key, 'open', 'epoch', 'ww', 'xt', field, 'off', 'pb', 'rlse')
+    if r.lease and h[8] == r.lease then
+      return 1 -- applied already: a retry of the same record
+    end
     if num(h[2], 0) ~= r.epoch or h[1] == '1' then
       return 0
     end
@@ -47,10 +51,15 @@ local function record(key, r, now)
         b.idx, b.s, b.f = idx, 0, 0
       end
       b.s = b.s + 1
+      local set = { field, bucket_encode(b), 'cons', '0' }
+      if r.lease then
+        set[5], set[6] = 'rlse', r.lease
+      end
       if h[6] == '1' or num(h[4], 0) >= now + (IDLE_MS - RENEW_MS) * 1000 then
-        redis.call('HSET', key, field, bucket_encode(b), 'cons', '0')
+        redis.call('HSET', key, unpack(set))
       else
-        redis.call('HSET', key, field, bucket_encode(b), 'cons', '0', 'xt', int(now + IDLE_MS * 1000))
+        set[#set + 1], set[#set + 2] = 'xt', int(now + IDLE_MS * 1000)
+        redis.call('HSET', key, unpack(set))
         redis.call('PEXPIRE', key, int(circuit_ms(h[7], now)))
       end
       return 1
