@@ -16,6 +16,9 @@ type GatewayClient struct {
 	Admin
 	k       *kernel.Client
 	schemas schemaCache
+	// fallback is the scope's (WithFallback), which a structured call
+	// takes only through its checks.
+	fallback FallbackFunc
 }
 
 // FromEnv assembles the client of scope from the .env file and the process
@@ -51,7 +54,7 @@ func assemble(s GatewaySettings, o kernel.Options) (*GatewayClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &GatewayClient{Admin: Admin{k.Ref()}, k: k}, nil
+	return &GatewayClient{Admin: Admin{k.Ref()}, k: k, fallback: o.Fallback}, nil
 }
 
 // Chat makes one governed chat call.

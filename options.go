@@ -87,6 +87,8 @@ func WithObserver(obs core.Observer) Option { return func(o *kernel.Options) { o
 // WithFallback sets the scope's last-resort answer: fn is called when a call
 // fails with GatewayUnavailableError or GovernanceBackendError (and no stale
 // cache entry could stand in); its answer is returned marked Degraded.
+// A structured call (WithJSON, WithJSONSchema, ChatInto) takes it only
+// when it passes the call's checks, and otherwise fails with its error.
 func WithFallback(fn FallbackFunc) Option { return func(o *kernel.Options) { o.Fallback = fn } }
 
 // WithTracer puts every governed call and every upstream attempt in a span

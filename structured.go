@@ -10,10 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/kaptinlin/jsonrepair"
@@ -43,10 +45,12 @@ const reaskPrompt = "Your previous reply could not be used: %s\n" +
 	"Reply again with only the corrected JSON: no explanation, no markdown fences."
 
 // ChatInto makes a structured call and decodes the answer into T. Without
-// WithJSONSchema the JSON Schema is derived from T (its exported fields by
-// their json names; fields without omitempty or omitzero are required;
-// pointers and slices may be null; a number or boolean with the ",string"
-// option and a type that reads itself from text only are strings),
+// WithJSONSchema the JSON Schema is derived from T (the fields
+// encoding/json reads, by their json names, embedded ones as it reads
+// them; fields without omitempty or omitzero are required; pointers and
+// slices may be null; a number or boolean with the ",string" option and a
+// type that reads itself from text only are strings; a type that reads
+// itself from JSON, such as json.RawMessage, may be any value),
 // validated against, and sent natively
 // where the provider supports it. Invalid answers are re-asked with the
 // error fed back, at most PGW_STRUCTURED_MAX_RETRIES times; each re-ask is
@@ -207,6 +211,7 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co k
 	for attempt := 0; ; attempt++ {
 		call := c.newCall(conversation, co)
 		call.Check, call.Structured = check, tag
+		call.Fallback = c.checkedFallback(call.Fallback, check)
 		if attempt > 0 {
 			call.ParentCallID = firstID
 		} else {
@@ -221,6 +226,32 @@ func (c *GatewayClient) chatStructured(ctx context.Context, msgs []Message, co k
 			return resp, err
 		}
 		conversation = append(conversation, Assistant(resp.Content), User(fmt.Sprintf(reaskPrompt, invalid.Message)))
+	}
+}
+
+// checkedFallback returns the fallback of a structured call, fb or else
+// the scope's: its answer stands in only when it passes check, like any
+// answer (check fills its StructuredData); one that does not is no
+// answer, and the call fails with the error that made it fall back. The
+// answer is checked on a copy, so that a fallback may return one canned
+// answer to every call.
+func (c *GatewayClient) checkedFallback(fb FallbackFunc, check func(*core.LLMResponse) error) FallbackFunc {
+	if fb == nil {
+		fb = c.fallback
+	}
+	if fb == nil {
+		return nil
+	}
+	return func(ctx context.Context, msgs []Message, cause error) (*LLMResponse, error) {
+		a, err := fb(ctx, msgs, cause)
+		if err != nil || a == nil {
+			return a, err
+		}
+		own := *a
+		if err := check(&own); err != nil {
+			return nil, err
+		}
+		return &own, nil
 	}
 }
 
@@ -257,19 +288,26 @@ func schemaOf[T any]() []byte {
 	return out
 }
 
-// The interfaces encoding/json reads a value through.
+// The interfaces encoding/json reads a value through, and the types it
+// reads in a way of their own.
 var (
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	timeType            = reflect.TypeFor[time.Time]()
+	numberType          = reflect.TypeFor[json.Number]()
 )
 
 // fitSchema corrects s, the schema jsonschema.For derived for t from its
 // Go structure, where encoding/json reads t from another shape, and
-// returns it: a type that reads itself from text only (an
-// encoding.TextUnmarshaler that is no json.Unmarshaler, such as
-// netip.Addr or a UUID) is a JSON string, and so is a number or boolean
-// field with the json ",string" option. Left as derived, the schema would
-// refuse every answer that decodes and pass only those that do not.
+// returns it: a type that reads itself from JSON (a json.Unmarshaler,
+// such as json.RawMessage or big.Int, other than time.Time, whose string
+// form jsonschema.For knows) may be any JSON value; one that reads itself
+// from text only (an encoding.TextUnmarshaler that is no json.Unmarshaler,
+// such as netip.Addr or a UUID) is a JSON string, and so is a number or
+// boolean field with the json ",string" option; a json.Number is a number
+// or a string holding one; and a struct has the fields encoding/json
+// reads (see jsonFields). Left as derived, the schema would refuse every
+// answer that decodes and pass only those that do not.
 func fitSchema(t reflect.Type, s *jsonschema.Schema) *jsonschema.Schema {
 	if s == nil {
 		return nil
@@ -278,8 +316,15 @@ func fitSchema(t reflect.Type, s *jsonschema.Schema) *jsonschema.Schema {
 	for t.Kind() == reflect.Pointer {
 		t, nullable = t.Elem(), true
 	}
-	if implements(t, textUnmarshalerType) && !implements(t, jsonUnmarshalerType) {
+	switch {
+	case t == timeType:
+		return s
+	case implements(t, jsonUnmarshalerType):
+		return &jsonschema.Schema{}
+	case implements(t, textUnmarshalerType):
 		return stringSchema(nullable)
+	case t == numberType:
+		return typesSchema(nullable, "number", "string")
 	}
 	switch t.Kind() {
 	case reflect.Slice, reflect.Array:
@@ -292,31 +337,96 @@ func fitSchema(t reflect.Type, s *jsonschema.Schema) *jsonschema.Schema {
 	return s
 }
 
-// fitFields applies fitSchema to the properties of s, the schema of the
-// struct type t, naming fields as jsonschema.For does (the last visible
-// field of a name gave its property).
+// fitFields makes the properties of s, the schema of the struct type t,
+// the fields encoding/json reads (jsonFields), and applies fitSchema to
+// them. jsonschema.For promotes the fields of every embedded struct and
+// skips every other embedded field; an embedded field encoding/json reads
+// as one field of its own gets its schema here, and is required unless
+// tagged omitempty or omitzero.
 func fitFields(t reflect.Type, s *jsonschema.Schema) {
-	fields := map[string]reflect.StructField{}
-	for _, f := range reflect.VisibleFields(t) {
-		tag := f.Tag.Get("json")
-		if f.Anonymous || !f.IsExported() || tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		fields[cmp.Or(name, f.Name)] = f
+	fields := jsonFields(t)
+	read := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		read[f.name] = true
 	}
-	for name, f := range fields {
+	maps.DeleteFunc(s.Properties, func(name string, _ *jsonschema.Schema) bool { return !read[name] })
+	s.Required = slices.DeleteFunc(s.Required, func(name string) bool { return !read[name] })
+	s.PropertyOrder = s.PropertyOrder[:0]
+	for _, jf := range fields {
+		name, f := jf.name, jf.field
+		_, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		s.PropertyOrder = append(s.PropertyOrder, name)
 		p := s.Properties[name]
 		if p == nil {
-			continue
+			if p, _ = jsonschema.ForType(f.Type, nil); p == nil {
+				p = &jsonschema.Schema{}
+			}
+			if s.Properties == nil {
+				s.Properties = map[string]*jsonschema.Schema{}
+			}
+			if options := strings.Split(opts, ","); !slices.Contains(options, "omitempty") && !slices.Contains(options, "omitzero") {
+				s.Required = append(s.Required, name)
+			}
 		}
-		_, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if ok, ptr := quoted(f.Type); ok && slices.Contains(strings.Split(opts, ","), "string") {
 			s.Properties[name] = stringSchema(ptr)
 			continue
 		}
 		s.Properties[name] = fitSchema(f.Type, p)
 	}
+}
+
+// jsonField is a struct field by the name encoding/json reads it under.
+type jsonField struct {
+	name  string
+	field reflect.StructField
+}
+
+// jsonFields returns the fields of the struct type t that encoding/json
+// reads, by their JSON names, in field order (of several with one name,
+// the last visible, as jsonschema.For keeps): the exported fields not
+// tagged "-", where an embedded struct without a name in its tag gives its
+// fields, one named by its tag is one field, and any other embedded field
+// is one field named by its type when exported and none when not.
+func jsonFields(t reflect.Type) []jsonField {
+	var (
+		out   []jsonField
+		at    = map[string]int{}
+		inner [][]int // embedded fields whose fields are not promoted
+	)
+	for _, f := range reflect.VisibleFields(t) {
+		if slices.ContainsFunc(inner, func(p []int) bool { return len(f.Index) > len(p) && slices.Equal(f.Index[:len(p)], p) }) {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch isStruct := ft.Kind() == reflect.Struct; {
+		case tag == "-":
+			inner = append(inner, f.Index)
+			continue
+		case f.Anonymous && isStruct && name == "":
+			continue // its fields are promoted
+		case f.Anonymous:
+			inner = append(inner, f.Index)
+			if !isStruct && !f.IsExported() {
+				continue
+			}
+		case !f.IsExported():
+			continue
+		}
+		name = cmp.Or(name, f.Name)
+		if i, ok := at[name]; ok {
+			out[i].field = f
+			continue
+		}
+		at[name] = len(out)
+		out = append(out, jsonField{name, f})
+	}
+	return out
 }
 
 // quoted reports whether encoding/json reads a field of type t with the
@@ -348,4 +458,13 @@ func stringSchema(nullable bool) *jsonschema.Schema {
 		return &jsonschema.Schema{Types: []string{"null", "string"}}
 	}
 	return &jsonschema.Schema{Type: "string"}
+}
+
+// typesSchema is the schema of a JSON value of one of types, or null when
+// nullable.
+func typesSchema(nullable bool, types ...string) *jsonschema.Schema {
+	if nullable {
+		types = append([]string{"null"}, types...)
+	}
+	return &jsonschema.Schema{Types: types}
 }
