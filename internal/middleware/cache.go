@@ -179,14 +179,27 @@ func Cache(cfg CacheConfig) core.Middleware {
 				Provider: resp.Provider, SourceName: resp.SourceName, FinishReason: resp.FinishReason,
 				ToolCalls: resp.ToolCalls,
 			}
-			val, merr := entry.encode()
-			if merr == nil {
-				if serr := cfg.Cache.Set(context.WithoutCancel(ctx), key, val, cfg.TTL+cfg.Stale); serr != nil {
-					warn("set", serr)
-				}
+			if val, merr := entry.encode(); merr == nil {
+				store(ctx, cfg, key, val, warn)
 			}
 			return resp, nil
 		}
+	}
+}
+
+// store writes an answer's entry within the call's deadline: not cut by
+// the caller's cancellation (the answer is whole and worth keeping), but
+// never holding the call past its deadline. A write the deadline cut is
+// no backend failure to warn of; the entry is simply not stored.
+func store(ctx context.Context, cfg CacheConfig, key string, val []byte, warn func(string, error)) {
+	sctx := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithDeadline(sctx, dl)
+		defer cancel()
+	}
+	if err := cfg.Cache.Set(sctx, key, val, cfg.TTL+cfg.Stale); err != nil && sctx.Err() == nil {
+		warn("set", err)
 	}
 }
 
