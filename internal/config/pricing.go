@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 
 	"github.com/polygateway/polygateway/core"
 )
@@ -36,12 +39,32 @@ func LoadPricing(path string) (core.PricingTable, error) {
 	if err != nil {
 		return nil, &Error{Key: "PGW_PRICING_PATH", Problem: fmt.Sprintf("%q is not a pricing table ({\"model\": {\"input_per_1m\": n, \"output_per_1m\": n}}): %v", path, err)}
 	}
-	for model, p := range table {
-		if p.InputPer1M < 0 || p.OutputPer1M < 0 || p.CachedInputPer1M < 0 {
-			return nil, &Error{Key: "PGW_PRICING_PATH", Problem: fmt.Sprintf("%q: negative price for model %q", path, model)}
-		}
+	if err := CheckPricing(table, "PGW_PRICING_PATH", strconv.Quote(path)+": "); err != nil {
+		return nil, err
 	}
 	return table, nil
+}
+
+// MaxPricePer1M bounds a price per million tokens: far above any model's,
+// low enough that no call's cost overflows.
+const MaxPricePer1M = 1e9
+
+// CheckPricing refuses a table with a price that is negative, not a
+// number, infinite or above MaxPricePer1M, as an error naming key (the
+// file's PGW_PRICING_PATH, or WithPricing), its Problem opened by where.
+func CheckPricing(table core.PricingTable, key, where string) error {
+	for _, model := range slices.Sorted(maps.Keys(table)) {
+		p := table[model]
+		for _, v := range [...]float64{p.InputPer1M, p.OutputPer1M, p.CachedInputPer1M} {
+			switch {
+			case v < 0:
+				return &Error{Key: key, Problem: fmt.Sprintf("%snegative price for model %q", where, model)}
+			case !(v <= MaxPricePer1M): // NaN too
+				return &Error{Key: key, Problem: fmt.Sprintf("%sprice of model %q is not a number up to %g per 1M tokens", where, model, float64(MaxPricePer1M))}
+			}
+		}
+	}
+	return nil
 }
 
 // decodePricing decodes a pricing table, refusing unknown fields, a model

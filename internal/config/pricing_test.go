@@ -30,6 +30,7 @@ func TestLoadPricing(t *testing.T) {
 		{name: "trailing data", content: `{"a": {}} {"b": {}}`, problem: "is not a pricing table"},
 		{name: "a negative price", content: `{"a": {"input_per_1m": 1, "output_per_1m": -1}}`, problem: `negative price for model "a"`},
 		{name: "a negative cached price", content: `{"a": {"cached_input_per_1m": -0.1}}`, problem: `negative price for model "a"`},
+		{name: "a price too large to keep a cost finite", content: `{"a": {"input_per_1m": 1e308}}`, problem: `price of model "a" is not a number up to 1e+09 per 1M tokens`},
 		// A misspelt field would price the model's output at 0: a budget
 		// would then reserve and spend nothing for it.
 		{name: "a misspelt field", content: `{"a": {"input_per_1m": 1, "ouput_per_1m": 4}}`, problem: `unknown field "ouput_per_1m"`},

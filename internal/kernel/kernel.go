@@ -224,6 +224,9 @@ func (c *Client) buildBackends(asm *registry.Assembly, s core.GatewaySettings, o
 	}
 	c.sink = sink
 	b.pricing = o.Pricing
+	if err := config.CheckPricing(b.pricing, "WithPricing", ""); err != nil {
+		return b, err
+	}
 	if b.pricing == nil && s.PricingPath != "" {
 		if b.pricing, err = config.LoadPricing(s.PricingPath); err != nil {
 			return b, err
