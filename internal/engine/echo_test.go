@@ -41,17 +41,7 @@ func TestEchoGuardRelaysAContinuationAndStopsAnAnswerAnew(t *testing.T) {
 		{"nothing relayed before", "", []string{"alpha"}, "alpha", false},
 		{"a short prefix repeated whole", "ha", []string{"ha", "!"}, "", true},
 	} {
-		sink := &recordSink{}
-		g := newEchoGuard(sink, tt.prefix)
-		var err error
-		for _, d := range tt.deltas {
-			if err = g.Delta(d, "t"); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = g.flush()
-		}
+		sink, err := guardDeltas(tt.prefix, tt.deltas, "t")
 		if got := errors.Is(err, errAnsweredAnew); got != tt.echo || err != nil && !got {
 			t.Errorf("%s: err = %v, want echo %v", tt.name, err, tt.echo)
 		}
@@ -62,6 +52,20 @@ func TestEchoGuardRelaysAContinuationAndStopsAnAnswerAnew(t *testing.T) {
 			t.Errorf("%s: thinking was held back", tt.name)
 		}
 	}
+}
+
+// guardDeltas passes deltas (each with thinking) through an echo guard of
+// prefix until one fails, then ends the answer, and returns what reached
+// the caller and the guard's error.
+func guardDeltas(prefix string, deltas []string, thinking string) (*recordSink, error) {
+	sink := &recordSink{}
+	g := newEchoGuard(sink, prefix)
+	for _, d := range deltas {
+		if err := g.Delta(d, thinking); err != nil {
+			return sink, err
+		}
+	}
+	return sink, g.flush()
 }
 
 // TestAnAnswerAnewThatEndsInsideTheProbeIsAnEcho: a source that answers
@@ -82,17 +86,7 @@ func TestAnAnswerAnewThatEndsInsideTheProbeIsAnEcho(t *testing.T) {
 		{"a short continuation of other words", "The answer is 42. ", []string{"Done."}, "Done.", false},
 		{"an empty continuation", "The answer is 42. ", nil, "", false},
 	} {
-		sink := &recordSink{}
-		g := newEchoGuard(sink, tt.prefix)
-		var err error
-		for _, d := range tt.deltas {
-			if err = g.Delta(d, ""); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = g.flush()
-		}
+		sink, err := guardDeltas(tt.prefix, tt.deltas, "")
 		if got := errors.Is(err, errAnsweredAnew); got != tt.echo || err != nil && !got {
 			t.Errorf("%s: err = %v, want echo %v", tt.name, err, tt.echo)
 		}

@@ -290,13 +290,7 @@ func TestAByteOrderMarkBeforeAStreamLosesNoEvent(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"}}]}`,
 		`{"choices":[{"index":0,"delta":{"content":" world"},"finish_reason":"stop"}]}`,
 		`[DONE]`)...)
-	readers := map[string]func() io.Reader{
-		"whole":    func() io.Reader { return bytes.NewReader(body) },
-		"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(body)) },
-		"half":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(body)) },
-		"data+EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(body)) },
-	}
-	for name, r := range readers {
+	for name, r := range splitReaders(body) {
 		got := outcome(doWith(t, readerTransport{status: 200, ctype: "text/event-stream", length: -1, body: r}, true))
 		if got.class != "" || got.content != "Hello world" || got.finish != "stop" {
 			t.Errorf("%s reads: %+v, want the whole answer", name, got)
@@ -310,16 +304,21 @@ func TestAByteOrderMarkBeforeAStreamLosesNoEvent(t *testing.T) {
 func TestAByteOrderMarkBeforeABodyIsSkipped(t *testing.T) {
 	t.Parallel()
 	body := []byte("\xEF\xBB\xBF" + `{"choices":[{"index":0,"message":{"role":"assistant","content":"Hello world"},"finish_reason":"stop"}]}`)
-	readers := map[string]func() io.Reader{
-		"whole":    func() io.Reader { return bytes.NewReader(body) },
-		"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(body)) },
-		"half":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(body)) },
-		"data+EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(body)) },
-	}
-	for name, r := range readers {
+	for name, r := range splitReaders(body) {
 		got := outcome(doWith(t, readerTransport{status: 200, ctype: "application/json", length: -1, body: r}, false))
 		if got.class != "" || got.content != "Hello world" || got.finish != "stop" {
 			t.Errorf("%s reads: %+v, want the whole answer", name, got)
 		}
+	}
+}
+
+// splitReaders returns readers of body that hand it over whole, one byte
+// at a time, in halves, and with io.EOF beside its last data.
+func splitReaders(body []byte) map[string]func() io.Reader {
+	return map[string]func() io.Reader{
+		"whole":    func() io.Reader { return bytes.NewReader(body) },
+		"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(body)) },
+		"half":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(body)) },
+		"data+EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(body)) },
 	}
 }
