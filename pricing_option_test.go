@@ -3,6 +3,7 @@ package polygateway_test
 import (
 	"errors"
 	"math"
+	"net/http"
 	"testing"
 
 	"github.com/polygateway/polygateway"
@@ -39,4 +40,31 @@ func TestWithPricingIsCheckedLikeThePricingFile(t *testing.T) {
 		t.Fatalf("a valid table: %v", err)
 	}
 	client.Close()
+}
+
+// TestWithProfilesNamedInAnotherCaseReplaceTheDefault: profiles are named
+// in lower case; a caller's "Qwen" replaces the default "qwen" for every
+// source of that profile, on every assembly (the two names used to be
+// lower-cased in map order: either profile, by chance).
+func TestWithProfilesNamedInAnotherCaseReplaceTheDefault(t *testing.T) {
+	t.Parallel()
+	upstream := fu.New(fu.WithBehavior(fu.Status(http.StatusBadRequest, `{"error":{"message":"gone","type":"x","code":"my_dead_code"}}`, nil)))
+	t.Cleanup(upstream.Close)
+	custom := polygateway.DefaultProfiles()["qwen"]
+	custom.DeadCodes = append(custom.DeadCodes, "my_dead_code")
+	for i := range 20 {
+		env := upstream.Env("LLM", fu.EnvSource("qwen", 1), fu.EnvField("PROFILE", "qwen"))
+		env["LLM__RETRY__MAX_ATTEMPTS"] = "1"
+		client, err := polygateway.FromEnv("LLM", polygateway.WithEnv(env),
+			polygateway.WithProfiles(map[string]polygateway.ProviderProfile{"Qwen": custom}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = client.Chat(t.Context(), []polygateway.Message{polygateway.User("hi")})
+		client.Close()
+		var dead *polygateway.SourceDeadError
+		if !errors.As(err, &dead) {
+			t.Fatalf("assembly %d: err = %v, want the custom profile's dead code to mark the source dead", i, err)
+		}
+	}
 }

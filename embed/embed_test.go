@@ -502,6 +502,25 @@ func TestEmbedRequestBody(t *testing.T) {
 	}
 }
 
+// TestEmbedOwnedFieldsInAnotherCaseNeverReachTheUpstream: a server that
+// decodes as encoding/json matches member names in any case, the last one
+// winning, so "Model" or "INPUT" from parameters or EXTRA_BODY would
+// replace the source's model or the batch's inputs there: they are left
+// out, as the exact names are.
+func TestEmbedOwnedFieldsInAnotherCaseNeverReachTheUpstream(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, 4)
+	c := newClient(t, env(f.URL(), "4", "EMBED__OPENAI__1__EXTRA_BODY", `{"Model":"other","INPUT":["never"]}`))
+	if _, err := c.Embed(ctxT(t), []string{"x"}, polygateway.WithParams(map[string]any{"MODEL": "nope", "Input": "nope"})); err != nil {
+		t.Fatal(err)
+	}
+	for k := range f.requests()[0].Body {
+		if k != "model" && k != "input" && (strings.EqualFold(k, "model") || strings.EqualFold(k, "input")) {
+			t.Errorf("the body carries %q beside the client's own field", k)
+		}
+	}
+}
+
 func TestEmbedNoAuthorizationForKeyNone(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, 4)

@@ -315,8 +315,11 @@ func (u *upstream) encode(src *core.SourceConfig, params map[string]any, texts [
 	fields["encoding_format"] = format
 	maps.Copy(fields, params)
 	maps.Copy(fields, src.ExtraBody)
-	delete(fields, "model")
-	delete(fields, "input")
+	// The model and the inputs are the batch's own, in any case: a server
+	// decoding as encoding/json matches member names case-insensitively.
+	maps.DeleteFunc(fields, func(k string, _ any) bool {
+		return strings.EqualFold(k, "model") || strings.EqualFold(k, "input")
+	})
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		buf.WriteByte(',')
 		_ = put(k)

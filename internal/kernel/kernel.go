@@ -18,6 +18,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -282,7 +284,12 @@ func buildAdmission(asm *registry.Assembly, s core.GatewaySettings, o Options, c
 // left unset: its provider profile decides.
 func (c *Client) buildTransport(s *core.GatewaySettings, o Options) {
 	profiles := transport.DefaultProfiles()
-	maps.Copy(profiles, o.Profiles)
+	for _, k := range slices.Sorted(maps.Keys(o.Profiles)) {
+		// Profiles are named in lower case: a caller's "Qwen" replaces
+		// the default "qwen" (of two names in one case, the lower-case
+		// one, sorted last, wins).
+		profiles[strings.ToLower(k)] = o.Profiles[k]
+	}
 	tc := transport.Config{HTTPClient: o.HTTPClient, Profiles: profiles, Logger: c.log}
 	if o.Tracer != nil {
 		tc.Inject = o.Tracer.Inject

@@ -12,7 +12,10 @@
 // stream and, when streaming, stream_options.include_usage; then
 // call.Params, the profile's thinking switch when src.EnableThinking is
 // set, and src.ExtraBody, later layers replacing earlier ones per top-level
-// key. model, messages and stream are never overridden. Every key and
+// key. model, messages and stream are never overridden (by a key in any
+// case: servers decoding as encoding/json does match names so), and a
+// stream_options of Params or ExtraBody goes only with a streaming
+// request (OpenAI and vLLM refuse it otherwise). Every key and
 // value of the body is written by encoding/json (HTML escaping off) into a
 // pooled buffer, each message straight from the caller's message: the
 // messages are never copied into another type first.

@@ -3,14 +3,24 @@ package transport
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/polygateway/polygateway/core"
 )
 
 // Request fields owned by the transport: Params and ExtraBody never
-// override them.
+// override them, in any case: a server decoding as encoding/json does
+// matches member names case-insensitively (Unicode simple folding, as
+// strings.EqualFold), the last one winning.
 func protectedKey(k string) bool {
-	return k == "model" || k == "messages" || k == "stream"
+	return strings.EqualFold(k, "model") || strings.EqualFold(k, "messages") || strings.EqualFold(k, "stream")
+}
+
+// leftOut reports whether a Params or ExtraBody key stays out of a body:
+// a protected key, and stream_options unless streaming (OpenAI and vLLM
+// refuse stream_options with "stream": false).
+func leftOut(k string, stream bool) bool {
+	return protectedKey(k) || !stream && strings.EqualFold(k, "stream_options")
 }
 
 // thinkingSwitch returns the request field that turns thinking on or off
@@ -58,7 +68,8 @@ var thinkingValues = struct{ flag, object, adaptive, template, effort [2]json.Ra
 // Layers, later ones winning per top-level key (no deep merge):
 //
 //  1. model, messages, stream (always ours: never overridden) and, when
-//     streaming, stream_options {"include_usage": true};
+//     streaming, stream_options {"include_usage": true} (a stream_options
+//     of a later layer replaces it, and is left out when not streaming);
 //  2. call.Params;
 //  3. the thinking switch of the profile's dialect when src.EnableThinking
 //     is set — except that with thinking on, a Params value for the same
@@ -165,7 +176,7 @@ func (e *bodyEncoder) request(head []byte, src *core.SourceConfig, call *core.Ca
 	if len(call.Params) > 0 {
 		e.keys = sortedKeys(e.keys[:0], call.Params)
 		for i, k := range e.keys {
-			if protectedKey(k) {
+			if leftOut(k, call.Stream) {
 				continue
 			}
 			if _, over := src.ExtraBody[k]; over {
@@ -203,7 +214,7 @@ func (e *bodyEncoder) request(head []byte, src *core.SourceConfig, call *core.Ca
 	if len(src.ExtraBody) > 0 {
 		e.keys = sortedKeys(e.keys[:0], src.ExtraBody)
 		for i, k := range e.keys {
-			if protectedKey(k) {
+			if leftOut(k, call.Stream) {
 				continue
 			}
 			if err := e.member(&e.keys[i], src.ExtraBody[k]); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
@@ -536,4 +537,91 @@ func FuzzEncodeRequest(f *testing.F) {
 			t.Fatalf("HTML escaped: %s", body)
 		}
 	})
+}
+
+// TestAnOwnedFieldInAnotherCaseNeverReachesTheUpstream: model, messages
+// and stream belong to the transport in any case. A server that decodes
+// its body as encoding/json does (Ollama, other Go servers) matches member
+// names case-insensitively, the last one winning: "Model" or "ſtream"
+// from Params or ExtraBody (a gateway client's field, passed through)
+// would replace the source's model, the messages or the stream flag.
+func TestAnOwnedFieldInAnotherCaseNeverReachesTheUpstream(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		Model    string
+		Stream   bool
+		Messages []struct{ Content string }
+	}
+	got := make(chan seen, 1)
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var s seen
+		_ = json.NewDecoder(r.Body).Decode(&s)
+		got <- s
+		jsonResp(200, `{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}`)(w, r)
+	}))
+	c := newClient(t, Config{})
+	owned := map[string]any{"Model": "other-model", "STREAM": true, "Messages": []map[string]string{{"role": "user", "content": "other"}}}
+	folded := map[string]any{"MODEL": "other-model", "ſtream": true, "messageS": []map[string]string{{"role": "user", "content": "other"}}}
+	for _, tc := range []struct {
+		name          string
+		params, extra map[string]any
+	}{
+		{"params", owned, nil},
+		{"extra body", nil, owned},
+		{"unicode folding", folded, nil},
+	} {
+		src := source(srv, "ollama")
+		src.ExtraBody = tc.extra
+		call := chatCall(false)
+		call.Params = tc.params
+		if _, err := c.Do(context.Background(), src, call); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		s := <-got
+		if s.Model != src.Model || s.Stream || len(s.Messages) != 1 || s.Messages[0].Content != "hello" {
+			t.Errorf("%s: the upstream read %+v, want the source's model, stream false and the call's message", tc.name, s)
+		}
+	}
+}
+
+// TestStreamOptionsGoOnlyWithAStreamingRequest: stream_options set by a
+// source's EXTRA_BODY (vLLM's continuous_usage_stats) or by Params go
+// with a streaming request only; OpenAI and vLLM refuse a body with
+// stream_options and "stream": false (400 "The 'stream_options' parameter
+// is only allowed when 'stream' is enabled"), so every non-streaming
+// call to such a source would be rejected.
+func TestStreamOptionsGoOnlyWithAStreamingRequest(t *testing.T) {
+	t.Parallel()
+	opts := map[string]any{"stream_options": map[string]any{"include_usage": true, "continuous_usage_stats": true}}
+	prof := ProfileFor(DefaultProfiles(), "vllm")
+	for _, tc := range []struct {
+		name          string
+		params, extra map[string]any
+	}{
+		{"extra body", nil, opts},
+		{"params", opts, nil},
+		{"both", opts, opts},
+	} {
+		for _, stream := range []bool{false, true} {
+			src := &core.SourceConfig{Name: "vllm_1", Provider: "vllm", Model: "m", ExtraBody: tc.extra}
+			call := &core.Call{Messages: []core.Message{core.User("hi")}, Params: tc.params, Stream: stream}
+			body, err := encodeRequest(nil, src, call, &prof)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(body, &m); err != nil {
+				t.Fatalf("%s: %s: %v", tc.name, body, err)
+			}
+			so, sent := m["stream_options"]
+			switch {
+			case !stream && sent:
+				t.Errorf("%s: a non-streaming body carries stream_options: %s", tc.name, body)
+			case stream && string(so) != `{"continuous_usage_stats":true,"include_usage":true}`:
+				t.Errorf("%s: a streaming body carries stream_options %s, want the configured ones", tc.name, so)
+			case strings.Count(string(body), `"stream_options"`) > 1:
+				t.Errorf("%s: stream_options twice: %s", tc.name, body)
+			}
+		}
+	}
 }
