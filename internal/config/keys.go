@@ -241,7 +241,7 @@ var keyTable = []KeyDoc{
 	{Pattern: sourceP + "REGION", Form: "free string",
 		Meaning: "Region label, matched against {SCOPE}__PREFERRED_REGION.", Example: "cn-east", Kind: KindString, at: inSource(func(c *core.SourceConfig) any { return &c.Region })},
 	{Pattern: sourceP + "EXTRA_BODY", Form: "JSON object",
-		Meaning: "Merged into every request body sent to this source (numbers kept exact).", Example: `{"top_k": 20}`, Kind: KindJSON, at: inSource(func(c *core.SourceConfig) any { return &c.ExtraBody })},
+		Meaning: "Merged into every request body sent to this source, its top-level members winning over the call's parameters (numbers kept exact); model, messages and stream (embeddings: model and input) are never replaced, in any letter case, and stream_options goes only with a streaming request.", Example: `{"top_k": 20}`, Kind: KindJSON, at: inSource(func(c *core.SourceConfig) any { return &c.ExtraBody })},
 	{Pattern: sourceP + "PROFILE", Default: "PROVIDER, lower-cased", Form: "profile name: letters, digits, _ and -",
 		Meaning: "The provider profile (dialect) of the source: a built-in one (openai, azure, deepseek, qwen, dashscope, minimax, vllm, ollama, moonshot, kimi, zhipu, glm) or one given with WithProfiles. Unset, PROVIDER names it (an unknown one speaks plain openai), and a PROVIDER one or two letters from a built-in profile is refused as a typo: set PROFILE to keep such a name.", Example: "openai", Kind: KindName, at: inSource(func(c *core.SourceConfig) any { return &c.Profile })},
 	// A source's own breaker values: {SCOPE}__{PROVIDER}__{N}__BREAKER__{FIELD}.
