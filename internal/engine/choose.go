@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -203,13 +205,35 @@ func (e *Engine) chooseAmong(ctx context.Context, sc *scan) (int, error) {
 }
 
 // group orders sources: same region first when a region is preferred, then
-// by PRIORITY (lower first).
-func (e *Engine) group(s *sourceState) int {
-	grp := s.cfg.Priority
-	if e.settings.PreferredRegion != "" && s.cfg.Region != e.settings.PreferredRegion {
-		grp += 1 << 30
+// by PRIORITY (lower first). It is the source's rank in that order, set by
+// rankGroups.
+func (e *Engine) group(s *sourceState) int { return s.group }
+
+// rankGroups gives every source its group: the rank of (another region
+// than the preferred one, PRIORITY) among the scope's sources, 0 first.
+// A rank, not a sum, so that no PRIORITY, however large or negative, can
+// move a source across the region order.
+func (e *Engine) rankGroups() {
+	away := func(s *sourceState) bool {
+		return e.settings.PreferredRegion != "" && s.cfg.Region != e.settings.PreferredRegion
 	}
-	return grp
+	order := func(a, b *sourceState) int {
+		if aa, ab := away(a), away(b); aa != ab {
+			if aa {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.cfg.Priority, b.cfg.Priority)
+	}
+	sorted := slices.SortedFunc(slices.Values(e.sources), order)
+	rank := 0
+	for i, s := range sorted {
+		if i > 0 && order(sorted[i-1], s) != 0 {
+			rank++
+		}
+		s.group = rank
+	}
 }
 
 // allWeak reports whether every candidate is below the healthy score.

@@ -161,6 +161,7 @@ func New(cfg Config) (*Engine, error) {
 		e.sources = append(e.sources, newSourceState(sc, e.settings.Breaker, e.pricing))
 		e.windows = e.windows || sc.ContextWindow > 0
 	}
+	e.rankGroups()
 	e.lastProgress.Store(e.clock.Now().UnixNano())
 	return e, nil
 }

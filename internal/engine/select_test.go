@@ -157,6 +157,52 @@ func TestChoosePrefersTheRegionOverTheTier(t *testing.T) {
 	}
 }
 
+// PRIORITY is any integer: the preferred region ranks before it and lower
+// tiers before higher ones whatever their size, with no arithmetic limit
+// (a PRIORITY beyond ±2^30 once moved a source across the region order).
+func TestRegionAndTierOrderHoldForAnyPriority(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	region := func(c core.SourceConfig, r string) core.SourceConfig { c.Region = r; return c }
+	tests := []struct {
+		name       string
+		home, away int // PRIORITY of the preferred region's source and the other's
+	}{
+		{"small tiers", 5, 0},
+		{"a preferred tier above 2^30", 2_000_000_000, 0},
+		{"another region's tier below -2^30", 0, -2_000_000_000},
+		{"the extremes", math.MaxInt, math.MinInt},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			set := testSettings(region(src("home", tc.home), "eu"), region(src("away", tc.away), "us"))
+			set.PreferredRegion = "eu"
+			g := newFixture(t, set).g
+			onlyPicked(t, picks(g, now, 50, sourceSet{}, sourceSet{}), "home")
+		})
+	}
+	tiers := []struct {
+		name        string
+		best, worse int
+	}{
+		{"near the top", math.MaxInt - 1, math.MaxInt},
+		{"near the bottom", math.MinInt, math.MinInt + 1},
+		{"across the range", math.MinInt, math.MaxInt},
+	}
+	for _, tc := range tiers {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, preferred := range []string{"", "eu", "us"} {
+				set := testSettings(region(src("worse", tc.worse), "eu"), region(src("best", tc.best), "eu"))
+				set.PreferredRegion = preferred
+				g := newFixture(t, set).g
+				onlyPicked(t, picks(g, now, 50, sourceSet{}, sourceSet{}), "best")
+			}
+		})
+	}
+}
+
 func TestSmoothWeightedRoundRobinIsExactlyProportionalOverEveryCycle(t *testing.T) {
 	t.Parallel()
 	now := time.Now()

@@ -90,3 +90,83 @@ func TestACallBurstOnAColdSourceNeverExceedsTheStartLimit(t *testing.T) {
 		}
 	}
 }
+
+// An adaptive limit that is not a whole number admits only its whole
+// slots: after a 429 and a success the limit is 2.5, and 2.5 in flight is
+// 2, never 3 (Sources would otherwise report more attempts in flight than
+// the limit it shows).
+func TestAFractionalAdaptiveLimitAdmitsOnlyItsWholeSlots(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		limit float64
+		slots int
+	}{
+		{1, 1},
+		{1.25, 1},
+		{1.999, 1},
+		{2, 2},
+		{2.5, 2},
+		{4, 4},
+		{4.99, 4},
+		{64, 64},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.limit), func(t *testing.T) {
+			t.Parallel()
+			s := newSourceState(src("a", 0), core.BreakerConfig{}, nil)
+			s.aimd = tc.limit
+			got := 0
+			for s.claimSlot() {
+				got++
+				if got > 1000 {
+					break
+				}
+			}
+			if got != tc.slots {
+				t.Errorf("limit %v admitted %d attempts at once, want %d", tc.limit, got, tc.slots)
+			}
+		})
+	}
+}
+
+// The same through calls: a source whose limit a 429 and a success left at
+// 2.5 gets 2 requests before its first answer, not 3, and Sources never
+// reports more attempts in flight than the adaptive limit.
+func TestCallsNeverExceedAFractionalAdaptiveLimit(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T) {
+		var f *fixture
+		wave := &firstWave{latency: 100 * time.Millisecond}
+		up := upstreamFunc(func(ctx context.Context, src *core.SourceConfig, call *core.Call) (*core.LLMResponse, error) {
+			for _, st := range f.g.Sources(context.Background()) {
+				if float64(st.InFlight) > st.AdaptiveLimit {
+					t.Errorf("Sources: %d in flight on %s, above its adaptive limit %v", st.InFlight, st.Name, st.AdaptiveLimit)
+				}
+			}
+			return wave.Do(ctx, src, call)
+		})
+		set := testSettings(src("a", 0))
+		set.Backpressure.StallWindow = time.Minute
+		f = newFixture(t, set, withLiveBreaker, func(c *Config) { c.Upstream = up })
+		s := f.g.sourceNamed("a")
+		s.settle(time.Now(), healthNeutral, aimdHalve, false, 0)
+		s.settle(time.Now(), healthNeutral, aimdGrow, false, time.Second)
+		if got := s.aimdLimit(); got != 2.5 {
+			t.Fatalf("limit = %v, want 2.5", got)
+		}
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if _, err := f.g.Handle(ctx, newCall()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if wave.wave != 2 {
+			t.Errorf("the source got %d requests before its first answer with an adaptive limit of 2.5, want 2", wave.wave)
+		}
+	})
+}

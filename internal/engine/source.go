@@ -79,6 +79,10 @@ type sourceState struct {
 	modelPrice core.ModelPrice
 	priced     bool
 
+	// group is the source's place in the order of regions and tiers
+	// (Engine.group), fixed when the engine is made.
+	group int
+
 	inflight atomic.Int64
 	// lastState is the breaker state last reported to the observer.
 	lastState atomic.Uint32
@@ -233,18 +237,26 @@ func (s *sourceState) aimdSuccessLocked(latency time.Duration) {
 
 // claimSlot takes one of the source's adaptive-concurrency slots if one is
 // free, atomically: of N calls racing for the last slot exactly one gets
-// it. The holder gives it back with Engine.freeSlot.
+// it. A limit that is not a whole number has only its whole slots (2.5
+// admits 2 attempts at once). The holder gives it back with
+// Engine.freeSlot.
 func (s *sourceState) claimSlot() bool {
 	limit := s.aimdLimit()
 	for {
 		cur := s.inflight.Load()
-		if float64(cur) >= limit {
+		if !slotFree(cur, limit) {
 			return false
 		}
 		if s.inflight.CompareAndSwap(cur, cur+1) {
 			return true
 		}
 	}
+}
+
+// slotFree reports whether one more attempt fits beside inflight under
+// the adaptive limit: with it, no more than the limit are in flight.
+func slotFree(inflight int64, limit float64) bool {
+	return float64(inflight+1) <= limit
 }
 
 // aimdLimit returns the current adaptive concurrency limit.

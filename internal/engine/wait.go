@@ -270,7 +270,7 @@ func (e *Engine) waitSlot(ctx context.Context, d time.Duration, busy *sourceSet)
 	now := e.clock.Now()
 	n := len(e.sources)
 	for i, s := range e.sources {
-		if busy.has(i, n) && float64(s.inflight.Load()) < s.aimdLimit() {
+		if busy.has(i, n) && slotFree(s.inflight.Load(), s.aimdLimit()) {
 			if k, _ := s.hold(now); k == holdNone {
 				return nil
 			}
