@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net/http"
 	"strconv"
 	"strings"
 )
@@ -48,24 +49,33 @@ const (
 	RefusedDraining = "draining"
 )
 
-// refusalByCode maps the error codes of refusals to their reasons. A
-// refusal whose code an upstream's rejection may also carry (its
-// request_too_large, rate_limit_exceeded, invalid_api_key) is marked where
-// it refuses (api, readBody), as is the in-flight cap, which shares its
-// code with the memory budget (enter): a governed call that ran is no
-// refusal.
-var refusalByCode = map[string]string{
-	"budget_exhausted":     RefusedBudget,
-	"server_overloaded":    RefusedMemoryBudget,
-	"server_shutting_down": RefusedDraining,
+// refusalByCode maps the error codes of refusals to their reasons, with
+// the status the gateway refuses with. A refusal whose code an upstream's
+// rejection may also carry (its request_too_large, rate_limit_exceeded,
+// invalid_api_key) is marked where it refuses (api, readBody), as is the
+// in-flight cap, which shares its code with the memory budget (enter): a
+// governed call that ran is no refusal. An upstream may send any of these
+// codes too, but its rejection reaches the client as a 400 (a 502 for an
+// upstream error), never with the status of the gateway's own refusal.
+var refusalByCode = map[string]struct {
+	status int
+	reason string
+}{
+	"budget_exhausted":     {http.StatusTooManyRequests, RefusedBudget},
+	"server_overloaded":    {http.StatusServiceUnavailable, RefusedMemoryBudget},
+	"server_shutting_down": {http.StatusServiceUnavailable, RefusedDraining},
 }
 
-// refusal returns why the request was refused before governance, or "".
-func (ri *reqInfo) refusal() string {
+// refusal returns why the request, answered with status, was refused
+// before governance, or "".
+func (ri *reqInfo) refusal(status int) string {
 	if ri.refused != "" {
 		return ri.refused
 	}
-	return refusalByCode[ri.code]
+	if r, ok := refusalByCode[ri.code]; ok && r.status == status {
+		return r.reason
+	}
+	return ""
 }
 
 // observe reports a finished request to the observer, if any.
@@ -79,7 +89,7 @@ func (s *Server) observe(ri *reqInfo, route string, status int) {
 		client = s.keyIDs[ri.key-1]
 	}
 	o.ObserveRequest(route, status, client)
-	if why := ri.refusal(); why != "" {
+	if why := ri.refusal(status); why != "" {
 		o.ObserveRefusal(why)
 	}
 }

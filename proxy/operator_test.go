@@ -1,10 +1,13 @@
 package proxy_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -268,11 +271,44 @@ func TestObserverNamesEveryRefusalBeforeGovernance(t *testing.T) {
 	}
 }
 
+// TestTheGatewaysOwnBudgetAndDrainingRefusalsAreCounted: the scope's
+// spend budget refuses with 429 budget_exhausted and a draining server
+// with 503 server_shutting_down; the observer counts both refusals.
+func TestTheGatewaysOwnBudgetAndDrainingRefusalsAreCounted(t *testing.T) {
+	t.Parallel()
+	prices := filepath.Join(t.TempDir(), "prices.json")
+	if err := os.WriteFile(prices, []byte(`{"one-model": {"input_per_1m": 0, "output_per_1m": 2}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Every answer is 1000 tokens, 2000 micro-USD: the budget holds one.
+	up := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(1000)))
+	obs := &observer{}
+	f := oneScope(t, up, proxy.Config{Observer: obs}, "PGW_PRICING_PATH", prices, "LLM__BUDGET__USD", "0.0021",
+		"LLM__BUDGET__WINDOW_S", "3600", "LLM__RETRY__MAX_ATTEMPTS", "1")
+	body := `{"model":"gpt-4o","max_tokens":1000,"messages":[{"role":"user","content":"hi"}]}`
+	if resp, b := f.do("POST", "/v1/chat/completions", body); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first call: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := f.do("POST", "/v1/chat/completions", body); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"budget_exhausted"`) {
+		t.Fatalf("over the budget: %d %s", resp.StatusCode, b)
+	}
+	if err := f.srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, b := f.do("POST", "/v1/chat/completions", body); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "server_shutting_down") {
+		t.Fatalf("while draining: %d %s", resp.StatusCode, b)
+	}
+	if _, refusals := obs.seen(); !slices.Equal(refusals, []string{proxy.RefusedBudget, proxy.RefusedDraining}) {
+		t.Errorf("refusals = %q, want budget, draining", refusals)
+	}
+}
+
 // TestAnUpstreamRefusalIsNoRefusalBeforeGovernance: a source's 429
 // "Request too large" reaches the client as a rejected request with the
 // code request_too_large, and a 400 whose provider code is
-// rate_limit_exceeded keeps it; the governed call ran, so the observer
-// counts no refusal (neither body_limit nor client_rate).
+// rate_limit_exceeded (or one of the gateway's own refusal codes:
+// budget_exhausted, server_overloaded, server_shutting_down) keeps it; the
+// governed call ran, so the observer counts no refusal.
 func TestAnUpstreamRefusalIsNoRefusalBeforeGovernance(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -286,6 +322,15 @@ func TestAnUpstreamRefusalIsNoRefusalBeforeGovernance(t *testing.T) {
 		{"400 rate_limit_exceeded", fakeupstream.Status(http.StatusBadRequest,
 			`{"error":{"message":"bad request","type":"invalid_request_error","param":null,"code":"rate_limit_exceeded"}}`, nil),
 			"rate_limit_exceeded"},
+		{"400 budget_exhausted", fakeupstream.Status(http.StatusBadRequest,
+			`{"error":{"message":"bad request","type":"invalid_request_error","param":null,"code":"budget_exhausted"}}`, nil),
+			"budget_exhausted"},
+		{"400 server_overloaded", fakeupstream.Status(http.StatusBadRequest,
+			`{"error":{"message":"bad request","type":"invalid_request_error","param":null,"code":"server_overloaded"}}`, nil),
+			"server_overloaded"},
+		{"400 server_shutting_down", fakeupstream.Status(http.StatusBadRequest,
+			`{"error":{"message":"bad request","type":"invalid_request_error","param":null,"code":"server_shutting_down"}}`, nil),
+			"server_shutting_down"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -35,7 +36,8 @@ const (
 	SourceKey = attribute.Key("polygateway.source")
 	// AttemptKey is the attempt's number in its call (1 = first).
 	AttemptKey = attribute.Key("polygateway.attempt")
-	// AttemptsKey is how many attempts the call made (len(LLMResponse.Attempts)).
+	// AttemptsKey is how many attempts the call made, however it ended (a
+	// degraded answer or an error included).
 	AttemptsKey = attribute.Key("polygateway.attempts")
 	// BreakerStateKey is the state of the source's circuit when it admitted
 	// the attempt: closed, half_open (the attempt is the probe) or open.
@@ -142,11 +144,13 @@ var (
 // attempts know the operation.
 type callKey struct{}
 
-// callSpan is one call's span and what its attempts inherit.
+// callSpan is one call's span and what its attempts inherit; attempts
+// counts the attempt spans started under it.
 type callSpan struct {
-	span   trace.Span
-	op     string
-	stream bool
+	span     trace.Span
+	op       string
+	stream   bool
+	attempts atomic.Int64
 }
 
 // StartCall starts the span of a governed call, named
@@ -215,8 +219,7 @@ func (cs *callSpan) end(resp *polygateway.LLMResponse, err error) {
 		if resp.FinishReason != "" {
 			attrs = append(attrs, semconv.GenAIResponseFinishReasons(redact.CutRunes(resp.FinishReason, maxValueLen)))
 		}
-		attrs = append(attrs, CacheHitKey.Bool(resp.CacheHit), DegradedKey.Bool(resp.Degraded),
-			AttemptsKey.Int(len(resp.Attempts)))
+		attrs = append(attrs, CacheHitKey.Bool(resp.CacheHit), DegradedKey.Bool(resp.Degraded))
 		if resp.DegradedBy != core.DegradedNone {
 			attrs = append(attrs, DegradedByKey.String(string(resp.DegradedBy)))
 		}
@@ -235,6 +238,9 @@ func (cs *callSpan) end(resp *polygateway.LLMResponse, err error) {
 		}
 		span.SetStatus(codes.Error, redact.CutRunes(err.Error(), maxMessageLen))
 	}
+	// Counted as they start: a degraded answer's LLMResponse.Attempts does
+	// not list the attempts that failed before it, nor is there one on error.
+	attrs = append(attrs, AttemptsKey.Int64(cs.attempts.Load()))
 	span.SetAttributes(attrs...)
 	span.End()
 }
@@ -249,6 +255,7 @@ func (t *Tracer) StartAttempt(ctx context.Context, ev core.AttemptEvent) (contex
 	cs, _ := ctx.Value(callKey{}).(*callSpan)
 	if cs != nil {
 		op = cs.op
+		cs.attempts.Add(1)
 	}
 	// The GenAI conventions' sampling attributes at creation, the rest only
 	// to a span that records.

@@ -234,6 +234,39 @@ func TestFallbackAnswerIsMarkedDegraded(t *testing.T) {
 	wantAttrs(t, calls[0], map[string]any{"polygateway.degraded": true, "polygateway.degraded_by": "fallback"}, "error.type")
 }
 
+// TestCallSpanCountsTheAttemptsTheCallMade: polygateway.attempts is the
+// number of attempts the call made, whatever answered it — the sources, a
+// caller's fallback after they failed, or nothing (a failed call) — so
+// that it matches the call span's attempt children.
+func TestCallSpanCountsTheAttemptsTheCallMade(t *testing.T) {
+	t.Parallel()
+	fallback := func(context.Context, []polygateway.Message, error) (*polygateway.LLMResponse, error) {
+		return &polygateway.LLMResponse{Content: "later"}, nil
+	}
+	for _, tc := range []struct {
+		name string
+		opts []polygateway.Option
+	}{
+		{"a fallback answers", []polygateway.Option{polygateway.WithFallback(fallback)}},
+		{"the call fails", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := newRecorder(t)
+			a := upstream(t, nil, fakeupstream.BadKey())
+			b := upstream(t, nil, fakeupstream.BadKey())
+			c := baseEnv().Source("alpha", 1, a.URL(), "PRIORITY", "0").Source("beta", 1, b.URL(), "PRIORITY", "1").
+				Client(t, append(tc.opts, polygateway.WithTracer(rec.tr))...)
+			_, _ = testenv.AskContext(context.Background(), t, c)
+			calls := rec.named("chat LLM")
+			if len(calls) != 1 || len(rec.named("chat alpha-model")) != 1 || len(rec.named("chat beta-model")) != 1 {
+				t.Fatalf("spans %v, want a call and two attempts", spanNames(rec.spans()))
+			}
+			wantAttrs(t, calls[0], map[string]any{"polygateway.attempts": 2})
+		})
+	}
+}
+
 func TestNoTracerSendsNoTraceparent(t *testing.T) {
 	t.Parallel()
 	var hdr headers
