@@ -373,6 +373,12 @@ func (wk *waker) add(k *queueKeys, id uint64, source string, dl time.Time, hasDL
 	key := waitKey{k.prefix, id}
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
+	if old := wk.waiters[key]; old != nil {
+		// Its id was given again: the queue's keys were lost (a restart
+		// of Redis) and the ids count from 1 again, so its entry is gone.
+		old.ev = evGone
+		old.signal()
+	}
 	wk.waiters[key] = w
 	if _, ok := wk.renewals[k]; !ok && !wk.closed {
 		wk.renewals[k] = now.Add(wk.a.qcfg.Lease * 4 / 5)
@@ -401,8 +407,11 @@ func (wk *waker) add(k *queueKeys, id uint64, source string, dl time.Time, hasDL
 
 // forget unregisters w.
 func (wk *waker) forget(w *qwaiter) {
+	key := waitKey{w.k.prefix, w.id}
 	wk.mu.Lock()
-	delete(wk.waiters, waitKey{w.k.prefix, w.id})
+	if wk.waiters[key] == w {
+		delete(wk.waiters, key)
+	}
 	wk.mu.Unlock()
 }
 
@@ -638,7 +647,9 @@ func (wk *waker) apply(ws []*qwaiter, states []waitState) {
 		switch s := states[i]; s.state {
 		case 0:
 			w.ev = evGone
-			delete(wk.waiters, waitKey{w.k.prefix, w.id})
+			if key := (waitKey{w.k.prefix, w.id}); wk.waiters[key] == w {
+				delete(wk.waiters, key)
+			}
 		case 2:
 			w.ev, w.label, w.claimEnd = evClaim, s.label, time.Time{}
 		default:
@@ -772,12 +783,19 @@ func (w *qwaiter) Leave(ctx context.Context) { w.leave(ctx) }
 // leave is Leave; it returns the entry a claim went to (0: none).
 func (w *qwaiter) leave(ctx context.Context) uint64 {
 	wk := w.a.wake
+	key := waitKey{w.k.prefix, w.id}
 	wk.mu.Lock()
+	if cur := wk.waiters[key]; cur != nil && cur != w {
+		// Its id was given again (add): its entry is gone, and the one
+		// of that id is another call's.
+		wk.mu.Unlock()
+		return 0
+	}
 	label := ""
 	if w.ev == evClaim {
 		label = w.label
 	}
-	delete(wk.waiters, waitKey{w.k.prefix, w.id})
+	delete(wk.waiters, key)
 	wk.mu.Unlock()
 	lctx, cancel := context.WithTimeout(ctx, queueOpTimeout)
 	defer cancel()

@@ -71,7 +71,7 @@ if al[1] ~= 1 then
   if id > 0 then
     local q = qopen(a, now)
     qlapse(q)
-    local e = qget(q, id)
+    local e = qmine(q, id)
     if e then
       qleave(q, id, e)
     end
@@ -86,7 +86,7 @@ qlapse(q)
 q.self = id
 local e
 if id > 0 then
-  e = qget(q, id)
+  e = qmine(q, id)
 end
 local g = { 0, 0, 0, now, 0 }
 local status, ahead, est = 1, 0, 0

@@ -27,7 +27,7 @@ q.dirty = q.dirty or #renew > 0
 qsave(q)
 local out = {}
 for _, id in ipairs(a.ids or {}) do
-  local e = qget(q, id)
+  local e = qmine(q, id)
   if not e then
     out[#out + 1], out[#out + 2], out[#out + 3] = 0, -1, ''
   elseif e.st == 'c' then

@@ -12,7 +12,7 @@
 local a = cjson.decode(ARGV[1]).queue
 local q = qopen(a, now_us(a.now))
 qlapse(q)
-local e = qget(q, a.id)
+local e = qmine(q, a.id)
 local to, till = 0, 0
 if e and e.st == 'c' and e.rl and #e.rl > 0 and not q.labels[e.lb] then
   qchanged(q)

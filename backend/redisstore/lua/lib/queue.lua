@@ -129,6 +129,17 @@ local function qget(q, id)
   end
 end
 
+-- qmine returns the entry id of the caller's process, or nil: an entry
+-- of another process under that id is not the caller's, whose entry is
+-- gone (the queue's keys were lost, a restart of Redis say, and the ids
+-- count again from 1).
+local function qmine(q, id)
+  local e = qget(q, id)
+  if e and e.p == q.proc then
+    return e
+  end
+end
+
 local function qput(q, id, e)
   redis.call('HSET', q.s, 'e' .. int(id), cjson.encode(e))
 end
