@@ -52,9 +52,32 @@ type spend struct {
 // budgetBook holds every budget's current window. Its lock is taken after
 // a scope's (TryAcquire and Release hold the scope's lock around it), so
 // a grant checks the gates and the budgets in one step.
+//
+// Budget keys are the caller's to name (a tenant's, per call), so a spend
+// whose window has ended is forgotten: it counts nothing any more (a new
+// window starts at 0, and settle leaves an ended window alone). The map is
+// swept when a new budget would take it to sweepAt entries, which is then
+// set to twice the entries left, so sweeping costs O(1) a budget added.
 type budgetBook struct {
-	mu sync.Mutex
-	m  map[budgetID]*spend
+	mu      sync.Mutex
+	m       map[budgetID]*spend
+	sweepAt int
+}
+
+// minSweep is the size of the budget map below which it is never swept.
+const minSweep = 64
+
+// sweep drops the spends whose window ended at least a second before t
+// (the margin a Redis budget key keeps): a call that read the clock just
+// before the window's end still finds its spend.
+func (bk *budgetBook) sweep(t time.Time) {
+	now := t.Unix() - 1
+	for id, sp := range bk.m {
+		if now >= sp.start+max(int64(id.window/time.Second), 1) {
+			delete(bk.m, id)
+		}
+	}
+	bk.sweepAt = max(2*len(bk.m), minSweep)
 }
 
 // current returns b's spend rolled to the window holding t, or nil when
@@ -89,6 +112,9 @@ func (bk *budgetBook) acquire(bs []core.Budget, cost int64, t time.Time) (int, t
 		if sp == nil {
 			if bk.m == nil {
 				bk.m = make(map[budgetID]*spend)
+			}
+			if len(bk.m) >= max(bk.sweepAt, minSweep) {
+				bk.sweep(t)
 			}
 			sp = &spend{start: budget.Start(b, t)}
 			bk.m[id] = sp

@@ -26,4 +26,10 @@
 // Limiter locks per scope (the global gates make a scope the unit of
 // atomicity); the Breaker locks per circuit. Looking a scope or circuit up
 // takes no lock at all.
+//
+// Scopes, sources and circuits are kept for the backend's lifetime, so
+// their names should come from configuration. Budget keys may come from
+// callers (a tenant's budget): a budget's spend is forgotten once its
+// window has ended, so the Limiter holds the budgets of current windows
+// only. The Cache is bounded by WithMaxEntries.
 package memory

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -244,5 +245,51 @@ func TestLimiterTimeNeverRunsBackwardsInAScope(t *testing.T) {
 	clk.t = t0.Add(160 * time.Second)
 	if u, _ := l.Usage(ctx, "s", "a"); u.Requests != 0 {
 		t.Fatalf("%d requests in the window at +160s, want 0", u.Requests)
+	}
+}
+
+// TestLimiterForgetsBudgetsWhoseWindowEnded sends many distinct budget keys
+// (a tenant's budget per call, say) through one Limiter over several
+// windows: a spend whose window has ended is dropped, so the Limiter keeps
+// the budgets of the current window only, as Redis's keys expire.
+func TestLimiterForgetsBudgetsWhoseWindowEnded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := &stubClock{t: t0}
+	l := NewLimiter(WithClock(clk))
+	const perWindow, windows = 2000, 6
+	for w := range windows {
+		for i := range perWindow {
+			b := core.Budget{Key: "tenant:" + strconv.Itoa(w*perWindow+i), Limit: 1000, Window: time.Hour}
+			g, err := l.TryAcquire(ctx, core.PermitRequest{Scope: "s", Source: "a", Budgets: []core.Budget{b}, Cost: 10})
+			if err != nil || !g.OK {
+				t.Fatalf("window %d budget %d: TryAcquire = %+v, %v", w, i, g, err)
+			}
+			if err := l.Release(ctx, g.Permit, core.Settlement{Kind: core.SettleActual, Cost: 10}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.t = clk.t.Add(time.Hour)
+	}
+	l.budgets.mu.Lock()
+	kept := len(l.budgets.m)
+	l.budgets.mu.Unlock()
+	if kept > 2*perWindow {
+		t.Fatalf("%d budget spends kept after %d windows of %d distinct keys, want at most %d", kept, windows, perWindow, 2*perWindow)
+	}
+	// A spend of the current window is still counted.
+	b := core.Budget{Key: "tenant:live", Limit: 15, Window: time.Hour}
+	req := core.PermitRequest{Scope: "s", Source: "a", Budgets: []core.Budget{b}, Cost: 10}
+	if g, _ := l.TryAcquire(ctx, req); !g.OK {
+		t.Fatalf("first call on a fresh budget refused: %+v", g)
+	}
+	for i := range perWindow {
+		nb := core.Budget{Key: "tenant:new" + strconv.Itoa(i), Limit: 1000, Window: time.Hour}
+		if g, _ := l.TryAcquire(ctx, core.PermitRequest{Scope: "s", Source: "a", Budgets: []core.Budget{nb}, Cost: 10}); !g.OK {
+			t.Fatalf("budget %d refused: %+v", i, g)
+		}
+	}
+	if g, _ := l.TryAcquire(ctx, req); g.OK || g.Gate != core.GateBudget {
+		t.Fatalf("second call over the live budget = %+v, want refused by its budget", g)
 	}
 }

@@ -91,7 +91,9 @@ const never = int64(math.MaxInt64)
 //
 // A Limiter is safe for concurrent use. Each scope has its own lock; the
 // lookup of scopes and sources is lock-free. Scopes and sources are kept for
-// the Limiter's lifetime, so their names should come from configuration.
+// the Limiter's lifetime, so their names should come from configuration; a
+// budget's spend is kept only until its window ends (budget keys may be the
+// callers', a tenant's), so the budgets held are those of current windows.
 // Create one with NewLimiter; the zero value is not usable.
 type Limiter struct {
 	clk    elapsed // times are kept as nanoseconds since its base
