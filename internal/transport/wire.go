@@ -371,6 +371,44 @@ func isTypeError(err error) bool {
 	return errors.As(err, &te)
 }
 
+// maxChoices bounds the choices of one document, and maxToolCalls the
+// tool calls of its choices together: read into structs, an element of
+// three bytes ("{},") takes a hundred times that, so a document of many
+// is refused before it is read (an answer has n ≤ 128 choices and tens of
+// tool calls).
+const (
+	maxChoices   = 1024
+	maxToolCalls = 16384
+)
+
+// fewParts reports whether data, a JSON document, has at most maxChoices
+// choices and maxToolCalls tool calls in them. It reads data into
+// elements of no size (the choices), then of two slice headers (their
+// deltas' and messages' tool calls) once the choices are known to be few:
+// counting costs no memory for each element. A document it cannot read
+// is left to the decoder to judge.
+func fewParts(data []byte) bool {
+	var choices struct {
+		Choices []struct{} `json:"choices"`
+	}
+	_ = json.Unmarshal(data, &choices) // a type error leaves what was read
+	if len(choices.Choices) > maxChoices {
+		return false
+	}
+	type calls struct {
+		ToolCalls []struct{} `json:"tool_calls"`
+	}
+	var tools struct {
+		Choices []struct{ Delta, Message calls } `json:"choices"`
+	}
+	_ = json.Unmarshal(data, &tools) // a type error leaves what was read
+	n := 0
+	for _, ch := range tools.Choices {
+		n += len(ch.Delta.ToolCalls) + len(ch.Message.ToolCalls)
+	}
+	return n <= maxToolCalls
+}
+
 // maxDecoded is the largest document chunkDecoder reads with its reused
 // json.Decoder; a larger one is read by json.Unmarshal, which does not
 // copy it into a buffer of its own.
@@ -404,10 +442,11 @@ func (r *docReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// decodeChunk is the package's decodeChunk, read by d.
+// decodeChunk is the package's decodeChunk, read by d. A document larger
+// than maxDecoded is first counted (fewParts).
 func (d *chunkDecoder) decodeChunk(data []byte, c *wireChunk) bool {
 	if len(data) > maxDecoded {
-		return decodeChunk(data, c)
+		return fewParts(data) && decodeChunk(data, c)
 	}
 	return readChunk(data, c, d.unmarshal)
 }
