@@ -35,7 +35,10 @@
 // MiniMax base_resp.status_code ≠ 0 inside a 200 is an error. A server that
 // answers a streaming request with JSON, or a non-streaming one with SSE, is
 // read by its Content-Type. The answer names the model the upstream
-// reports, else the source's configured model, streamed or not.
+// reports, else the source's configured model, streamed or not. A
+// document (body or event) over 64 KiB with more than 1,024 choices or
+// 16,384 tool calls is malformed: it is counted before it is read into
+// structs, where each such element would take a hundred times its bytes.
 //
 // Streams are read with SSEReader (any line ending, split reads, multi-line
 // data, comments, events up to Config.MaxEventBytes). Each event is checked
