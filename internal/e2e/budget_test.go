@@ -229,3 +229,20 @@ func TestAnAbsurdUsageNeverExhaustsTheBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestAStreamCutByAnErrorEventKeepsItsReservation: a stream that delivered
+// tokens and then an in-stream error event (vLLM's, code 500) is a cut
+// answer, not a 5xx answer that generated nothing: the tokens were
+// generated, so its reservation stays spent, as for any other cut.
+func TestAStreamCutByAnErrorEventKeepsItsReservation(t *testing.T) {
+	t.Parallel()
+	srv := fu.NewServer(t, fu.WithBehavior(fu.ErrorEvent(500)))
+	c := budgetEnv(t, srv, "0.0205").Client(t)
+	if _, err := askMax(c); err == nil {
+		t.Fatal("a stream cut by an error event answered")
+	}
+	bs, err := c.Budgets(context.Background())
+	if err != nil || len(bs) != 1 || bs[0].Spent != 2000 {
+		t.Fatalf("Budgets = %+v, %v; want the 2000 micro-USD reserved kept spent", bs, err)
+	}
+}

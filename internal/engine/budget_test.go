@@ -91,3 +91,19 @@ func TestSettlementOfEachPolicyRowOnTheBudgets(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestOnlyA5xxInsteadOfAnAnswerGivesTheCostBack: a 5xx that came as the
+// HTTP status (or with no status) generated nothing; one that came as an
+// error event inside a 200 answer cut an answer that had begun.
+func TestOnlyA5xxInsteadOfAnAnswerGivesTheCostBack(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		status int
+		want   bool
+	}{{0, true}, {500, true}, {503, true}, {200, false}} {
+		eff, _ := effectOf(&core.TransientError{Reason: core.ReasonServerError, StatusCode: tt.status})
+		if eff.unbilled != tt.want {
+			t.Errorf("a server_error with status %d: unbilled %v, want %v", tt.status, eff.unbilled, tt.want)
+		}
+	}
+}

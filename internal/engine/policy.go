@@ -121,7 +121,9 @@ type effect struct {
 	settle core.SettleKind
 	// unbilled is true when the attempt cost nothing although its tokens
 	// stay counted (a 5xx answer generated nothing): the budgets' reserved
-	// cost is given back while TPM keeps the estimate.
+	// cost is given back while TPM keeps the estimate. effectOf clears it
+	// for an error that arrived inside an answer that had begun (a 5xx
+	// error event in a 200 stream: a cut, whose tokens were generated).
 	unbilled bool
 	// health is fed into the source's health score.
 	health verdict
@@ -258,6 +260,9 @@ func effectOf(err error) (effect, core.Classified) {
 		return policy[policyKey{classMemory, anyReason}], c
 	}
 	if e, ok := policy[policyKey{c.Class, c.Reason}]; ok {
+		if e.unbilled && !beforeAnswer(err) {
+			e.unbilled = false
+		}
 		return e, c
 	}
 	if e, ok := policy[policyKey{c.Class, anyReason}]; ok {
@@ -265,6 +270,14 @@ func effectOf(err error) (effect, core.Classified) {
 	}
 	// Scope-level classes (an upstream that returned one) fail the attempt.
 	return policy[policyKey{core.ClassOther, anyReason}], c
+}
+
+// beforeAnswer reports whether err came instead of an answer: its HTTP
+// status is the failure (a 5xx), or no status arrived. An error event
+// inside a 2xx answer (a stream that had begun) is not.
+func beforeAnswer(err error) bool {
+	var te *core.TransientError
+	return !errors.As(err, &te) || te.StatusCode == 0 || te.StatusCode >= 500
 }
 
 // scopeRule is what the reason of a scope-level failure means for the
