@@ -45,6 +45,11 @@ const (
 	// could not be met given the calls waiting ahead of it in the admission
 	// queue; RetryAfter is when it would have been admitted.
 	ReasonQueueDeadline Reason = "queue_deadline"
+	// ReasonConsumerFailed: the call's delta sink failed while the source
+	// was streaming (a gateway client that stopped reading, an answer the
+	// call cannot take): a RequestRejectedError of the caller's side. The
+	// source answered, and what it generated until then is billed.
+	ReasonConsumerFailed Reason = "consumer_failed"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -139,7 +144,8 @@ type RequestRejectedError struct {
 	// error.param, e.g. "messages"), redacted and bounded; "" when none.
 	Param string
 	// Reason is set when the rejection is of a known kind:
-	// ReasonContextLength or ReasonContentFilter; "" otherwise.
+	// ReasonContextLength, ReasonContentFilter or ReasonConsumerFailed;
+	// "" otherwise.
 	Reason Reason
 	// Message is the provider's message (API keys redacted).
 	Message string

@@ -107,3 +107,19 @@ func TestOnlyA5xxInsteadOfAnAnswerGivesTheCostBack(t *testing.T) {
 		}
 	}
 }
+
+// TestAStreamTheCallerStoppedTakingKeepsItsEstimate: a sink that fails
+// mid-stream (a gateway client that stopped reading) ends the call as a
+// rejection of the caller's side, but the source generated until then:
+// the budget's reservation and the TPM estimate are kept, as for a cut,
+// not refunded as for a request the source refused.
+func TestAStreamTheCallerStoppedTakingKeepsItsEstimate(t *testing.T) {
+	t.Parallel()
+	eff, _ := effectOf(&core.RequestRejectedError{Code: "stream_consumer_failed", Reason: core.ReasonConsumerFailed})
+	if eff.settle != core.SettleEstimate || eff.unbilled {
+		t.Errorf("a failed consumer settles %v (unbilled %v), want the estimate kept", eff.settle, eff.unbilled)
+	}
+	if eff, _ := effectOf(&core.RequestRejectedError{Code: "invalid_request_error"}); eff.settle != core.SettleRefund {
+		t.Errorf("a rejected request settles %v, want a refund", eff.settle)
+	}
+}

@@ -216,6 +216,11 @@ var policy = map[policyKey]effect{
 	// breaker), nothing learned about its health, the call ends.
 	{core.ClassRejected, anyReason}: {breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral,
 		hold: holdKeep, end: endError, observe: core.AttemptRejected},
+	// ...or the caller's side refused the stream (its sink failed): the
+	// source answered and generated until then, so the estimate is kept,
+	// as for a cut; the call ends.
+	{core.ClassRejected, core.ReasonConsumerFailed}: {breaker: core.OutcomeSuccess, settle: core.SettleEstimate, health: healthNeutral,
+		hold: holdKeep, end: endError, observe: core.AttemptRejected},
 	// ...unless it is too long for this model: another model may take it.
 	{core.ClassRejected, core.ReasonContextLength}: {breaker: core.OutcomeSuccess, settle: core.SettleRefund, health: healthNeutral,
 		hold: holdKeep, spends: true, end: endOtherModel, observe: core.AttemptRejected, perSource: core.ReasonContextLength},

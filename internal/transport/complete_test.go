@@ -137,7 +137,7 @@ func TestDeltasArriveInOrderAndAConsumerFailureAbortsTheAttempt(t *testing.T) {
 	call.Deltas = failing
 	_, err = c.Do(context.Background(), source(srv, "openai"), call)
 	var re *core.RequestRejectedError
-	if !errors.As(err, &re) || re.Code != "stream_consumer_failed" {
+	if !errors.As(err, &re) || re.Code != "stream_consumer_failed" || re.Reason != core.ReasonConsumerFailed {
 		t.Fatalf("err = %v, want the attempt aborted as rejected", err)
 	}
 }
