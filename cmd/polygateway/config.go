@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,17 +103,13 @@ func readServerConfig(r *keyReader) (serverConfig, *config.Error) {
 			r.fail(configError("PGW_CLIENT_KEY", "is read by the example client, not the gateway (did you mean PGW_CLIENT_KEYS?); set PGW_CLIENT_KEYS, or unset this key"))
 		}
 	}
-	if !r.get("PGW_LISTEN_ADDR", &sc.addr) {
-		sc.addr = defaultAddr
-	}
-	r.get("PGW_ADMIN_ADDR", &sc.adminAddr)
+	sc.addr, sc.adminAddr = readAddr(r, "PGW_LISTEN_ADDR", defaultAddr), readAddr(r, "PGW_ADMIN_ADDR", "")
 	sc.routing = readRouting(r)
 	p := &sc.proxy
 	var clientKeys, logLevel string
 	var budgetWindow int
 	r.get("PGW_STREAM_COMMIT", &p.StreamCommit)
-	r.get("PGW_ADMIN_TOKEN", &p.AdminToken)
-	r.get("PGW_METRICS_TOKEN", &p.MetricsToken)
+	p.AdminToken, p.MetricsToken = readToken(r, "PGW_ADMIN_TOKEN", "the admin endpoints off"), readToken(r, "PGW_METRICS_TOKEN", "/metrics open")
 	r.get("PGW_CLIENT_KEYS", &clientKeys)
 	for k := range strings.SplitSeq(clientKeys, ",") {
 		if k = strings.TrimSpace(k); k != "" {
@@ -145,6 +143,9 @@ func readServerConfig(r *keyReader) (serverConfig, *config.Error) {
 		r.fail(configError("PGW_CLIENT_BUDGET_USD", "is a budget per client key: needs PGW_CLIENT_KEYS (an X-Client-Id is the client's own claim)"))
 	case b.USD == 0 && windowSet:
 		r.fail(configError("PGW_CLIENT_BUDGET_WINDOW_S", "is set without PGW_CLIENT_BUDGET_USD"))
+	case b.USD > config.MaxBudgetUSD:
+		r.fail(configError("PGW_CLIENT_BUDGET_USD", fmt.Sprintf("invalid value %s: out of range; expected at most %g USD",
+			strconv.FormatFloat(b.USD, 'f', -1, 64), float64(config.MaxBudgetUSD))))
 	case b.USD > 0 && b.USD*1e6 < 1:
 		r.fail(configError("PGW_CLIENT_BUDGET_USD", "below one micro-USD"))
 	case b.USD > 0:
@@ -158,6 +159,43 @@ func readServerConfig(r *keyReader) (serverConfig, *config.Error) {
 		r.fail(configError("PGW_CLIENT_ID_RATE", "sub-divides the rate of a client key: needs PGW_CLIENT_KEYS and PGW_CLIENT_RATE"))
 	}
 	return sc, config.Join(r.errs...)
+}
+
+// readAddr reads a listen address, host:port as net.Listen takes it (the
+// port a number or a service name); def when key is unset. The host is not
+// resolved here: the listener does that at start.
+func readAddr(r *keyReader, key, def string) string {
+	var v string
+	if !r.get(key, &v) {
+		return def
+	}
+	if v == "" {
+		if def == "" {
+			return "" // off, as unset
+		}
+		r.fail(configError(key, "empty value; expected host:port (remove the key to use the default "+def+")"))
+		return def
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		r.fail(configError(key, fmt.Sprintf("invalid value %q: expected host:port with a port 0-65535 or a service name (e.g. 127.0.0.1:8400, or :8400 for every interface)", v)))
+		return def
+	}
+	return v
+}
+
+// readToken reads a bearer token: unset is off, set it must not be empty
+// (an empty value, say from a secret that was not delivered, would leave
+// open what the operator meant to close). It is never shown.
+func readToken(r *keyReader, key, unset string) string {
+	var v string
+	if r.get(key, &v) && v == "" {
+		r.fail(configError(key, "empty value; expected a non-empty token (remove the key to leave "+unset+")"))
+	}
+	return v
 }
 
 // readPriorities reads PGW_CLIENT_PRIORITIES, "key-<digest id>=priority,…":

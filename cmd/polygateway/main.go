@@ -48,11 +48,13 @@
 // checks them as start and reload do (one validation for the three, every
 // problem reported at once) and exits; -version prints the build information (module version, Go
 // version, VCS revision) and exits; -admin-addr overrides PGW_ADMIN_ADDR.
+// Any other argument is refused (exit 2): the command takes flags only.
 package main
 
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -94,6 +96,12 @@ func parseFlags(args []string, stderr io.Writer) (flags, bool) {
 	fs.BoolVar(&f.version, "version", false, "print the build information and exit")
 	fs.StringVar(&f.adminAddr, "admin-addr", "", "serve pprof on this separate listener (overrides PGW_ADMIN_ADDR); never on the public one")
 	if err := fs.Parse(args); err != nil {
+		return f, false
+	}
+	if fs.NArg() > 0 {
+		// Parsing stops at the first argument: the flags after it would be
+		// ignored. Not shown: an argument may be anything, a key included.
+		fmt.Fprintf(stderr, "polygateway: %d unexpected argument(s), not shown: the command takes flags only (e.g. -check, -config FILE); see -h\n", fs.NArg())
 		return f, false
 	}
 	fs.Visit(func(fl *flag.Flag) { f.explicitEnv = f.explicitEnv || fl.Name == "env-file" })

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -59,7 +61,54 @@ func tracingEnabled(env map[string]string) (bool, error) {
 			return false, fmt.Errorf("%s: %q is not supported: http/protobuf", k, p)
 		}
 	}
-	return get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "", nil
+	if get("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return false, nil
+	}
+	if err := checkHeaders(env); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// checkHeaders refuses OTEL_EXPORTER_OTLP_HEADERS and
+// OTEL_EXPORTER_OTLP_TRACES_HEADERS values with an entry the exporter
+// cannot read (not name=value, a name that is not an HTTP token, a value
+// with a bad percent-escape): its SDK would print the entry as is, a
+// credential included, and export without it. An entry is never shown,
+// only its position; empty entries are skipped, as the SDK skips them.
+func checkHeaders(env map[string]string) error {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		for i, h := range strings.Split(env[k], ",") {
+			if strings.TrimSpace(h) == "" {
+				continue
+			}
+			name, v, ok := strings.Cut(h, "=")
+			_, uerr := url.PathUnescape(v)
+			switch {
+			case !ok:
+				return fmt.Errorf("%s: entry %d is not name=value (not shown)", k, i+1)
+			case !isHeaderName(strings.TrimSpace(name)):
+				return fmt.Errorf("%s: entry %d: the name is not an HTTP header name (not shown)", k, i+1)
+			case uerr != nil:
+				return fmt.Errorf("%s: entry %d: the value has an invalid percent-escape (not shown; write %%25 for a %%)", k, i+1)
+			}
+		}
+	}
+	return nil
+}
+
+// isHeaderName reports whether s is an HTTP token (RFC 9110), as the
+// exporter requires of a header name.
+func isHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c > unicode.MaxASCII || !(unicode.IsLetter(c) || unicode.IsDigit(c) || strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
+			return false
+		}
+	}
+	return true
 }
 
 // newTracing builds the OTLP/HTTP exporter and the SDK provider from the

@@ -262,3 +262,39 @@ func names(spans tracetest.SpanStubs) []string {
 	}
 	return out
 }
+
+// TestMalformedOTLPHeadersAreRefusedWithoutTheirText: the exporter's SDK
+// prints an OTEL_EXPORTER_OTLP_HEADERS entry it cannot read as is (to
+// stderr, outside the logs), credentials included, and then exports
+// without it; the gateway refuses such a value at start and under -check,
+// naming the key and the entry's position, never its text.
+func TestMalformedOTLPHeadersAreRefusedWithoutTheirText(t *testing.T) {
+	t.Parallel()
+	const ep, secret = "http://127.0.0.1:4318", "sk-otlp-secret"
+	for _, tc := range []struct {
+		key, val string
+		ok       bool
+	}{
+		{"OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20" + secret, true},
+		{"OTEL_EXPORTER_OTLP_HEADERS", " api-key = " + secret + " ,x-tenant=a,", true},
+		{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "api-key=" + secret, true},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer " + secret, false},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=a,Authorization=Bearer%20" + secret + "%", false},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "Authorization Bearer " + secret + "=x", false},
+		{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", secret, false},
+	} {
+		on, err := tracingEnabled(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": ep, tc.key: tc.val})
+		switch {
+		case tc.ok && (!on || err != nil):
+			t.Errorf("%s: on %v err %v", tc.key, on, err)
+		case !tc.ok && (on || err == nil || !strings.HasPrefix(err.Error(), tc.key+": ")):
+			t.Errorf("%s: on %v err %v, want an error naming the key", tc.key, on, err)
+		case err != nil && strings.Contains(err.Error(), secret):
+			t.Errorf("%s: the error shows the value: %v", tc.key, err)
+		}
+	}
+	// Without an endpoint nothing reads them.
+	if on, err := tracingEnabled(map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": secret}); on || err != nil {
+		t.Errorf("headers without an endpoint: on %v err %v", on, err)
+	}
+}
