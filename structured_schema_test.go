@@ -82,7 +82,7 @@ type (
 		Name       string `json:"name"`
 	}
 	withEmbeddedSlice struct {
-		schemaTags
+		schemaTags            //nolint:unused // the embedded field encoding/json does not read is the case
 		SchemaTags schemaTags `json:"tags"`
 		Name       string     `json:"name"`
 	}

@@ -104,7 +104,7 @@ func isHeaderName(s string) bool {
 		return false
 	}
 	for _, c := range s {
-		if c > unicode.MaxASCII || !(unicode.IsLetter(c) || unicode.IsDigit(c) || strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
+		if c > unicode.MaxASCII || !unicode.IsLetter(c) && !unicode.IsDigit(c) && !strings.ContainsRune("!#$%&'*+-.^_`|~", c) {
 			return false
 		}
 	}
