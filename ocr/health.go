@@ -21,12 +21,16 @@ import (
 // Probes go straight to the servers, not through the engine: they use
 // no rate-limit permit, do not touch the breakers and write no telemetry.
 // They send no credentials (the endpoint is public). When ctx ends, the
-// probes still running report false.
+// probes still running report false. A nil ctx, or a client after Close,
+// reports every source false without a probe.
 func (c *Client) CheckHealth(ctx context.Context) map[string]bool {
 	sources := c.k.Settings().Sources
 	ok := make([]bool, len(sources)) // one slot per goroutine: no lock needed
 	var wg sync.WaitGroup
 	for i := range sources {
+		if ctx == nil || c.k.Closed() {
+			break // nothing is probed: every source is false
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -81,3 +81,27 @@ func TestCheckHealthCancelled(t *testing.T) {
 		t.Errorf("took %v after the context ended", d)
 	}
 }
+
+// TestCheckHealthOfANilContextOrAClosedClientProbesNothing: a nil context
+// (which used to crash the process from a probe's goroutine) and a client
+// after Close report every source false without a request, so that an
+// "all true" start gate never passes for them.
+func TestCheckHealthOfANilContextOrAClosedClientProbesNothing(t *testing.T) {
+	t.Parallel()
+	healthy := newFake(t)
+	c := newClient(t, ocr.Config{}, nil, urls(healthy))
+	want := map[string]bool{"monkey_1": false}
+	var noCtx context.Context // nil
+	if got := c.CheckHealth(noCtx); !maps.Equal(got, want) {
+		t.Errorf("CheckHealth(nil) = %v, want %v", got, want)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CheckHealth(t.Context()); !maps.Equal(got, want) {
+		t.Errorf("CheckHealth after Close = %v, want %v", got, want)
+	}
+	if n := healthy.Count(ocrfake.EndpointHealth); n != 0 {
+		t.Errorf("%d health probes sent, want none", n)
+	}
+}
