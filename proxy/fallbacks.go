@@ -270,5 +270,6 @@ func (s *Server) streamRoutes(ctx context.Context, w http.ResponseWriter, ri *re
 			return nil, sink, err
 		}
 		_, earlier = sink.tracked()
+		sink.release()
 	}
 }

@@ -371,6 +371,7 @@ func TestResponsesStreamTextEqualsTheNonStreamedAnswer(t *testing.T) {
 		resp.CallID, resp.Model, resp.SourceName = "c1", "primary-model", "primary_1"
 		commit := []string{CommitFirstToken, CommitBuffer}[i%2]
 		s := &Server{cfg: Config{WriteTimeout: time.Second, StreamCommit: commit}}
+		s.bodies.max = 1 << 30 // a held delta's place is taken from it (buffer)
 		ri := &reqInfo{id: "r1", scope: "LLM", route: "gpt-4o"}
 		ans := &responsesAnswer{echo: defaultEcho()}
 		rec := httptest.NewRecorder()

@@ -3,7 +3,10 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -196,6 +199,11 @@ type streamSink struct {
 	sent      strings.Builder
 	sentThink strings.Builder
 	ends      []pieceEnd
+	// mem is the server's memory budget, and held what ends takes of it
+	// (buffer): a token stream's deltas are a few bytes each, and their
+	// bookkeeping would otherwise outweigh the text the budget counts.
+	mem  core.MemoryBudget
+	held int64
 	// chunk, choice and content are the delta chunk being written.
 	chunk   chunkBody
 	choice  [1]chunkChoice
@@ -207,6 +215,40 @@ type streamSink struct {
 // pieceEnd is where a held delta ends in sent and sentThink.
 type pieceEnd struct{ content, thinking int }
 
+// pieceEndSize is the bytes one pieceEnd takes: two ints.
+const pieceEndSize = 2 * strconv.IntSize / 8
+
+// errHeldPieces fails a buffered stream whose held deltas' bookkeeping
+// does not fit the memory budget: the call ends as an answer too large.
+var errHeldPieces = fmt.Errorf("proxy: the deltas held for a buffered answer exceed the memory budget: %w", core.ErrMemoryBudget)
+
+// holdEnd makes room in ends for one more held delta, taking from the
+// memory budget what a larger array needs before it is allocated. Called
+// with k.mu held.
+func (k *streamSink) holdEnd() error {
+	if len(k.ends) < cap(k.ends) {
+		return nil
+	}
+	n := max(cap(k.ends), 32) // the array doubles
+	if !k.mem.Reserve(int64(n) * pieceEndSize) {
+		return errHeldPieces
+	}
+	k.held += int64(n) * pieceEndSize
+	k.ends = slices.Grow(k.ends, n)
+	return nil
+}
+
+// release gives back what the sink took of the memory budget; the sink
+// writes nothing it holds after it (called when its request is done).
+func (k *streamSink) release() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.held > 0 {
+		k.mem.Release(k.held)
+		k.held = 0
+	}
+}
+
 func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias, commit string, ans chatAnswer) *streamSink {
 	if commit == "" {
 		commit = s.cfg.StreamCommit
@@ -215,6 +257,7 @@ func (s *Server) newStreamSink(w http.ResponseWriter, ri *reqInfo, callID, alias
 		buffer: commit == CommitBuffer,
 		out:    sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout},
 		ri:     ri, id: "chatcmpl-" + callID, created: time.Now().Unix(), alias: alias,
+		mem: &s.bodies,
 	}
 	if ans != nil {
 		k.events = ans.events(callID, k.created)
@@ -257,6 +300,9 @@ func (k *streamSink) Delta(content, thinking string) error {
 	k.sent.WriteString(content)
 	k.sentThink.WriteString(thinking)
 	if k.buffer {
+		if err := k.holdEnd(); err != nil {
+			return err
+		}
 		k.ends = append(k.ends, pieceEnd{k.sent.Len(), k.sentThink.Len()})
 		return nil
 	}
@@ -490,6 +536,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, ri *reqInfo,
 	ctx, done := s.callContext(r)
 	defer done()
 	resp, sink, err := s.streamRoutes(s.withBudget(ctx), w, ri, chain, req, ans)
+	defer sink.release()
 	if err == nil {
 		s.note(ri, resp)
 		if werr := sink.finish(resp, req.includeUsage); errors.Is(werr, errStreamBroken) {
