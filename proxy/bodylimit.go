@@ -97,6 +97,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 		release()
 		if e == bodyBusy {
 			leaveUnread(w, r)
+			info(r).refused = RefusedMemoryBudget
 		}
 		return nil, nil, e
 	}

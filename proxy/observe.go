@@ -52,9 +52,11 @@ const (
 // refusalByCode maps the error codes of refusals to their reasons, with
 // the status the gateway refuses with. A refusal whose code an upstream's
 // rejection may also carry (its request_too_large, rate_limit_exceeded,
-// invalid_api_key) is marked where it refuses (api, readBody), as is the
-// in-flight cap, which shares its code with the memory budget (enter): a
-// governed call that ran is no refusal. An upstream may send any of these
+// invalid_api_key) is marked where it refuses (api, readBody), as are the
+// in-flight cap (enter) and the memory budget's refusal of a request body
+// (readBody), whose code server_overloaded an answer too large for the
+// budget also gets after its call ran: a governed call that ran is no
+// refusal. An upstream may send any of these
 // codes too, but its rejection reaches the client as a 400 (a 502 for an
 // upstream error), never with the status of the gateway's own refusal.
 var refusalByCode = map[string]struct {
@@ -62,7 +64,6 @@ var refusalByCode = map[string]struct {
 	reason string
 }{
 	"budget_exhausted":     {http.StatusTooManyRequests, RefusedBudget},
-	"server_overloaded":    {http.StatusServiceUnavailable, RefusedMemoryBudget},
 	"server_shutting_down": {http.StatusServiceUnavailable, RefusedDraining},
 }
 

@@ -350,3 +350,38 @@ func TestAnUpstreamRefusalIsNoRefusalBeforeGovernance(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyARequestBodyTheBudgetRefusesIsAMemoryRefusal: both a request
+// body and an upstream answer that do not fit MaxBufferedBodyBytes are a
+// 503 server_overloaded, but only the body is refused before the governed
+// call runs: the answer's call ran (the upstream answered), and is no
+// refusal.
+func TestOnlyARequestBodyTheBudgetRefusesIsAMemoryRefusal(t *testing.T) {
+	t.Parallel()
+	up := fake(t, fakeupstream.WithBehavior(fakeupstream.OK().WithTokens(40_000)))
+	obs := &observer{}
+	f := oneScope(t, up, proxy.Config{Observer: obs, MaxBodyBytes: 64 << 10, MaxBufferedBodyBytes: 128 << 10}, "LLM__RETRY__MAX_ATTEMPTS", "1")
+	resp, b := f.do("POST", "/v1/chat/completions", chatBody("gpt-4o", false, ""))
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "server_overloaded") || up.Requests() == 0 {
+		t.Fatalf("an answer over the budget: %d %.200s (upstream requests %d)", resp.StatusCode, b, up.Requests())
+	}
+	if _, refusals := obs.seen(); len(refusals) != 0 {
+		t.Errorf("refusals = %q after an answer over the budget, want none: the governed call ran", refusals)
+	}
+
+	// A body that does not fit beside a held one is refused before any
+	// call: that is the memory refusal.
+	hup, llm, _ := hangingLLM(t)
+	hobs := &observer{}
+	h := serve(t, proxy.Config{Observer: hobs, MaxBodyBytes: 64 << 10, MaxBufferedBodyBytes: 100 << 10,
+		Backends: proxy.Backends{Clients: map[string]*polygateway.GatewayClient{"LLM": llm}, DefaultScope: "LLM"}})
+	big := bigChat(60 << 10)
+	release := hold(t, h, hup, big)
+	defer release()
+	if code, _, body := postRaw(t, h, "/v1/chat/completions", big, false); code != http.StatusServiceUnavailable || !strings.Contains(body, "server_overloaded") {
+		t.Fatalf("a body beyond the budget: %d %.200s", code, body)
+	}
+	if _, refusals := hobs.seen(); !slices.Equal(refusals, []string{proxy.RefusedMemoryBudget}) {
+		t.Errorf("refusals = %q after a body beyond the budget, want memory_budget", refusals)
+	}
+}
