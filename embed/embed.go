@@ -139,7 +139,8 @@ func (c *Client) Embed(ctx context.Context, texts []string, opts ...polygateway.
 // (child of parent) with the options co; the batches' call IDs are recorded
 // on out in order.
 func (c *Client) split(texts []string, co kernel.CallOptions, parent string, out *Response) []batch {
-	bs := c.cfg.BatchSize
+	// A BATCH_SIZE beyond the texts is one batch (and len+bs-1 could wrap).
+	bs := min(c.cfg.BatchSize, len(texts))
 	nb := (len(texts) + bs - 1) / bs
 	batches := make([]batch, nb)
 	out.BatchCallIDs = make([]string, nb)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -629,5 +630,28 @@ func TestEmbedBatchesOfDifferentDimensionsAreResultInvalid(t *testing.T) {
 	}
 	if len(other.requests()) != 1 {
 		t.Errorf("the fallback got %d requests, want 1 (batch 1)", len(other.requests()))
+	}
+}
+
+// TestEmbedHugeBatchSizeSendsOneBatch: a BATCH_SIZE near the largest int is
+// a valid integer >= 1 (no upper bound is documented); a call of several
+// texts is one batch, not a panic from the batch count wrapping.
+func TestEmbedHugeBatchSizeSendsOneBatch(t *testing.T) {
+	t.Parallel()
+	for _, bs := range []string{strconv.Itoa(math.MaxInt), strconv.Itoa(math.MaxInt - 1)} {
+		t.Run(bs, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, 4)
+			c := newClient(t, env(f.URL(), bs))
+			in := texts(3)
+			resp, err := c.Embed(ctxT(t), in)
+			if err != nil {
+				t.Fatalf("Embed: %v", err)
+			}
+			wantVectors(t, resp.Vectors, in, 4)
+			if reqs := f.requests(); len(reqs) != 1 || len(reqs[0].Input) != 3 || len(resp.BatchCallIDs) != 1 {
+				t.Errorf("upstream saw %d requests, BatchCallIDs %v; want one batch of 3", len(reqs), resp.BatchCallIDs)
+			}
+		})
 	}
 }
