@@ -270,7 +270,8 @@ func MalformedAt(n int) Behavior { return Behavior{fault: faultMalformed, faultA
 // its JSON cut at two thirds of its length (the event still ends with its
 // blank line), then the tokens after it up to [DONE]: the word of token n
 // is missing from what parses, as when a proxy or a provider drops the end
-// of one event. A non-streaming request gets a 200 with a truncated JSON
+// of one event. When the answer has n tokens or fewer, the chunk cut is
+// the one with the finish_reason that follows them. A non-streaming request gets a 200 with a truncated JSON
 // body, as for MalformedAt.
 func TruncatedChunkAt(n int) Behavior { return Behavior{fault: faultTruncated, faultAt: n} }
 

@@ -3,6 +3,7 @@ package polygatewaytest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"testing"
@@ -274,5 +275,38 @@ func TestEmbeddingFaultsReachTheEmbedClientAsTheirClass(t *testing.T) {
 				t.Errorf("usage %s without usage in the answer", resp.UsageSource)
 			}
 		})
+	}
+}
+
+// A TruncatedChunkAt fault never gives a whole answer: at or past the last
+// token the chunk cut is the finish chunk, so a stream fails like the
+// non-streaming body does, wherever the fault is placed.
+func TestATruncatedChunkAtOrPastTheLastTokenStillBreaksTheStream(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		b    polygatewaytest.Behavior
+	}{
+		{"inside the answer", polygatewaytest.TruncatedChunkAt(2)},
+		{"at the last token", polygatewaytest.TruncatedChunkAt(polygatewaytest.DefaultTokens)},
+		{"past the last token", polygatewaytest.TruncatedChunkAt(polygatewaytest.DefaultTokens + 5)},
+		{"of an answer of three words", polygatewaytest.TruncatedChunkAt(3).WithContent("one two three")},
+	}
+	for _, tc := range cases {
+		for _, stream := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/stream=%v", tc.name, stream), func(t *testing.T) {
+				t.Parallel()
+				s := polygatewaytest.NewServer(t, polygatewaytest.WithBehavior(tc.b))
+				env := s.Env("LLM")
+				env["LLM__RETRY__MAX_ATTEMPTS"] = "1"
+				resp, err := chat(t, client(t, env), polygateway.WithStream(stream))
+				if err == nil {
+					t.Fatalf("the call answered %q, want a failure", resp.Content)
+				}
+				if a := s.Attempts(); len(a) != 1 || a[0].Kind != polygatewaytest.KindMalformed {
+					t.Errorf("attempts %+v", a)
+				}
+			})
+		}
 	}
 }

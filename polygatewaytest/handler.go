@@ -386,7 +386,11 @@ func (a *answerer) stream(rd *rendered, includeUsage bool) {
 			return
 		}
 	}
-	if !a.write(rd.finish) {
+	finish := rd.finish
+	if at == n && b.fault == faultTruncated {
+		finish = truncatedEvent(finish) // no token n: the chunk after the last one is cut
+	}
+	if !a.write(finish) {
 		return
 	}
 	if includeUsage && !b.NoUsage && !a.write(rd.usage) {
