@@ -39,7 +39,9 @@ func qualityProblem(resp *core.LLMResponse, q core.QualitySettings) string {
 		return fmt.Sprintf("the answer has %d characters, fewer than %d", n, max(q.MinChars, 1))
 	}
 	if n <= refusalMaxChars {
-		lower := strings.ToLower(text)
+		// Models write the apostrophe typographically too ("I’m sorry,
+		// but I can’t"): read as the straight one.
+		lower := strings.ToLower(strings.ReplaceAll(text, "\u2019", "'"))
 		for _, p := range refusalPhrases {
 			if strings.HasPrefix(lower, p) {
 				return "the answer is a refusal"

@@ -24,6 +24,7 @@ func TestQualityProblem(t *testing.T) {
 		{"cut at the token limit", core.LLMResponse{Content: "A long story that", FinishReason: "length"}, true},
 		{"refusal", core.LLMResponse{Content: "I'm sorry, but I can't help with that request.", FinishReason: "stop"}, true},
 		{"chinese refusal", core.LLMResponse{Content: "抱歉，我无法回答这个问题。", FinishReason: "stop"}, true},
+		{"refusal with typographic apostrophes", core.LLMResponse{Content: "I\u2019m sorry, but I can\u2019t assist with that.", FinishReason: "stop"}, true},
 		{"long text quoting a refusal is fine", core.LLMResponse{Content: "The assistant said: I can't help with that. " + varied(12), FinishReason: "stop"}, false},
 		{"repetition loop", core.LLMResponse{Content: loop, FinishReason: "stop"}, true},
 		{"short repeated word is fine", core.LLMResponse{Content: "ha ha ha ha, very funny indeed", FinishReason: "stop"}, false},
