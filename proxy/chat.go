@@ -373,21 +373,22 @@ func noModel() *apiError {
 }
 
 func modelNotFound(model string) *apiError {
-	msg := "The model `" + shownModel(model) + "` does not exist or is not routed by this gateway."
+	msg := "The model `" + shown(model) + "` does not exist or is not routed by this gateway."
 	return invalidRequest(http.StatusNotFound, "model", "model_not_found", msg)
 }
 
-// maxShownModel bounds a client's model name where the gateway quotes it
-// (an error, the access log): routed names are far shorter.
-const maxShownModel = 256
+// maxShown bounds a name a client sent (a model, a field) where the
+// gateway quotes it back (an error, the access log): real names are far
+// shorter.
+const maxShown = 256
 
-// shownModel is model as the gateway quotes it: at most maxShownModel
-// bytes, a cut marked with "…".
-func shownModel(model string) string {
-	if len(model) <= maxShownModel {
-		return model
+// shown is s, a name a client sent, as the gateway quotes it: at most
+// maxShown bytes, not splitting a rune, a cut marked with "…".
+func shown(s string) string {
+	if len(s) <= maxShown {
+		return s
 	}
-	return redact.CutRunes(model, maxShownModel) + "…"
+	return redact.CutRunes(s, maxShown) + "…"
 }
 
 // govern runs one governed call of the request ri on k and returns the

@@ -152,7 +152,7 @@ func (g *generation) chatChain(req *chatRequest, scope string, cs chatScope) ([]
 		fscope, fcs, ok := g.chatRoute(m)
 		if !ok {
 			return nil, invalidRequest(http.StatusBadRequest, req.fallbacksParam+"["+strconv.Itoa(i)+"]", "model_not_found",
-				"The fallback model `"+shownModel(m)+"` does not exist or is not routed by this gateway.")
+				"The fallback model `"+shown(m)+"` does not exist or is not routed by this gateway.")
 		}
 		if slices.ContainsFunc(chain, func(h chatHop) bool { return h.scope == fscope }) {
 			continue

@@ -52,7 +52,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	g := s.gen.Load()
 	if _, found := slices.BinarySearch(g.models, id); !found {
 		s.fail(w, info(r), invalidRequest(http.StatusNotFound, "model", "model_not_found",
-			"The model `"+shownModel(id)+"` does not exist or is not routed by this gateway."))
+			"The model `"+shown(id)+"` does not exist or is not routed by this gateway."))
 		return
 	}
 	s.writeJSON(w, http.StatusOK, modelBody{ID: id, Object: "model", OwnedBy: "polygateway"})

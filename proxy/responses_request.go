@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/polygateway/polygateway/core"
@@ -180,15 +179,10 @@ func firstUnknown(obj map[string]json.RawMessage, known func(string) bool) strin
 	return slices.Min(unknown)
 }
 
-// maxParamLen bounds the field name an error repeats.
-const maxParamLen = 256
-
 // unknownParameter refuses a member the gateway does not read. A name
-// longer than maxParamLen is cut there.
+// longer than maxShown is cut there (shown).
 func unknownParameter(param string) error {
-	if len(param) > maxParamLen {
-		param = strings.ToValidUTF8(param[:maxParamLen], "") + "…"
-	}
+	param = shown(param)
 	return badRequest(param, "unknown_parameter", "unknown parameter %q: this gateway does not support it on /v1/responses", param)
 }
 

@@ -286,14 +286,14 @@ func TestResponsesRequestReadAtEveryBoundary(t *testing.T) {
 	}
 }
 
-// An unknown field's name is repeated in the error at most maxParamLen
+// An unknown field's name is repeated in the error at most maxShown
 // bytes long.
 func TestResponsesUnknownFieldNameIsBounded(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é", 1000)
 	_, _, err := decodeBody(`{"model":"m","input":"hi","` + long + `":1}`)
 	var re *requestError
-	if !errors.As(err, &re) || re.code != "unknown_parameter" || len(re.param) > maxParamLen+len("…") || !strings.HasPrefix(long, strings.TrimSuffix(re.param, "…")) {
+	if !errors.As(err, &re) || re.code != "unknown_parameter" || len(re.param) > maxShown+len("…") || !strings.HasPrefix(long, strings.TrimSuffix(re.param, "…")) {
 		t.Fatalf("refusal %+v", re)
 	}
 }

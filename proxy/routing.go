@@ -129,7 +129,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		attrs = append(attrs, slog.String("client", ri.client))
 	}
 	if ri.model != "" {
-		attrs = append(attrs, slog.String("model", shownModel(ri.model)), slog.String("scope", ri.scope), slog.Bool("stream", ri.stream))
+		attrs = append(attrs, slog.String("model", shown(ri.model)), slog.String("scope", ri.scope), slog.Bool("stream", ri.stream))
 	}
 	if len(ri.routes) > 0 {
 		attrs = append(attrs, slog.String("routes", joinComma(ri.routes)))
