@@ -52,6 +52,10 @@ const (
 	ReasonConsumerFailed Reason = "consumer_failed"
 )
 
+// CodeConsumerFailed is the Code of a RequestRejectedError of reason
+// ReasonConsumerFailed.
+const CodeConsumerFailed = "stream_consumer_failed"
+
 // Sentinel errors, matched with errors.Is.
 var (
 	// ErrGateway matches every error the library makes.

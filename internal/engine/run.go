@@ -285,7 +285,7 @@ func (r *run) perform(ctx context.Context, s *sourceState, t *core.Ticket) (*cor
 			if ferr := g.flush(); ferr != nil {
 				// As the transport reports a sink that fails mid-stream:
 				// the source answered; the call cannot take its answer.
-				resp, err = nil, &core.RequestRejectedError{Source: s.cfg.Name, Code: "stream_consumer_failed", Reason: core.ReasonConsumerFailed,
+				resp, err = nil, &core.RequestRejectedError{Source: s.cfg.Name, Code: core.CodeConsumerFailed, Reason: core.ReasonConsumerFailed,
 					Message: "stream consumer failed: " + ferr.Error(), Err: ferr}
 			}
 		}

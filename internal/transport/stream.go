@@ -296,5 +296,5 @@ func (c *Client) consumerFailed(ctx context.Context, mk errMaker, err error) err
 	}
 	mk.msg = "stream consumer failed: " + err.Error()
 	mk.err = err
-	return mk.rejectedFor(core.ReasonConsumerFailed, "stream_consumer_failed")
+	return mk.rejectedFor(core.ReasonConsumerFailed, core.CodeConsumerFailed)
 }
